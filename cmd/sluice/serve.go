@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/server"
+)
+
+// loadConfig loads the layered configuration: defaults, the file (if any), SLUICE_ environment
+// variables, then the flags that were set.
+func loadConfig(ctx context.Context, file string, overrides map[string]any) (*config.Config, error) {
+	opts := config.LoadOptions{Env: os.Environ(), Overrides: overrides}
+	if file != "" {
+		opts.Files = []string{file}
+	}
+	return config.Load(ctx, opts)
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("c", "", "configuration file (YAML)")
+	listen := fs.String("listen", "", "WebSocket listen address (overrides the config's listen)")
+	brokerURL := fs.String("broker", "", "Pulsar service URL (overrides broker.url; empty: embedded broker)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	logger, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	overrides := map[string]any{}
+	if *listen != "" {
+		overrides["listen"] = *listen
+	}
+	if *brokerURL != "" {
+		overrides["broker.url"] = *brokerURL
+	}
+	cfg, err := loadConfig(ctx, *file, overrides)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(cfg, server.WithLogger(logger))
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(ctx, true); err != nil {
+		return err
+	}
+	printConnectHelp(stdout, srv)
+	if *file != "" {
+		// Routes reload when the file changes; a bad file keeps the old routes.
+		var wg sync.WaitGroup
+		wctx, stopWatch := context.WithCancel(ctx)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			first := true
+			_ = config.Watch(wctx, config.WatchOptions{Load: config.LoadOptions{Files: []string{*file}, Env: os.Environ(), Overrides: overrides}},
+				func(next *config.Config, err error) {
+					if first { // the configuration Start already applied
+						first = false
+						return
+					}
+					if err == nil {
+						err = srv.Reload(wctx, next)
+					}
+					if err != nil {
+						logger.Error("configuration reload failed; keeping the previous routes", "err", err)
+						return
+					}
+					logger.Info("configuration reloaded", "routes", len(next.Routes))
+				})
+		}()
+		defer func() {
+			stopWatch()
+			wg.Wait()
+		}()
+	}
+	<-ctx.Done()
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+func printConnectHelp(w io.Writer, srv *server.Server) {
+	addr := srv.Addr()
+	host := addr
+	if h, p, err := splitHostPort(addr); err == nil && (h == "" || h == "::" || h == "0.0.0.0") {
+		host = "localhost:" + p
+	}
+	fmt.Fprintf(w, "Sluice is listening on %s (broker %s)\n", addr, srv.BrokerURL())
+	if eb := srv.Embedded(); eb != nil {
+		fmt.Fprintf(w, "Embedded broker: %s", eb.ServiceURL())
+		if a := eb.AdminURL(); a != "" {
+			fmt.Fprintf(w, " (admin %s)", a)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "Connect a Pulsar WebSocket client:")
+	fmt.Fprintf(w, "  producer: ws://%s/ws/v2/producer/persistent/public/default/my-topic\n", host)
+	fmt.Fprintf(w, "  consumer: ws://%s/ws/v2/consumer/persistent/public/default/my-topic/my-sub\n", host)
+	fmt.Fprintf(w, "  reader:   ws://%s/ws/v2/reader/persistent/public/default/my-topic\n", host)
+	fmt.Fprintln(w, "Press Ctrl-C to stop.")
+}
+
+func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("c", "", "configuration file (YAML); required")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *file == "" {
+		return fmt.Errorf("validate: -c FILE is required")
+	}
+	cfg, err := loadConfig(ctx, *file, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *file, err)
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stdout, "warning:", w)
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d routes, %d plugins)\n", *file, len(cfg.Routes), len(cfg.Plugins))
+	return nil
+}
+
+func splitHostPort(addr string) (string, string, error) { return net.SplitHostPort(addr) }

@@ -1,0 +1,456 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+)
+
+// GateConfig configures a session's gate.
+type GateConfig struct {
+	// MaxMessages is the hard limit on charges held at once (pending
+	// messages). Zero means unbounded; negative is invalid.
+	MaxMessages int
+	// MaxBytes is the session's soft byte limit. Zero means unbounded;
+	// negative is invalid.
+	MaxBytes int64
+}
+
+func (c GateConfig) validate() error {
+	if c.MaxMessages < 0 || c.MaxBytes < 0 {
+		return invalidf("producer gate: max messages %d and max bytes %d must be >= 0", c.MaxMessages, c.MaxBytes)
+	}
+	return nil
+}
+
+// Gate is the producer layer (one session) and the entry point of admission:
+// [Gate.TryAcquire] and [Gate.Acquire] charge the gate, its route and the
+// route's edge pool together, or none of them. A gate is cheap; make one per
+// session, with zero limits if the session has none of its own.
+type Gate struct {
+	p *Pool
+	r *Route
+
+	// Guarded by p.mu.
+	maxMsgs     int64
+	maxBytes    int64
+	msgs        int64
+	bytes       int64
+	pausedMsgs  bool
+	pausedBytes bool
+	held        verdict // refusal of the first queued waiter through this gate
+	nwait       int
+	msgStats    counters
+	byteStats   counters
+}
+
+// Gate returns a new gate charging this route and its pool.
+func (r *Route) Gate(cfg GateConfig) (*Gate, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Gate{p: r.p, r: r, maxMsgs: int64(cfg.MaxMessages), maxBytes: cfg.MaxBytes}, nil
+}
+
+// SetLimits changes the gate's limits; zero means unbounded. Lowering a limit
+// below usage admits nothing more until usage falls; raising it wakes a
+// waiter that now fits.
+func (g *Gate) SetLimits(cfg GateConfig) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	p := g.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g.maxMsgs, g.maxBytes = int64(cfg.MaxMessages), cfg.MaxBytes
+	g.unpause()
+	p.settle()
+	return nil
+}
+
+func (g *Gate) unpause() {
+	if g.pausedMsgs && (g.maxMsgs == 0 || g.msgs <= g.p.lowWatermark(g.maxMsgs)) {
+		g.pausedMsgs = false
+	}
+	if g.pausedBytes && (g.maxBytes == 0 || g.bytes <= g.p.lowWatermark(g.maxBytes)) {
+		g.pausedBytes = false
+	}
+}
+
+// GateStats is a snapshot of a gate, one LayerStats per unit.
+type GateStats struct {
+	Messages LayerStats
+	Bytes    LayerStats
+}
+
+// Snapshot returns the gate's state.
+func (g *Gate) Snapshot() GateStats {
+	g.p.mu.Lock()
+	defer g.p.mu.Unlock()
+	s := GateStats{
+		Messages: LayerStats{Layer: LayerProducer, Unit: UnitMessages, Limit: g.maxMsgs, Used: g.msgs, Waiters: g.nwait, Paused: g.pausedMsgs},
+		Bytes:    LayerStats{Layer: LayerProducer, Unit: UnitBytes, Limit: g.maxBytes, Used: g.bytes, Waiters: g.nwait, Paused: g.pausedBytes},
+	}
+	g.msgStats.fill(&s.Messages)
+	g.byteStats.fill(&s.Bytes)
+	return s
+}
+
+// Charge is an admitted message's hold on every layer of its chain. Release
+// it exactly once, when the message's memory is no longer held (receipt, send
+// error, socket or producer close). A second Release is a no-op, counted in
+// [PoolStats].DoubleReleases, so an accounting bug in a caller cannot corrupt
+// the pool or crash the edge. A nil *Charge's Release is a no-op too.
+type Charge struct {
+	g        *Gate
+	n        int64
+	released atomic.Bool
+}
+
+// Bytes returns the charged size.
+func (c *Charge) Bytes() int64 { return c.n }
+
+// Release returns the charge to every layer and admits waiters that now fit.
+// It is safe to call from any goroutine.
+func (c *Charge) Release() {
+	if c == nil {
+		return
+	}
+	p := c.g.p
+	if !c.released.CompareAndSwap(false, true) {
+		p.doubleReleases.Add(1)
+		return
+	}
+	p.mu.Lock()
+	p.release(c.g, c.n)
+	p.mu.Unlock()
+}
+
+// verdict is the outcome of check: admitted, or the outermost layer (and
+// unit) that refused.
+type verdict uint8
+
+const (
+	admit verdict = iota
+	refusedEdge
+	refusedRoute
+	refusedGateMsgs
+	refusedGateBytes
+)
+
+// errNegative is returned for a negative charge.
+var errNegative = invalidf("negative charge")
+
+// TryAcquire charges n bytes and one message against the gate, its route and
+// its pool, or returns a *LimitError naming the layer that refused. It never
+// blocks. A layer refuses when its usage is at or above its limit, or when an
+// Acquire waiter is queued on it (no barging past paused waiters); the low
+// watermark does not apply otherwise.
+func (g *Gate) TryAcquire(n int64) (*Charge, error) {
+	if n < 0 {
+		return nil, errNegative
+	}
+	p := g.p
+	p.mu.Lock()
+	if v := p.check(g, n, false); v != admit {
+		err := p.limitError(g, v)
+		p.layerStats(g, v).rejected++
+		p.mu.Unlock()
+		return nil, err
+	}
+	p.commit(g, n)
+	p.mu.Unlock()
+	return &Charge{g: g, n: n}, nil
+}
+
+// Acquire charges n bytes and one message against the gate, its route and
+// its pool, waiting while a layer refuses. Waiters are admitted in arrival
+// order per layer (see the package documentation), and a layer that refused a
+// waiter admits waiters again only once its usage is at or below the low
+// watermark. A waiter holds no charge while it waits. When ctx ends first,
+// Acquire returns a *LimitError naming the layer it was waiting on, wrapping
+// ctx.Err(); if admission and ctx end race, admission wins and the charge is
+// returned.
+func (g *Gate) Acquire(ctx context.Context, n int64) (*Charge, error) {
+	if n < 0 {
+		return nil, errNegative
+	}
+	p := g.p
+	p.mu.Lock()
+	v := p.check(g, n, true)
+	if v == admit {
+		p.commit(g, n)
+		p.mu.Unlock()
+		return &Charge{g: g, n: n}, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, p.abandon(g, v, err)
+	}
+	w := &waiter{g: g, n: n, v: v, ready: make(chan struct{})}
+	p.enqueue(w)
+	p.hold(g, v)
+	p.layerStats(g, v).waited++
+	p.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		return w.c, nil
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	if w.c != nil { // admitted between ctx ending and the lock
+		p.mu.Unlock()
+		return w.c, nil
+	}
+	p.dequeue(w)
+	// The waiter may have been holding layers that later waiters are queued
+	// behind: release its holds and rerun the queue (franz-go#777).
+	g.held = admit
+	g.r.held = admit
+	p.held = false
+	p.dispatch()
+	return nil, p.abandon(g, w.v, ctx.Err())
+}
+
+// abandon counts a wait that ended unadmitted, unlocks p.mu and returns the
+// error.
+func (p *Pool) abandon(g *Gate, v verdict, cause error) error {
+	st := p.layerStats(g, v)
+	if errors.Is(cause, context.DeadlineExceeded) {
+		st.timedOut++
+	} else {
+		st.canceled++
+	}
+	err := p.limitError(g, v)
+	p.mu.Unlock()
+	err.Err = cause
+	return err
+}
+
+// check decides whether a charge of n bytes through g would be admitted now,
+// trying the layers outermost first. wait selects Acquire semantics: a layer
+// found at its limit is paused, and a paused layer refuses until its usage
+// falls to the low watermark. Both modes refuse at a layer held by an earlier
+// waiter. Must hold p.mu.
+func (p *Pool) check(g *Gate, n int64, wait bool) verdict {
+	r := g.r
+	// Edge. A charge that fits in the route's unused reservation is
+	// guaranteed and skips the edge; any other draws on the shared
+	// remainder, whose soft limit is L-R (at least 1).
+	if p.limit > 0 && r.used+n > r.reserve {
+		if p.held {
+			return refusedEdge
+		}
+		if p.shared >= p.sharedLimit() {
+			p.paused = p.paused || wait
+			return refusedEdge
+		}
+		if wait && p.paused {
+			return refusedEdge
+		}
+	}
+	// Route.
+	if r.held != admit {
+		return r.held
+	}
+	if r.cap > 0 {
+		if r.used >= r.cap {
+			r.paused = r.paused || wait
+			return refusedRoute
+		}
+		if wait && r.paused {
+			return refusedRoute
+		}
+	}
+	// Gate.
+	if g.held != admit {
+		return g.held
+	}
+	if g.maxMsgs > 0 {
+		if g.msgs >= g.maxMsgs {
+			g.pausedMsgs = g.pausedMsgs || wait
+			return refusedGateMsgs
+		}
+		if wait && g.pausedMsgs {
+			return refusedGateMsgs
+		}
+	}
+	if g.maxBytes > 0 {
+		if g.bytes >= g.maxBytes {
+			g.pausedBytes = g.pausedBytes || wait
+			return refusedGateBytes
+		}
+		if wait && g.pausedBytes {
+			return refusedGateBytes
+		}
+	}
+	return admit
+}
+
+// commit takes the charge on every layer. Must hold p.mu.
+func (p *Pool) commit(g *Gate, n int64) {
+	r := g.r
+	p.shared += r.overflow(r.used+n) - r.overflow(r.used)
+	p.used += n
+	r.used += n
+	g.msgs++
+	g.bytes += n
+	p.stats.admitted++
+	r.stats.admitted++
+	g.msgStats.admitted++
+	g.byteStats.admitted++
+}
+
+// release returns a charge to every layer, unpauses layers that fell to their
+// low watermark and, if that may admit a waiter, runs the queue. Must hold
+// p.mu.
+func (p *Pool) release(g *Gate, n int64) {
+	r := g.r
+	p.shared -= r.overflow(r.used) - r.overflow(r.used-n)
+	p.used -= n
+	r.used -= n
+	g.msgs--
+	g.bytes -= n
+	wake := p.unpauseAll(g)
+	// A waiter of this route refused at the edge may now fit in the route's
+	// reservation.
+	wake = wake || (r.reserve > 0 && r.nwait > 0)
+	if wake && p.nwait > 0 {
+		p.dispatch()
+	}
+}
+
+// unpauseAll clears the pause flags of g's chain that fell to their low
+// watermark and reports whether any did.
+func (p *Pool) unpauseAll(g *Gate) bool {
+	r := g.r
+	woke := false
+	if p.paused && p.shared <= p.lowWatermark(p.sharedLimit()) {
+		p.paused, woke = false, true
+	}
+	if r.paused && r.used <= p.lowWatermark(r.cap) {
+		r.paused, woke = false, true
+	}
+	if g.pausedMsgs && g.msgs <= p.lowWatermark(g.maxMsgs) {
+		g.pausedMsgs, woke = false, true
+	}
+	if g.pausedBytes && g.bytes <= p.lowWatermark(g.maxBytes) {
+		g.pausedBytes, woke = false, true
+	}
+	return woke
+}
+
+// waiter is a blocked Acquire call, linked into its pool's FIFO queue.
+type waiter struct {
+	g          *Gate
+	n          int64
+	v          verdict // the layer that refused it last
+	c          *Charge // set, and ready closed, on admission
+	ready      chan struct{}
+	prev, next *waiter
+}
+
+func (p *Pool) enqueue(w *waiter) {
+	w.prev = p.tail
+	if p.tail != nil {
+		p.tail.next = w
+	} else {
+		p.head = w
+	}
+	p.tail = w
+	p.nwait++
+	w.g.r.nwait++
+	w.g.nwait++
+}
+
+func (p *Pool) dequeue(w *waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		p.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		p.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	p.nwait--
+	w.g.r.nwait--
+	w.g.nwait--
+}
+
+// hold marks the layers a refused waiter holds: the layer that refused it and
+// every layer inside it in its chain. Later callers through a held layer wait
+// behind it, which is what makes admission FIFO per layer and keeps a stream
+// of small messages from starving a large one. A held route or gate refuses
+// with the verdict of its first holder, so errors name the layer the queue
+// is actually waiting on.
+func (p *Pool) hold(g *Gate, v verdict) {
+	if v == refusedEdge {
+		p.held = true
+	}
+	if v <= refusedRoute && g.r.held == admit {
+		g.r.held = v
+	}
+	if g.held == admit {
+		g.held = v
+	}
+}
+
+// dispatch walks the queue in arrival order, admitting every waiter that
+// check admits given the holds of the waiters before it, and recomputing the
+// holds. O(waiters); it runs only when a pause flag clears, a limit changes,
+// or a waiter leaves. Must hold p.mu.
+func (p *Pool) dispatch() {
+	if p.head == nil {
+		p.held = false
+		return
+	}
+	p.held = false
+	for w := p.head; w != nil; w = w.next {
+		w.g.held = admit
+		w.g.r.held = admit
+	}
+	for w := p.head; w != nil; {
+		next := w.next
+		if v := p.check(w.g, w.n, true); v != admit {
+			w.v = v
+			p.hold(w.g, v)
+		} else {
+			p.dequeue(w)
+			p.commit(w.g, w.n)
+			w.c = &Charge{g: w.g, n: w.n}
+			close(w.ready)
+		}
+		w = next
+	}
+}
+
+// limitError describes refusal v of a charge through g. Must hold p.mu.
+func (p *Pool) limitError(g *Gate, v verdict) *LimitError {
+	switch v {
+	case refusedEdge:
+		return &LimitError{Layer: LayerEdge, Name: p.name, Unit: UnitBytes, Limit: p.limit, Used: p.used}
+	case refusedRoute:
+		return &LimitError{Layer: LayerRoute, Name: g.r.name, Unit: UnitBytes, Limit: g.r.cap, Used: g.r.used}
+	case refusedGateMsgs:
+		return &LimitError{Layer: LayerProducer, Unit: UnitMessages, Limit: g.maxMsgs, Used: g.msgs}
+	default:
+		return &LimitError{Layer: LayerProducer, Unit: UnitBytes, Limit: g.maxBytes, Used: g.bytes}
+	}
+}
+
+// layerStats returns the counters of the layer behind verdict v.
+func (p *Pool) layerStats(g *Gate, v verdict) *counters {
+	switch v {
+	case refusedEdge:
+		return &p.stats
+	case refusedRoute:
+		return &g.r.stats
+	case refusedGateMsgs:
+		return &g.msgStats
+	default:
+		return &g.byteStats
+	}
+}

@@ -1,0 +1,426 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+)
+
+// MessageID identifies a message in the broker. The zero value is no message.
+//
+// pulsar-client-go reports partition 0 for a non-partitioned topic and batch index 0 of a
+// batch of 1 for a message that was not batched; Pulsar's Java client (and so its WebSocket
+// proxy) reports partition -1 and no batch. MessageID reports the Java values: the partition
+// only when the topic is partitioned, and no batch index for a batch of one message (which
+// pulsar-client-go does not distinguish from an unbatched message).
+type MessageID struct {
+	id          pulsar.MessageID
+	partitioned bool
+}
+
+// partitionSuffix matches the name of one partition of a partitioned topic.
+var partitionSuffix = regexp.MustCompile(`-partition-[0-9]+$`)
+
+// IsZero reports whether id names no message.
+func (id MessageID) IsZero() bool { return id.id == nil }
+
+// Ledger is the id's ledger.
+func (id MessageID) Ledger() int64 { return id.id.LedgerID() }
+
+// Entry is the id's entry in its ledger.
+func (id MessageID) Entry() int64 { return id.id.EntryID() }
+
+// Partition is the partition index, or -1 for a non-partitioned topic.
+func (id MessageID) Partition() int32 {
+	if !id.partitioned {
+		return -1
+	}
+	return id.id.PartitionIdx()
+}
+
+// BatchIndex is the message's index in its batch, or -1 when it was not batched.
+func (id MessageID) BatchIndex() int32 {
+	if id.id.BatchSize() <= 1 {
+		return -1
+	}
+	return id.id.BatchIdx()
+}
+
+// BatchSize is the number of messages in the id's batch, or 0 when it was not batched.
+func (id MessageID) BatchSize() int32 {
+	if n := id.id.BatchSize(); n > 1 {
+		return n
+	}
+	return 0
+}
+
+// ParseMessageID decodes a serialized MessageIdData, as clients of the WebSocket API send.
+func ParseMessageID(b []byte) (MessageID, error) {
+	id, err := pulsar.DeserializeMessageID(b)
+	if err != nil {
+		return MessageID{}, fmt.Errorf("%w: message id: %w", ErrInvalidArgument, err)
+	}
+	return MessageID{id: id, partitioned: id.PartitionIdx() >= 0}, nil
+}
+
+// NewMessageID builds an id from its parts; batchIndex and partition are -1 when unset.
+func NewMessageID(ledger, entry int64, batchIndex, partition int32) MessageID {
+	return MessageID{id: pulsar.NewMessageID(ledger, entry, batchIndex, partition), partitioned: partition >= 0}
+}
+
+// StartAfter is the exclusive reader start position after the message with the given id,
+// as Pulsar's WebSocket reader takes it. pulsar-client-go numbers the single message of an
+// unbatched entry as batch index 0 and filters an exclusive start by batch index, so an
+// unbatched id (batchIndex < 0) is turned into "after every message of that entry".
+func StartAfter(ledger, entry int64, batchIndex, partition int32) MessageID {
+	if batchIndex < 0 {
+		batchIndex = math.MaxInt32
+	}
+	return NewMessageID(ledger, entry, batchIndex, partition)
+}
+
+// EarliestMessageID and LatestMessageID are the reader's start positions.
+func EarliestMessageID() MessageID { return MessageID{id: pulsar.EarliestMessageID()} }
+
+// LatestMessageID is the position after the last message.
+func LatestMessageID() MessageID { return MessageID{id: pulsar.LatestMessageID()} }
+
+// Message is one message received from the broker.
+type Message struct {
+	ID              MessageID
+	Topic           string
+	Payload         []byte
+	Properties      map[string]string
+	Key             string
+	PublishTime     time.Time
+	EventTime       time.Time // zero when the producer set none
+	RedeliveryCount uint32
+	// EncryptionKeys and EncryptionParam are set when the message was encrypted by its producer
+	// and delivered undecrypted.
+	Encryption *Encryption
+}
+
+// Encryption describes an encrypted message delivered as-is.
+type Encryption struct {
+	Keys                    map[string]EncryptionKey
+	Param                   []byte
+	Algorithm               string
+	Compression             string
+	UncompressedMessageSize uint32
+	BatchSize               int32
+}
+
+// EncryptionKey is one encrypted data key with its metadata.
+type EncryptionKey struct {
+	Value    []byte
+	Metadata map[string]string
+}
+
+func fromPulsar(m pulsar.Message) *Message {
+	props := m.Properties()
+	if props == nil {
+		props = map[string]string{}
+	}
+	msg := &Message{
+		ID:              MessageID{id: m.ID(), partitioned: partitionSuffix.MatchString(m.Topic())},
+		Topic:           m.Topic(),
+		Payload:         m.Payload(),
+		Properties:      props,
+		Key:             m.Key(),
+		PublishTime:     m.PublishTime(),
+		EventTime:       m.EventTime(),
+		RedeliveryCount: m.RedeliveryCount(),
+	}
+	if ec := m.GetEncryptionContext(); ec != nil && len(ec.Keys) > 0 {
+		e := &Encryption{
+			Keys:                    make(map[string]EncryptionKey, len(ec.Keys)),
+			Param:                   ec.Param,
+			Algorithm:               ec.Algorithm,
+			Compression:             compressionName(ec.CompressionType),
+			UncompressedMessageSize: uint32(ec.UncompressedSize),
+			BatchSize:               int32(ec.BatchSize),
+		}
+		for name, k := range ec.Keys {
+			e.Keys[name] = EncryptionKey{Value: k.KeyValue, Metadata: k.Metadata}
+		}
+		msg.Encryption = e
+	}
+	return msg
+}
+
+func compressionName(c pulsar.CompressionType) string {
+	switch c {
+	case pulsar.LZ4:
+		return "LZ4"
+	case pulsar.ZLib:
+		return "ZLIB"
+	case pulsar.ZSTD:
+		return "ZSTD"
+	default:
+		return "NONE"
+	}
+}
+
+// SubscriptionType is the subscription's dispatch mode.
+type SubscriptionType int
+
+// Subscription types. The zero value is Exclusive, as in Pulsar.
+const (
+	Exclusive SubscriptionType = iota
+	Shared
+	Failover
+	KeyShared
+)
+
+// InitialPosition is where a new subscription starts.
+type InitialPosition int
+
+// Initial positions. The zero value is Latest, as in Pulsar.
+const (
+	Latest InitialPosition = iota
+	Earliest
+)
+
+// CryptoFailureAction says what to do with a message the consumer cannot decrypt.
+type CryptoFailureAction int
+
+// Crypto failure actions. The zero value is Fail, as in Pulsar.
+const (
+	CryptoFail CryptoFailureAction = iota
+	CryptoDiscard
+	CryptoConsume
+)
+
+// ConsumerOptions configures one broker-side consumer. Exactly one of Topic, Topics and
+// TopicsPattern is set. Zero values are documented per field.
+type ConsumerOptions struct {
+	Topic         string
+	Topics        []string
+	TopicsPattern string
+	// Subscription is the subscription name. Required.
+	Subscription string
+	// Type is the dispatch mode. Zero is Exclusive.
+	Type SubscriptionType
+	// NonDurable makes the subscription disappear with its last consumer. Zero is durable.
+	NonDurable bool
+	// InitialPosition is where a new subscription starts. Zero is Latest.
+	InitialPosition InitialPosition
+	// Name is the consumer name; empty lets the client pick one.
+	Name string
+	// ReceiverQueueSize is the client library's prefetch, in messages. Zero means 1000.
+	ReceiverQueueSize int
+	// NackRedeliveryDelay delays redelivery after a negative ack. Zero means 60s.
+	NackRedeliveryDelay time.Duration
+	// MaxDeliveries sends a message to the dead-letter topic instead of delivering it for the
+	// (MaxDeliveries+1)th time. Zero means no dead-letter policy.
+	MaxDeliveries uint32
+	// DeadLetterTopic overrides the dead-letter topic's name, "<topic>-<subscription>-DLQ".
+	DeadLetterTopic string
+	// CryptoFailure is what to do with messages that cannot be decrypted. Zero is Fail.
+	CryptoFailure CryptoFailureAction
+}
+
+// Consumer receives from a subscription.
+type Consumer struct {
+	c pulsar.Consumer
+}
+
+// Subscribe creates the broker-side consumer and returns once the broker has accepted it, or
+// with a classified error (ErrConsumerBusy, ErrTopicNotFound, …).
+func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, error) {
+	if o.Subscription == "" {
+		return nil, fmt.Errorf("subscribing: %w: empty subscription", ErrInvalidArgument)
+	}
+	if o.ReceiverQueueSize < 0 {
+		return nil, fmt.Errorf("subscribing: %w: negative receiver queue size", ErrInvalidArgument)
+	}
+	popts := pulsar.ConsumerOptions{
+		Topic:                       o.Topic,
+		Topics:                      o.Topics,
+		TopicsPattern:               o.TopicsPattern,
+		SubscriptionName:            o.Subscription,
+		Name:                        o.Name,
+		ReceiverQueueSize:           o.ReceiverQueueSize,
+		NackRedeliveryDelay:         o.NackRedeliveryDelay,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionLatest,
+		SubscriptionMode:            pulsar.Durable,
+	}
+	if o.ReceiverQueueSize == 0 {
+		popts.ReceiverQueueSize = 1000
+	}
+	switch o.Type {
+	case Shared:
+		popts.Type = pulsar.Shared
+	case Failover:
+		popts.Type = pulsar.Failover
+	case KeyShared:
+		popts.Type = pulsar.KeyShared
+	default:
+		popts.Type = pulsar.Exclusive
+	}
+	if o.NonDurable {
+		popts.SubscriptionMode = pulsar.NonDurable
+	}
+	if o.InitialPosition == Earliest {
+		popts.SubscriptionInitialPosition = pulsar.SubscriptionPositionEarliest
+	}
+	if o.MaxDeliveries > 0 {
+		popts.DLQ = &pulsar.DLQPolicy{MaxDeliveries: o.MaxDeliveries, DeadLetterTopic: o.DeadLetterTopic}
+	}
+	if o.CryptoFailure != CryptoFail {
+		action := 0 // crypto.ConsumerCryptoFailureActionFail
+		switch o.CryptoFailure {
+		case CryptoDiscard:
+			action = 1
+		case CryptoConsume:
+			action = 2
+		}
+		popts.Decryption = &pulsar.MessageDecryptionInfo{ConsumerCryptoFailureAction: action}
+	}
+	pc, err := withCtx(ctx, c, func() (pulsar.Consumer, error) { return c.pc.Subscribe(popts) },
+		func(pc pulsar.Consumer) { pc.Close() })
+	if err != nil {
+		return nil, fmt.Errorf("subscribing %s to %s: %w", o.Subscription, topicsOf(o), classify(err))
+	}
+	return &Consumer{c: pc}, nil
+}
+
+func topicsOf(o ConsumerOptions) string {
+	switch {
+	case o.Topic != "":
+		return o.Topic
+	case o.TopicsPattern != "":
+		return o.TopicsPattern
+	default:
+		return fmt.Sprint(o.Topics)
+	}
+}
+
+// Receive waits for the next message. It returns ctx's error when ctx ends first, and
+// ErrClosed once the consumer is closed.
+func (c *Consumer) Receive(ctx context.Context) (*Message, error) {
+	select {
+	case cm, ok := <-c.c.Chan():
+		if !ok {
+			return nil, ErrClosed
+		}
+		return fromPulsar(cm.Message), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Ack acknowledges one message.
+func (c *Consumer) Ack(id MessageID) error {
+	if id.IsZero() {
+		return fmt.Errorf("ack: %w: zero message id", ErrInvalidArgument)
+	}
+	return c.c.AckID(id.id)
+}
+
+// Nack asks for the message to be redelivered after the negative-ack delay.
+func (c *Consumer) Nack(id MessageID) {
+	if !id.IsZero() {
+		c.c.NackID(id.id)
+	}
+}
+
+// Unsubscribe removes the subscription.
+func (c *Consumer) Unsubscribe() error {
+	if err := c.c.Unsubscribe(); err != nil {
+		return fmt.Errorf("unsubscribing: %w", classify(err))
+	}
+	return nil
+}
+
+// LastMessageIDs returns the id of the last message of each topic (or partition) the consumer
+// reads, keyed by topic name. An empty topic's id has a negative entry.
+func (c *Consumer) LastMessageIDs() (map[string]MessageID, error) {
+	ids, err := c.c.GetLastMessageIDs()
+	if err != nil {
+		return nil, classify(err)
+	}
+	out := make(map[string]MessageID, len(ids))
+	for _, id := range ids {
+		out[id.Topic()] = MessageID{id: id, partitioned: partitionSuffix.MatchString(id.Topic())}
+	}
+	return out, nil
+}
+
+// Close closes the consumer; unacknowledged messages are redelivered by the broker.
+func (c *Consumer) Close() { c.c.Close() }
+
+// ReaderOptions configures a reader. Zero values are documented per field.
+type ReaderOptions struct {
+	// Topic is the full topic name. Required.
+	Topic string
+	// Name is the reader's name; empty lets the client pick one.
+	Name string
+	// Start is the position to read from; the zero MessageID means Latest.
+	Start MessageID
+	// StartInclusive includes the Start message itself. Zero means exclusive, as Pulsar's
+	// WebSocket reader.
+	StartInclusive bool
+	// ReceiverQueueSize is the client library's prefetch. Zero means 1000.
+	ReceiverQueueSize int
+	// CryptoFailure is what to do with messages that cannot be decrypted. Zero is Fail.
+	CryptoFailure CryptoFailureAction
+}
+
+// Reader reads a topic from a position, without a durable subscription.
+type Reader struct {
+	r pulsar.Reader
+}
+
+// CreateReader creates the reader and returns once the broker has accepted it.
+func (c *Client) CreateReader(ctx context.Context, o ReaderOptions) (*Reader, error) {
+	start := o.Start
+	if start.IsZero() {
+		start = LatestMessageID()
+	}
+	popts := pulsar.ReaderOptions{
+		Topic:                   o.Topic,
+		Name:                    o.Name,
+		StartMessageID:          start.id,
+		StartMessageIDInclusive: o.StartInclusive,
+		ReceiverQueueSize:       o.ReceiverQueueSize,
+	}
+	if popts.ReceiverQueueSize == 0 {
+		popts.ReceiverQueueSize = 1000
+	}
+	if o.CryptoFailure == CryptoConsume {
+		popts.Decryption = &pulsar.MessageDecryptionInfo{ConsumerCryptoFailureAction: 2}
+	}
+	r, err := withCtx(ctx, c, func() (pulsar.Reader, error) { return c.pc.CreateReader(popts) },
+		func(r pulsar.Reader) { r.Close() })
+	if err != nil {
+		return nil, fmt.Errorf("creating reader on %s: %w", o.Topic, classify(err))
+	}
+	return &Reader{r: r}, nil
+}
+
+// Next waits for the next message, returning ctx's error when ctx ends first.
+func (r *Reader) Next(ctx context.Context) (*Message, error) {
+	m, err := r.r.Next(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
+		}
+		return nil, classify(err)
+	}
+	return fromPulsar(m), nil
+}
+
+// HasNext reports whether a message is available after the last one read.
+func (r *Reader) HasNext() bool { return r.r.HasNext() }
+
+// Close closes the reader.
+func (r *Reader) Close() { r.r.Close() }

@@ -1,0 +1,64 @@
+package embedded_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/sluicehq/sluice/core/broker/embedded"
+)
+
+// BenchmarkProduceConsume measures pulsar-client-go producing 1 KiB
+// messages to the embedded broker and consuming them back (one producer,
+// one Exclusive consumer, acknowledging every message).
+func BenchmarkProduceConsume(b *testing.B) {
+	for _, bc := range []struct {
+		name     string
+		batching bool
+	}{{"batched", true}, {"unbatched", false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			br := startBroker(b, embedded.Config{})
+			c := newClient(b, br, nil)
+			topic := uniqueTopic("bench")
+			cons := mustConsumer(b, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+			p := mustProducer(b, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: !bc.batching})
+			payload := make([]byte, 1024)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+
+			done := make(chan error, 1)
+			b.ResetTimer()
+			start := time.Now()
+			go func() {
+				for i := 0; i < b.N; i++ {
+					m, err := cons.Receive(ctx)
+					if err != nil {
+						done <- err
+						return
+					}
+					cons.AckID(m.ID())
+				}
+				done <- nil
+			}()
+			for i := 0; i < b.N; i++ {
+				p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: payload}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+					if err != nil {
+						b.Errorf("send: %v", err)
+					}
+				})
+			}
+			if err := p.FlushWithCtx(ctx); err != nil {
+				b.Fatalf("flush: %v", err)
+			}
+			if err := <-done; err != nil {
+				b.Fatalf("receive: %v", err)
+			}
+			el := time.Since(start).Seconds()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/el, "msgs/s")
+			b.ReportMetric(float64(b.N)*float64(len(payload))/el/1e6, "MB/s")
+		})
+	}
+}

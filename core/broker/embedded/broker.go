@@ -1,0 +1,598 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
+)
+
+// ErrClosed is returned by Start after Close, and by admin calls on a closed broker.
+var ErrClosed = errors.New("broker closed")
+
+// Broker is an in-memory, single-node Pulsar broker speaking the binary
+// protocol. Create it with New, then Start it; Close releases everything.
+type Broker struct {
+	cfg      Config
+	log      *slog.Logger
+	faults   *Faults
+	maxFrame int
+
+	stop     chan struct{} // closed by Close
+	pumpWake chan struct{} // cap 1: receipts to flush
+	wg       sync.WaitGroup
+
+	lifeMu     sync.Mutex // guards the fields below it
+	started    bool
+	stopped    bool
+	ln         net.Listener
+	adminLn    net.Listener
+	adminSrv   *http.Server
+	serviceURL string
+	adminURL   string
+
+	mu           sync.Mutex // guards all protocol state below
+	closed       bool
+	conns        map[*conn]struct{}
+	topics       map[string]*topic
+	partitioned  map[string]int // base topic name -> partitions (>0)
+	nextLedger   uint64
+	nextConnID   uint64
+	nextProdName uint64
+	receiptQ     map[*producer]struct{} // producers with queued receipts
+
+	cmdIn           [maxCommandType + 1]atomic.Uint64
+	cmdOut          [maxCommandType + 1]atomic.Uint64
+	connsOpen       atomic.Int64
+	connsTotal      atomic.Uint64
+	protocolErrors  atomic.Uint64
+	messagesStored  atomic.Uint64
+	entriesStored   atomic.Uint64
+	messagesDropped atomic.Uint64
+}
+
+const maxCommandType = 127
+
+// Stats is a snapshot of the broker's counters.
+type Stats struct {
+	// CommandsReceived counts commands received, keyed by BaseCommand type name ("SEND").
+	CommandsReceived map[string]uint64 `json:"commands_received"`
+	// CommandsSent counts commands sent, keyed by BaseCommand type name ("SEND_RECEIPT").
+	CommandsSent map[string]uint64 `json:"commands_sent"`
+	// ConnectionsOpen is the number of client connections open now.
+	ConnectionsOpen int64 `json:"connections_open"`
+	// ConnectionsTotal is the number of client connections ever accepted.
+	ConnectionsTotal uint64 `json:"connections_total"`
+	// ProtocolErrors counts connections closed for malformed input.
+	ProtocolErrors uint64 `json:"protocol_errors"`
+	// MessagesStored counts messages stored (batch entries weighted by their size).
+	MessagesStored uint64 `json:"messages_stored"`
+	// EntriesStored counts entries (SENDs) stored.
+	EntriesStored uint64 `json:"entries_stored"`
+	// MessagesDropped counts non-persistent messages no consumer could take.
+	MessagesDropped uint64 `json:"messages_dropped"`
+	// Topics is the number of topics (partitions count individually).
+	Topics int `json:"topics"`
+	// RetainedBytes is the payload bytes held in all topics now.
+	RetainedBytes int64 `json:"retained_bytes"`
+	// ReceiptsQueued is the number of receipts delayed or held now.
+	ReceiptsQueued int `json:"receipts_queued"`
+}
+
+// New validates cfg and returns a broker that is not yet listening.
+func New(cfg Config, opts ...Option) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid embedded broker config: %w", err)
+	}
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&o)
+		}
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
+	cfg = cfg.withDefaults()
+	b := &Broker{
+		cfg:         cfg,
+		log:         o.logger,
+		maxFrame:    cfg.MaxMessageSize + framePadding,
+		stop:        make(chan struct{}),
+		pumpWake:    make(chan struct{}, 1),
+		conns:       make(map[*conn]struct{}),
+		topics:      make(map[string]*topic),
+		partitioned: make(map[string]int),
+		receiptQ:    make(map[*producer]struct{}),
+	}
+	b.faults = &Faults{
+		onChange:       b.wakePump,
+		dropAll:        b.dropConnections,
+		dispatchResume: b.dispatchAll,
+	}
+	return b, nil
+}
+
+// Start listens on Config.Addr (and Config.AdminAddr if set) and returns once
+// listening. The serving goroutines belong to b and end in Close. ctx bounds
+// only the start-up itself.
+func (b *Broker) Start(ctx context.Context) error {
+	b.lifeMu.Lock()
+	defer b.lifeMu.Unlock()
+	if b.stopped {
+		return ErrClosed
+	}
+	if b.started {
+		return errors.New("broker already started")
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", b.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", b.cfg.Addr, err)
+	}
+	var adminLn net.Listener
+	if b.cfg.AdminAddr != "" {
+		adminLn, err = lc.Listen(ctx, "tcp", b.cfg.AdminAddr)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("listening on admin address %s: %w", b.cfg.AdminAddr, err)
+		}
+	}
+	b.started = true
+	b.ln = ln
+	b.serviceURL = "pulsar://" + ln.Addr().String()
+	b.wg.Add(2)
+	go b.acceptLoop(ln)
+	go b.receiptPump()
+	if adminLn != nil {
+		b.adminLn = adminLn
+		b.adminURL = "http://" + adminLn.Addr().String()
+		b.adminSrv = &http.Server{Handler: b.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			if err := b.adminSrv.Serve(adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				b.log.Error("admin server stopped", "err", err)
+			}
+		}()
+	}
+	b.log.Info("embedded broker listening", "service_url", b.serviceURL, "admin_url", b.adminURL)
+	return nil
+}
+
+// ServiceURL is the binary protocol URL, "pulsar://127.0.0.1:PORT" with the
+// bound port; "" before Start.
+func (b *Broker) ServiceURL() string {
+	b.lifeMu.Lock()
+	defer b.lifeMu.Unlock()
+	return b.serviceURL
+}
+
+// AdminURL is the admin HTTP URL, "http://HOST:PORT"; "" when there is no
+// admin listener or before Start.
+func (b *Broker) AdminURL() string {
+	b.lifeMu.Lock()
+	defer b.lifeMu.Unlock()
+	return b.adminURL
+}
+
+// Close stops the listeners, closes every connection and waits for every
+// goroutine of the broker. It is safe to call more than once.
+func (b *Broker) Close() error {
+	b.lifeMu.Lock()
+	if b.stopped {
+		b.lifeMu.Unlock()
+		return nil
+	}
+	b.stopped = true
+	close(b.stop)
+	var errs []error
+	if b.ln != nil {
+		if err := b.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, fmt.Errorf("closing listener: %w", err))
+		}
+	}
+	if b.adminSrv != nil {
+		if err := b.adminSrv.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing admin server: %w", err))
+		}
+	}
+	b.lifeMu.Unlock()
+
+	b.mu.Lock()
+	b.closed = true
+	for c := range b.conns {
+		c.close()
+		b.cleanupConnLocked(c)
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Faults returns the broker's fault injection controls.
+func (b *Broker) Faults() *Faults { return b.faults }
+
+// Stats returns a snapshot of the broker's counters.
+func (b *Broker) Stats() Stats {
+	s := Stats{
+		CommandsReceived: map[string]uint64{},
+		CommandsSent:     map[string]uint64{},
+		ConnectionsOpen:  b.connsOpen.Load(),
+		ConnectionsTotal: b.connsTotal.Load(),
+		ProtocolErrors:   b.protocolErrors.Load(),
+		MessagesStored:   b.messagesStored.Load(),
+		EntriesStored:    b.entriesStored.Load(),
+		MessagesDropped:  b.messagesDropped.Load(),
+	}
+	for i := range b.cmdIn {
+		if n := b.cmdIn[i].Load(); n > 0 {
+			s.CommandsReceived[commandName(i)] = n
+		}
+		if n := b.cmdOut[i].Load(); n > 0 {
+			s.CommandsSent[commandName(i)] = n
+		}
+	}
+	b.mu.Lock()
+	s.Topics = len(b.topics)
+	for _, t := range b.topics {
+		s.RetainedBytes += t.usedBytes
+	}
+	for p := range b.receiptQ {
+		s.ReceiptsQueued += len(p.receipts)
+	}
+	b.mu.Unlock()
+	return s
+}
+
+func commandName(i int) string {
+	if n, ok := pulsarpb.BaseCommand_Type_name[int32(i)]; ok {
+		return n
+	}
+	return fmt.Sprintf("TYPE_%d", i)
+}
+
+func (b *Broker) countIn(t pulsarpb.BaseCommand_Type) {
+	if i := int(t); i >= 0 && i <= maxCommandType {
+		b.cmdIn[i].Add(1)
+	}
+}
+
+func (b *Broker) countOut(t pulsarpb.BaseCommand_Type) {
+	if i := int(t); i >= 0 && i <= maxCommandType {
+		b.cmdOut[i].Add(1)
+	}
+}
+
+// CreateTopic creates a topic (full name persistent://t/ns/x or a short
+// name). partitions > 0 creates a partitioned topic and its partitions.
+// Creating an existing topic with the same partition count is a no-op.
+func (b *Broker) CreateTopic(name string, partitions int) error {
+	tn, err := parseTopic(name)
+	if err != nil {
+		return err
+	}
+	if partitions < 0 || partitions > maxPartitions {
+		return fmt.Errorf("partitions: must be in [0, %d]", maxPartitions)
+	}
+	if partitions > 0 && tn.partition >= 0 {
+		return fmt.Errorf("topic %q: a partition cannot be partitioned", tn.full)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	if n, ok := b.partitioned[tn.full]; ok {
+		if n == partitions {
+			return nil
+		}
+		return fmt.Errorf("topic %q already exists with %d partitions", tn.full, n)
+	}
+	if _, ok := b.topics[tn.full]; ok {
+		if partitions == 0 {
+			return nil
+		}
+		return fmt.Errorf("topic %q already exists as a non-partitioned topic", tn.full)
+	}
+	b.createTopicLocked(tn, partitions)
+	return nil
+}
+
+// TerminateTopic terminates a topic (every partition of a partitioned one):
+// its producers are closed, new producers and SENDs fail with
+// TopicTerminatedError, and readers see no more messages after the last one.
+func (b *Broker) TerminateTopic(name string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ts, err := b.resolveLocked(name)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		t.terminate()
+	}
+	return nil
+}
+
+// Subscriptions returns the sorted subscription names of a topic (the union
+// over the partitions of a partitioned topic); nil if the topic is unknown.
+func (b *Broker) Subscriptions(topic string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ts, err := b.resolveLocked(topic)
+	if err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range ts {
+		for name := range t.subs {
+			if !seen[name] {
+				seen[name] = true
+				out = append(out, name)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Backlog returns the number of messages of a subscription not yet
+// acknowledged (batch entries weighted by their message count, partial batch
+// acknowledgements counted), summed over partitions.
+func (b *Broker) Backlog(topic, subscription string) (int64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ts, err := b.resolveLocked(topic)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	found := false
+	for _, t := range ts {
+		if s, ok := t.subs[subscription]; ok {
+			found = true
+			n += s.backlog()
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("subscription %q on %q: %w", subscription, topic, ErrNotFound)
+	}
+	return n, nil
+}
+
+// ErrNotFound is returned for unknown topics and subscriptions.
+var ErrNotFound = errors.New("not found")
+
+// resolveLocked returns the topics behind name: its partitions if it is
+// partitioned, else itself.
+func (b *Broker) resolveLocked(name string) ([]*topic, error) {
+	tn, err := parseTopic(name)
+	if err != nil {
+		return nil, err
+	}
+	if n, ok := b.partitioned[tn.full]; ok {
+		ts := make([]*topic, 0, n)
+		for i := range n {
+			if t, ok := b.topics[partitionName(tn.full, i)]; ok {
+				ts = append(ts, t)
+			}
+		}
+		return ts, nil
+	}
+	if t, ok := b.topics[tn.full]; ok {
+		return []*topic{t}, nil
+	}
+	return nil, fmt.Errorf("topic %q: %w", tn.full, ErrNotFound)
+}
+
+func (b *Broker) createTopicLocked(tn topicName, partitions int) {
+	if partitions > 0 {
+		b.partitioned[tn.full] = partitions
+		for i := range partitions {
+			pn, _ := parseTopic(partitionName(tn.full, i))
+			b.newTopicLocked(pn)
+		}
+		return
+	}
+	b.newTopicLocked(tn)
+}
+
+func (b *Broker) newTopicLocked(tn topicName) *topic {
+	if t, ok := b.topics[tn.full]; ok {
+		return t
+	}
+	b.nextLedger++
+	t := &topic{
+		b:          b,
+		name:       tn,
+		ledger:     b.nextLedger,
+		producers:  make(map[string]*producer),
+		subs:       make(map[string]*subscription),
+		lastBatch:  1,
+		retention:  b.cfg.RetentionBytes,
+		persistent: tn.persistent,
+	}
+	b.topics[tn.full] = t
+	return t
+}
+
+// topicForUseLocked returns the topic for a producer or consumer, creating
+// it if allowed.
+func (b *Broker) topicForUseLocked(tn topicName) (*topic, pulsarpb.ServerError, error) {
+	if t, ok := b.topics[tn.full]; ok {
+		return t, 0, nil
+	}
+	if _, ok := b.partitioned[tn.full]; ok {
+		return nil, pulsarpb.ServerError_NotAllowedError, fmt.Errorf("topic %q is partitioned: use its partitions", tn.full)
+	}
+	if b.cfg.DisableAutoTopicCreation {
+		return nil, pulsarpb.ServerError_TopicNotFound, fmt.Errorf("topic %q not found", tn.full)
+	}
+	if tn.partition >= 0 {
+		if n, ok := b.partitioned[tn.base]; ok && tn.partition >= n {
+			return nil, pulsarpb.ServerError_TopicNotFound, fmt.Errorf("topic %q: no such partition", tn.full)
+		}
+	}
+	return b.newTopicLocked(tn), 0, nil
+}
+
+func (b *Broker) acceptLoop(ln net.Listener) {
+	defer b.wg.Done()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			select {
+			case <-b.stop:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			b.log.Warn("accept failed, retrying", "err", err, "backoff", backoff)
+			select {
+			case <-time.After(backoff):
+				continue
+			case <-b.stop:
+				return
+			}
+		}
+		backoff = 0
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			_ = nc.Close()
+			return
+		}
+		b.nextConnID++
+		c := newConn(b, nc, b.nextConnID)
+		b.conns[c] = struct{}{}
+		b.mu.Unlock()
+		b.connsOpen.Add(1)
+		b.connsTotal.Add(1)
+		b.wg.Add(2)
+		go c.readLoop()
+		go c.writeLoop()
+	}
+}
+
+// dropConnections closes every client connection now.
+func (b *Broker) dropConnections() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for c := range b.conns {
+		c.log.Info("dropping connection (fault injection)")
+		c.close()
+		b.cleanupConnLocked(c)
+	}
+}
+
+// cleanupConnLocked detaches a closed connection's producers and consumers.
+// Idempotent.
+func (b *Broker) cleanupConnLocked(c *conn) {
+	if c.gone {
+		return
+	}
+	c.gone = true
+	delete(b.conns, c)
+	b.connsOpen.Add(-1)
+	for _, p := range c.producers {
+		p.detach()
+	}
+	for _, cons := range c.consumers {
+		cons.sub.removeConsumer(cons, true)
+	}
+	c.producers = nil
+	c.consumers = nil
+}
+
+// dispatchAll runs dispatch on every subscription (after a stall ends).
+func (b *Broker) dispatchAll() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, t := range b.topics {
+		for _, s := range t.subs {
+			s.dispatch()
+		}
+	}
+}
+
+// kickConn re-runs dispatch for the subscriptions of c's consumers, after
+// c's outbound queue drained.
+func (b *Broker) kickConn(c *conn) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, cons := range c.consumers {
+		cons.sub.dispatch()
+	}
+}
+
+func (b *Broker) wakePump() {
+	select {
+	case b.pumpWake <- struct{}{}:
+	default:
+	}
+}
+
+// receiptPump sends delayed and held receipts when they are due.
+func (b *Broker) receiptPump() {
+	defer b.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-b.pumpWake:
+		case <-timer.C:
+		}
+		next := b.flushReceipts(time.Now())
+		timer.Stop()
+		if !next.IsZero() {
+			timer.Reset(max(time.Until(next), time.Millisecond))
+		}
+	}
+}
+
+// flushReceipts sends every due receipt, in order per producer, and returns
+// when the next one is due (zero if none is waiting on time).
+func (b *Broker) flushReceipts(now time.Time) time.Time {
+	delay, hold := b.faults.receiptPolicy()
+	if hold {
+		return time.Time{}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var next time.Time
+	for p := range b.receiptQ {
+		for len(p.receipts) > 0 {
+			r := p.receipts[0]
+			if delay > 0 && r.readyAt.After(now) {
+				if next.IsZero() || r.readyAt.Before(next) {
+					next = r.readyAt
+				}
+				break
+			}
+			p.receipts[0] = queuedReceipt{}
+			p.receipts = p.receipts[1:]
+			p.deliverReceipt(r)
+		}
+		if len(p.receipts) == 0 {
+			p.receipts = nil
+			delete(b.receiptQ, p)
+		}
+	}
+	return next
+}

@@ -1,0 +1,109 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// Defaults applied by New to zero-valued Config fields.
+const (
+	DefaultAddr              = "127.0.0.1:0"
+	DefaultRetentionBytes    = 256 << 20
+	DefaultMaxMessageSize    = 5 << 20
+	DefaultKeepAliveInterval = 30 * time.Second
+)
+
+// Config is the broker's serializable configuration. Every zero value is
+// usable and documented.
+type Config struct {
+	// Addr is the binary protocol listen address. "" means "127.0.0.1:0"
+	// (a random loopback port; see Broker.ServiceURL).
+	Addr string
+	// AdminAddr is the HTTP admin listen address. "" means no admin listener.
+	AdminAddr string
+	// DefaultPartitions is the partition count of auto-created topics.
+	// 0 means auto-created topics are non-partitioned.
+	DefaultPartitions int
+	// DisableAutoTopicCreation makes unknown topics fail with TopicNotFound
+	// instead of being created on first use. false (the zero value) means
+	// topics are created on first use.
+	DisableAutoTopicCreation bool
+	// RetentionBytes bounds the stored payload bytes of each topic (each
+	// partition). When a SEND would exceed it and no message acknowledged by
+	// every durable subscription can be evicted, the SEND fails. 0 means 256 MiB.
+	RetentionBytes int64
+	// MaxMessageSize is advertised in CONNECTED; frames larger than it plus
+	// 10 KiB close the connection. 0 means 5 MiB.
+	MaxMessageSize int
+	// KeepAliveInterval is how often the broker pings a connection it has not
+	// heard from; a connection silent for twice this is closed. 0 means 30s.
+	KeepAliveInterval time.Duration
+}
+
+// withDefaults returns c with zero values replaced by defaults.
+func (c Config) withDefaults() Config {
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.RetentionBytes == 0 {
+		c.RetentionBytes = DefaultRetentionBytes
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if c.KeepAliveInterval == 0 {
+		c.KeepAliveInterval = DefaultKeepAliveInterval
+	}
+	return c
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Addr != "" {
+		if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+			errs = append(errs, fmt.Errorf("addr: %w", err))
+		}
+	}
+	if c.AdminAddr != "" {
+		if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+			errs = append(errs, fmt.Errorf("admin_addr: %w", err))
+		}
+	}
+	if c.DefaultPartitions < 0 || c.DefaultPartitions > maxPartitions {
+		errs = append(errs, fmt.Errorf("default_partitions: must be in [0, %d]", maxPartitions))
+	}
+	if c.RetentionBytes < 0 {
+		errs = append(errs, errors.New("retention_bytes: must be >= 0"))
+	}
+	if c.MaxMessageSize < 0 || c.MaxMessageSize > 1<<30 {
+		errs = append(errs, errors.New("max_message_size: must be in [0, 1GiB]"))
+	}
+	if c.KeepAliveInterval < 0 {
+		errs = append(errs, errors.New("keep_alive_interval: must be >= 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// maxPartitions bounds partition counts from config, admin calls and HTTP.
+const maxPartitions = 1024
+
+// Option configures Go-only dependencies of a Broker.
+type Option interface{ apply(*options) }
+
+type options struct {
+	logger *slog.Logger
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// WithLogger sets the broker's logger. nil, or no WithLogger, means a logger
+// that discards everything.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(o *options) { o.logger = l })
+}

@@ -1,0 +1,113 @@
+// Package embedded is an in-memory, single-node broker speaking the Pulsar
+// binary protocol, good enough for the real pulsar-client-go (v0.19.0) to
+// produce, consume and read over TCP. Sluice uses it in tests, in-process
+// under `sluice serve` (random loopback port) and standalone under
+// `sluice broker`.
+//
+//	b, err := embedded.New(embedded.Config{}, embedded.WithLogger(logger))
+//	if err != nil { ... }
+//	if err := b.Start(ctx); err != nil { ... }
+//	defer b.Close()
+//	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: b.ServiceURL()})
+//
+// # Protocol
+//
+// Supported commands: CONNECT, PING/PONG (both ways; the broker pings a
+// connection quiet for KeepAliveInterval and closes it after twice that),
+// PARTITIONED_METADATA, LOOKUP (always Connect to this broker),
+// GET_TOPICS_OF_NAMESPACE, GET_SCHEMA, GET_OR_CREATE_SCHEMA, PRODUCER,
+// SEND, CLOSE_PRODUCER, SUBSCRIBE, FLOW, ACK (individual, cumulative,
+// ack_set for batch indexes, ACK_RESPONSE when request_id is set),
+// REDELIVER_UNACKNOWLEDGED_MESSAGES, UNSUBSCRIBE, SEEK (message id or
+// publish time), GET_LAST_MESSAGE_ID, CONSUMER_STATS and CLOSE_CONSUMER.
+// Anything else (transactions, topic watchers, auth challenges), a malformed
+// frame, a frame over MaxMessageSize+10 KiB or a SEND payload with a bad
+// CRC32C closes that one connection with a log line.
+//
+// Semantics worth knowing:
+//
+//   - Topic names: short names become persistent://public/default/x;
+//     partitions of a partitioned topic are real topics named x-partition-N.
+//     Unknown topics are created on first use (with DefaultPartitions)
+//     unless DisableAutoTopicCreation, in which case PARTITIONED_METADATA
+//     and LOOKUP fail with TopicNotFound.
+//   - Message ids: one ledger per topic; every SEND is one entry (a batch
+//     is stored opaquely and counts as its num_messages for flow permits,
+//     backlogs and stats).
+//   - Subscriptions: Exclusive (a second consumer gets ConsumerBusy),
+//     Shared (round robin over consumers with permits), Failover (one
+//     active consumer: sorted by priority then name, index partition %
+//     count; the others get ACTIVE_CONSUMER_CHANGE and take over when it
+//     leaves), Key_Shared (hash of ordering key, else partition key, split
+//     evenly over consumers, or the consumer's sticky ranges; FNV-1a rather
+//     than Pulsar's Murmur3, so sticky ranges chosen for a real cluster map
+//     differently). A batch entry is routed by its metadata key.
+//   - Unacknowledged messages of a consumer that leaves, and messages named
+//     in REDELIVER_UNACKNOWLEDGED_MESSAGES, are redelivered (before new ones)
+//     with redelivery_count incremented.
+//   - Readers (non-durable subscriptions) start at start_message_id, the
+//     entry itself included: pulsar-client-go drops what precedes its start
+//     (inclusive or not). Non-durable subscriptions disappear with their
+//     last consumer and do not hold retained data.
+//   - SEEK resets the cursor (the sought entry is next), answers SUCCESS and
+//     closes the subscription's consumers so that clients resubscribe, as
+//     Pulsar does.
+//   - Retention: each topic keeps at most RetentionBytes (payload plus 64
+//     bytes per entry). A SEND that does not fit evicts the oldest entries
+//     acknowledged by every durable subscription (all entries, if there are
+//     none); if that is not enough the SEND gets SEND_ERROR
+//     ProducerBlockedQuotaExceededException. pulsar-client-go reacts by
+//     reconnecting; the new PRODUCER is refused with the same code until
+//     space frees, which fails the client's pending sends with
+//     ErrProducerBlockedQuotaExceeded. Nothing is lost silently.
+//   - Non-persistent topics: a SEND goes to the consumers that have permits
+//     at that moment, is counted in Stats.MessagesDropped otherwise, and is
+//     never stored.
+//   - TerminateTopic sends CLOSE_PRODUCER to its producers; their
+//     reconnection then fails with TopicTerminatedError (the client closes
+//     the producer and fails its pending sends), as do new producers and
+//     racing SENDs. Consumers that have received everything get
+//     REACHED_END_OF_TOPIC, except pulsar-client-go ones: v0.19.0 does not
+//     handle that command and would drop the connection, so its readers see
+//     the end through HasNext (GET_LAST_MESSAGE_ID) instead.
+//   - PRODUCER: a name already connected gives ProducerBusy unless the new
+//     request carries a higher epoch (the same producer reconnecting), which
+//     replaces the stale one. Unnamed producers get "sluice-embedded-N".
+//     last_sequence_id is always -1 (no deduplication: a client resending
+//     after a dropped connection may store duplicates, never lose a
+//     message whose receipt it got).
+//
+// # Bounds
+//
+// Each connection has one reader and one writer goroutine and a byte-bounded
+// outbound queue: MESSAGE dispatch to a connection pauses while 4 MiB are
+// queued and resumes when it drains; a connection whose queue would pass
+// 64 MiB (a client that stopped reading) is closed. Retained data is bounded
+// per topic by RetentionBytes. Delayed or held receipts are bounded by the
+// retained entries they belong to (an entry whose receipt is queued is not
+// evictable) and by 65536 per producer (past that the connection closes).
+//
+// # Admin HTTP API
+//
+// Served on Config.AdminAddr when set. Bodies are JSON; errors are
+// {"error": "..."} with a 4xx status.
+//
+//	GET  /stats                                  Stats
+//	GET  /faults                                 FaultState
+//	POST /faults/delay-receipts?d=10s            Faults.DelayReceipts (d=0 turns it off)
+//	POST /faults/hold-receipts                   Faults.HoldReceipts
+//	POST /faults/release-receipts                Faults.ReleaseReceipts
+//	POST /faults/fail-sends?error=ServiceNotReady&count=N
+//	                                             Faults.FailSends (count omitted: until reset)
+//	POST /faults/drop-connections                Faults.DropConnections
+//	POST /faults/stall-dispatch?on=true|false    Faults.StallDispatch (on omitted: true)
+//	POST /faults/reset                           Faults.Reset
+//	PUT  /admin/topics/{persistent|non-persistent}/{tenant}/{ns}/{topic}?partitions=N
+//	                                             CreateTopic (409 on conflict)
+//	GET  /admin/topics/{domain}/{tenant}/{ns}/{topic}
+//	                                             TopicInfo (404 if unknown)
+//	POST /admin/topics/{domain}/{tenant}/{ns}/{topic}/terminate
+//	                                             TerminateTopic
+//
+// The fault POSTs answer with the resulting FaultState.
+package embedded

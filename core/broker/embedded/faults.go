@@ -1,0 +1,149 @@
+package embedded
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
+)
+
+// Faults injects failures into a running broker. Its methods are safe for
+// concurrent use. The zero state (and the state after Reset) injects nothing.
+type Faults struct {
+	mu             sync.Mutex
+	receiptDelay   time.Duration
+	holdReceipts   bool
+	failCode       pulsarpb.ServerError
+	failRemaining  int // >0: that many more; <0: until Reset; 0: off
+	stallDispatch  bool
+	onChange       func() // set once by the broker before use
+	dropAll        func() // set once by the broker before use
+	dispatchResume func() // set once by the broker before use
+}
+
+// FaultState is a snapshot of the injected faults, as served by GET /faults.
+type FaultState struct {
+	// ReceiptDelay is the delay applied to every SEND_RECEIPT.
+	ReceiptDelay time.Duration `json:"receipt_delay"`
+	// HoldReceipts reports whether receipts are being held.
+	HoldReceipts bool `json:"hold_receipts"`
+	// FailSendsCode is the error code failing SENDs get ("" if none).
+	FailSendsCode string `json:"fail_sends_code,omitempty"`
+	// FailSendsRemaining is how many SENDs will still fail (-1: until Reset).
+	FailSendsRemaining int `json:"fail_sends_remaining"`
+	// StallDispatch reports whether MESSAGE dispatch is stalled.
+	StallDispatch bool `json:"stall_dispatch"`
+}
+
+// State returns a snapshot of the injected faults.
+func (f *Faults) State() FaultState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := FaultState{
+		ReceiptDelay:       f.receiptDelay,
+		HoldReceipts:       f.holdReceipts,
+		FailSendsRemaining: f.failRemaining,
+		StallDispatch:      f.stallDispatch,
+	}
+	if f.failRemaining != 0 {
+		s.FailSendsCode = f.failCode.String()
+	}
+	return s
+}
+
+// DelayReceipts sends each SEND_RECEIPT d after its message was stored,
+// keeping every producer's receipts in order. 0 turns the delay off.
+func (f *Faults) DelayReceipts(d time.Duration) {
+	f.mu.Lock()
+	f.receiptDelay = max(d, 0)
+	f.mu.Unlock()
+	f.onChange()
+}
+
+// HoldReceipts queues every SEND_RECEIPT until ReleaseReceipts or Reset.
+// Messages are still stored and dispatched; a stored message whose receipt is
+// held cannot be evicted, so the held queue is bounded by RetentionBytes.
+func (f *Faults) HoldReceipts() {
+	f.mu.Lock()
+	f.holdReceipts = true
+	f.mu.Unlock()
+	f.onChange()
+}
+
+// ReleaseReceipts sends the held receipts (subject to any delay) and stops
+// holding new ones.
+func (f *Faults) ReleaseReceipts() {
+	f.mu.Lock()
+	f.holdReceipts = false
+	f.mu.Unlock()
+	f.onChange()
+}
+
+// FailSends makes the next n SENDs fail with SEND_ERROR carrying the named
+// ServerError (for example "ServiceNotReady", "TopicTerminatedError"); the
+// messages are not stored. n < 0 fails every SEND until Reset; n == 0 turns
+// the fault off. Note that pulsar-client-go answers most codes by closing
+// the connection and resending.
+func (f *Faults) FailSends(code string, n int) error {
+	v, ok := pulsarpb.ServerError_value[code]
+	if !ok {
+		return fmt.Errorf("unknown server error %q", code)
+	}
+	f.mu.Lock()
+	f.failCode = pulsarpb.ServerError(v)
+	f.failRemaining = n
+	f.mu.Unlock()
+	return nil
+}
+
+// DropConnections closes every client connection now. Clients reconnect;
+// every message whose receipt was sent stays stored.
+func (f *Faults) DropConnections() { f.dropAll() }
+
+// StallDispatch stops (on) or resumes (off) sending MESSAGE frames.
+func (f *Faults) StallDispatch(on bool) {
+	f.mu.Lock()
+	f.stallDispatch = on
+	f.mu.Unlock()
+	if !on {
+		f.dispatchResume()
+	}
+}
+
+// Reset turns every fault off and releases held receipts.
+func (f *Faults) Reset() {
+	f.mu.Lock()
+	stalled := f.stallDispatch
+	f.receiptDelay, f.holdReceipts, f.failRemaining, f.stallDispatch = 0, false, 0, false
+	f.mu.Unlock()
+	f.onChange()
+	if stalled {
+		f.dispatchResume()
+	}
+}
+
+// takeSendFailure reports whether this SEND must fail, and with what code.
+func (f *Faults) takeSendFailure() (pulsarpb.ServerError, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.failRemaining == 0:
+		return 0, false
+	case f.failRemaining > 0:
+		f.failRemaining--
+	}
+	return f.failCode, true
+}
+
+func (f *Faults) receiptPolicy() (time.Duration, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.receiptDelay, f.holdReceipts
+}
+
+func (f *Faults) stalled() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stallDispatch
+}

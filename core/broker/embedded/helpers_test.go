@@ -1,0 +1,137 @@
+package embedded_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/sluicehq/sluice/core/broker/embedded"
+)
+
+// testLogger is quiet unless SLUICE_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("SLUICE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func startBroker(t testing.TB, cfg embedded.Config) *embedded.Broker {
+	t.Helper()
+	b, err := embedded.New(cfg, embedded.WithLogger(testLogger()))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return b
+}
+
+func newClient(t testing.TB, b *embedded.Broker, mod func(*pulsar.ClientOptions)) pulsar.Client {
+	t.Helper()
+	opts := pulsar.ClientOptions{
+		URL:               b.ServiceURL(),
+		OperationTimeout:  5 * time.Second,
+		ConnectionTimeout: 5 * time.Second,
+		Logger:            plog.NewLoggerWithSlog(testLogger()),
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	c, err := pulsar.NewClient(opts)
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+var topicSeq atomic.Int64
+
+func uniqueTopic(prefix string) string {
+	return fmt.Sprintf("persistent://public/default/%s-%d-%d", prefix, time.Now().UnixNano(), topicSeq.Add(1))
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustProducer(t testing.TB, c pulsar.Client, o pulsar.ProducerOptions) pulsar.Producer {
+	t.Helper()
+	p, err := c.CreateProducer(o)
+	if err != nil {
+		t.Fatalf("CreateProducer(%s): %v", o.Topic, err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func mustConsumer(t testing.TB, c pulsar.Client, o pulsar.ConsumerOptions) pulsar.Consumer {
+	t.Helper()
+	cons, err := c.Subscribe(o)
+	if err != nil {
+		t.Fatalf("Subscribe(%s/%s): %v", o.Topic, o.SubscriptionName, err)
+	}
+	t.Cleanup(cons.Close)
+	return cons
+}
+
+// receiveN receives n messages (bounded by d overall).
+func receiveN(t testing.TB, cons pulsar.Consumer, n int, d time.Duration, ack bool) []pulsar.Message {
+	t.Helper()
+	ctx := ctxT(t, d)
+	out := make([]pulsar.Message, 0, n)
+	for len(out) < n {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("Receive after %d of %d: %v", len(out), n, err)
+		}
+		if ack {
+			if err := cons.Ack(m); err != nil {
+				t.Fatalf("Ack: %v", err)
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// expectNone checks that nothing arrives within d.
+func expectNone(t testing.TB, cons pulsar.Consumer, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if m, err := cons.Receive(ctx); err == nil {
+		t.Fatalf("unexpected message %q", m.Payload())
+	}
+}
+
+// eventually polls cond every 10ms for up to d.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,319 @@
+package embedded_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"hash/crc32"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/core/broker/embedded"
+	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
+)
+
+func frame(t testing.TB, cmd *pulsarpb.BaseCommand) []byte {
+	t.Helper()
+	body, err := proto.Marshal(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := binary.BigEndian.AppendUint32(nil, uint32(4+len(body)))
+	out = binary.BigEndian.AppendUint32(out, uint32(len(body)))
+	return append(out, body...)
+}
+
+func payloadFrame(t testing.TB, cmd *pulsarpb.BaseCommand, md *pulsarpb.MessageMetadata, payload []byte, corrupt bool) []byte {
+	t.Helper()
+	body, err := proto.Marshal(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mdb, err := proto.Marshal(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sect := binary.BigEndian.AppendUint32(nil, uint32(len(mdb)))
+	sect = append(append(sect, mdb...), payload...)
+	crc := crc32.Checksum(sect, crc32.MakeTable(crc32.Castagnoli))
+	if corrupt {
+		crc++
+	}
+	out := binary.BigEndian.AppendUint32(nil, uint32(4+len(body)+6+len(sect)))
+	out = binary.BigEndian.AppendUint32(out, uint32(len(body)))
+	out = append(out, body...)
+	out = binary.BigEndian.AppendUint16(out, 0x0e01)
+	out = binary.BigEndian.AppendUint32(out, crc)
+	return append(out, sect...)
+}
+
+func connectCmd() *pulsarpb.BaseCommand {
+	return &pulsarpb.BaseCommand{
+		Type:    pulsarpb.BaseCommand_CONNECT.Enum(),
+		Connect: &pulsarpb.CommandConnect{ClientVersion: proto.String("raw-test"), ProtocolVersion: proto.Int32(20)},
+	}
+}
+
+func producerCmd(topic string) *pulsarpb.BaseCommand {
+	return &pulsarpb.BaseCommand{
+		Type: pulsarpb.BaseCommand_PRODUCER.Enum(),
+		Producer: &pulsarpb.CommandProducer{
+			Topic: proto.String(topic), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1),
+		},
+	}
+}
+
+func sendCmd() *pulsarpb.BaseCommand {
+	return &pulsarpb.BaseCommand{
+		Type: pulsarpb.BaseCommand_SEND.Enum(),
+		Send: &pulsarpb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(0)},
+	}
+}
+
+func testMetadata() *pulsarpb.MessageMetadata {
+	return &pulsarpb.MessageMetadata{
+		ProducerName: proto.String("raw"), SequenceId: proto.Uint64(0), PublishTime: proto.Uint64(1),
+	}
+}
+
+// expectClosed reads until the broker closes the connection.
+func expectClosed(t testing.TB, nc net.Conn) {
+	t.Helper()
+	_ = nc.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.Copy(io.Discard, nc); err != nil {
+		t.Fatalf("connection not closed by the broker: %v", err)
+	}
+}
+
+func TestHostileInput(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{MaxMessageSize: 64 << 10})
+	c := newClient(t, b, nil)
+	topic := uniqueTopic("hostile")
+	cons := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+
+	good := payloadFrame(t, sendCmd(), testMetadata(), []byte("hello"), false)
+	cases := map[string][][]byte{
+		"garbage":          {[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")},
+		"oversize length":  {{0xff, 0xff, 0xff, 0xff}},
+		"just too large":   {binary.BigEndian.AppendUint32(nil, 64<<10+10<<10)},
+		"zero command":     {{0, 0, 0, 4, 0, 0, 0, 0}},
+		"command overruns": {{0, 0, 0, 6, 0, 0, 0, 9, 1, 2}},
+		"bad protobuf":     {{0, 0, 0, 8, 0, 0, 0, 4, 0xff, 0xff, 0xff, 0xff}},
+		"before connect":   {frame(t, producerCmd(topic))},
+		"unknown command": {frame(t, connectCmd()), frame(t, &pulsarpb.BaseCommand{
+			Type: pulsarpb.BaseCommand_NEW_TXN.Enum(), NewTxn: &pulsarpb.CommandNewTxn{RequestId: proto.Uint64(1)},
+		})},
+		"missing body": {frame(t, connectCmd()), frame(t, &pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_SUBSCRIBE.Enum()})},
+		"bad checksum": {frame(t, connectCmd()), frame(t, producerCmd(topic)),
+			payloadFrame(t, sendCmd(), testMetadata(), []byte("hello"), true)},
+		"no magic": {frame(t, connectCmd()), frame(t, producerCmd(topic)),
+			append(frame(t, sendCmd())[:0:0], bytes.Replace(good, []byte{0x0e, 0x01}, []byte{0x0e, 0x03}, 1)...)},
+		"send without payload": {frame(t, connectCmd()), frame(t, producerCmd(topic)), frame(t, sendCmd())},
+	}
+	before := b.Stats().ProtocolErrors
+	for name, frames := range cases {
+		t.Run(name, func(t *testing.T) {
+			nc, err := net.Dial("tcp", strings.TrimPrefix(b.ServiceURL(), "pulsar://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			for _, f := range frames {
+				if _, err := nc.Write(f); err != nil {
+					break
+				}
+			}
+			expectClosed(t, nc)
+			// The real client's connection is unaffected.
+			sendN(t, p, 1, nil)
+			receiveN(t, cons, 1, 5*time.Second, true)
+		})
+	}
+	if got := b.Stats().ProtocolErrors - before; got != uint64(len(cases)) {
+		t.Fatalf("protocol errors %d, want %d", got, len(cases))
+	}
+}
+
+func TestRawProtocolAndKeepAlive(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{KeepAliveInterval: 100 * time.Millisecond})
+	nc, err := net.Dial("tcp", strings.TrimPrefix(b.ServiceURL(), "pulsar://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	topic := uniqueTopic("raw")
+	for _, f := range [][]byte{frame(t, connectCmd()), frame(t, producerCmd(topic)),
+		payloadFrame(t, sendCmd(), testMetadata(), []byte("hello"), false)} {
+		if _, err := nc.Write(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var seen []string
+	start := time.Now()
+	for {
+		var hdr [4]byte
+		if _, err := io.ReadFull(nc, hdr[:]); err != nil {
+			break // closed by the broker: we never answer its PINGs
+		}
+		buf := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+		if _, err := io.ReadFull(nc, buf); err != nil {
+			break
+		}
+		f, _, err := embedded.DecodeFrame(append(hdr[:], buf...), 1<<20)
+		if err != nil {
+			t.Fatalf("decoding broker frame: %v", err)
+		}
+		seen = append(seen, f.Cmd.GetType().String())
+	}
+	elapsed := time.Since(start)
+	want := "CONNECTED PRODUCER_SUCCESS SEND_RECEIPT PING"
+	if got := strings.Join(seen, " "); !strings.HasPrefix(got, want) {
+		t.Fatalf("frames %q, want prefix %q", got, want)
+	}
+	if elapsed < 150*time.Millisecond || elapsed > 2*time.Second {
+		t.Fatalf("closed after %v, want about 2x keepalive", elapsed)
+	}
+}
+
+func TestAdminHTTP(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{AdminAddr: "127.0.0.1:0"})
+	base := b.AdminURL()
+	if !strings.HasPrefix(base, "http://127.0.0.1:") {
+		t.Fatalf("admin URL %q", base)
+	}
+	do := func(method, path string, wantStatus int) map[string]any {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatalf("%s %s: decoding: %v", method, path, err)
+		}
+		if resp.StatusCode != wantStatus {
+			t.Fatalf("%s %s: status %d (%v), want %d", method, path, resp.StatusCode, out, wantStatus)
+		}
+		return out
+	}
+	do("POST", "/faults/delay-receipts?d=10s", 200)
+	if d := b.Faults().State().ReceiptDelay; d != 10*time.Second {
+		t.Fatalf("delay %v", d)
+	}
+	do("POST", "/faults/delay-receipts?d=x", 400)
+	do("POST", "/faults/hold-receipts", 200)
+	if !b.Faults().State().HoldReceipts {
+		t.Fatal("not holding")
+	}
+	do("POST", "/faults/release-receipts", 200)
+	st := do("POST", "/faults/fail-sends?error=ServiceNotReady&count=3", 200)
+	if st["fail_sends_remaining"].(float64) != 3 || st["fail_sends_code"] != "ServiceNotReady" {
+		t.Fatalf("state %v", st)
+	}
+	do("POST", "/faults/fail-sends?error=Bogus", 400)
+	do("POST", "/faults/stall-dispatch?on=true", 200)
+	if !b.Faults().State().StallDispatch {
+		t.Fatal("not stalled")
+	}
+	do("POST", "/faults/drop-connections", 200)
+	do("POST", "/faults/reset", 200)
+	if s := b.Faults().State(); s != (embedded.FaultState{}) {
+		t.Fatalf("after reset: %+v", s)
+	}
+	do("GET", "/faults", 200)
+	do("PUT", "/admin/topics/persistent/public/default/adm?partitions=2", 200)
+	do("PUT", "/admin/topics/persistent/public/default/adm?partitions=3", 409)
+	info := do("GET", "/admin/topics/persistent/public/default/adm", 200)
+	if info["partitions"].(float64) != 2 {
+		t.Fatalf("info %v", info)
+	}
+	do("POST", "/admin/topics/persistent/public/default/adm/terminate", 200)
+	if info := do("GET", "/admin/topics/persistent/public/default/adm", 200); info["terminated"] != true {
+		t.Fatalf("info %v", info)
+	}
+	do("POST", "/admin/topics/persistent/public/default/nope/terminate", 404)
+	do("PUT", "/admin/topics/bogus/public/default/x", 404)
+	stats := do("GET", "/stats", 200)
+	if stats["topics"].(float64) != 2 {
+		t.Fatalf("stats %v", stats)
+	}
+}
+
+// readFrames reads broker frames until want is seen or the deadline passes.
+func readUntil(t testing.TB, nc net.Conn, want pulsarpb.BaseCommand_Type) []string {
+	t.Helper()
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var seen []string
+	for {
+		var hdr [4]byte
+		if _, err := io.ReadFull(nc, hdr[:]); err != nil {
+			t.Fatalf("reading (seen %v): %v", seen, err)
+		}
+		buf := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+		if _, err := io.ReadFull(nc, buf); err != nil {
+			t.Fatalf("reading (seen %v): %v", seen, err)
+		}
+		f, _, err := embedded.DecodeFrame(append(hdr[:], buf...), 1<<20)
+		if err != nil {
+			t.Fatalf("decoding broker frame: %v", err)
+		}
+		seen = append(seen, f.Cmd.GetType().String())
+		if f.Cmd.GetType() == want {
+			return seen
+		}
+	}
+}
+
+func TestRawReachedEndOfTopic(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{})
+	nc, err := net.Dial("tcp", strings.TrimPrefix(b.ServiceURL(), "pulsar://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	topic := uniqueTopic("rawend")
+	sub := &pulsarpb.BaseCommand{
+		Type: pulsarpb.BaseCommand_SUBSCRIBE.Enum(),
+		Subscribe: &pulsarpb.CommandSubscribe{
+			Topic: proto.String(topic), Subscription: proto.String("s"),
+			SubType: pulsarpb.CommandSubscribe_Exclusive.Enum(), ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(2),
+			InitialPosition: pulsarpb.CommandSubscribe_Earliest.Enum(),
+		},
+	}
+	flow := &pulsarpb.BaseCommand{
+		Type: pulsarpb.BaseCommand_FLOW.Enum(),
+		Flow: &pulsarpb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(10)},
+	}
+	for _, f := range [][]byte{frame(t, connectCmd()), frame(t, producerCmd(topic)),
+		payloadFrame(t, sendCmd(), testMetadata(), []byte("hello"), false), frame(t, sub), frame(t, flow)} {
+		if _, err := nc.Write(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readUntil(t, nc, pulsarpb.BaseCommand_MESSAGE)
+	if err := b.TerminateTopic(topic); err != nil {
+		t.Fatal(err)
+	}
+	seen := readUntil(t, nc, pulsarpb.BaseCommand_REACHED_END_OF_TOPIC)
+	if !strings.Contains(strings.Join(seen, " "), "CLOSE_PRODUCER") {
+		t.Fatalf("no CLOSE_PRODUCER before the end of topic: %v", seen)
+	}
+}

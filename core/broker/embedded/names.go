@@ -1,0 +1,62 @@
+package embedded
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// topicName is a parsed, normalised topic name.
+type topicName struct {
+	full       string // persistent://tenant/ns/local
+	persistent bool
+	namespace  string // tenant/ns
+	base       string // full name without -partition-N
+	partition  int    // -1 when not a partition
+}
+
+const partitionSuffix = "-partition-"
+
+// parseTopic normalises a topic name: "x" and "tenant/ns/x" are persistent
+// topics in public/default and tenant/ns respectively.
+func parseTopic(name string) (topicName, error) {
+	tn := topicName{partition: -1}
+	domain, rest, ok := strings.Cut(name, "://")
+	if !ok {
+		domain, rest = "persistent", name
+	}
+	switch domain {
+	case "persistent":
+		tn.persistent = true
+	case "non-persistent":
+	default:
+		return topicName{}, fmt.Errorf("invalid topic name %q: unknown domain %q", name, domain)
+	}
+	parts := strings.Split(rest, "/")
+	switch len(parts) {
+	case 1:
+		parts = []string{"public", "default", parts[0]}
+	case 3:
+	default:
+		return topicName{}, fmt.Errorf("invalid topic name %q", name)
+	}
+	for _, p := range parts {
+		if p == "" || strings.ContainsAny(p, " \t\r\n") {
+			return topicName{}, fmt.Errorf("invalid topic name %q", name)
+		}
+	}
+	tn.namespace = parts[0] + "/" + parts[1]
+	tn.full = domain + "://" + tn.namespace + "/" + parts[2]
+	tn.base = tn.full
+	if i := strings.LastIndex(parts[2], partitionSuffix); i > 0 {
+		if n, err := strconv.Atoi(parts[2][i+len(partitionSuffix):]); err == nil && n >= 0 {
+			tn.partition = n
+			tn.base = domain + "://" + tn.namespace + "/" + parts[2][:i]
+		}
+	}
+	return tn, nil
+}
+
+func partitionName(base string, i int) string {
+	return base + partitionSuffix + strconv.Itoa(i)
+}

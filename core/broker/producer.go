@@ -1,0 +1,229 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/spaolacci/murmur3"
+)
+
+// HashingScheme chooses how a message key maps to a partition.
+type HashingScheme int
+
+// Hashing schemes, as Pulsar names them.
+const (
+	JavaStringHash HashingScheme = iota
+	Murmur3Hash
+)
+
+// RoutingMode chooses the partition of an unkeyed message on a partitioned topic.
+type RoutingMode int
+
+// Routing modes. The zero value is SinglePartition, the Pulsar WebSocket proxy's default.
+const (
+	// SinglePartition sends keyed messages by key hash and every unkeyed message to one
+	// partition picked at random when the producer is created.
+	SinglePartition RoutingMode = iota
+	// RoundRobin sends keyed messages by key hash and spreads unkeyed ones over partitions.
+	RoundRobin
+)
+
+// Compression names a payload compression codec.
+type Compression int
+
+// Compression codecs. The zero value is no compression.
+const (
+	CompressionNone Compression = iota
+	CompressionLZ4
+	CompressionZLib
+	CompressionZstd
+)
+
+// ProducerOptions configures one broker-side producer. Zero values are documented per field.
+type ProducerOptions struct {
+	// Topic is the full topic name, persistent://tenant/ns/topic. Required.
+	Topic string
+	// Name is the producer name; empty lets the broker assign one.
+	Name string
+	// SendTimeout fails a send that the broker has not acknowledged in time. Zero means 30s;
+	// negative disables the timeout.
+	SendTimeout time.Duration
+	// Hashing maps keys to partitions. Zero is JavaStringHash.
+	Hashing HashingScheme
+	// Routing places unkeyed messages. Zero is SinglePartition.
+	Routing RoutingMode
+	// Batching enables client-side batching. Zero means off, as in Pulsar's WebSocket proxy.
+	Batching bool
+	// BatchingMaxMessages caps a batch; zero means 1000. Only with Batching.
+	BatchingMaxMessages uint
+	// BatchingMaxPublishDelay is the longest a message waits for its batch; zero means 1ms.
+	// Only with Batching.
+	BatchingMaxPublishDelay time.Duration
+	// MaxPendingMessages bounds the client library's queue of unacknowledged sends for this
+	// producer. It must be at least the number of sends the caller lets be in flight, so that
+	// the library's queue never rejects or blocks a send the caller admitted. Zero means 1000.
+	MaxPendingMessages int
+	// Compression compresses payloads. Zero means none.
+	Compression Compression
+}
+
+// OutMessage is one message to publish.
+type OutMessage struct {
+	Payload             []byte
+	Properties          map[string]string
+	Key                 string
+	EventTime           time.Time // zero means unset
+	ReplicationClusters []string
+	DeliverAt           time.Time     // zero means unset
+	DeliverAfter        time.Duration // zero means unset
+}
+
+// Producer publishes to one topic. SendAsync may be called from one goroutine at a time per
+// ordering domain: messages are sent in call order.
+type Producer struct {
+	p           pulsar.Producer
+	partitioned bool
+}
+
+// CreateProducer creates the broker-side producer and returns once the broker has accepted it,
+// or with a classified error (ErrProducerBusy, ErrTopicNotFound, …).
+func (c *Client) CreateProducer(ctx context.Context, o ProducerOptions) (*Producer, error) {
+	if o.Topic == "" {
+		return nil, fmt.Errorf("creating producer: %w: empty topic", ErrInvalidArgument)
+	}
+	if o.MaxPendingMessages < 0 {
+		// pulsar-client-go panics in a background goroutine on a negative value.
+		return nil, fmt.Errorf("creating producer: %w: negative max pending messages", ErrInvalidArgument)
+	}
+	popts := pulsar.ProducerOptions{
+		Topic:                   o.Topic,
+		Name:                    o.Name,
+		SendTimeout:             o.SendTimeout,
+		DisableBlockIfQueueFull: true, // a full queue must fail a send, never block the session
+		MaxPendingMessages:      o.MaxPendingMessages,
+		DisableBatching:         !o.Batching,
+		BatchingMaxMessages:     o.BatchingMaxMessages,
+		BatchingMaxPublishDelay: o.BatchingMaxPublishDelay,
+		CompressionType:         toPulsarCompression(o.Compression),
+		HashingScheme:           pulsar.JavaStringHash,
+		MessageRouter:           newRouter(o.Routing, o.Hashing),
+	}
+	if o.Hashing == Murmur3Hash {
+		popts.HashingScheme = pulsar.Murmur3_32Hash
+	}
+	if o.Batching && o.BatchingMaxPublishDelay == 0 {
+		popts.BatchingMaxPublishDelay = time.Millisecond
+	}
+	p, err := withCtx(ctx, c, func() (pulsar.Producer, error) { return c.pc.CreateProducer(popts) },
+		func(p pulsar.Producer) { p.Close() })
+	if err != nil {
+		return nil, fmt.Errorf("creating producer on %s: %w", o.Topic, classify(err))
+	}
+	// The client has just looked the partitions up; this is answered from the same broker.
+	parts, err := c.pc.TopicPartitions(o.Topic)
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("looking up partitions of %s: %w", o.Topic, classify(err))
+	}
+	partitioned := len(parts) > 1 || (len(parts) == 1 && partitionSuffix.MatchString(parts[0]))
+	return &Producer{p: p, partitioned: partitioned}, nil
+}
+
+// Name is the producer's name, as assigned by the broker when none was asked for.
+func (p *Producer) Name() string { return p.p.Name() }
+
+// SendAsync hands m to the client library. done is called exactly once, with the message's id
+// or an error, possibly before SendAsync returns, and otherwise on the client's connection
+// goroutine: done must not block.
+func (p *Producer) SendAsync(ctx context.Context, m *OutMessage, done func(MessageID, error)) {
+	pm := &pulsar.ProducerMessage{
+		Payload:             m.Payload,
+		Properties:          m.Properties,
+		Key:                 m.Key,
+		EventTime:           m.EventTime,
+		ReplicationClusters: m.ReplicationClusters,
+		DeliverAt:           m.DeliverAt,
+		DeliverAfter:        m.DeliverAfter,
+	}
+	p.p.SendAsync(ctx, pm, func(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+		if err != nil {
+			done(MessageID{}, err)
+			return
+		}
+		done(MessageID{id: id, partitioned: p.partitioned}, nil)
+	})
+}
+
+// Flush sends any batched messages now and waits for their receipts.
+func (p *Producer) Flush(ctx context.Context) error { return p.p.FlushWithCtx(ctx) }
+
+// Close closes the producer. Sends still pending fail with an error through their callbacks.
+func (p *Producer) Close() { p.p.Close() }
+
+func toPulsarCompression(c Compression) pulsar.CompressionType {
+	switch c {
+	case CompressionLZ4:
+		return pulsar.LZ4
+	case CompressionZLib:
+		return pulsar.ZLib
+	case CompressionZstd:
+		return pulsar.ZSTD
+	default:
+		return pulsar.NoCompression
+	}
+}
+
+// newRouter implements the Pulsar WebSocket proxy's routing: keyed messages by key hash, and
+// unkeyed ones either to one partition chosen at creation (SinglePartition) or round robin.
+func newRouter(mode RoutingMode, hashing HashingScheme) func(*pulsar.ProducerMessage, pulsar.TopicMetadata) int {
+	single := -1
+	var next uint32
+	return func(m *pulsar.ProducerMessage, md pulsar.TopicMetadata) int {
+		n := int(md.NumPartitions())
+		if n <= 1 {
+			return 0
+		}
+		if m.Key != "" {
+			return int(hashKey(hashing, m.Key) % uint32(n))
+		}
+		if mode == SinglePartition {
+			if single < 0 || single >= n {
+				single = rand.IntN(n)
+			}
+			return single
+		}
+		next++
+		return int(next % uint32(n))
+	}
+}
+
+// hashKey hashes a partition key as Pulsar's Java client does, which is what the Java WebSocket
+// proxy uses: String.hashCode over UTF-16 units, or Murmur3 32-bit (seed 0) over UTF-8, both
+// masked to a non-negative int. (pulsar-client-go's own JavaStringHash hashes bytes and does
+// not mask, so it places non-ASCII and some ASCII keys differently.)
+func hashKey(s HashingScheme, key string) uint32 {
+	if s == Murmur3Hash {
+		return murmur3.Sum32([]byte(key)) & 0x7fffffff
+	}
+	var h int32
+	for _, r := range utf16Units(key) {
+		h = 31*h + int32(r)
+	}
+	return uint32(h) & 0x7fffffff
+}
+
+func utf16Units(s string) []uint16 {
+	out := make([]uint16, 0, len(s))
+	for _, r := range s {
+		if r >= 0x10000 {
+			r -= 0x10000
+			out = append(out, uint16(0xd800+(r>>10)), uint16(0xdc00+(r&0x3ff)))
+			continue
+		}
+		out = append(out, uint16(r))
+	}
+	return out
+}

@@ -1,0 +1,405 @@
+// Package policy turns the configured routes into admission policy: it creates each route's
+// strategy and its pools, matches a handshake to a route, asks the strategy once per session
+// and builds the session's gate. It implements gateway.Policies, and swaps its route table
+// atomically on reload.
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/core/admission"
+	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/gateway"
+	"github.com/sluicehq/sluice/core/route"
+	"github.com/sluicehq/sluice/core/session"
+	"github.com/sluicehq/sluice/core/wsapi"
+	"github.com/sluicehq/sluice/sdk/strategy"
+)
+
+// DefaultDecisionTimeout bounds one strategy decision during a handshake.
+const DefaultDecisionTimeout = 2 * time.Second
+
+// MaxSessionPending caps a producer session's message bound, whatever the strategy or the
+// client asks: the bound sizes the broker client's queue for the session (about 24 bytes a
+// message, allocated up front). A client's maxPendingMessages on a route with no
+// client_params policy for it is capped at this too.
+const MaxSessionPending = 10000
+
+// DefaultRoutes is the route table of a configuration with no routes: every WebSocket path,
+// the hybrid strategy with its defaults, rejecting at the limit.
+func DefaultRoutes() []config.Route {
+	r := config.Route{
+		Name:     "default",
+		Match:    "/ws/**",
+		Strategy: config.StrategyRef{Name: "hybrid"},
+		OnFull:   config.OnFullReject,
+	}
+	r.SetDefaults()
+	return []config.Route{r}
+}
+
+// Manager holds the live route table.
+type Manager struct {
+	reg       *strategy.Registry
+	producers *admission.Pool
+	consumers *admission.Pool
+	log       *slog.Logger
+	timeout   time.Duration
+
+	applyMu sync.Mutex // serialises Apply
+	table   *route.Holder[*Route]
+}
+
+// Route is one route of the live table.
+type Route struct {
+	cfg      config.Route
+	strat    strategy.Strategy
+	prod     *admission.Route
+	cons     *admission.Route
+	onFull   session.OnFull
+	maxPause time.Duration
+}
+
+// Name is the route's name.
+func (r *Route) Name() string { return r.cfg.Name }
+
+// Option configures a Manager.
+type Option interface{ apply(*Manager) }
+
+type optionFunc func(*Manager)
+
+func (f optionFunc) apply(m *Manager) { f(m) }
+
+// WithLogger sets the logger; nil discards logs.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(m *Manager) {
+		if l != nil {
+			m.log = l
+		}
+	})
+}
+
+// WithDecisionTimeout bounds each strategy decision; zero means DefaultDecisionTimeout.
+func WithDecisionTimeout(d time.Duration) Option {
+	return optionFunc(func(m *Manager) {
+		if d > 0 {
+			m.timeout = d
+		}
+	})
+}
+
+// New returns a manager with an empty table; Apply installs routes.
+func New(reg *strategy.Registry, producers, consumers *admission.Pool, opts ...Option) *Manager {
+	m := &Manager{
+		reg:       reg,
+		producers: producers,
+		consumers: consumers,
+		log:       slog.New(slog.DiscardHandler),
+		timeout:   DefaultDecisionTimeout,
+		table:     route.NewHolder[*Route](nil),
+	}
+	for _, o := range opts {
+		o.apply(m)
+	}
+	return m
+}
+
+var _ gateway.Policies = (*Manager)(nil)
+
+// Apply builds a new table from routes (DefaultRoutes when empty) and swaps it in. On any
+// error the old table stays. Sessions already open keep the route they started on.
+func (m *Manager) Apply(ctx context.Context, routes []config.Route) error {
+	if len(routes) == 0 {
+		routes = DefaultRoutes()
+	}
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+
+	built := make([]*Route, 0, len(routes))
+	closeAll := func() {
+		for _, r := range built {
+			closeStrategy(r.strat, m.log)
+		}
+	}
+	var limits []strategy.RouteLimits
+	var errs []error
+	for i, rc := range routes {
+		s, err := m.reg.New(rc.Strategy.Name, rc.Strategy.Params)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("routes[%d] (%s).strategy: %w", i, rc.Name, err))
+			continue
+		}
+		var rl strategy.RouteLimits
+		if lim, ok := s.(strategy.RouteLimiter); ok {
+			dctx, cancel := context.WithTimeout(ctx, m.timeout)
+			rl, err = lim.RouteLimits(dctx)
+			cancel()
+			if err != nil {
+				closeStrategy(s, m.log)
+				errs = append(errs, fmt.Errorf("routes[%d] (%s): route limits: %w", i, rc.Name, err))
+				continue
+			}
+		}
+		onFull := session.Reject
+		if rc.OnFull == config.OnFullPause {
+			onFull = session.Pause
+		}
+		built = append(built, &Route{cfg: rc, strat: s, onFull: onFull, maxPause: rc.MaxPause})
+		limits = append(limits, rl)
+	}
+	if err := errors.Join(errs...); err != nil {
+		closeAll()
+		return err
+	}
+	if err := checkReservations(limits, m.producers, m.consumers); err != nil {
+		closeAll()
+		return err
+	}
+
+	old := routesOf(m.table.Load())
+	// Reservations are guarantees carved out of the edge pools: release the old routes'
+	// before taking the new ones. Gates of the old routes keep working on the shared part.
+	for _, r := range old {
+		r.prod.Close()
+		r.cons.Close()
+	}
+	entries := make([]route.Entry[*Route], len(built))
+	for i, r := range built {
+		var err error
+		if r.prod, err = m.producers.Route(admission.RouteConfig{Name: r.cfg.Name, Cap: limits[i].ProducerCap, Reserve: limits[i].ProducerReserve}); err != nil {
+			errs = append(errs, err)
+		}
+		if r.cons, err = m.consumers.Route(admission.RouteConfig{Name: r.cfg.Name, Cap: limits[i].ConsumerCap, Reserve: limits[i].ConsumerReserve}); err != nil {
+			errs = append(errs, err)
+		}
+		entries[i] = route.Entry[*Route]{Name: r.cfg.Name, Match: r.cfg.Match, Value: r}
+	}
+	table, err := route.NewTable(entries)
+	if err = errors.Join(append(errs, err)...); err != nil {
+		// checkReservations makes this unreachable; undo what was taken all the same.
+		for _, r := range built {
+			if r.prod != nil {
+				r.prod.Close()
+			}
+			if r.cons != nil {
+				r.cons.Close()
+			}
+		}
+		closeAll()
+		return err
+	}
+	m.table.Swap(table)
+	for _, r := range old {
+		closeStrategy(r.strat, m.log)
+	}
+	m.log.Info("routes applied", "routes", len(built))
+	return nil
+}
+
+func checkReservations(limits []strategy.RouteLimits, producers, consumers *admission.Pool) error {
+	var prod, cons int64
+	for _, l := range limits {
+		prod += l.ProducerReserve
+		cons += l.ConsumerReserve
+	}
+	var errs []error
+	if lim := producers.Snapshot().Edge.Limit; lim > 0 && prod > lim {
+		errs = append(errs, fmt.Errorf("routes reserve %d bytes of the producer pool, which holds %d", prod, lim))
+	}
+	if lim := consumers.Snapshot().Edge.Limit; lim > 0 && cons > lim {
+		errs = append(errs, fmt.Errorf("routes reserve %d bytes of the consumer pool, which holds %d", cons, lim))
+	}
+	return errors.Join(errs...)
+}
+
+func closeStrategy(s strategy.Strategy, log *slog.Logger) {
+	if c, ok := s.(strategy.Closer); ok {
+		if err := c.Close(); err != nil {
+			log.Warn("closing strategy", "err", err)
+		}
+	}
+}
+
+// Close closes every route's strategy and releases its reservations.
+func (m *Manager) Close() {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+	for _, r := range routesOf(m.table.Swap(nil)) {
+		r.prod.Close()
+		r.cons.Close()
+		closeStrategy(r.strat, m.log)
+	}
+}
+
+// Routes returns the live routes, in table order.
+func (m *Manager) Routes() []*Route { return routesOf(m.table.Load()) }
+
+func routesOf(t *route.Table[*Route]) []*Route {
+	out := make([]*Route, t.Len())
+	for i := range out {
+		out[i] = t.Entry(i).Value
+	}
+	return out
+}
+
+func (m *Manager) match(path string) (*Route, error) {
+	e, ok := m.table.Match(path)
+	if !ok {
+		return nil, &wsapi.Error{Status: http.StatusNotFound, Message: "no route matches " + path}
+	}
+	return e.Value, nil
+}
+
+// clientValue applies the route's client_params policy for name to what the client sent.
+func clientValue(r *Route, name string, given *int, maxDefault int) (strategy.ClientValue, error) {
+	cv := strategy.ClientValue{Requested: given}
+	if p, ok := r.cfg.ClientParams[name]; ok {
+		v, err := p.Resolve(name, given)
+		if err != nil {
+			return cv, &wsapi.Error{Status: http.StatusBadRequest, Message: "Invalid query params: " + err.Error()}
+		}
+		cv.Value = v
+		return cv, nil
+	}
+	// No policy: a positive value is taken, up to maxDefault; zero (Pulsar's "unbounded")
+	// and negative values leave the choice to the strategy.
+	if given != nil && *given > 0 {
+		cv.Value = min(*given, maxDefault)
+	}
+	return cv, nil
+}
+
+func denial(d *strategy.Denial) error {
+	status := d.Status
+	switch status {
+	case http.StatusForbidden, http.StatusTooManyRequests, http.StatusServiceUnavailable:
+	default:
+		status = http.StatusForbidden
+	}
+	return &wsapi.Error{Status: status, Message: d.Reason}
+}
+
+func (m *Manager) decisionError(r *Route, err error) error {
+	m.log.Warn("strategy decision failed", "route", r.cfg.Name, "err", err)
+	return &wsapi.Error{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("route %s: strategy unavailable: %v", r.cfg.Name, err)}
+}
+
+// Producer implements gateway.Policies.
+func (m *Manager) Producer(ctx context.Context, req gateway.Request, p wsapi.ProducerParams) (gateway.ProducerPolicy, error) {
+	r, err := m.match(req.Path)
+	if err != nil {
+		return gateway.ProducerPolicy{}, err
+	}
+	pending, err := clientValue(r, "maxPendingMessages", p.RequestedMaxPendingMessages, MaxSessionPending)
+	if err != nil {
+		return gateway.ProducerPolicy{}, err
+	}
+	ep := req.Endpoint
+	dctx, cancel := context.WithTimeout(ctx, m.timeout)
+	dec, err := r.strat.OpenProducer(dctx, strategy.ProducerRequest{
+		Route:              r.cfg.Name,
+		Topic:              ep.TopicName(),
+		Tenant:             ep.Tenant,
+		Namespace:          ep.Namespace,
+		ProducerName:       p.ProducerName,
+		RemoteAddr:         req.RemoteAddr,
+		MaxPendingMessages: pending,
+	})
+	cancel()
+	if err != nil {
+		return gateway.ProducerPolicy{}, m.decisionError(r, err)
+	}
+	if dec.Deny != nil {
+		return gateway.ProducerPolicy{}, denial(dec.Deny)
+	}
+	maxMsgs := dec.MaxPendingMessages
+	if maxMsgs <= 0 {
+		maxMsgs = session.DefaultMaxInflight
+	}
+	// The bound also sizes the broker client's queue for the session: cap it.
+	maxMsgs = min(maxMsgs, MaxSessionPending)
+	gate, err := r.prod.Gate(admission.GateConfig{MaxMessages: maxMsgs, MaxBytes: max(dec.MaxPendingBytes, 0)})
+	if err != nil {
+		return gateway.ProducerPolicy{}, m.decisionError(r, err)
+	}
+	onFull := r.onFull
+	switch dec.OnFull {
+	case strategy.Reject:
+		onFull = session.Reject
+	case strategy.Pause:
+		onFull = session.Pause
+	}
+	return gateway.ProducerPolicy{
+		Route: r.cfg.Name,
+		Session: session.ProducerConfig{
+			Gate:        gate,
+			OnFull:      onFull,
+			MaxPause:    r.maxPause,
+			MaxInflight: maxMsgs,
+		},
+	}, nil
+}
+
+// DefaultPrefetch is the broker client's prefetch per consumer session when the strategy sets
+// none: min(receiverQueueSize, DefaultPrefetch).
+const DefaultPrefetch = 100
+
+// pendingLimit is Pulsar's push-mode limit for a receiver queue size: capped at 1000, and 1
+// for 0.
+func pendingLimit(queue int) int {
+	return min(max(queue, 1), wsapi.MaxReceiverQueueSize)
+}
+
+// Consumer implements gateway.Policies.
+func (m *Manager) Consumer(ctx context.Context, req gateway.Request, requested *int, applied int) (gateway.ConsumerPolicy, error) {
+	r, err := m.match(req.Path)
+	if err != nil {
+		return gateway.ConsumerPolicy{}, err
+	}
+	queue, err := clientValue(r, "receiverQueueSize", requested, wsapi.MaxReceiverQueueSize)
+	if err != nil {
+		return gateway.ConsumerPolicy{}, err
+	}
+	if queue.Value == 0 {
+		queue.Value = applied
+	}
+	ep := req.Endpoint
+	dctx, cancel := context.WithTimeout(ctx, m.timeout)
+	dec, err := r.strat.OpenConsumer(dctx, strategy.ConsumerRequest{
+		Route:             r.cfg.Name,
+		Topic:             ep.TopicName(),
+		Tenant:            ep.Tenant,
+		Namespace:         ep.Namespace,
+		Subscription:      ep.Subscription,
+		Reader:            ep.Kind == wsapi.Reader,
+		PullMode:          req.PullMode,
+		RemoteAddr:        req.RemoteAddr,
+		ReceiverQueueSize: queue,
+	})
+	cancel()
+	if err != nil {
+		return gateway.ConsumerPolicy{}, m.decisionError(r, err)
+	}
+	if dec.Deny != nil {
+		return gateway.ConsumerPolicy{}, denial(dec.Deny)
+	}
+	gate, err := r.cons.Gate(admission.GateConfig{MaxBytes: max(dec.MaxBytes, 0)})
+	if err != nil {
+		return gateway.ConsumerPolicy{}, m.decisionError(r, err)
+	}
+	prefetch := dec.Prefetch
+	if prefetch <= 0 {
+		prefetch = min(max(queue.Value, 1), DefaultPrefetch)
+	}
+	return gateway.ConsumerPolicy{
+		Route:             r.cfg.Name,
+		Session:           session.ConsumerConfig{Gate: gate, MaxPending: pendingLimit(queue.Value)},
+		ReceiverQueueSize: prefetch,
+	}, nil
+}

@@ -1,0 +1,116 @@
+package route
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Matcher is a compiled path glob. The zero Matcher matches nothing.
+type Matcher struct {
+	pattern string
+	segs    []segment
+}
+
+type segKind uint8
+
+const (
+	literal segKind = iota
+	one             // *
+	many            // **
+)
+
+type segment struct {
+	kind segKind
+	lit  string
+}
+
+// Compile parses a path glob (see the package documentation).
+func Compile(pattern string) (Matcher, error) {
+	if pattern == "" {
+		return Matcher{}, errors.New("empty pattern")
+	}
+	if pattern[0] != '/' {
+		return Matcher{}, fmt.Errorf("pattern %q: must start with '/'", pattern)
+	}
+	parts := strings.Split(pattern[1:], "/")
+	segs := make([]segment, 0, len(parts))
+	for i, p := range parts {
+		switch {
+		case p == "*":
+			segs = append(segs, segment{kind: one})
+		case p == "**":
+			// Consecutive ** are one **.
+			if n := len(segs); n > 0 && segs[n-1].kind == many {
+				continue
+			}
+			segs = append(segs, segment{kind: many})
+		case strings.Contains(p, "*"):
+			return Matcher{}, fmt.Errorf("pattern %q: segment %d %q: '*' and '**' must be whole segments", pattern, i+1, p)
+		default:
+			segs = append(segs, segment{kind: literal, lit: p})
+		}
+	}
+	return Matcher{pattern: pattern, segs: segs}, nil
+}
+
+// String returns the pattern m was compiled from.
+func (m Matcher) String() string { return m.pattern }
+
+// Match reports whether path matches the pattern.
+func (m Matcher) Match(path string) bool {
+	segs, ok := split(path)
+	return ok && m.match(segs)
+}
+
+// split returns the segments of path, which must start with '/'.
+func split(path string) ([]string, bool) {
+	if path == "" || path[0] != '/' {
+		return nil, false
+	}
+	return strings.Split(path[1:], "/"), true
+}
+
+// match is wildcard matching over segments, with "*" as a single-element
+// wildcard and "**" as a multi-element one: the classic linear scan that
+// backtracks to the last "**" seen, O(len(p)·len(s)) at worst.
+func (m Matcher) match(s []string) bool {
+	p := m.segs
+	if len(p) == 0 {
+		return false
+	}
+	pi, si := 0, 0
+	star, mark := -1, 0 // last ** in p, and the s index it resumes from
+	for si < len(s) {
+		if pi < len(p) {
+			switch seg := p[pi]; seg.kind {
+			case many:
+				star, mark = pi, si
+				pi++
+				continue
+			case one:
+				if s[si] != "" {
+					pi++
+					si++
+					continue
+				}
+			case literal:
+				if s[si] == seg.lit {
+					pi++
+					si++
+					continue
+				}
+			}
+		}
+		if star < 0 {
+			return false
+		}
+		// Let the last ** absorb one more segment and retry after it.
+		mark++
+		pi, si = star+1, mark
+	}
+	for pi < len(p) && p[pi].kind == many {
+		pi++
+	}
+	return pi == len(p)
+}

@@ -1,0 +1,127 @@
+package route
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+)
+
+// Entry is one route of a Table: a name, a path glob, and the caller's
+// value for the route (its strategy, limits, pools, …).
+type Entry[T any] struct {
+	// Name identifies the route; unique within a Table.
+	Name string
+	// Match is the path glob (see Compile).
+	Match string
+	// Value is the caller's per-route object.
+	Value T
+
+	m Matcher
+}
+
+// Matcher returns the entry's compiled glob. It is the zero Matcher unless
+// the entry came from a Table.
+func (e *Entry[T]) Matcher() Matcher { return e.m }
+
+// Table is an ordered, immutable route table: the first entry whose glob
+// matches a path wins. A nil *Table matches nothing.
+type Table[T any] struct {
+	entries []Entry[T]
+	byName  map[string]int
+}
+
+// NewTable compiles the entries' globs and builds a table that keeps their
+// order. Every invalid or duplicate entry is reported, joined with
+// errors.Join.
+func NewTable[T any](entries []Entry[T]) (*Table[T], error) {
+	t := &Table[T]{
+		entries: make([]Entry[T], len(entries)),
+		byName:  make(map[string]int, len(entries)),
+	}
+	var errs []error
+	for i, e := range entries {
+		m, err := Compile(e.Match)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("route %d (%q): %w", i, e.Name, err))
+		}
+		switch j, dup := t.byName[e.Name]; {
+		case e.Name == "":
+			errs = append(errs, fmt.Errorf("route %d: empty name", i))
+		case dup:
+			errs = append(errs, fmt.Errorf("route %d: name %q already used by route %d", i, e.Name, j))
+		default:
+			t.byName[e.Name] = i
+		}
+		e.m = m
+		t.entries[i] = e
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Match returns the first entry whose glob matches path. The entry belongs
+// to the table and must not be modified.
+func (t *Table[T]) Match(path string) (*Entry[T], bool) {
+	if t == nil {
+		return nil, false
+	}
+	segs, ok := split(path)
+	if !ok {
+		return nil, false
+	}
+	for i := range t.entries {
+		if t.entries[i].m.match(segs) {
+			return &t.entries[i], true
+		}
+	}
+	return nil, false
+}
+
+// Lookup returns the entry named name.
+func (t *Table[T]) Lookup(name string) (*Entry[T], bool) {
+	if t == nil {
+		return nil, false
+	}
+	i, ok := t.byName[name]
+	if !ok {
+		return nil, false
+	}
+	return &t.entries[i], true
+}
+
+// Len returns the number of entries.
+func (t *Table[T]) Len() int {
+	if t == nil {
+		return 0
+	}
+	return len(t.entries)
+}
+
+// Entry returns the i'th entry, 0 <= i < Len. It must not be modified.
+func (t *Table[T]) Entry(i int) *Entry[T] { return &t.entries[i] }
+
+// Holder publishes the current table to concurrent readers and lets a
+// reload replace it atomically. The zero Holder holds nil, which matches
+// nothing.
+type Holder[T any] struct {
+	p atomic.Pointer[Table[T]]
+}
+
+// NewHolder returns a Holder holding t.
+func NewHolder[T any](t *Table[T]) *Holder[T] {
+	h := &Holder[T]{}
+	h.p.Store(t)
+	return h
+}
+
+// Load returns the current table.
+func (h *Holder[T]) Load() *Table[T] { return h.p.Load() }
+
+// Swap installs t and returns the table it replaces, for the caller to
+// release once no new session can pick it up.
+func (h *Holder[T]) Swap(t *Table[T]) (old *Table[T]) { return h.p.Swap(t) }
+
+// Match matches path against the current table.
+func (h *Holder[T]) Match(path string) (*Entry[T], bool) { return h.p.Load().Match(path) }

@@ -1,0 +1,306 @@
+package server_test
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/server"
+)
+
+// startServer runs an edge with the embedded broker from a YAML configuration.
+func startServer(t *testing.T, yaml string) (*server.Server, string) {
+	t.Helper()
+	ctx := context.Background()
+	path := t.TempDir() + "/sluice.yaml"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(ctx, config.LoadOptions{Files: []string{path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return srv, "ws" + strings.TrimPrefix(hs.URL, "http")
+}
+
+func dial(t *testing.T, url string) *websocket.Conn {
+	t.Helper()
+	c, resp, err := websocket.DefaultDialer.Dial(url, nil)
+	if err != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		t.Fatalf("dial %s: %d %v", url, status, err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+type ack struct {
+	Result    string `json:"result"`
+	ErrorMsg  string `json:"errorMsg"`
+	MessageID string `json:"messageId"`
+	Context   string `json:"context"`
+}
+
+// readAcks reads acks on a goroutine until n have arrived or the connection fails.
+func readAcks(c *websocket.Conn, n int) <-chan ack {
+	ch := make(chan ack, n)
+	go func() {
+		defer close(ch)
+		for range n {
+			var a ack
+			if err := c.ReadJSON(&a); err != nil {
+				return
+			}
+			ch <- a
+		}
+	}()
+	return ch
+}
+
+func message(i, size int) map[string]any {
+	return map[string]any{
+		"payload": base64.StdEncoding.EncodeToString([]byte(strings.Repeat("x", size))),
+		"context": strconv.Itoa(i),
+	}
+}
+
+func producerUsage(srv *server.Server) int64 { return srv.ProducerPool().Snapshot().Edge.Used }
+
+func waitFor(t *testing.T, timeout time.Duration, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Under reject, once the limit is reached every further message gets an error ack naming the
+// limit at once, every message gets exactly one ack, and everything drains once receipts flow.
+func TestRejectAtLimitEveryMessageOneAck(t *testing.T) {
+	t.Parallel()
+	srv, base := startServer(t, `
+memory: { producer_limit: 64KiB }
+routes:
+  - name: all
+    match: /ws/**
+    strategy: { name: bytes }
+    on_full: reject
+`)
+	faults := srv.Embedded().Faults()
+	faults.HoldReceipts()
+	t.Cleanup(faults.ReleaseReceipts)
+	p := dial(t, base+"/ws/v2/producer/persistent/public/default/reject-"+strconv.FormatInt(time.Now().UnixNano(), 10))
+	const n, size = 200, 1024
+	acks := readAcks(p, n)
+	for i := range n {
+		if err := p.WriteJSON(message(i, size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Rejections come back while receipts are held, until the acks go quiet.
+	seen := map[string]string{}
+	for quiet := false; !quiet; {
+		select {
+		case a := <-acks:
+			if a.Result != "send-error:8" || !strings.Contains(a.ErrorMsg, "limit") {
+				t.Fatalf("ack while receipts held: %+v", a)
+			}
+			if seen[a.Context] != "" {
+				t.Fatalf("second ack for %s", a.Context)
+			}
+			seen[a.Context] = a.Result
+		case <-time.After(500 * time.Millisecond):
+			quiet = true
+		}
+	}
+	rejected := len(seen)
+	if rejected == 0 {
+		t.Fatal("no rejections while receipts held")
+	}
+	if used := producerUsage(srv); used < 64<<10 || used > 64<<10+size+1024 {
+		t.Errorf("usage %d while held, want the 64 KiB limit plus at most one message", used)
+	}
+	faults.ReleaseReceipts()
+	for a := range acks {
+		if seen[a.Context] != "" {
+			t.Fatalf("second ack for %s: %+v", a.Context, a)
+		}
+		seen[a.Context] = a.Result
+		if a.Result != "ok" {
+			t.Fatalf("ack after release: %+v", a)
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d messages acked, want %d", len(seen), n)
+	}
+	t.Logf("%d accepted, %d rejected", n-rejected, rejected)
+	waitFor(t, 5*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
+}
+
+// Under pause, the session stops reading its socket at the limit: the client's writes block,
+// nothing is rejected before max_pause, and once receipts flow every message is accepted.
+func TestPauseBlocksWritesThenDrains(t *testing.T) {
+	t.Parallel()
+	srv, base := startServer(t, `
+memory: { producer_limit: 64KiB }
+routes:
+  - name: all
+    match: /ws/**
+    strategy: { name: bytes }
+    on_full: pause
+    max_pause: 60s
+`)
+	faults := srv.Embedded().Faults()
+	faults.HoldReceipts()
+	t.Cleanup(faults.ReleaseReceipts)
+	p := dial(t, base+"/ws/v2/producer/persistent/public/default/pause-"+strconv.FormatInt(time.Now().UnixNano(), 10))
+	const n, size = 400, 16 << 10 // 6.4 MiB in all: more than socket buffers can hide
+	acks := readAcks(p, n)
+	var written sync.WaitGroup
+	written.Add(1)
+	var wrote atomic.Int64
+	var writeErr error
+	go func() {
+		defer written.Done()
+		for i := range n {
+			_ = p.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if err := p.WriteJSON(message(i, size)); err != nil {
+				writeErr = err
+				return
+			}
+			wrote.Store(int64(i + 1))
+		}
+	}()
+	// Let the writer run into the pause: its writes block once the edge stops reading and the
+	// socket buffers fill.
+	time.Sleep(1500 * time.Millisecond)
+	if w := wrote.Load(); w >= n {
+		t.Fatalf("client wrote all %d messages while the edge should be paused", w)
+	} else {
+		t.Logf("client blocked after writing %d of %d messages", w, n)
+	}
+	select {
+	case a := <-acks:
+		t.Fatalf("ack while paused: %+v", a)
+	default:
+	}
+	if used := producerUsage(srv); used > 64<<10+size+1024 {
+		t.Errorf("usage %d while paused, want at most the limit plus one message", used)
+	}
+	waiters := srv.ProducerPool().Snapshot().Edge.Waiters
+	if waiters == 0 {
+		t.Errorf("no session waiting at the edge pool while paused")
+	}
+	faults.ReleaseReceipts()
+	written.Wait()
+	if writeErr != nil {
+		t.Fatalf("write %d: %v", wrote.Load(), writeErr)
+	}
+	got := 0
+	for a := range acks {
+		if a.Result != "ok" {
+			t.Fatalf("ack %+v", a)
+		}
+		got++
+	}
+	if got != n {
+		t.Fatalf("%d acks, want %d", got, n)
+	}
+	waitFor(t, 5*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
+}
+
+// A client's maxPendingMessages goes through the route's client_params policy.
+func TestClientParamsPolicy(t *testing.T) {
+	t.Parallel()
+	_, base := startServer(t, `
+routes:
+  - name: all
+    match: /ws/**
+    strategy: { name: count }
+    client_params:
+      maxPendingMessages: { default: 100, min: 1, max: 500, zero: reject, negative: reject }
+`)
+	topic := "/ws/v2/producer/persistent/public/default/params-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	for q, want := range map[string]int{
+		"?batchingEnabled=true&maxPendingMessages=0": 400,
+		"?maxPendingMessages=-5":                     400,
+		"?maxPendingMessages=50":                     101,
+		"?maxPendingMessages=100000":                 101, // clamped to 500
+		"":                                           101,
+	} {
+		c, resp, err := websocket.DefaultDialer.Dial(base+topic+q, nil)
+		status := 101
+		if err != nil {
+			status = resp.StatusCode
+		} else {
+			c.Close()
+		}
+		if status != want {
+			t.Errorf("%s: status %d, want %d", q, status, want)
+		}
+	}
+}
+
+// Count strategy: the session gate rejects past its message bound.
+func TestCountStrategyGate(t *testing.T) {
+	t.Parallel()
+	srv, base := startServer(t, `
+routes:
+  - name: all
+    match: /ws/**
+    strategy: { name: count, params: { max_pending_messages: 10 } }
+`)
+	srv.Embedded().Faults().HoldReceipts()
+	t.Cleanup(srv.Embedded().Faults().ReleaseReceipts)
+	p := dial(t, base+"/ws/v2/producer/persistent/public/default/count-"+strconv.FormatInt(time.Now().UnixNano(), 10))
+	acks := readAcks(p, 15)
+	for i := range 15 {
+		if err := p.WriteJSON(message(i, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 {
+		a := <-acks
+		if a.Result != "send-error:8" || !strings.Contains(a.ErrorMsg, "10 messages") {
+			t.Fatalf("ack %+v, want a rejection naming the 10-message limit", a)
+		}
+	}
+	srv.Embedded().Faults().ReleaseReceipts()
+	for range 10 {
+		if a := <-acks; a.Result != "ok" {
+			t.Fatalf("ack %+v", a)
+		}
+	}
+}

@@ -1,0 +1,299 @@
+// Package server composes the edge from its configuration: the broker (a Pulsar cluster, or
+// the embedded broker started in-process), the shared broker client, the admission pools, the
+// gateway and the listeners. `sluice serve` and sdk/edge both build on it.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/core/admission"
+	"github.com/sluicehq/sluice/core/broker"
+	"github.com/sluicehq/sluice/core/broker/embedded"
+	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/gateway"
+	"github.com/sluicehq/sluice/core/policy"
+	"github.com/sluicehq/sluice/sdk/strategy"
+	"github.com/sluicehq/sluice/strategies"
+)
+
+// Server is one running edge.
+type Server struct {
+	cfg *config.Config
+	log *slog.Logger
+
+	embedded  *embedded.Broker // nil when a broker URL is configured
+	brokerURL string
+	client    *broker.Client
+	producers *admission.Pool
+	consumers *admission.Pool
+	registry  *strategy.Registry
+	policies  *policy.Manager
+	gw        *gateway.Gateway
+
+	mu       sync.Mutex
+	listener net.Listener
+	http     *http.Server
+	serveErr chan error
+}
+
+// Option configures a Server with Go-only dependencies.
+type Option interface{ apply(*Server) }
+
+type optionFunc func(*Server)
+
+func (f optionFunc) apply(s *Server) { f(s) }
+
+// WithLogger sets the logger; nil discards logs.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(s *Server) {
+		if l != nil {
+			s.log = l
+		}
+	})
+}
+
+// WithRegistry sets the strategies routes may name. Nil, or no WithRegistry, means the
+// builtin strategies only.
+func WithRegistry(r *strategy.Registry) Option {
+	return optionFunc(func(s *Server) { s.registry = r })
+}
+
+// New validates cfg and prepares a server; Start runs it.
+func New(cfg *config.Config, opts ...Option) (*Server, error) {
+	if cfg == nil {
+		cfg = config.Defaults()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o.apply(s)
+	}
+	if s.registry == nil {
+		s.registry = strategy.NewRegistry()
+		if err := strategies.Register(s.registry); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Start starts the broker (embedded when no URL is configured), connects the broker client,
+// builds the gateway and, when listen is true, listens on cfg.Listen. It returns once
+// everything is up.
+func (s *Server) Start(ctx context.Context, listen bool) (err error) {
+	defer func() {
+		if err != nil {
+			s.closeBackends()
+		}
+	}()
+	for _, w := range s.cfg.Warnings() {
+		s.log.Warn(w)
+	}
+	if err := s.startBroker(ctx); err != nil {
+		return err
+	}
+	if err := s.buildGateway(ctx); err != nil {
+		return err
+	}
+	if !listen {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", s.cfg.Listen, err)
+	}
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	s.mu.Lock()
+	s.listener, s.http, s.serveErr = ln, srv, make(chan error, 1)
+	s.mu.Unlock()
+	go func() { s.serveErr <- srv.Serve(ln) }()
+	s.log.Info("edge listening", "addr", ln.Addr().String(), "broker", s.brokerURL)
+	return nil
+}
+
+func (s *Server) startBroker(ctx context.Context) error {
+	bc := s.cfg.Broker
+	url := bc.URL
+	if url == "" {
+		eb, err := embedded.New(embedded.Config{
+			Addr:                     bc.Embedded.Listen,
+			AdminAddr:                bc.Embedded.AdminListen,
+			DefaultPartitions:        bc.Embedded.DefaultPartitions,
+			DisableAutoTopicCreation: !bc.Embedded.AllowAutoTopicCreation,
+			RetentionBytes:           bc.Embedded.Retention.Bytes(),
+		}, embedded.WithLogger(s.log.With("component", "embedded-broker")))
+		if err != nil {
+			return fmt.Errorf("embedded broker: %w", err)
+		}
+		if err := eb.Start(ctx); err != nil {
+			return fmt.Errorf("starting embedded broker: %w", err)
+		}
+		s.embedded = eb
+		url = eb.ServiceURL()
+		s.log.Info("embedded broker started", "url", url, "admin", eb.AdminURL())
+	}
+	token := bc.AuthToken
+	if bc.AuthTokenFile != "" {
+		b, err := os.ReadFile(bc.AuthTokenFile)
+		if err != nil {
+			return fmt.Errorf("broker.auth_token_file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	client, err := broker.Dial(broker.Config{
+		URL:               url,
+		AuthToken:         token,
+		TLSTrustCertsFile: bc.TLSTrustCertsFile,
+		TLSAllowInsecure:  bc.TLSAllowInsecure,
+		OperationTimeout:  bc.OperationTimeout,
+	}, broker.WithLogger(s.log.With("component", "broker-client")))
+	if err != nil {
+		return err
+	}
+	s.client, s.brokerURL = client, url
+	return nil
+}
+
+func (s *Server) buildGateway(ctx context.Context) error {
+	var err error
+	s.producers, err = admission.NewPool(admission.PoolConfig{Name: "producer", Limit: s.cfg.Memory.ProducerLimit.Bytes()})
+	if err != nil {
+		return err
+	}
+	s.consumers, err = admission.NewPool(admission.PoolConfig{Name: "consumer", Limit: s.cfg.Memory.ConsumerLimit.Bytes()})
+	if err != nil {
+		return err
+	}
+	s.policies = policy.New(s.registry, s.producers, s.consumers, policy.WithLogger(s.log.With("component", "policy")))
+	if err := s.policies.Apply(ctx, s.cfg.Routes); err != nil {
+		return fmt.Errorf("routes: %w", err)
+	}
+	ws := s.cfg.WebSocket
+	opts := []gateway.Option{gateway.WithLogger(s.log.With("component", "gateway"))}
+	if s.embedded != nil {
+		opts = append(opts, gateway.WithTopicInspector(embeddedInspector{s.embedded}))
+	}
+	s.gw = gateway.New(s.client, s.policies, gateway.Config{
+		MaxTextMessageSize: ws.MaxTextMessageSize.Bytes(),
+		IdleTimeout:        ws.IdleTimeout,
+		PingInterval:       ws.PingInterval,
+		WriteTimeout:       ws.WriteTimeout,
+		CreateTimeout:      s.cfg.Broker.OperationTimeout,
+	}, opts...)
+	return nil
+}
+
+// Reload applies a new configuration's routes; open sessions keep the routes they started on.
+// Changes to the static configuration are logged as needing a restart. On error the old
+// routes stay.
+func (s *Server) Reload(ctx context.Context, next *config.Config) error {
+	if keys := config.StaticChanges(s.cfg, next); len(keys) > 0 {
+		s.log.Warn("configuration changes that need a restart were not applied", "keys", keys)
+	}
+	if err := s.policies.Apply(ctx, next.Routes); err != nil {
+		return fmt.Errorf("reloading routes: %w", err)
+	}
+	return nil
+}
+
+// Policies is the live route table.
+func (s *Server) Policies() *policy.Manager { return s.policies }
+
+// Handler is the edge's HTTP handler: the WebSocket API under /ws/ and a health check.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/ws/", s.gw)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+// Addr is the WebSocket listener's address, or "" when not listening.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listener == nil {
+		return ""
+	}
+	return s.listener.Addr().String()
+}
+
+// BrokerURL is the broker the edge forwards to.
+func (s *Server) BrokerURL() string { return s.brokerURL }
+
+// Embedded is the in-process broker, or nil when a broker URL is configured.
+func (s *Server) Embedded() *embedded.Broker { return s.embedded }
+
+// ProducerPool and ConsumerPool are the edge pools, for metrics and tests.
+func (s *Server) ProducerPool() *admission.Pool { return s.producers }
+
+// ConsumerPool is the edge consumer pool.
+func (s *Server) ConsumerPool() *admission.Pool { return s.consumers }
+
+// Shutdown stops listening, closes every session (each flushes its in-flight sends first),
+// closes the broker client and the embedded broker.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var errs []error
+	s.mu.Lock()
+	srv, serveErr := s.http, s.serveErr
+	s.mu.Unlock()
+	if srv != nil {
+		// Hijacked WebSocket connections are not tracked by http.Server: stop accepting, then
+		// close the sessions through the gateway.
+		if err := srv.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	}
+	if s.gw != nil {
+		if err := s.gw.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.closeBackends()
+	return errors.Join(errs...)
+}
+
+func (s *Server) closeBackends() {
+	if s.policies != nil {
+		s.policies.Close()
+	}
+	if s.client != nil {
+		s.client.Close()
+	}
+	if s.embedded != nil {
+		if err := s.embedded.Close(); err != nil {
+			s.log.Warn("closing embedded broker", "err", err)
+		}
+	}
+}
+
+// embeddedInspector lets isEndOfTopic see topic termination in the embedded broker.
+type embeddedInspector struct{ b *embedded.Broker }
+
+func (e embeddedInspector) TopicTerminated(_ context.Context, topic string) (bool, error) {
+	info, err := e.b.TopicInfo(topic)
+	if err != nil {
+		return false, err
+	}
+	return info.Terminated, nil
+}

@@ -1,0 +1,488 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/core/admission"
+	"github.com/sluicehq/sluice/core/broker"
+	"github.com/sluicehq/sluice/core/wsapi"
+	"github.com/sluicehq/sluice/core/wsconn"
+)
+
+// ConsumerConfig configures a consumer or reader session. Zero values are documented per field.
+type ConsumerConfig struct {
+	// PullMode delivers only against permits granted by the client (consumers only). Zero is
+	// push mode: at most MaxPending messages are delivered and not yet acknowledged.
+	PullMode bool
+	// MaxPending is push mode's limit of delivered, unacknowledged messages. Zero means 1,
+	// as Pulsar treats receiverQueueSize=0.
+	MaxPending int
+	// Gate charges each message's bytes from when it is taken from the broker until its frame
+	// has been written; nil charges nothing. The session waits for admission (it stops pulling,
+	// which stops the broker's flow permits) rather than rejecting.
+	Gate *admission.Gate
+	// WriteQueue bounds messages taken from the broker and waiting for the socket. Zero means 16.
+	WriteQueue int
+	// AckTimeout negatively acknowledges a delivered message that the client has not
+	// acknowledged within it, so the broker redelivers it after the negative-ack delay
+	// (consumers only; pulsar-client-go has no ack timeout of its own). As in Pulsar, such a
+	// redelivery does not return push-mode credit. Zero means no ack timeout.
+	AckTimeout time.Duration
+	// EndOfTopic answers isEndOfTopic, given the last message id delivered from each topic;
+	// nil answers false.
+	EndOfTopic func(ctx context.Context, delivered map[string]broker.MessageID) (bool, error)
+	// Conn is the connection's keepalive policy.
+	Conn ConnConfig
+	// Log receives the session's logs; nil discards them.
+	Log *slog.Logger
+	// Location is the time zone of publishTime and eventTime; nil means time.Local, as Pulsar
+	// formats in the proxy's zone.
+	Location *time.Location
+}
+
+// source is what a session pulls messages from: a consumer or a reader.
+type source interface {
+	Receive(ctx context.Context) (*broker.Message, error)
+}
+
+type readerSource struct{ r *broker.Reader }
+
+func (s readerSource) Receive(ctx context.Context) (*broker.Message, error) { return s.r.Next(ctx) }
+
+// maxIDCache bounds the map from delivered message-id strings to broker ids that acks are
+// resolved with. Entries leave on ack; past the bound the oldest are dropped, and an ack for a
+// dropped id is resolved by decoding its bytes instead.
+const maxIDCache = 10000
+
+// RunConsumer serves one consumer socket until the client goes away or ctx ends. It owns conn
+// and c and closes both before returning; unacknowledged messages are then redelivered by the
+// broker.
+func RunConsumer(ctx context.Context, conn *wsconn.Conn, c *broker.Consumer, cfg ConsumerConfig) {
+	s := newDeliverySession(conn, cfg)
+	s.consumer = c
+	s.run(ctx, c)
+	c.Close()
+}
+
+// RunReader serves one reader socket until the client goes away or ctx ends. It owns conn and r
+// and closes both before returning.
+func RunReader(ctx context.Context, conn *wsconn.Conn, r *broker.Reader, cfg ConsumerConfig) {
+	cfg.PullMode = false
+	s := newDeliverySession(conn, cfg)
+	s.run(ctx, readerSource{r})
+	r.Close()
+}
+
+// delivered is a message delivered to the client and not yet acknowledged.
+type delivered struct {
+	id broker.MessageID
+	at time.Time
+}
+
+type outFrame struct {
+	frame  []byte
+	charge *admission.Charge
+}
+
+type deliverySession struct {
+	conn     *wsconn.Conn
+	cfg      ConsumerConfig
+	log      *slog.Logger
+	consumer *broker.Consumer // nil for a reader
+
+	out  chan outFrame // messages, bounded by WriteQueue
+	ctrl chan []byte   // control replies (isEndOfTopic); never behind messages
+
+	mu      sync.Mutex
+	credit  int64         // push: MaxPending - delivered-unacked; pull: permits left
+	wake    chan struct{} // cap 1: credit grew
+	ids     map[string]delivered
+	idOrder []string // insertion order of ids, for eviction
+	// delivered is the last id delivered per topic, for isEndOfTopic.
+	delivered map[string]broker.MessageID
+}
+
+func newDeliverySession(conn *wsconn.Conn, cfg ConsumerConfig) *deliverySession {
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	q := cfg.WriteQueue
+	if q <= 0 {
+		q = 16
+	}
+	s := &deliverySession{
+		conn: conn,
+		cfg:  cfg,
+		log:  log,
+		out:  make(chan outFrame, q),
+		ctrl: make(chan []byte, 4),
+		wake: make(chan struct{}, 1),
+		ids:  make(map[string]delivered),
+
+		delivered: make(map[string]broker.MessageID),
+	}
+	if !cfg.PullMode {
+		s.credit = int64(max(cfg.MaxPending, 1))
+	}
+	return s
+}
+
+func (s *deliverySession) run(ctx context.Context, src source) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		s.writeLoop(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		s.pullLoop(ctx, src)
+	}()
+	code, reason := s.readLoop(ctx)
+	cancel()
+	wg.Wait()
+	// Release what the writer did not get to.
+	for {
+		select {
+		case f := <-s.out:
+			f.charge.Release()
+			continue
+		default:
+		}
+		break
+	}
+	if code > 0 {
+		_ = s.conn.WriteClose(code, reason)
+	}
+	_ = s.conn.Close()
+}
+
+// pullLoop takes messages from the broker while the client has credit and the gate admits them.
+func (s *deliverySession) pullLoop(ctx context.Context, src source) {
+	for {
+		if !s.takeCredit(ctx) {
+			return
+		}
+		m, err := src.Receive(ctx)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, broker.ErrClosed) {
+				s.log.Warn("receiving from broker", "err", err)
+			}
+			return
+		}
+		var charge *admission.Charge
+		if s.cfg.Gate != nil {
+			size := int64(len(m.Payload)*4/3+len(m.Key)) + MessageOverhead
+			for k, v := range m.Properties {
+				size += int64(len(k) + len(v))
+			}
+			charge, err = s.cfg.Gate.Acquire(ctx, size)
+			if err != nil {
+				return // ctx ended; the message is redelivered after close
+			}
+		}
+		id := wsapi.EncodeMessageID(toWireID(m.ID))
+		s.remember(id, m.Topic, m.ID)
+		cm := wsapi.ConsumerMessage{
+			MessageID:       id,
+			Payload:         m.Payload,
+			Properties:      m.Properties,
+			PublishTime:     m.PublishTime.In(s.location()),
+			RedeliveryCount: int(m.RedeliveryCount),
+		}
+		if !m.EventTime.IsZero() {
+			cm.EventTime = m.EventTime.In(s.location())
+		}
+		if m.Key != "" {
+			cm.Key = &m.Key
+		}
+		if s.consumer != nil {
+			// Pulsar's reader never writes the encryption context.
+			cm.EncryptionContext = toWireEncryption(m.Encryption)
+		}
+		frame := cm.Encode()
+		select {
+		case s.out <- outFrame{frame: frame, charge: charge}:
+		case <-ctx.Done():
+			charge.Release()
+			return
+		}
+	}
+}
+
+func (s *deliverySession) location() *time.Location {
+	if s.cfg.Location != nil {
+		return s.cfg.Location
+	}
+	return time.Local
+}
+
+// takeCredit waits for one unit of credit.
+func (s *deliverySession) takeCredit(ctx context.Context) bool {
+	for {
+		s.mu.Lock()
+		if s.credit > 0 {
+			s.credit--
+			s.mu.Unlock()
+			return true
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.wake:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// addCredit grants n more deliveries (an ack in push mode, a permit in pull mode).
+func (s *deliverySession) addCredit(n int64) {
+	s.mu.Lock()
+	s.credit += n
+	if !s.cfg.PullMode {
+		// Deviation from Pulsar: acks for unknown or repeated ids cannot push credit above
+		// the pending limit, so a client can never have more than MaxPending outstanding.
+		s.credit = min(s.credit, int64(max(s.cfg.MaxPending, 1)))
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// remember records a delivered message: its id string for acks (consumers only) and the last
+// id per topic.
+func (s *deliverySession) remember(id, topic string, mid broker.MessageID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delivered[topic] = mid
+	if s.consumer == nil {
+		return
+	}
+	if _, ok := s.ids[id]; !ok {
+		s.idOrder = append(s.idOrder, id)
+	}
+	s.ids[id] = delivered{id: mid, at: time.Now()}
+	for len(s.ids) > maxIDCache && len(s.idOrder) > 0 {
+		delete(s.ids, s.idOrder[0])
+		s.idOrder = s.idOrder[1:]
+	}
+	// Compact the order slice when acks have emptied most of it.
+	if len(s.idOrder) > 2*maxIDCache {
+		kept := s.idOrder[:0]
+		for _, k := range s.idOrder {
+			if _, ok := s.ids[k]; ok {
+				kept = append(kept, k)
+			}
+		}
+		s.idOrder = kept
+	}
+}
+
+// resolve finds the broker id for a client's message-id string: the exact string delivered,
+// or else its decoded bytes.
+func (s *deliverySession) resolve(id string, forget bool) (broker.MessageID, error) {
+	s.mu.Lock()
+	d, ok := s.ids[id]
+	if ok && forget {
+		delete(s.ids, id)
+	}
+	s.mu.Unlock()
+	if ok {
+		return d.id, nil
+	}
+	raw, err := wsapi.DecodeJavaBase64(id)
+	if err != nil {
+		return broker.MessageID{}, err
+	}
+	return broker.ParseMessageID(raw)
+}
+
+// readLoop reads client commands until the socket fails or a command is malformed; it returns
+// the close code to send, or 0 for none.
+func (s *deliverySession) readLoop(ctx context.Context) (int, string) {
+	for {
+		typ, data, err := s.conn.Read()
+		if err != nil {
+			return readCloseCode(ctx, err)
+		}
+		if typ != wsconn.Text {
+			return wsapi.CloseFailedToDeserializeFromJSON, "binary frames are not supported"
+		}
+		if s.consumer == nil {
+			if code, reason := s.readerCommand(ctx, data); code != 0 {
+				return code, reason
+			}
+			continue
+		}
+		cmd, err := wsapi.DecodeConsumerCommand(data)
+		if err != nil {
+			return wsapi.CloseFailedToDeserializeFromJSON, err.Error()
+		}
+		switch cmd.Type {
+		case wsapi.CommandAck:
+			mid, err := s.resolve(cmd.MessageID, true)
+			if err != nil {
+				return wsapi.CloseFailedToDeserializeFromJSON, "invalid messageId: " + err.Error()
+			}
+			if err := s.consumer.Ack(mid); err != nil {
+				s.log.Debug("ack", "err", err)
+			}
+			if !s.cfg.PullMode {
+				s.addCredit(1)
+			}
+		case wsapi.CommandNegativeAck:
+			mid, err := s.resolve(cmd.MessageID, false)
+			if err != nil {
+				return wsapi.CloseFailedToDeserializeFromJSON, "invalid messageId: " + err.Error()
+			}
+			s.consumer.Nack(mid)
+			if !s.cfg.PullMode {
+				s.addCredit(1)
+			}
+		case wsapi.CommandPermit:
+			if s.cfg.PullMode {
+				s.addCredit(int64(cmd.PermitMessages))
+			}
+		case wsapi.CommandIsEndOfTopic:
+			if !s.endOfTopic(ctx) {
+				return wsconn.CloseGoingAway, "server shutting down"
+			}
+		case wsapi.CommandUnsubscribe:
+			if err := s.consumer.Unsubscribe(); err != nil {
+				return wsapi.CloseFailedToDeserializeFromJSON, err.Error()
+			}
+		}
+	}
+}
+
+// readerCommand handles a reader's frame: isEndOfTopic is answered; anything else counts as an
+// ack of one message, as in Pulsar.
+func (s *deliverySession) readerCommand(ctx context.Context, data []byte) (int, string) {
+	cmd, err := wsapi.DecodeReaderCommand(data)
+	if err == nil && cmd.IsEndOfTopic {
+		if !s.endOfTopic(ctx) {
+			return wsconn.CloseGoingAway, "server shutting down"
+		}
+		return 0, ""
+	}
+	s.addCredit(1)
+	return 0, ""
+}
+
+// endOfTopic queues the isEndOfTopic reply; false when ctx ended first.
+func (s *deliverySession) endOfTopic(ctx context.Context) bool {
+	end := false
+	if s.cfg.EndOfTopic != nil {
+		s.mu.Lock()
+		delivered := maps.Clone(s.delivered)
+		s.mu.Unlock()
+		var err error
+		end, err = s.cfg.EndOfTopic(ctx, delivered)
+		if err != nil {
+			s.log.Warn("checking end of topic", "err", err)
+		}
+	}
+	select {
+	case s.ctrl <- wsapi.EndOfTopicResponse(end):
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// writeLoop writes control replies first, then messages, plus pings and the idle timeout.
+func (s *deliverySession) writeLoop(ctx context.Context) {
+	keep := newKeepalive(s.cfg.Conn, s.conn)
+	defer keep.stop()
+	var ackTimeout <-chan time.Time
+	if s.consumer != nil && s.cfg.AckTimeout > 0 {
+		t := time.NewTicker(max(s.cfg.AckTimeout/4, 10*time.Millisecond))
+		defer t.Stop()
+		ackTimeout = t.C
+	}
+	for {
+		select {
+		case b := <-s.ctrl:
+			if !s.write(b) {
+				return
+			}
+			continue
+		default:
+		}
+		select {
+		case b := <-s.ctrl:
+			if !s.write(b) {
+				return
+			}
+		case f := <-s.out:
+			ok := s.write(f.frame)
+			f.charge.Release()
+			if !ok {
+				return
+			}
+		case <-keep.C():
+			if !keep.tick() {
+				return
+			}
+		case now := <-ackTimeout:
+			s.expireUnacked(now)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// expireUnacked negatively acknowledges messages delivered more than AckTimeout ago.
+func (s *deliverySession) expireUnacked(now time.Time) {
+	var expired []broker.MessageID
+	s.mu.Lock()
+	for k, d := range s.ids {
+		if now.Sub(d.at) >= s.cfg.AckTimeout {
+			expired = append(expired, d.id)
+			delete(s.ids, k)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range expired {
+		s.consumer.Nack(id)
+	}
+}
+
+func (s *deliverySession) write(b []byte) bool {
+	if err := s.conn.WriteText(b); err != nil {
+		s.log.Debug("writing frame", "err", err)
+		_ = s.conn.Close()
+		return false
+	}
+	return true
+}
+
+func toWireEncryption(e *broker.Encryption) *wsapi.EncryptionContext {
+	if e == nil {
+		return nil
+	}
+	ec := &wsapi.EncryptionContext{
+		Keys:                    make(map[string]wsapi.EncryptionKey, len(e.Keys)),
+		Param:                   e.Param,
+		Algorithm:               e.Algorithm,
+		CompressionType:         wsapi.CompressionType(e.Compression),
+		UncompressedMessageSize: int32(e.UncompressedMessageSize),
+	}
+	if e.BatchSize > 0 {
+		ec.BatchSize = &e.BatchSize
+	}
+	for k, v := range e.Keys {
+		ec.Keys[k] = wsapi.EncryptionKey{KeyValue: v.Value, Metadata: v.Metadata}
+	}
+	return ec
+}

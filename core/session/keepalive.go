@@ -1,0 +1,75 @@
+package session
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/core/wsconn"
+)
+
+// keepalive sends server pings and enforces the idle timeout from a session's writer goroutine.
+type keepalive struct {
+	cfg      ConnConfig
+	conn     *wsconn.Conn
+	t        *time.Ticker
+	lastPing time.Time
+}
+
+func newKeepalive(cfg ConnConfig, conn *wsconn.Conn) *keepalive {
+	k := &keepalive{cfg: cfg, conn: conn, lastPing: time.Now()}
+	period := time.Duration(0)
+	for _, d := range []time.Duration{cfg.PingInterval, cfg.IdleTimeout / 4} {
+		if d > 0 && (period == 0 || d < period) {
+			period = d
+		}
+	}
+	if period > 0 {
+		k.t = time.NewTicker(max(period, 10*time.Millisecond))
+	}
+	return k
+}
+
+// C fires when tick should run; it is nil (never fires) when neither pings nor an idle timeout
+// are configured.
+func (k *keepalive) C() <-chan time.Time {
+	if k.t == nil {
+		return nil
+	}
+	return k.t.C
+}
+
+// tick closes an idle connection or sends a due ping. It returns false once the connection is
+// closed.
+func (k *keepalive) tick() bool {
+	now := time.Now()
+	if k.cfg.IdleTimeout > 0 && now.Sub(k.conn.LastActivity()) >= k.cfg.IdleTimeout {
+		_ = k.conn.WriteClose(wsconn.CloseGoingAway, "Idle Timeout")
+		_ = k.conn.Close()
+		return false
+	}
+	if k.cfg.PingInterval > 0 && now.Sub(k.lastPing) >= k.cfg.PingInterval {
+		k.lastPing = now
+		if err := k.conn.WritePing([]byte("PING")); err != nil {
+			_ = k.conn.Close()
+			return false
+		}
+	}
+	return true
+}
+
+func (k *keepalive) stop() {
+	if k.t != nil {
+		k.t.Stop()
+	}
+}
+
+// readCloseCode is the close frame to send after the read side failed with err: 1001 when the
+// edge is shutting down, none otherwise (gorilla has already answered a peer's close and sent
+// 1009 for an oversized message; a broken connection cannot take a frame).
+func readCloseCode(ctx context.Context, err error) (int, string) {
+	if ctx.Err() != nil {
+		return wsconn.CloseGoingAway, "server shutting down"
+	}
+	_ = err
+	return 0, ""
+}

@@ -1,0 +1,120 @@
+package wsapi
+
+import (
+	"encoding/base64"
+	"strconv"
+)
+
+// Base64Error is a decoding error from [DecodeJavaBase64]. Msg is the message
+// java.util.Base64.Decoder would put in its IllegalArgumentException.
+type Base64Error struct {
+	Msg string
+}
+
+func (e *Base64Error) Error() string { return e.Msg }
+
+var javaBase64Alphabet = func() (t [256]int8) {
+	for i := range t {
+		t[i] = -1
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	for i := 0; i < len(alphabet); i++ {
+		t[alphabet[i]] = int8(i)
+	}
+	t['='] = -2
+	return t
+}()
+
+// DecodeJavaBase64 decodes s exactly as java.util.Base64.getDecoder()
+// .decode(String) does (the "basic" RFC 4648 decoder):
+//
+//   - the alphabet is A–Z a–z 0–9 + / (no URL-safe '-' '_', no whitespace,
+//     no line breaks);
+//   - '=' padding is optional, but if present it must be correct;
+//   - unused low bits of the last character are not checked;
+//   - the string is first converted to ISO-8859-1, so a character above
+//     U+00FF is reported as '?' (3f).
+//
+// Errors are *[Base64Error] carrying Java's message, for example
+// "Illegal base64 character 2d".
+func DecodeJavaBase64(s string) ([]byte, error) {
+	src := latin1(s)
+	n := len(src)
+	if n == 0 {
+		return []byte{}, nil
+	}
+	if n < 2 {
+		return nil, &Base64Error{Msg: "Input byte[] should at least have 2 bytes for base64 bytes"}
+	}
+	dst := make([]byte, 0, 3*((n+3)/4))
+	bits, shift := 0, 18
+	sp := 0
+	for sp < n {
+		c := src[sp]
+		sp++
+		b := javaBase64Alphabet[c]
+		if b < 0 {
+			if b == -2 { // '='
+				if shift == 6 && (sp == n || src[sp] != '=') || shift == 18 {
+					return nil, &Base64Error{Msg: "Input byte array has wrong 4-byte ending unit"}
+				}
+				if shift == 6 {
+					sp++ // the second '='
+				}
+				break
+			}
+			return nil, &Base64Error{Msg: "Illegal base64 character " + javaByteHex(c)}
+		}
+		bits |= int(b) << shift
+		shift -= 6
+		if shift < 0 {
+			dst = append(dst, byte(bits>>16), byte(bits>>8), byte(bits))
+			shift, bits = 18, 0
+		}
+	}
+	switch shift {
+	case 6:
+		dst = append(dst, byte(bits>>16))
+	case 0:
+		dst = append(dst, byte(bits>>16), byte(bits>>8))
+	case 12:
+		return nil, &Base64Error{Msg: "Last unit does not have enough valid bits"}
+	}
+	if sp < n {
+		return nil, &Base64Error{Msg: "Input byte array has incorrect ending byte at " + strconv.Itoa(sp)}
+	}
+	return dst, nil
+}
+
+// latin1 is String.getBytes(ISO_8859_1): characters above U+00FF become '?'.
+// Invalid UTF-8 bytes (which a Java string cannot hold) also become '?'.
+func latin1(s string) []byte {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return []byte(s)
+	}
+	out := make([]byte, 0, len(s))
+	for _, r := range s {
+		if r > 0xFF {
+			out = append(out, '?')
+			continue
+		}
+		out = append(out, byte(r))
+	}
+	return out
+}
+
+// javaByteHex is Integer.toString(b, 16) of a signed Java byte.
+func javaByteHex(c byte) string {
+	return strconv.FormatInt(int64(int8(c)), 16)
+}
+
+// encodeBase64 is java.util.Base64.getEncoder().encodeToString: standard
+// alphabet, padded.
+func encodeBase64(p []byte) string { return base64.StdEncoding.EncodeToString(p) }

@@ -1,0 +1,352 @@
+package wsapi
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// ConsumerMessage is a message frame sent to a consumer or reader
+// (Pulsar's data/ConsumerMessage).
+type ConsumerMessage struct {
+	// MessageID is the encoded id (EncodeMessageID).
+	MessageID string
+	// Payload is written as standard padded base64.
+	Payload []byte
+	// Properties are always written, as {} when empty. Keys are written in
+	// sorted order (Pulsar writes a HashMap's order; JSON objects are
+	// unordered).
+	Properties map[string]string
+	// PublishTime is written with FormatJavaTime in its location.
+	PublishTime time.Time
+	// RedeliveryCount is always written.
+	RedeliveryCount int
+	// EventTime is written only if not the zero time.Time. Pulsar omits an
+	// event time of 0 ms: leave EventTime zero for that.
+	EventTime time.Time
+	// EncryptionContext is written only if not nil (consumers only, for
+	// messages carrying encryption keys).
+	EncryptionContext *EncryptionContext
+	// Key is written only if not nil.
+	Key *string
+}
+
+// EncryptionContext is the encryption metadata of an encrypted message
+// delivered undecrypted (Pulsar's EncryptionContext).
+type EncryptionContext struct {
+	Keys  map[string]EncryptionKey
+	Param []byte
+	// Algorithm is omitted when empty.
+	Algorithm               string
+	CompressionType         CompressionType
+	UncompressedMessageSize int32
+	// BatchSize is the number of messages in the batch; nil is written as
+	// null (an empty Optional).
+	BatchSize *int32
+}
+
+// EncryptionKey is one key of an EncryptionContext.
+type EncryptionKey struct {
+	KeyValue []byte
+	Metadata map[string]string
+}
+
+// AppendJSON appends the message's JSON encoding, with Pulsar's field order:
+// messageId, payload, properties, publishTime, redeliveryCount, eventTime,
+// encryptionContext, key.
+func (m ConsumerMessage) AppendJSON(b []byte) []byte {
+	b = append(b, `{"messageId":`...)
+	b = appendJSONString(b, m.MessageID)
+	b = append(b, `,"payload":`...)
+	b = appendJSONString(b, encodeBase64(m.Payload))
+	b = append(b, `,"properties":`...)
+	b = appendStringMap(b, m.Properties)
+	b = append(b, `,"publishTime":`...)
+	b = appendJSONString(b, FormatJavaTime(m.PublishTime))
+	b = append(b, `,"redeliveryCount":`...)
+	b = strconv.AppendInt(b, int64(m.RedeliveryCount), 10)
+	if !m.EventTime.IsZero() {
+		b = append(b, `,"eventTime":`...)
+		b = appendJSONString(b, FormatJavaTime(m.EventTime))
+	}
+	if m.EncryptionContext != nil {
+		b = append(b, `,"encryptionContext":`...)
+		b = m.EncryptionContext.appendJSON(b)
+	}
+	if m.Key != nil {
+		b = append(b, `,"key":`...)
+		b = appendJSONString(b, *m.Key)
+	}
+	return append(b, '}')
+}
+
+// Encode returns the message's JSON encoding (see AppendJSON).
+func (m ConsumerMessage) Encode() []byte {
+	return m.AppendJSON(make([]byte, 0, 128+len(m.Payload)*4/3))
+}
+
+func (c *EncryptionContext) appendJSON(b []byte) []byte {
+	b = append(b, `{"keys":{`...)
+	for i, name := range sortedKeys(c.Keys) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k := c.Keys[name]
+		b = appendJSONString(b, name)
+		b = append(b, ':', '{')
+		sep := false
+		if k.KeyValue != nil {
+			b = append(b, `"keyValue":`...)
+			b = appendJSONString(b, encodeBase64(k.KeyValue))
+			sep = true
+		}
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"metadata":`...)
+		b = appendStringMap(b, k.Metadata)
+		b = append(b, '}')
+	}
+	b = append(b, '}')
+	if c.Param != nil {
+		b = append(b, `,"param":`...)
+		b = appendJSONString(b, encodeBase64(c.Param))
+	}
+	if c.Algorithm != "" {
+		b = append(b, `,"algorithm":`...)
+		b = appendJSONString(b, c.Algorithm)
+	}
+	b = append(b, `,"compressionType":`...)
+	b = appendJSONString(b, string(c.CompressionType))
+	b = append(b, `,"uncompressedMessageSize":`...)
+	b = strconv.AppendInt(b, int64(c.UncompressedMessageSize), 10)
+	b = append(b, `,"batchSize":`...)
+	if c.BatchSize == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, int64(*c.BatchSize), 10)
+	}
+	return append(b, '}')
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func appendStringMap(b []byte, m map[string]string) []byte {
+	b = append(b, '{')
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		b = appendJSONString(b, m[k])
+	}
+	return append(b, '}')
+}
+
+// EndOfTopicResponse returns the answer to an isEndOfTopic command:
+// exactly {"endOfTopic":true} or {"endOfTopic":false} (a JSON boolean, not
+// the string the Pulsar docs show).
+func EndOfTopicResponse(reached bool) []byte {
+	if reached {
+		return []byte(`{"endOfTopic":true}`)
+	}
+	return []byte(`{"endOfTopic":false}`)
+}
+
+// CommandType is the type of a consumer command.
+type CommandType int
+
+// Consumer command types. A missing or unknown type is an ack.
+const (
+	CommandAck CommandType = iota
+	CommandNegativeAck
+	CommandPermit
+	CommandIsEndOfTopic
+	CommandUnsubscribe
+)
+
+func (t CommandType) String() string {
+	switch t {
+	case CommandAck:
+		return "ack"
+	case CommandNegativeAck:
+		return "negativeAcknowledge"
+	case CommandPermit:
+		return "permit"
+	case CommandIsEndOfTopic:
+		return "isEndOfTopic"
+	case CommandUnsubscribe:
+		return "unsubscribe"
+	}
+	return "unknown"
+}
+
+// ConsumerCommand is a frame sent by a consumer client
+// (Pulsar's data/ConsumerCommand).
+type ConsumerCommand struct {
+	Type CommandType
+	// TypeName is the type field as sent ("" if absent).
+	TypeName string
+	// MessageID is the messageId string exactly as sent: Pulsar looks its
+	// cache up by this string. Set for acks and negative acks.
+	MessageID string
+	// ID is the decoded MessageID (acks and negative acks).
+	ID MessageID
+	// PermitMessages is the number of permits (permit). It may be zero or
+	// negative: Pulsar adds it to the credit without validation.
+	PermitMessages int32
+}
+
+// CommandError is a consumer or reader frame Pulsar cannot handle.
+// PulsarCloseCode is what Pulsar does with it, mapped to Sluice's close
+// codes: CloseFailedToDeserializeFromJSON (Pulsar's close code 3) for
+// unparseable JSON, a permit without permitMessages and an undecodable
+// protobuf id; CloseInternalError (1011, Pulsar's uncaught exceptions) for
+// JSON null, a missing messageId and invalid base64. Sluice may instead keep
+// the session and report the error.
+type CommandError struct {
+	PulsarCloseCode int
+	Msg             string
+	// Err is the underlying error, if any (a *Base64Error, or one wrapping
+	// ErrInvalidMessageID).
+	Err error
+}
+
+func (e *CommandError) Error() string { return e.Msg }
+
+func (e *CommandError) Unwrap() error { return e.Err }
+
+// ErrMissingPermitMessages is wrapped by the error for a permit command
+// without permitMessages.
+var ErrMissingPermitMessages = errors.New("Missing required permitMessages field for 'permit' command") //nolint:staticcheck // Pulsar's text.
+
+type rawCommand struct {
+	typ, messageID *string
+	permits        *int32
+}
+
+func decodeRawCommand(frame []byte) (rawCommand, *CommandError) {
+	raw, err := firstValue(frame)
+	if err != nil {
+		return rawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON, Msg: "cannot parse command: " + err.Error(), Err: err}
+	}
+	switch k := kind(raw); k {
+	case 'n':
+		return rawCommand{}, &CommandError{PulsarCloseCode: CloseInternalError, Msg: "command is JSON null"}
+	case '{':
+	default:
+		return rawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON,
+			Msg: "cannot parse command: expected a JSON object, got " + describe(k)}
+	}
+	entries, err := orderedObject(raw)
+	if err != nil {
+		return rawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON, Msg: "cannot parse command: " + err.Error(), Err: err}
+	}
+	var c rawCommand
+	for _, e := range entries {
+		var err error
+		switch e.key {
+		case "type":
+			c.typ, err = lenientString(e.key, e.value)
+		case "messageId":
+			c.messageID, err = lenientString(e.key, e.value)
+		case "ackType":
+			_, err = lenientString(e.key, e.value)
+		case "permitMessages":
+			var v int64
+			var ok bool
+			v, ok, err = lenientInt(e.key, e.value, 32)
+			c.permits = nil
+			if ok {
+				c.permits = ptr(int32(v)) //nolint:gosec // range checked by lenientInt.
+			}
+		}
+		if err != nil {
+			return rawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON, Msg: "cannot parse command: " + err.Error(), Err: err}
+		}
+	}
+	return c, nil
+}
+
+// DecodeConsumerCommand decodes a consumer's text frame. The type field
+// selects the command: "negativeAcknowledge", "permit", "isEndOfTopic",
+// "unsubscribe"; anything else, or no type, is an ack. Acks and negative
+// acks need a messageId (Java-basic base64 of a MessageIdData, see
+// DecodeMessageID); a permit needs permitMessages. JSON is read as leniently
+// as Pulsar's Jackson mapper does (unknown fields ignored, numeric strings
+// accepted, trailing data ignored). Errors are *CommandError.
+func DecodeConsumerCommand(frame []byte) (ConsumerCommand, error) {
+	c, cerr := decodeRawCommand(frame)
+	if cerr != nil {
+		return ConsumerCommand{}, cerr
+	}
+	var cmd ConsumerCommand
+	if c.typ != nil {
+		cmd.TypeName = *c.typ
+	}
+	switch cmd.TypeName {
+	case "permit":
+		cmd.Type = CommandPermit
+		if c.permits == nil {
+			return ConsumerCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON,
+				Msg: ErrMissingPermitMessages.Error(), Err: ErrMissingPermitMessages}
+		}
+		cmd.PermitMessages = *c.permits
+		return cmd, nil
+	case "unsubscribe":
+		cmd.Type = CommandUnsubscribe
+		return cmd, nil
+	case "isEndOfTopic":
+		cmd.Type = CommandIsEndOfTopic
+		return cmd, nil
+	case "negativeAcknowledge":
+		cmd.Type = CommandNegativeAck
+	default:
+		cmd.Type = CommandAck
+	}
+	if c.messageID == nil {
+		return ConsumerCommand{}, &CommandError{PulsarCloseCode: CloseInternalError,
+			Msg: fmt.Sprintf("missing messageId in %s command", cmd.Type)}
+	}
+	cmd.MessageID = *c.messageID
+	id, err := DecodeMessageID(cmd.MessageID)
+	if err != nil {
+		code := CloseFailedToDeserializeFromJSON
+		var b64 *Base64Error
+		if errors.As(err, &b64) {
+			code = CloseInternalError
+		}
+		return ConsumerCommand{}, &CommandError{PulsarCloseCode: code,
+			Msg: fmt.Sprintf("invalid messageId %q: %v", cmd.MessageID, err), Err: err}
+	}
+	cmd.ID = id
+	return cmd, nil
+}
+
+// ReaderCommand is a frame sent by a reader client. Pulsar's reader only
+// distinguishes isEndOfTopic; every other frame counts as an ack (its
+// messageId is never read).
+type ReaderCommand struct {
+	IsEndOfTopic bool
+}
+
+// DecodeReaderCommand decodes a reader's text frame. Unparseable JSON is a
+// *CommandError (Pulsar attempts close code 3, yet still counts the frame as
+// an ack); JSON null is a *CommandError too (Pulsar: 1011).
+func DecodeReaderCommand(frame []byte) (ReaderCommand, error) {
+	c, cerr := decodeRawCommand(frame)
+	if cerr != nil {
+		return ReaderCommand{}, cerr
+	}
+	return ReaderCommand{IsEndOfTopic: c.typ != nil && *c.typ == "isEndOfTopic"}, nil
+}

@@ -1,0 +1,73 @@
+package wsapi
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// Error is a client error found while parsing a WebSocket upgrade request:
+// a bad path or a bad query parameter. Status is the HTTP status to answer
+// the upgrade with (always 400 in this package) and Message the text for the
+// response body, in Pulsar's shape ("Invalid query params: ...").
+//
+// Deviation: Pulsar answers some of these with 500, because the exception
+// escapes its handler's try/catch (path errors, a malformed %-escape, v3
+// topic selection errors, every reader parameter error). Sluice answers 400.
+type Error struct {
+	Status  int
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func badRequest(format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+func invalidParams(format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Message: "Invalid query params: " + fmt.Sprintf(format, args...)}
+}
+
+// Pulsar's WebSocketError codes (org.apache.pulsar.websocket.WebSocketError).
+// They appear as the number in a producer ack's result ("send-error:7") and
+// are what Pulsar passes as a close code.
+const (
+	ErrorFailedToCreateProducer      = 1
+	ErrorFailedToSubscribe           = 2
+	ErrorFailedToDeserializeFromJSON = 3
+	ErrorFailedToSerializeToJSON     = 4
+	ErrorAuthenticationError         = 5
+	ErrorNotAuthorized               = 6
+	ErrorPayloadEncoding             = 7
+	ErrorUnknown                     = 8
+)
+
+// WebSocket close codes used by Sluice.
+//
+// Deviation: Pulsar documents the WebSocketError numbers 1–8 as close codes,
+// but they are outside the range RFC 6455 allows (1000–4999), so Jetty never
+// sends them and clients see 1002, 1006 or nothing. Sluice sends 4000+n
+// instead, so that a client can see which Pulsar error closed the session.
+const (
+	CloseFailedToCreateProducer      = 4000 + ErrorFailedToCreateProducer
+	CloseFailedToSubscribe           = 4000 + ErrorFailedToSubscribe
+	CloseFailedToDeserializeFromJSON = 4000 + ErrorFailedToDeserializeFromJSON
+	CloseFailedToSerializeToJSON     = 4000 + ErrorFailedToSerializeToJSON
+	CloseAuthenticationError         = 4000 + ErrorAuthenticationError
+	CloseNotAuthorized               = 4000 + ErrorNotAuthorized
+	ClosePayloadEncoding             = 4000 + ErrorPayloadEncoding
+	CloseUnknown                     = 4000 + ErrorUnknown
+
+	// CloseInternalError is what Jetty sends when Pulsar's handler throws an
+	// unchecked exception (RFC 6455 "internal error").
+	CloseInternalError = 1011
+)
+
+// CloseCode returns the Sluice close code for a Pulsar WebSocketError code
+// (1–8), or CloseInternalError for any other value.
+func CloseCode(pulsarError int) int {
+	if pulsarError >= ErrorFailedToCreateProducer && pulsarError <= ErrorUnknown {
+		return 4000 + pulsarError
+	}
+	return CloseInternalError
+}

@@ -1,0 +1,5 @@
+package wsapi
+
+import "encoding/json"
+
+func jsonValid(b []byte) bool { return json.Valid(b) }

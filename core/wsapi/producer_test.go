@@ -1,0 +1,322 @@
+package wsapi
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDecodeProducerMessage(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		frame string
+		want  ProducerMessage
+	}{
+		"integration test frame": {
+			frame: `{"payload":"SGVsbG8gV29ybGQ=","properties":{"k1":"v1","k2":"v2"},"context":"1"}`,
+			want:  ProducerMessage{Payload: []byte("Hello World"), Properties: map[string]string{"k1": "v1", "k2": "v2"}, Context: ptr("1")},
+		},
+		"docs python example: numeric context": {
+			frame: `{"payload":"SGVsbG8=","properties":{"key1":"value1"},"context":5}`,
+			want:  ProducerMessage{Payload: []byte("Hello"), Properties: map[string]string{"key1": "value1"}, Context: ptr("5")},
+		},
+		"number literal text kept": {
+			frame: `{"payload":"","context":1.50e3}`,
+			want:  ProducerMessage{Payload: []byte{}, Context: ptr("1.50e3")},
+		},
+		"boolean context": {
+			frame: `{"payload":"","context":false}`,
+			want:  ProducerMessage{Payload: []byte{}, Context: ptr("false")},
+		},
+		"empty context is kept": {
+			frame: `{"payload":"","context":""}`,
+			want:  ProducerMessage{Payload: []byte{}, Context: ptr("")},
+		},
+		"null context": {
+			frame: `{"payload":"","context":null}`,
+			want:  ProducerMessage{Payload: []byte{}},
+		},
+		"java serialized defaults (SimpleProducerSocket)": {
+			frame: `{"payload":"dGVzdDA=","properties":null,"context":null,"key":"0","replicationClusters":null,"eventTime":null,"sequenceId":0,"disableReplication":false,"deliverAt":0,"deliverAfterMs":0,"schemaVersion":0,"keySchema":null,"valueSchema":null}`,
+			want:  ProducerMessage{Payload: []byte("test0"), Key: ptr("0")},
+		},
+		"unpadded payload": {
+			frame: `{"payload":"dGVzdDA"}`,
+			want:  ProducerMessage{Payload: []byte("test0")},
+		},
+		"unknown fields and trailing garbage ignored": {
+			frame: `{"payload":"AA==","foo":{"bar":[1,2]},"payloadX":1} trailing {{{`,
+			want:  ProducerMessage{Payload: []byte{0}},
+		},
+		"repeated field last wins": {
+			frame: `{"payload":"AA==","key":"a","key":"b"}`,
+			want:  ProducerMessage{Payload: []byte{0}, Key: ptr("b")},
+		},
+		"numeric key and property values coerced": {
+			frame: `{"payload":"","key":12,"properties":{"n":1,"b":true}}`,
+			want:  ProducerMessage{Payload: []byte{}, Key: ptr("12"), Properties: map[string]string{"n": "1", "b": "true"}},
+		},
+		"replication clusters": {
+			frame: `{"payload":"","replicationClusters":["us-west",2]}`,
+			want:  ProducerMessage{Payload: []byte{}, ReplicationClusters: []string{"us-west", "2"}},
+		},
+		"empty replication clusters kept": {
+			frame: `{"payload":"","replicationClusters":[]}`,
+			want:  ProducerMessage{Payload: []byte{}, ReplicationClusters: []string{}},
+		},
+		"event time with offset": {
+			frame: `{"payload":"","eventTime":"2021-10-29T16:01:38.967-07:00"}`,
+			want:  ProducerMessage{Payload: []byte{}, EventTimeMillis: 1635548498967},
+		},
+		"event time Z": {
+			frame: `{"payload":"","eventTime":"1970-01-01T00:00:00.001Z"}`,
+			want:  ProducerMessage{Payload: []byte{}, EventTimeMillis: 1},
+		},
+		"deliverAt and deliverAfterMs": {
+			frame: `{"payload":"","deliverAt":1700000000000,"deliverAfterMs":"5000"}`,
+			want:  ProducerMessage{Payload: []byte{}, DeliverAtMillis: 1700000000000, DeliverAfterMillis: 5000},
+		},
+		"non-positive delivery ignored": {
+			frame: `{"payload":"","deliverAt":-5,"deliverAfterMs":0}`,
+			want:  ProducerMessage{Payload: []byte{}},
+		},
+		"float delivery truncated": {
+			frame: `{"payload":"","deliverAfterMs":1500.9}`,
+			want:  ProducerMessage{Payload: []byte{}, DeliverAfterMillis: 1500},
+		},
+		"null primitives are zero": {
+			frame: `{"payload":"","deliverAt":null,"sequenceId":null,"disableReplication":null}`,
+			want:  ProducerMessage{Payload: []byte{}},
+		},
+		"encryption fields kept raw": {
+			frame: `{"payload":"","encryptionParam":"AAEC","compressionType":"LZ4","uncompressedMessageSize":10}`,
+			want:  ProducerMessage{Payload: []byte{}, EncryptionParam: "AAEC", CompressionType: ptr(CompressionLZ4), UncompressedMessageSize: ptr(int32(10))},
+		},
+		"unknown compression type is null": {
+			frame: `{"payload":"","compressionType":"BROTLI"}`,
+			want:  ProducerMessage{Payload: []byte{}},
+		},
+		"compression type by ordinal": {
+			frame: `{"payload":"","compressionType":3}`,
+			want:  ProducerMessage{Payload: []byte{}, CompressionType: ptr(CompressionZSTD)},
+		},
+		"whitespace around": {
+			frame: " \n {\"payload\" : \"QQ\"} \n",
+			want:  ProducerMessage{Payload: []byte("A")},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, ferr := DecodeProducerMessage([]byte(tc.frame))
+			if ferr != nil {
+				t.Fatalf("DecodeProducerMessage(%s): %v", tc.frame, ferr)
+			}
+			if diff := cmp.Diff(got, tc.want); diff != "" {
+				t.Errorf("DecodeProducerMessage(%s) (-got +want):\n%s", tc.frame, diff)
+			}
+		})
+	}
+}
+
+func TestDecodeProducerMessageErrors(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		frame       string
+		wantCode    int
+		wantContext *string
+		wantMsg     string
+	}{
+		"empty text":                 {frame: "", wantCode: 3, wantMsg: "end-of-input"},
+		"blank text":                 {frame: "  \n", wantCode: 3, wantMsg: "end-of-input"},
+		"bad json":                   {frame: `{"payload":`, wantCode: 3},
+		"bad json with context":      {frame: `{"context":"c","payload":}`, wantCode: 3},
+		"array":                      {frame: `[{"payload":""}]`, wantCode: 3, wantMsg: "JSON array"},
+		"string":                     {frame: `"x"`, wantCode: 3},
+		"number":                     {frame: `5`, wantCode: 3},
+		"object context":             {frame: `{"context":{},"payload":""}`, wantCode: 3, wantMsg: `"context"`},
+		"array payload":              {frame: `{"context":"c","payload":["AA=="]}`, wantCode: 3},
+		"properties not an object":   {frame: `{"context":"c","payload":"","properties":"a=b"}`, wantCode: 3},
+		"property value object":      {frame: `{"context":"c","payload":"","properties":{"a":{}}}`, wantCode: 3},
+		"replicationClusters str":    {frame: `{"context":"c","payload":"","replicationClusters":"a"}`, wantCode: 3},
+		"deliverAt not a number":     {frame: `{"context":"c","payload":"","deliverAt":"soon"}`, wantCode: 3},
+		"deliverAt boolean":          {frame: `{"context":"c","payload":"","deliverAt":true}`, wantCode: 3},
+		"deliverAt overflow":         {frame: `{"context":"c","payload":"","deliverAt":9223372036854775808}`, wantCode: 3},
+		"uncompressed size overflow": {frame: `{"context":"c","payload":"","uncompressedMessageSize":2147483648}`, wantCode: 3},
+		"sequenceId bad type":        {frame: `{"context":"c","payload":"","sequenceId":"x"}`, wantCode: 3},
+		"disableReplication bad":     {frame: `{"context":"c","payload":"","disableReplication":"maybe"}`, wantCode: 3},
+		"json null":                  {frame: `null`, wantCode: 7, wantMsg: "null"},
+		"missing payload":            {frame: `{"context":"c"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "payload"},
+		"null payload":               {frame: `{"context":"c","payload":null}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "payload"},
+		"url-safe payload":           {frame: `{"context":"c","payload":"-_8"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "Invalid Base64 message-payload error=Illegal base64 character 2d"},
+		"payload with newline":       {frame: `{"context":"c","payload":"QU\nFB"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "Illegal base64 character a"},
+		"numeric payload":            {frame: `{"context":"c","payload":5}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "Input byte[] should at least have 2 bytes"},
+		"null property value":        {frame: `{"context":"c","payload":"","properties":{"a":null}}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "null"},
+		"null replication cluster":   {frame: `{"context":"c","payload":"","replicationClusters":[null]}`, wantCode: 7, wantContext: ptr("c")},
+		"event time without offset":  {frame: `{"context":"c","payload":"","eventTime":"2021-10-29T16:01:38.967"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "could not be parsed at index 23"},
+		"event time garbage":         {frame: `{"context":"c","payload":"","eventTime":"yesterday"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "Text 'yesterday' could not be parsed at index 0"},
+		"event time at epoch":        {frame: `{"context":"c","payload":"","eventTime":"1970-01-01T00:00:00Z"}`, wantCode: 7, wantContext: ptr("c")},
+		"event time before epoch":    {frame: `{"context":"c","payload":"","eventTime":"1969-12-31T23:59:59.999Z"}`, wantCode: 7, wantContext: ptr("c")},
+		"event time sub-millisecond": {frame: `{"context":"c","payload":"","eventTime":"1970-01-01T00:00:00.000999Z"}`, wantCode: 7, wantContext: ptr("c")},
+		"event time overflow":        {frame: `{"context":"c","payload":"","eventTime":"+999999999-12-31T23:59:59Z"}`, wantCode: 7, wantContext: ptr("c")},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, ferr := DecodeProducerMessage([]byte(tc.frame))
+			if ferr == nil {
+				t.Fatalf("DecodeProducerMessage(%q) succeeded, want send-error:%d", tc.frame, tc.wantCode)
+			}
+			if ferr.Code != tc.wantCode {
+				t.Errorf("code = %d (%s), want %d", ferr.Code, ferr.Msg, tc.wantCode)
+			}
+			if diff := cmp.Diff(ferr.Context, tc.wantContext); diff != "" {
+				t.Errorf("context (-got +want):\n%s", diff)
+			}
+			if !strings.Contains(ferr.Msg, tc.wantMsg) {
+				t.Errorf("msg = %q, want it to contain %q", ferr.Msg, tc.wantMsg)
+			}
+		})
+	}
+}
+
+func TestProducerMessageEncryption(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		frame   string
+		want    MessageEncryption
+		wantErr string
+	}{
+		"nothing":            {frame: `{"payload":""}`},
+		"blank param":        {frame: `{"payload":"","encryptionParam":"  "}`},
+		"param":              {frame: `{"payload":"","encryptionParam":"AAEC"}`, want: MessageEncryption{Param: []byte{0, 1, 2}}},
+		"both":               {frame: `{"payload":"","compressionType":"ZLIB","uncompressedMessageSize":100}`, want: MessageEncryption{HasCompression: true, CompressionType: CompressionZLIB, UncompressedSize: 100}},
+		"NONE alone":         {frame: `{"payload":"","compressionType":"NONE"}`},
+		"NONE with size":     {frame: `{"payload":"","compressionType":"NONE","uncompressedMessageSize":5}`, want: MessageEncryption{HasCompression: true, CompressionType: CompressionNone, UncompressedSize: 5}},
+		"type alone":         {frame: `{"payload":"","context":"c","compressionType":"LZ4"}`, wantErr: "the params compressionType and uncompressedMessageSize should both empty or both non-empty"},
+		"size alone":         {frame: `{"payload":"","context":"c","uncompressedMessageSize":5}`, wantErr: "should both empty or both non-empty"},
+		"bad param":          {frame: `{"payload":"","context":"c","encryptionParam":"A"}`, wantErr: "Invalid Base64 encryptionParam error=Input byte[] should at least have 2 bytes for base64 bytes"},
+		"unknown type alone": {frame: `{"payload":"","compressionType":"BROTLI"}`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			m, ferr := DecodeProducerMessage([]byte(tc.frame))
+			if ferr != nil {
+				t.Fatal(ferr)
+			}
+			got, ferr := m.Encryption()
+			if tc.wantErr != "" {
+				if ferr == nil || ferr.Code != ErrorPayloadEncoding || !strings.Contains(ferr.Msg, tc.wantErr) || ferr.Context == nil {
+					t.Fatalf("Encryption() error = %+v, want code 7 with context and %q", ferr, tc.wantErr)
+				}
+				return
+			}
+			if ferr != nil {
+				t.Fatal(ferr)
+			}
+			if diff := cmp.Diff(got, tc.want); diff != "" {
+				t.Errorf("Encryption() (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestProducerAckEncode(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		ack  ProducerAck
+		want string
+	}{
+		"issue 10757 success ack": {
+			ack:  AckOK("CPEKEINF", ptr("1")),
+			want: `{"result":"ok","messageId":"CPEKEINF","context":"1","errorCode":0,"schemaVersion":0}`,
+		},
+		"success without context": {
+			ack:  AckOK("CAMQADAA", nil),
+			want: `{"result":"ok","messageId":"CAMQADAA","errorCode":0,"schemaVersion":0}`,
+		},
+		"success with empty context": {
+			ack:  AckOK("CAMQADAA", ptr("")),
+			want: `{"result":"ok","messageId":"CAMQADAA","context":"","errorCode":0,"schemaVersion":0}`,
+		},
+		"send-error 8 with context": {
+			ack:  AckError(ErrorUnknown, "org.apache.pulsar.client.api.PulsarClientException$ProducerQueueIsFullError: Producer send queue is full", ptr("42")),
+			want: `{"result":"send-error:8","errorMsg":"org.apache.pulsar.client.api.PulsarClientException$ProducerQueueIsFullError: Producer send queue is full","context":"42","errorCode":0,"schemaVersion":0}`,
+		},
+		"escaping like jackson": {
+			ack:  AckError(ErrorPayloadEncoding, "a\"b\\c\n\t\x01\x1f<>&\u2028é/", nil),
+			want: `{"result":"send-error:7","errorMsg":"a\"b\\c\n\t\u0001\u001F<>&` + "\u2028" + `é/","errorCode":0,"schemaVersion":0}`,
+		},
+		"invalid utf-8 replaced": {
+			ack:  AckOK("x", ptr("a\xffb")),
+			want: `{"result":"ok","messageId":"x","context":"a` + "\uFFFD" + `b","errorCode":0,"schemaVersion":0}`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(string(tc.ack.Encode()), tc.want); diff != "" {
+				t.Errorf("Encode() (-got +want):\n%s", diff)
+			}
+			b, err := tc.ack.MarshalJSON()
+			if err != nil || string(b) != tc.want {
+				t.Errorf("MarshalJSON() = %s, %v", b, err)
+			}
+		})
+	}
+}
+
+func TestFrameErrorAck(t *testing.T) {
+	t.Parallel()
+	_, ferr := DecodeProducerMessage([]byte(`{"context":"c","payload":"%%"}`))
+	if ferr == nil {
+		t.Fatal("want error")
+	}
+	got := string(ferr.Ack().Encode())
+	want := `{"result":"send-error:7","errorMsg":"Invalid Base64 message-payload error=Illegal base64 character 25","context":"c","errorCode":0,"schemaVersion":0}`
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("(-got +want):\n%s", diff)
+	}
+	_, ferr = DecodeProducerMessage([]byte(`{"context":"c",`))
+	if ferr == nil || ferr.Ack().Context != nil || ferr.Ack().Result != "send-error:3" {
+		t.Errorf("send-error:3 ack = %+v, want no context", ferr)
+	}
+}
+
+func FuzzDecodeProducerMessage(f *testing.F) {
+	for _, s := range []string{
+		`{"payload":"SGVsbG8gV29ybGQ=","properties":{"k1":"v1"},"context":"1"}`,
+		`{"payload":"SGVsbG8=","context":5,"key":"k","replicationClusters":["a"]}`,
+		`{"payload":"","eventTime":"2021-10-29T16:01:38.967-07:00","deliverAt":1,"deliverAfterMs":"2"}`,
+		`{"payload":"AA","encryptionParam":"AAEC","compressionType":"LZ4","uncompressedMessageSize":10}`,
+		`null`, `[]`, ``, `{"payload":null}`, `{"payload":"-_"}`,
+		`{"payload":"","deliverAt":1e400}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		m, ferr := DecodeProducerMessage(frame)
+		if ferr != nil {
+			if ferr.Code != ErrorFailedToDeserializeFromJSON && ferr.Code != ErrorPayloadEncoding {
+				t.Fatalf("unexpected code %d", ferr.Code)
+			}
+			if ferr.Code == ErrorFailedToDeserializeFromJSON && ferr.Context != nil {
+				t.Fatalf("send-error:3 with context")
+			}
+			ack := ferr.Ack().Encode()
+			if !jsonValid(ack) {
+				t.Fatalf("invalid ack JSON %s", ack)
+			}
+			return
+		}
+		if m.Payload == nil || m.DeliverAtMillis < 0 || m.DeliverAfterMillis < 0 || m.EventTimeMillis < 0 {
+			t.Fatalf("bad message %+v", m)
+		}
+		_, _ = m.Encryption()
+		if ack := AckOK("CAMQADAA", m.Context).Encode(); !jsonValid(ack) {
+			t.Fatalf("invalid ack JSON %s", ack)
+		}
+	})
+}

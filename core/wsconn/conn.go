@@ -1,0 +1,189 @@
+// Package wsconn is the edge's one wrapper around gorilla/websocket. Nothing else in Sluice
+// imports gorilla: sessions see a Conn with a read side for one reader goroutine and a write
+// side for one writer goroutine, as gorilla requires.
+package wsconn
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Close codes used by the edge. 1000–1011 are RFC 6455's; the 4000 range is Sluice's mapping
+// of Pulsar's WebSocketError numbers (see docs/compatibility.md).
+const (
+	CloseNormal          = websocket.CloseNormalClosure
+	CloseGoingAway       = websocket.CloseGoingAway
+	CloseProtocolError   = websocket.CloseProtocolError
+	CloseUnsupportedData = websocket.CloseUnsupportedData
+	CloseTooBig          = websocket.CloseMessageTooBig
+	CloseInternalError   = websocket.CloseInternalServerErr
+)
+
+// MessageType is the type of a data message.
+type MessageType int
+
+// Data message types.
+const (
+	Text   MessageType = websocket.TextMessage
+	Binary MessageType = websocket.BinaryMessage
+)
+
+// Options configures a connection. Zero values are documented per field.
+type Options struct {
+	// ReadLimit is the largest message accepted, after reassembling fragments; a larger one
+	// closes the connection with 1009. Zero means 1 MiB, as Pulsar's webSocketMaxTextFrameSize.
+	ReadLimit int64
+	// WriteTimeout bounds one frame write. Zero means 10s.
+	WriteTimeout time.Duration
+	// BufferSize is gorilla's per-connection read and write buffer. Zero means 4 KiB.
+	BufferSize int
+}
+
+// upgraders are shared per buffer size so their write buffer pools are shared too.
+var upgraders sync.Map // int -> *websocket.Upgrader
+
+func upgrader(size int) *websocket.Upgrader {
+	if u, ok := upgraders.Load(size); ok {
+		return u.(*websocket.Upgrader)
+	}
+	u := &websocket.Upgrader{
+		ReadBufferSize:  size,
+		WriteBufferSize: size,
+		WriteBufferPool: &sync.Pool{},
+		// Pulsar's WebSocket proxy accepts any origin; authentication is by token.
+		CheckOrigin: func(*http.Request) bool { return true },
+	}
+	v, _ := upgraders.LoadOrStore(size, u)
+	return v.(*websocket.Upgrader)
+}
+
+// IsUpgrade reports whether r asks for a WebSocket upgrade.
+func IsUpgrade(r *http.Request) bool { return websocket.IsWebSocketUpgrade(r) }
+
+// Conn is one WebSocket connection. Read is for one reader goroutine and Write* for one writer
+// goroutine; WriteClose, Close and LastActivity are safe from any goroutine.
+type Conn struct {
+	ws           *websocket.Conn
+	writeTimeout time.Duration
+	lastActivity atomic.Int64 // unix nanoseconds of the last frame read or written
+	closeOnce    sync.Once
+}
+
+// Upgrade completes the WebSocket handshake. On failure gorilla has already answered with an
+// HTTP error.
+func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
+	size := o.BufferSize
+	if size <= 0 {
+		size = 4096
+	}
+	ws, err := upgrader(size).Upgrade(w, r, nil)
+	if err != nil {
+		return nil, err
+	}
+	limit := o.ReadLimit
+	if limit <= 0 {
+		limit = 1 << 20
+	}
+	ws.SetReadLimit(limit)
+	c := &Conn{ws: ws, writeTimeout: o.WriteTimeout}
+	if c.writeTimeout <= 0 {
+		c.writeTimeout = 10 * time.Second
+	}
+	c.touch()
+	ws.SetPingHandler(func(data string) error {
+		c.touch()
+		err := ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(c.writeTimeout))
+		if err == nil || errors.Is(err, websocket.ErrCloseSent) {
+			return nil
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil
+		}
+		return err
+	})
+	ws.SetPongHandler(func(string) error {
+		c.touch()
+		return nil
+	})
+	return c, nil
+}
+
+func (c *Conn) touch() { c.lastActivity.Store(time.Now().UnixNano()) }
+
+// LastActivity is when a frame was last read or written, pings and pongs included.
+func (c *Conn) LastActivity() time.Time { return time.Unix(0, c.lastActivity.Load()) }
+
+// RemoteAddr is the peer's address.
+func (c *Conn) RemoteAddr() string { return c.ws.RemoteAddr().String() }
+
+// Read returns the next data message. Control frames are handled inside it: pings are
+// answered with a pong carrying the same payload.
+func (c *Conn) Read() (MessageType, []byte, error) {
+	t, b, err := c.ws.ReadMessage()
+	if err != nil {
+		return 0, nil, err
+	}
+	c.touch()
+	return MessageType(t), b, nil
+}
+
+// WriteText writes one text message.
+func (c *Conn) WriteText(b []byte) error {
+	if err := c.ws.SetWriteDeadline(time.Now().Add(c.writeTimeout)); err != nil {
+		return err
+	}
+	if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+		return err
+	}
+	c.touch()
+	return nil
+}
+
+// WritePing sends a ping with the given payload.
+func (c *Conn) WritePing(payload []byte) error {
+	if err := c.ws.WriteControl(websocket.PingMessage, payload, time.Now().Add(c.writeTimeout)); err != nil {
+		return err
+	}
+	c.touch()
+	return nil
+}
+
+// WriteClose sends a close frame with code and reason (truncated to fit a control frame). It
+// does not close the TCP connection; the peer's close or Close does.
+func (c *Conn) WriteClose(code int, reason string) error {
+	if len(reason) > 120 {
+		reason = reason[:120]
+	}
+	err := c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason),
+		time.Now().Add(c.writeTimeout))
+	if errors.Is(err, websocket.ErrCloseSent) {
+		return nil
+	}
+	return err
+}
+
+// Close closes the TCP connection. A blocked Read or Write returns.
+func (c *Conn) Close() error {
+	var err error
+	c.closeOnce.Do(func() { err = c.ws.Close() })
+	return err
+}
+
+// CloseCodeOf returns the close code in err when the peer closed the connection, or -1.
+func CloseCodeOf(err error) int {
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return -1
+}
+
+// IsTooBig reports whether err came from a message larger than Options.ReadLimit.
+func IsTooBig(err error) bool { return errors.Is(err, websocket.ErrReadLimit) }

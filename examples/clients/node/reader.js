@@ -1,0 +1,16 @@
+// Reads COUNT messages from the earliest one. Usage: node reader.js COUNT
+const WebSocket = require('ws');
+
+const base = process.env.SLUICE_URL || 'ws://localhost:8080';
+const topic = process.env.TOPIC || 'my-topic';
+const count = parseInt(process.argv[2] || '1', 10);
+const ws = new WebSocket(`${base}/ws/v2/reader/persistent/public/default/${topic}?messageId=earliest`);
+
+let received = 0;
+ws.on('message', (data) => {
+  const msg = JSON.parse(data);
+  console.log('read %s %s', msg.messageId, Buffer.from(msg.payload, 'base64').toString());
+  ws.send(JSON.stringify({ messageId: msg.messageId }));
+  if (++received === count) ws.close();
+});
+ws.on('error', (err) => { console.error(err.message); process.exit(1); });

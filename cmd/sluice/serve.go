@@ -103,6 +103,9 @@ func printConnectHelp(w io.Writer, srv *server.Server) {
 		host = "localhost:" + p
 	}
 	fmt.Fprintf(w, "Sluice is listening on %s (broker %s)\n", addr, srv.BrokerURL())
+	if a := srv.AdminAddr(); a != "" {
+		fmt.Fprintf(w, "Admin: http://%s/metrics, /stats, /healthz\n", a)
+	}
 	if eb := srv.Embedded(); eb != nil {
 		fmt.Fprintf(w, "Embedded broker: %s", eb.ServiceURL())
 		if a := eb.AdminURL(); a != "" {

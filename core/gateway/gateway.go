@@ -86,12 +86,27 @@ type TopicInspector interface {
 	TopicTerminated(ctx context.Context, topic string) (bool, error)
 }
 
+// Hooks observe the gateway, for metrics. Methods are called on session goroutines and must
+// not block. The Prometheus adapter in core/admin implements it.
+type Hooks interface {
+	// SessionOpened and SessionClosed bracket every session; kind is producer, consumer or
+	// reader.
+	SessionOpened(kind, route string)
+	SessionClosed(kind, route string)
+	// HandshakeRefused counts refused upgrades by HTTP status.
+	HandshakeRefused(kind string, status int)
+	// ProducerAck is called once per published message with its outcome (a session.Result*
+	// constant) and the broker's acknowledgement latency for sent messages.
+	ProducerAck(route, result string, latency time.Duration)
+}
+
 // Gateway is the edge's WebSocket handler.
 type Gateway struct {
 	client   *broker.Client
 	cfg      Config
 	policies Policies
 	inspect  TopicInspector
+	hooks    Hooks
 	log      *slog.Logger
 
 	ctx      context.Context // sessions' lifetime; cancelled by Shutdown
@@ -117,6 +132,11 @@ func WithLogger(l *slog.Logger) Option {
 	})
 }
 
+// WithHooks sets the gateway's observer; nil means none.
+func WithHooks(h Hooks) Option {
+	return optionFunc(func(g *Gateway) { g.hooks = h })
+}
+
 // WithTopicInspector lets isEndOfTopic see topic termination.
 func WithTopicInspector(ti TopicInspector) Option {
 	return optionFunc(func(g *Gateway) { g.inspect = ti })
@@ -124,12 +144,15 @@ func WithTopicInspector(ti TopicInspector) Option {
 
 // New returns a gateway forwarding to client under policies.
 func New(client *broker.Client, policies Policies, cfg Config, opts ...Option) *Gateway {
-	g := &Gateway{client: client, cfg: cfg, policies: policies, log: slog.New(slog.DiscardHandler)}
+	g := &Gateway{client: client, cfg: cfg, policies: policies, hooks: nopHooks{}, log: slog.New(slog.DiscardHandler)}
 	if g.cfg.CreateTimeout <= 0 {
 		g.cfg.CreateTimeout = 30 * time.Second
 	}
 	for _, o := range opts {
 		o.apply(g)
+	}
+	if g.hooks == nil {
+		g.hooks = nopHooks{}
 	}
 	//nolint:gosec // cancelled by Shutdown
 	g.ctx, g.cancel = context.WithCancel(context.Background())
@@ -173,7 +196,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ep, err := wsapi.ParseEndpoint(r.URL.EscapedPath(), r.URL.Query())
 	if err != nil {
-		writeError(w, err)
+		g.writeError(w, "unknown", err)
 		return
 	}
 	if !wsconn.IsUpgrade(r) {
@@ -196,25 +219,40 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // start runs a session on a goroutine the gateway owns.
-func (g *Gateway) start(run func(ctx context.Context)) {
+func (g *Gateway) start(kind, route string, run func(ctx context.Context)) {
 	g.sessions.Add(1)
 	g.active.Add(1)
+	g.hooks.SessionOpened(kind, route)
 	go func() {
 		defer g.sessions.Done()
 		defer g.active.Add(-1)
+		defer g.hooks.SessionClosed(kind, route)
 		run(g.ctx)
 	}()
 }
 
+// refuse answers a refused handshake with status and message.
+func (g *Gateway) refuse(w http.ResponseWriter, kind string, status int, msg string) {
+	g.hooks.HandshakeRefused(kind, status)
+	http.Error(w, msg, status)
+}
+
 // writeError answers a refused handshake with the error's HTTP status.
-func writeError(w http.ResponseWriter, err error) {
+func (g *Gateway) writeError(w http.ResponseWriter, kind string, err error) {
 	var we *wsapi.Error
 	if errors.As(err, &we) {
-		http.Error(w, we.Message, we.Status)
+		g.refuse(w, kind, we.Status, we.Message)
 		return
 	}
-	http.Error(w, err.Error(), http.StatusInternalServerError)
+	g.refuse(w, kind, http.StatusInternalServerError, err.Error())
 }
+
+type nopHooks struct{}
+
+func (nopHooks) SessionOpened(string, string)              {}
+func (nopHooks) SessionClosed(string, string)              {}
+func (nopHooks) HandshakeRefused(string, int)              {}
+func (nopHooks) ProducerAck(string, string, time.Duration) {}
 
 // creationStatus maps a broker creation error to Pulsar's HTTP status
 // (AbstractWebSocketHandler.getErrorCode).

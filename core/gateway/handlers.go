@@ -13,25 +13,26 @@ import (
 )
 
 func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint, log *slog.Logger) {
+	const kind = "producer"
 	params, err := wsapi.ParseProducerParams(r.URL.Query())
 	if err != nil {
-		writeError(w, err)
+		g.writeError(w, kind, err)
 		return
 	}
 	if len(params.EncryptionKeys) > 0 {
 		// Pulsar's answer when no CryptoKeyReader is configured; Sluice has none.
-		http.Error(w, "Failed to create producer: Can't add encryption key without configuring a crypto key reader",
-			http.StatusInternalServerError)
+		g.refuse(w, kind, http.StatusInternalServerError,
+			"Failed to create producer: Can't add encryption key without configuring a crypto key reader")
 		return
 	}
 	if params.ClientSideEncryption() {
-		http.Error(w, "Invalid query params: client-side encryption (encryptionKeys as base64 JSON) is not supported by Sluice",
-			http.StatusBadRequest)
+		g.refuse(w, kind, http.StatusBadRequest,
+			"Invalid query params: client-side encryption (encryptionKeys as base64 JSON) is not supported by Sluice")
 		return
 	}
 	pol, err := g.policies.Producer(ctx, request(r, ep, false), params)
 	if err != nil {
-		writeError(w, err)
+		g.writeError(w, kind, err)
 		return
 	}
 	release := pol.Release
@@ -75,7 +76,7 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 	if err != nil {
 		release()
 		log.Info("producer refused", "err", err)
-		http.Error(w, "Failed to create producer: "+err.Error(), creationStatus(err))
+		g.refuse(w, kind, creationStatus(err), "Failed to create producer: "+err.Error())
 		return
 	}
 	conn, err := wsconn.Upgrade(w, r, g.connOptions())
@@ -88,21 +89,24 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 	cfg.MaxInflight = maxInflight
 	cfg.Conn = g.sessionConn()
 	cfg.Log = log.With("route", pol.Route, "producer", p.Name())
-	g.start(func(ctx context.Context) {
+	route := pol.Route
+	cfg.OnAck = func(result string, latency time.Duration) { g.hooks.ProducerAck(route, result, latency) }
+	g.start(kind, route, func(ctx context.Context) {
 		defer release()
 		session.RunProducer(ctx, conn, p, cfg)
 	})
 }
 
 func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint, log *slog.Logger) {
+	const kind = "consumer"
 	params, err := wsapi.ParseConsumerParams(r.URL.Query())
 	if err != nil {
-		writeError(w, err)
+		g.writeError(w, kind, err)
 		return
 	}
 	pol, err := g.policies.Consumer(ctx, request(r, ep, params.PullMode), params.RequestedReceiverQueueSize, params.ReceiverQueueSize)
 	if err != nil {
-		writeError(w, err)
+		g.writeError(w, kind, err)
 		return
 	}
 	release := pol.Release
@@ -139,7 +143,7 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 	if err != nil {
 		release()
 		log.Info("consumer refused", "err", err)
-		http.Error(w, "Failed to subscribe: "+err.Error(), creationStatus(err))
+		g.refuse(w, kind, creationStatus(err), "Failed to subscribe: "+err.Error())
 		return
 	}
 	conn, err := wsconn.Upgrade(w, r, g.connOptions())
@@ -158,21 +162,22 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 	cfg.Location = g.cfg.Location
 	cfg.Log = log.With("route", pol.Route, "subscription", ep.Subscription)
 	cfg.EndOfTopic = g.consumerEndOfTopic(ep.TopicName(), c)
-	g.start(func(ctx context.Context) {
+	g.start(kind, pol.Route, func(ctx context.Context) {
 		defer release()
 		session.RunConsumer(ctx, conn, c, cfg)
 	})
 }
 
 func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint, log *slog.Logger) {
+	const kind = "reader"
 	params, err := wsapi.ParseReaderParams(r.URL.Query())
 	if err != nil {
-		writeError(w, err)
+		g.writeError(w, kind, err)
 		return
 	}
 	pol, err := g.policies.Consumer(ctx, request(r, ep, false), params.RequestedReceiverQueueSize, params.ReceiverQueueSize)
 	if err != nil {
-		writeError(w, err)
+		g.writeError(w, kind, err)
 		return
 	}
 	release := pol.Release
@@ -199,7 +204,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 		release()
 		log.Info("reader refused", "err", err)
 		// Pulsar answers every reader creation failure with 500.
-		http.Error(w, "Failed to create reader: "+err.Error(), http.StatusInternalServerError)
+		g.refuse(w, kind, http.StatusInternalServerError, "Failed to create reader: "+err.Error())
 		return
 	}
 	conn, err := wsconn.Upgrade(w, r, g.connOptions())
@@ -223,7 +228,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 		}
 		return !rd.HasNext(), nil
 	}
-	g.start(func(ctx context.Context) {
+	g.start(kind, pol.Route, func(ctx context.Context) {
 		defer release()
 		session.RunReader(ctx, conn, rd, cfg)
 	})

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/core/admin"
 	"github.com/sluicehq/sluice/core/admission"
 	"github.com/sluicehq/sluice/core/broker"
 	"github.com/sluicehq/sluice/core/broker/embedded"
@@ -38,11 +39,15 @@ type Server struct {
 	registry  *strategy.Registry
 	policies  *policy.Manager
 	gw        *gateway.Gateway
+	metrics   *admin.Metrics
 
 	mu       sync.Mutex
 	listener net.Listener
 	http     *http.Server
 	serveErr chan error
+	admin    *http.Server
+	adminLn  net.Listener
+	adminErr chan error
 }
 
 // Option configures a Server with Go-only dependencies.
@@ -108,6 +113,18 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 	}
 	if !listen {
 		return nil
+	}
+	if s.cfg.AdminListen != config.AdminListenOff && s.cfg.AdminListen != "" {
+		aln, err := net.Listen("tcp", s.cfg.AdminListen)
+		if err != nil {
+			return fmt.Errorf("admin listener on %s: %w", s.cfg.AdminListen, err)
+		}
+		asrv := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+		s.mu.Lock()
+		s.admin, s.adminLn, s.adminErr = asrv, aln, make(chan error, 1)
+		s.mu.Unlock()
+		go func() { s.adminErr <- asrv.Serve(aln) }()
+		s.log.Info("admin listening", "addr", aln.Addr().String())
 	}
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
@@ -184,7 +201,8 @@ func (s *Server) buildGateway(ctx context.Context) error {
 		return fmt.Errorf("routes: %w", err)
 	}
 	ws := s.cfg.WebSocket
-	opts := []gateway.Option{gateway.WithLogger(s.log.With("component", "gateway"))}
+	s.metrics = admin.NewMetrics(s)
+	opts := []gateway.Option{gateway.WithLogger(s.log.With("component", "gateway")), gateway.WithHooks(s.metrics)}
 	if s.embedded != nil {
 		opts = append(opts, gateway.WithTopicInspector(embeddedInspector{s.embedded}))
 	}
@@ -225,6 +243,22 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
+// AdminHandler serves /healthz, /metrics and /stats.
+func (s *Server) AdminHandler() http.Handler { return admin.Handler(s, s.metrics) }
+
+// Stats is the snapshot /stats serves.
+func (s *Server) Stats() admin.Stats { return s.metrics.Snapshot(s) }
+
+// AdminAddr is the admin listener's address, or "" when there is none.
+func (s *Server) AdminAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.adminLn == nil {
+		return ""
+	}
+	return s.adminLn.Addr().String()
+}
+
 // Addr is the WebSocket listener's address, or "" when not listening.
 func (s *Server) Addr() string {
 	s.mu.Lock()
@@ -253,7 +287,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	s.mu.Lock()
 	srv, serveErr := s.http, s.serveErr
+	asrv, adminErr := s.admin, s.adminErr
 	s.mu.Unlock()
+	if asrv != nil {
+		if err := asrv.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		if err := <-adminErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	}
 	if srv != nil {
 		// Hijacked WebSocket connections are not tracked by http.Server: stop accepting, then
 		// close the sessions through the gateway.

@@ -54,8 +54,10 @@ type ProducerConfig struct {
 	Conn ConnConfig
 	// Log receives the session's logs; nil discards them.
 	Log *slog.Logger
-	// Hooks observe the session; nil fields are skipped.
-	Hooks *Hooks
+	// OnAck, when set, is called once per message with its outcome (one of the Result
+	// constants) and, for sent messages, the broker's acknowledgement latency. It runs on the
+	// client library's goroutines and must not block.
+	OnAck func(result string, latency time.Duration)
 }
 
 // ConnConfig is the keepalive policy of a session's socket. Zero values are documented.
@@ -67,12 +69,13 @@ type ConnConfig struct {
 	IdleTimeout time.Duration
 }
 
-// Hooks observe sessions, for metrics. Each is called on the session's goroutines and must not
-// block.
-type Hooks struct {
-	// OnAck is called once per producer message with its outcome.
-	OnAck func(result string, latency time.Duration)
-}
+// Outcomes of a producer message, as passed to ProducerConfig.OnAck.
+const (
+	ResultOK        = "ok"         // the broker acknowledged it
+	ResultSendError = "send_error" // the broker or the client library failed it
+	ResultRejected  = "rejected"   // admission refused it at a limit
+	ResultInvalid   = "invalid"    // the frame was not a valid message
+)
 
 // ack is one producer ack waiting to be written.
 type ack struct {
@@ -167,12 +170,12 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 		}
 		if typ != wsconn.Text {
 			s.reply(wsapi.AckError(wsapi.ErrorFailedToDeserializeFromJSON,
-				"binary frames are not supported: send each message as a JSON text frame", nil))
+				"binary frames are not supported: send each message as a JSON text frame", nil), ResultInvalid)
 			continue
 		}
 		msg, ferr := wsapi.DecodeProducerMessage(data)
 		if ferr != nil {
-			s.reply(ferr.Ack())
+			s.reply(ferr.Ack(), ResultInvalid)
 			continue
 		}
 		s.publish(ctx, msg)
@@ -203,7 +206,7 @@ func (s *producerSession) publish(ctx context.Context, msg wsapi.ProducerMessage
 	}
 	charge, err := s.admit(ctx, size)
 	if err != nil {
-		s.reply(wsapi.AckError(wsapi.ErrorUnknown, err.Error(), msg.Context))
+		s.reply(wsapi.AckError(wsapi.ErrorUnknown, err.Error(), msg.Context), ResultRejected)
 		return
 	}
 	start := time.Now()
@@ -220,12 +223,12 @@ func (s *producerSession) publish(ctx context.Context, msg wsapi.ProducerMessage
 		} else {
 			a = wsapi.AckOK(wsapi.EncodeMessageID(toWireID(id)), msgCtx)
 		}
-		if h := s.cfg.Hooks; h != nil && h.OnAck != nil {
-			result := "ok"
+		if s.cfg.OnAck != nil {
+			result := ResultOK
 			if err != nil {
-				result = "error"
+				result = ResultSendError
 			}
-			h.OnAck(result, time.Since(start))
+			s.cfg.OnAck(result, time.Since(start))
 		}
 		s.acks <- ack{frame: a.Encode()} // never blocks: a slot was taken for this message
 		s.inflight.Done()
@@ -251,9 +254,9 @@ func (s *producerSession) admit(ctx context.Context, size int64) (*admission.Cha
 
 // reply queues an immediate ack (an error for a frame that was not sent). The caller holds a
 // slot for it.
-func (s *producerSession) reply(a wsapi.ProducerAck) {
-	if h := s.cfg.Hooks; h != nil && h.OnAck != nil {
-		h.OnAck("error", 0)
+func (s *producerSession) reply(a wsapi.ProducerAck, result string) {
+	if s.cfg.OnAck != nil {
+		s.cfg.OnAck(result, 0)
 	}
 	s.acks <- ack{frame: a.Encode()}
 }

@@ -94,8 +94,8 @@ func (b *Broker) adminHandler() http.Handler {
 		n := 0
 		if s := r.URL.Query().Get("partitions"); s != "" {
 			v, err := strconv.Atoi(s)
-			if err != nil {
-				writeError(w, http.StatusBadRequest, errors.New("partitions: want an integer"))
+			if err != nil || v < 0 || v > maxPartitions {
+				writeError(w, http.StatusBadRequest, errors.New("partitions: want an integer in [0, 1024]"))
 				return
 			}
 			n = v

@@ -19,7 +19,8 @@ func BenchmarkProduceConsume(b *testing.B) {
 		batching bool
 	}{{"batched", true}, {"unbatched", false}} {
 		b.Run(bc.name, func(b *testing.B) {
-			br := startBroker(b, embedded.Config{})
+			// Room for the whole run's backlog should the consumer lag.
+			br := startBroker(b, embedded.Config{RetentionBytes: 2 << 30})
 			c := newClient(b, br, nil)
 			topic := uniqueTopic("bench")
 			cons := mustConsumer(b, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
@@ -57,6 +58,9 @@ func BenchmarkProduceConsume(b *testing.B) {
 			}
 			el := time.Since(start).Seconds()
 			b.StopTimer()
+			if n := br.Stats().CommandsSent["SEND_ERROR"]; n > 0 {
+				b.Fatalf("%d SEND_ERRORs", n)
+			}
 			b.ReportMetric(float64(b.N)/el, "msgs/s")
 			b.ReportMetric(float64(b.N)*float64(len(payload))/el/1e6, "MB/s")
 		})

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,7 @@ type Broker struct {
 	adminSrv   *http.Server
 	serviceURL string
 	adminURL   string
+	wildcard   bool // listening on 0.0.0.0 or [::]: lookups advertise the connection's local address
 
 	mu           sync.Mutex // guards all protocol state below
 	closed       bool
@@ -77,7 +79,8 @@ type Stats struct {
 	MessagesStored uint64 `json:"messages_stored"`
 	// EntriesStored counts entries (SENDs) stored.
 	EntriesStored uint64 `json:"entries_stored"`
-	// MessagesDropped counts non-persistent messages no consumer could take.
+	// MessagesDropped counts non-persistent messages not delivered, once per
+	// subscription that could not take one (once if there were none).
 	MessagesDropped uint64 `json:"messages_dropped"`
 	// Topics is the number of topics (partitions count individually).
 	Topics int `json:"topics"`
@@ -148,13 +151,14 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	b.started = true
 	b.ln = ln
-	b.serviceURL = "pulsar://" + ln.Addr().String()
+	b.serviceURL = "pulsar://" + loopbackIfUnspecified(ln.Addr())
+	b.wildcard = isUnspecified(ln.Addr())
 	b.wg.Add(2)
 	go b.acceptLoop(ln)
 	go b.receiptPump()
 	if adminLn != nil {
 		b.adminLn = adminLn
-		b.adminURL = "http://" + adminLn.Addr().String()
+		b.adminURL = "http://" + loopbackIfUnspecified(adminLn.Addr())
 		b.adminSrv = &http.Server{Handler: b.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
 		b.wg.Add(1)
 		go func() {
@@ -595,4 +599,29 @@ func (b *Broker) flushReceipts(now time.Time) time.Time {
 		}
 	}
 	return next
+}
+
+func isUnspecified(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsUnspecified()
+}
+
+// loopbackIfUnspecified renders a listener address, replacing a wildcard
+// host with 127.0.0.1 so that the URL is dialable.
+func loopbackIfUnspecified(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(ta.Port))
+	}
+	return a.String()
+}
+
+// advertisedURL is the broker URL given in LOOKUP answers on c: the bound
+// address, or for a wildcard listener the address c came in on.
+func (b *Broker) advertisedURL(c *conn) string {
+	b.lifeMu.Lock()
+	defer b.lifeMu.Unlock()
+	if b.wildcard {
+		return "pulsar://" + c.nc.LocalAddr().String()
+	}
+	return b.serviceURL
 }

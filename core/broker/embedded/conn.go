@@ -234,7 +234,7 @@ func (c *conn) readLoop() {
 
 func (c *conn) protocolError(what string, err error) {
 	c.b.protocolErrors.Add(1)
-	c.log.Warn("closing connection: "+what, "err", err)
+	c.log.Warn("closing connection on protocol error", "reason", what, "err", err)
 }
 
 var errMissing = errors.New("command body missing")
@@ -440,18 +440,10 @@ func (c *conn) handleLookup(r *pulsarpb.CommandLookupTopic) {
 		resp.Error, resp.Message = pulsarpb.ServerError_TopicNotFound.Enum(), proto.String("topic "+tn.full+" not found")
 	default:
 		resp.Response = pulsarpb.CommandLookupTopicResponse_Connect.Enum()
-		resp.BrokerServiceUrl = proto.String(c.b.serviceURLLocked())
+		resp.BrokerServiceUrl = proto.String(b.advertisedURL(c))
 		resp.Authoritative = proto.Bool(true)
 	}
 	c.send(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: resp})
-}
-
-// serviceURLLocked is the URL advertised in lookups: the address the
-// connection came in on is not needed, as the broker has one listener.
-func (b *Broker) serviceURLLocked() string {
-	b.lifeMu.Lock()
-	defer b.lifeMu.Unlock()
-	return b.serviceURL
 }
 
 func (c *conn) handleTopicsOfNamespace(r *pulsarpb.CommandGetTopicsOfNamespace) {

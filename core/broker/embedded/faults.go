@@ -8,8 +8,9 @@ import (
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
 )
 
-// Faults injects failures into a running broker. Its methods are safe for
-// concurrent use. The zero state (and the state after Reset) injects nothing.
+// Faults injects failures into a running broker; get it from Broker.Faults.
+// Its methods are safe for concurrent use. The initial state (and the state
+// after Reset) injects nothing.
 type Faults struct {
 	mu             sync.Mutex
 	receiptDelay   time.Duration
@@ -58,7 +59,7 @@ func (f *Faults) DelayReceipts(d time.Duration) {
 	f.mu.Lock()
 	f.receiptDelay = max(d, 0)
 	f.mu.Unlock()
-	f.onChange()
+	f.changed()
 }
 
 // HoldReceipts queues every SEND_RECEIPT until ReleaseReceipts or Reset.
@@ -68,7 +69,7 @@ func (f *Faults) HoldReceipts() {
 	f.mu.Lock()
 	f.holdReceipts = true
 	f.mu.Unlock()
-	f.onChange()
+	f.changed()
 }
 
 // ReleaseReceipts sends the held receipts (subject to any delay) and stops
@@ -77,7 +78,7 @@ func (f *Faults) ReleaseReceipts() {
 	f.mu.Lock()
 	f.holdReceipts = false
 	f.mu.Unlock()
-	f.onChange()
+	f.changed()
 }
 
 // FailSends makes the next n SENDs fail with SEND_ERROR carrying the named
@@ -99,14 +100,25 @@ func (f *Faults) FailSends(code string, n int) error {
 
 // DropConnections closes every client connection now. Clients reconnect;
 // every message whose receipt was sent stays stored.
-func (f *Faults) DropConnections() { f.dropAll() }
+func (f *Faults) DropConnections() {
+	if f.dropAll != nil {
+		f.dropAll()
+	}
+}
+
+// changed tells the broker that receipt faults changed.
+func (f *Faults) changed() {
+	if f.onChange != nil {
+		f.onChange()
+	}
+}
 
 // StallDispatch stops (on) or resumes (off) sending MESSAGE frames.
 func (f *Faults) StallDispatch(on bool) {
 	f.mu.Lock()
 	f.stallDispatch = on
 	f.mu.Unlock()
-	if !on {
+	if !on && f.dispatchResume != nil {
 		f.dispatchResume()
 	}
 }
@@ -117,8 +129,8 @@ func (f *Faults) Reset() {
 	stalled := f.stallDispatch
 	f.receiptDelay, f.holdReceipts, f.failRemaining, f.stallDispatch = 0, false, 0, false
 	f.mu.Unlock()
-	f.onChange()
-	if stalled {
+	f.changed()
+	if stalled && f.dispatchResume != nil {
 		f.dispatchResume()
 	}
 }

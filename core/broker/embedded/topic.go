@@ -135,10 +135,16 @@ func (t *topic) store(f Frame, numMessages int32) (*entry, pulsarpb.ServerError,
 		t.lastBatch, t.lastIsBat = numMessages, e.batch
 		t.b.messagesStored.Add(uint64(numMessages))
 		t.b.entriesStored.Add(1)
+		taken := false
 		for _, s := range t.subs {
-			if !s.dispatchTransient(e) {
+			if s.dispatchTransient(e) {
+				taken = true
+			} else {
 				t.b.messagesDropped.Add(uint64(numMessages))
 			}
+		}
+		if len(t.subs) == 0 && !taken {
+			t.b.messagesDropped.Add(uint64(numMessages))
 		}
 		return e, 0, true
 	}

@@ -6,7 +6,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 BENCHTIME ?= 3s
 COUNT     ?= 5
 
-.PHONY: all build run test test-clients vet fuzz proto bench-broker clean
+.PHONY: all build run test test-clients vet fuzz proto examples bench-broker bench-plugins clean bench bench-memory bench-throughput bench-consumers
 
 all: build
 
@@ -36,9 +36,19 @@ fuzz:
 	  done; \
 	done
 
-# Regenerates the embedded broker's protocol code (needs protoc: apt-get install protobuf-compiler).
+# Regenerates the protocol code: the embedded broker's and the plugin protocol's (needs protoc:
+# apt-get install protobuf-compiler; the Go generators are installed at pinned versions).
 proto:
 	./scripts/genproto.sh
+	./scripts/genproto-plugins.sh
+
+# The plugin binary serving the builtin strategies, and the example plugins.
+examples:
+	$(GO) build -o $(BIN)/ ./cmd/sluice-strategies ./examples/plugins/tenant-tiers ./examples/plugins/aimd
+
+# Strategy decision latency in-process and through a plugin subprocess.
+bench-plugins:
+	$(GO) test -run '^$$' -bench 'BenchmarkDecision' -benchtime 10000x -count $(COUNT) ./plugins/
 
 # pulsar-client-go producing to and consuming from the embedded broker, 1 KiB messages.
 bench-broker:
@@ -46,3 +56,24 @@ bench-broker:
 
 clean:
 	rm -rf $(BIN)
+
+# The edge benchmarks (docs/benchmarks.md): each starts `sluice broker` and one `sluice serve`
+# per configuration as separate processes, and stops them at the end. BENCH_FLAGS is passed to
+# every one (e.g. BENCH_FLAGS=-markdown).
+BENCH_DURATION ?= 20s
+BENCH_ROUNDS   ?= 5
+BENCH_ROUND    ?= 5s
+BENCH_CONSUMER_DURATION ?= 30s
+BENCH_CONSUMER_LIMIT    ?= 32MiB
+BENCH_FLAGS    ?=
+
+bench: bench-memory bench-throughput bench-consumers
+
+bench-memory: build
+	$(BIN)/sluice bench memory -duration $(BENCH_DURATION) $(BENCH_FLAGS)
+
+bench-throughput: build
+	$(BIN)/sluice bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) $(BENCH_FLAGS)
+
+bench-consumers: build
+	$(BIN)/sluice bench consumers -duration $(BENCH_CONSUMER_DURATION) -consumer-limit $(BENCH_CONSUMER_LIMIT) $(BENCH_FLAGS)

@@ -3,6 +3,8 @@
 //	sluice serve    [-c FILE] [--listen ADDR]   run the edge (embedded broker when none is configured)
 //	sluice broker   [--listen ADDR] [--admin ADDR] run the embedded Pulsar-protocol broker alone
 //	sluice validate -c FILE                     check a configuration file and exit
+//	sluice plugins list|check -c FILE           show or check the configured strategy plugins
+//	sluice bench memory|throughput|consumers    run the benchmarks
 //	sluice version                              print the version
 package main
 
@@ -41,6 +43,8 @@ func commands() []command {
 		{"serve", "run the edge", runServe},
 		{"broker", "run the embedded Pulsar-protocol broker alone", runBroker},
 		{"validate", "check a configuration file and exit", runValidate},
+		{"plugins", "list or check the configured strategy plugins", runPlugins},
+		{"bench", "run the benchmarks (see docs/benchmarks.md)", runBench},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"github.com/sluicehq/sluice/core/config"
@@ -67,22 +69,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			first := true
-			_ = config.Watch(wctx, config.WatchOptions{Load: config.LoadOptions{Files: []string{*file}, Env: os.Environ(), Overrides: overrides}},
-				func(next *config.Config, err error) {
-					if first { // the configuration Start already applied
-						first = false
-						return
-					}
-					if err == nil {
-						err = srv.Reload(wctx, next)
-					}
-					if err != nil {
-						logger.Error("configuration reload failed; keeping the previous routes", "err", err)
-						return
-					}
-					logger.Info("configuration reloaded", "routes", len(next.Routes))
-				})
+			opts := config.LoadOptions{Files: []string{*file}, Env: os.Environ(), Overrides: overrides}
+			if err := srv.WatchConfig(wctx, opts, 0); err != nil {
+				logger.Error("watching the configuration", "err", err)
+			}
 		}()
 		defer func() {
 			stopWatch()
@@ -134,10 +124,72 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return fmt.Errorf("%s: %w", *file, err)
 	}
+	// Resolve everything: launch the plugins, create every route's strategy and pools.
+	if err := server.Validate(ctx, cfg, nil); err != nil {
+		return fmt.Errorf("%s: %w", *file, err)
+	}
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(stdout, "warning:", w)
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d routes, %d plugins)\n", *file, len(cfg.Routes), len(cfg.Plugins))
+	return nil
+}
+
+func runPlugins(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "list" && args[0] != "check") {
+		fmt.Fprintln(stderr, "usage: sluice plugins list|check -c FILE")
+		return fmt.Errorf("plugins: want list or check")
+	}
+	verb := args[0]
+	fs := flag.NewFlagSet("plugins "+verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("c", "", "configuration file (YAML); required")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *file == "" {
+		return fmt.Errorf("plugins %s: -c FILE is required", verb)
+	}
+	cfg, err := loadConfig(ctx, *file, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *file, err)
+	}
+	if len(cfg.Plugins) == 0 {
+		fmt.Fprintf(stdout, "%s declares no plugins\n", *file)
+		return nil
+	}
+	host, err := server.StartPlugins(ctx, cfg, nil)
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PLUGIN\tSTATUS\tVERSION\tPROTOCOL\tSTRATEGIES\tPATH")
+	for _, st := range host.Plugins() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", st.Name, st.Status, st.Version, st.Protocol, strings.Join(st.Strategies, ","), st.Path)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if verb == "list" {
+		return nil
+	}
+	// check: every route that names a plugin strategy finds it, and every route resolves.
+	var problems []string
+	for i, r := range cfg.Routes {
+		if r.Strategy.Plugin != "" && !host.Has(r.Strategy.Plugin, r.Strategy.Name) {
+			problems = append(problems, fmt.Sprintf("routes[%d] (%s): plugin %q serves no strategy %q", i, r.Name, r.Strategy.Plugin, r.Strategy.Name))
+		}
+	}
+	if len(problems) == 0 {
+		if err := server.Validate(ctx, cfg, nil); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("plugins check failed:\n  %s", strings.Join(problems, "\n  "))
+	}
+	fmt.Fprintln(stdout, "ok: every plugin is healthy and every route resolves")
 	return nil
 }
 

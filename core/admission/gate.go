@@ -69,12 +69,19 @@ func (g *Gate) SetLimits(cfg GateConfig) error {
 }
 
 func (g *Gate) unpause() {
-	if g.pausedMsgs && (g.maxMsgs == 0 || g.msgs <= g.p.lowWatermark(g.maxMsgs)) {
+	if g.pausedMsgs && (g.maxMsgs == 0 || g.msgs <= g.r.lowWatermark(g.maxMsgs)) {
 		g.pausedMsgs = false
 	}
-	if g.pausedBytes && (g.maxBytes == 0 || g.bytes <= g.p.lowWatermark(g.maxBytes)) {
+	if g.pausedBytes && (g.maxBytes == 0 || g.bytes <= g.r.lowWatermark(g.maxBytes)) {
 		g.pausedBytes = false
 	}
+}
+
+// Config returns the gate's current limits.
+func (g *Gate) Config() GateConfig {
+	g.p.mu.Lock()
+	defer g.p.mu.Unlock()
+	return GateConfig{MaxMessages: int(g.maxMsgs), MaxBytes: g.maxBytes}
 }
 
 // GateStats is a snapshot of a gate, one LayerStats per unit.
@@ -328,13 +335,13 @@ func (p *Pool) unpauseAll(g *Gate) bool {
 	if p.paused && p.shared <= p.lowWatermark(p.sharedLimit()) {
 		p.paused, woke = false, true
 	}
-	if r.paused && r.used <= p.lowWatermark(r.cap) {
+	if r.paused && r.used <= r.lowWatermark(r.cap) {
 		r.paused, woke = false, true
 	}
-	if g.pausedMsgs && g.msgs <= p.lowWatermark(g.maxMsgs) {
+	if g.pausedMsgs && g.msgs <= g.r.lowWatermark(g.maxMsgs) {
 		g.pausedMsgs, woke = false, true
 	}
-	if g.pausedBytes && g.bytes <= p.lowWatermark(g.maxBytes) {
+	if g.pausedBytes && g.bytes <= g.r.lowWatermark(g.maxBytes) {
 		g.pausedBytes, woke = false, true
 	}
 	return woke

@@ -95,8 +95,19 @@ func (p *Pool) sharedLimit() int64 { return max(p.limit-p.reserved, 1) }
 // lowWatermark returns the usage at or below which a layer with this limit
 // resumes admitting waiters: floor(limit·wm), but always below the limit so
 // a resumed layer admits.
-func (p *Pool) lowWatermark(limit int64) int64 {
-	low := int64(math.Floor(float64(limit) * p.wm))
+func (p *Pool) lowWatermark(limit int64) int64 { return watermark(limit, p.wm) }
+
+// lowWatermark is the route's watermark for its own layer and its gates: the route's
+// fraction when it has one, the pool's otherwise.
+func (r *Route) lowWatermark(limit int64) int64 {
+	if r.wm > 0 {
+		return watermark(limit, r.wm)
+	}
+	return r.p.lowWatermark(limit)
+}
+
+func watermark(limit int64, wm float64) int64 {
+	low := int64(math.Floor(float64(limit) * wm))
 	return min(low, limit-1)
 }
 
@@ -119,6 +130,10 @@ type RouteConfig struct {
 	// Cap is the route's soft byte limit in total. Zero means no cap of its
 	// own (the edge still applies); negative is invalid.
 	Cap int64
+	// LowWatermark is the fraction of the route's cap, and of its gates'
+	// limits, at or below which a paused layer resumes. Zero means the pool's
+	// [PoolConfig.LowWatermark]; otherwise it must be in (0, 1].
+	LowWatermark float64
 	// Reserve is the number of bytes of the edge limit guaranteed to this
 	// route: charges that fit in the route's unused reservation are admitted
 	// whatever other routes hold. Zero means no reservation. The sum of
@@ -133,6 +148,7 @@ type RouteConfig struct {
 type Route struct {
 	p    *Pool
 	name string
+	wm   float64 // 0: the pool's
 
 	// Guarded by p.mu.
 	cap     int64
@@ -153,12 +169,15 @@ func (p *Pool) Route(cfg RouteConfig) (*Route, error) {
 	if cfg.Cap > 0 && cfg.Reserve > cfg.Cap {
 		return nil, invalidf("route %s: reserve %d exceeds cap %d", cfg.Name, cfg.Reserve, cfg.Cap)
 	}
+	if cfg.LowWatermark != 0 && !(cfg.LowWatermark > 0 && cfg.LowWatermark <= 1) {
+		return nil, invalidf("route %s: low watermark %v: must be in (0, 1]", cfg.Name, cfg.LowWatermark)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.limit > 0 && p.reserved+cfg.Reserve > p.limit {
 		return nil, invalidf("route %s: reserve %d exceeds the %d bytes left unreserved in edge %s", cfg.Name, cfg.Reserve, p.limit-p.reserved, p.name)
 	}
-	r := &Route{p: p, name: cfg.Name, cap: cfg.Cap, reserve: cfg.Reserve}
+	r := &Route{p: p, name: cfg.Name, wm: cfg.LowWatermark, cap: cfg.Cap, reserve: cfg.Reserve}
 	p.reserved += cfg.Reserve
 	p.routes = append(p.routes, r)
 	return r, nil
@@ -228,7 +247,7 @@ func (r *Route) Close() {
 }
 
 func (r *Route) unpause() {
-	if r.paused && (r.cap == 0 || r.used <= r.p.lowWatermark(r.cap)) {
+	if r.paused && (r.cap == 0 || r.used <= r.lowWatermark(r.cap)) {
 		r.paused = false
 	}
 }

@@ -500,3 +500,45 @@ func TestRouteCapWaiters(t *testing.T) {
 		assertIdle(t, p, a, b)
 	})
 }
+
+// A route's own watermark applies to its cap and its gates; the pool's to the edge.
+func TestRouteWatermark(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		route       float64
+		resumeAfter int // 10-byte releases from 100 used on a route capped at 100
+	}{
+		"zero means the pool's (0.5)": {route: 0, resumeAfter: 5},
+		"route 0.9":                   {route: 0.9, resumeAfter: 1},
+		"route 0.2":                   {route: 0.2, resumeAfter: 8},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				p, _, g := chain(t, PoolConfig{Limit: 0, LowWatermark: 0.5}, RouteConfig{Cap: 100, LowWatermark: tc.route}, GateConfig{})
+				var held []*Charge
+				for range 10 {
+					held = append(held, mustTry(t, g, 10))
+				}
+				ch := goAcquire(t.Context(), g, 10)
+				synctest.Wait()
+				for i := range tc.resumeAfter {
+					if !pending(ch) {
+						t.Fatalf("admitted after %d releases, want %d", i, tc.resumeAfter)
+					}
+					held[i].Release()
+					synctest.Wait()
+				}
+				mustAdmitted(t, ch).Release()
+				for _, h := range held[tc.resumeAfter:] {
+					h.Release()
+				}
+				assertIdle(t, p, g)
+			})
+		})
+	}
+	if _, err := newPool(t, PoolConfig{}).Route(RouteConfig{LowWatermark: 1.5}); err == nil {
+		t.Error("route watermark 1.5 accepted")
+	}
+}

@@ -149,12 +149,38 @@ type Route struct {
 	// LowWatermark is the fraction of a limit below which a paused session
 	// resumes reading, in (0, 1). Zero means 0.5.
 	LowWatermark float64 `koanf:"low_watermark" json:"low_watermark"`
+	// SlowConsumer is what happens to a consumer or reader session whose
+	// client does not read its socket.
+	SlowConsumer SlowConsumer `koanf:"slow_consumer" json:"slow_consumer"`
 	// ClientParams is the policy for numeric query parameters a client
 	// sends on the handshake (maxPendingMessages, receiverQueueSize, …),
 	// keyed by the Pulsar parameter name. Zero means client values are
 	// passed on as given.
 	ClientParams map[string]ParamPolicy `koanf:"client_params" json:"client_params"`
 }
+
+// SlowConsumer is a route's policy for consumers that do not keep up.
+type SlowConsumer struct {
+	// Action is wait (the session waits for the client however long it
+	// takes, as Pulsar's proxy does; its messages stay charged to the
+	// consumer pool, which bounds them) or close (the session is closed with
+	// close code 4010 when one frame cannot be written within Timeout, and
+	// the broker redelivers its unacknowledged messages to other consumers).
+	// Zero means wait.
+	Action SlowConsumerAction `koanf:"action" json:"action"`
+	// Timeout is how long one frame may take to write before a close-action
+	// session is closed. Zero means 30s.
+	Timeout time.Duration `koanf:"timeout" json:"timeout"`
+}
+
+// SlowConsumerAction is a SlowConsumer action.
+type SlowConsumerAction string
+
+// SlowConsumerAction values. The zero value means SlowConsumerWait.
+const (
+	SlowConsumerWait  SlowConsumerAction = "wait"
+	SlowConsumerClose SlowConsumerAction = "close"
+)
 
 // StrategyRef names a strategy and carries its raw parameters.
 type StrategyRef struct {

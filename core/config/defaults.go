@@ -11,17 +11,18 @@ import (
 // false disables auto topic creation) get them from defaultLayer, the
 // bottom layer Load merges the file, environment and overrides onto.
 const (
-	DefaultListen             = ":8080"
-	DefaultAdminListen        = "127.0.0.1:8081"
-	DefaultOperationTimeout   = 30 * time.Second
-	DefaultEmbeddedListen     = "127.0.0.1:0"
-	DefaultRetention          = 256 * MiB
-	DefaultMemoryLimit        = 64 * MiB
-	DefaultMaxTextMessageSize = 1 * MiB
-	DefaultIdleTimeout        = 5 * time.Minute
-	DefaultWriteTimeout       = 10 * time.Second
-	DefaultMaxPause           = 30 * time.Second
-	DefaultLowWatermark       = 0.5
+	DefaultListen              = ":8080"
+	DefaultAdminListen         = "127.0.0.1:8081"
+	DefaultOperationTimeout    = 30 * time.Second
+	DefaultEmbeddedListen      = "127.0.0.1:0"
+	DefaultRetention           = 256 * MiB
+	DefaultMemoryLimit         = 64 * MiB
+	DefaultMaxTextMessageSize  = 1 * MiB
+	DefaultIdleTimeout         = 5 * time.Minute
+	DefaultWriteTimeout        = 10 * time.Second
+	DefaultMaxPause            = 30 * time.Second
+	DefaultSlowConsumerTimeout = 30 * time.Second
+	DefaultLowWatermark        = 0.5
 )
 
 // defaultLayer is the bottom configuration layer: the defaults that an
@@ -76,6 +77,8 @@ func (c *Config) SetDefaults() {
 func (r *Route) SetDefaults() {
 	setDefault(&r.OnFull, OnFullReject)
 	setDefault(&r.MaxPause, DefaultMaxPause)
+	setDefault(&r.SlowConsumer.Action, SlowConsumerWait)
+	setDefault(&r.SlowConsumer.Timeout, DefaultSlowConsumerTimeout)
 	setDefault(&r.LowWatermark, DefaultLowWatermark)
 	for name, p := range r.ClientParams {
 		setDefault(&p.Zero, ParamReject)

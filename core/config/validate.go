@@ -103,6 +103,9 @@ func ValidateRoutes(routes []Route, hasPlugin func(name string) bool) error {
 		v.check(r.OnFull == "" || r.OnFull == OnFullReject || r.OnFull == OnFullPause, path+".on_full",
 			"must be %s or %s", OnFullReject, OnFullPause)
 		v.nonNegativeDuration(path+".max_pause", r.MaxPause)
+		v.check(r.SlowConsumer.Action == "" || r.SlowConsumer.Action == SlowConsumerWait || r.SlowConsumer.Action == SlowConsumerClose,
+			path+".slow_consumer.action", "must be %s or %s", SlowConsumerWait, SlowConsumerClose)
+		v.nonNegativeDuration(path+".slow_consumer.timeout", r.SlowConsumer.Timeout)
 		lw := r.LowWatermark
 		v.check(!math.IsNaN(lw) && lw >= 0 && lw < 1, path+".low_watermark", "must be a fraction in (0, 1)")
 		for _, name := range sortedKeys(r.ClientParams) {

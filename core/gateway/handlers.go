@@ -146,7 +146,7 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 		g.refuse(w, kind, creationStatus(err), "Failed to subscribe: "+err.Error())
 		return
 	}
-	conn, err := wsconn.Upgrade(w, r, g.connOptions())
+	conn, err := wsconn.Upgrade(w, r, g.consumerConnOptions(pol))
 	if err != nil {
 		c.Close()
 		release()
@@ -207,7 +207,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 		g.refuse(w, kind, http.StatusInternalServerError, "Failed to create reader: "+err.Error())
 		return
 	}
-	conn, err := wsconn.Upgrade(w, r, g.connOptions())
+	conn, err := wsconn.Upgrade(w, r, g.consumerConnOptions(pol))
 	if err != nil {
 		rd.Close()
 		release()
@@ -232,6 +232,17 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 		defer release()
 		session.RunReader(ctx, conn, rd, cfg)
 	})
+}
+
+// consumerConnOptions sets the write timeout from the route's slow-consumer policy: none when
+// the session waits for its client, the policy's timeout when it closes slow ones.
+func (g *Gateway) consumerConnOptions(pol ConsumerPolicy) wsconn.Options {
+	o := g.connOptions()
+	o.WriteTimeout = -1
+	if d := pol.Session.SlowConsumerTimeout; d > 0 {
+		o.WriteTimeout = d
+	}
+	return o
 }
 
 func request(r *http.Request, ep wsapi.Endpoint, pullMode bool) Request {

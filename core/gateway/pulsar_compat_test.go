@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -490,5 +491,31 @@ func TestAckTimeoutRedelivers(t *testing.T) {
 	c.send(map[string]any{"messageId": m2["messageId"]})
 	if m3, err := c.tryRecv(2 * time.Second); err == nil {
 		t.Errorf("delivery after ack: %s", m3["_raw"])
+	}
+}
+
+func TestMessageTooBigClosesWith1009(t *testing.T) {
+	t.Parallel()
+	e := startEdge(t, edgeOptions{gateway: gateway.Config{MaxTextMessageSize: 4096}})
+	p := e.dial("/ws/v2/producer/persistent/public/default/" + uniqueTopic(t))
+	p.send(map[string]any{"payload": b64(strings.Repeat("x", 8192)), "context": "big"})
+	if _, err := p.tryRecv(wait); closeCode(err) != 1009 {
+		t.Errorf("oversized message: %v, want close 1009", err)
+	}
+}
+
+func TestPublishOrderIsFrameOrder(t *testing.T) {
+	t.Parallel()
+	e := startEdge(t, edgeOptions{broker: embedded.Config{DefaultPartitions: 0}})
+	topic := uniqueTopic(t)
+	c := e.dial("/ws/v2/consumer/persistent/public/default/" + topic + "/sub")
+	p := e.dial("/ws/v2/producer/persistent/public/default/" + topic)
+	const n = 300
+	produce(t, p, n, "o")
+	_, got := consume(t, c, n, true)
+	for i, m := range got {
+		if want := fmt.Sprintf("o%d", i); m != want {
+			t.Fatalf("message %d is %q, want %q", i, m, want)
+		}
 	}
 }

@@ -44,13 +44,24 @@ func DefaultRoutes() []config.Route {
 	return []config.Route{r}
 }
 
+// PluginFactories gives the strategy factories that plugins serve; plugins.Host implements
+// it. A plugin strategy's calls fail with an error the route's fallback recognises while the
+// plugin is down.
+type PluginFactories interface {
+	Factory(plugin, name string) (strategy.Factory, error)
+}
+
 // Manager holds the live route table.
 type Manager struct {
 	reg       *strategy.Registry
+	plugins   PluginFactories
+	fallback  func(primary, fallback strategy.Strategy) strategy.Strategy
 	producers *admission.Pool
 	consumers *admission.Pool
 	log       *slog.Logger
 	timeout   time.Duration
+	// adjustEvery is the period of adaptive strategies' Adjust calls.
+	adjustEvery time.Duration
 
 	applyMu sync.Mutex // serialises Apply
 	table   *route.Holder[*Route]
@@ -64,6 +75,11 @@ type Route struct {
 	cons     *admission.Route
 	onFull   session.OnFull
 	maxPause time.Duration
+	// slowTimeout closes consumers that cannot take a frame within it; 0: wait for them.
+	slowTimeout time.Duration
+	// adjuster is the strategy's Adjuster, nil when it is not adaptive.
+	adjuster strategy.Adjuster
+	pressure *pressure
 }
 
 // Name is the route's name.
@@ -81,6 +97,22 @@ func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(m *Manager) {
 		if l != nil {
 			m.log = l
+		}
+	})
+}
+
+// WithPlugins lets routes name strategies served by plugins. wrap combines a plugin strategy
+// with the route's fallback (plugins.Fallback).
+func WithPlugins(p PluginFactories, wrap func(primary, fallback strategy.Strategy) strategy.Strategy) Option {
+	return optionFunc(func(m *Manager) { m.plugins, m.fallback = p, wrap })
+}
+
+// WithAdjustInterval sets how often adaptive strategies adjust their route; zero means
+// DefaultAdjustInterval.
+func WithAdjustInterval(d time.Duration) Option {
+	return optionFunc(func(m *Manager) {
+		if d > 0 {
+			m.adjustEvery = d
 		}
 	})
 }
@@ -103,6 +135,8 @@ func New(reg *strategy.Registry, producers, consumers *admission.Pool, opts ...O
 		log:       slog.New(slog.DiscardHandler),
 		timeout:   DefaultDecisionTimeout,
 		table:     route.NewHolder[*Route](nil),
+
+		adjustEvery: DefaultAdjustInterval,
 	}
 	for _, o := range opts {
 		o.apply(m)
@@ -130,7 +164,7 @@ func (m *Manager) Apply(ctx context.Context, routes []config.Route) error {
 	var limits []strategy.RouteLimits
 	var errs []error
 	for i, rc := range routes {
-		s, err := m.reg.New(rc.Strategy.Name, rc.Strategy.Params)
+		s, err := m.newStrategy(rc)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("routes[%d] (%s).strategy: %w", i, rc.Name, err))
 			continue
@@ -150,7 +184,14 @@ func (m *Manager) Apply(ctx context.Context, routes []config.Route) error {
 		if rc.OnFull == config.OnFullPause {
 			onFull = session.Pause
 		}
-		built = append(built, &Route{cfg: rc, strat: s, onFull: onFull, maxPause: rc.MaxPause})
+		rt := &Route{cfg: rc, strat: s, onFull: onFull, maxPause: rc.MaxPause, pressure: newPressure()}
+		if adj, ok := s.(strategy.Adjuster); ok {
+			rt.adjuster = adj
+		}
+		if rc.SlowConsumer.Action == config.SlowConsumerClose {
+			rt.slowTimeout = rc.SlowConsumer.Timeout
+		}
+		built = append(built, rt)
 		limits = append(limits, rl)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -172,10 +213,11 @@ func (m *Manager) Apply(ctx context.Context, routes []config.Route) error {
 	entries := make([]route.Entry[*Route], len(built))
 	for i, r := range built {
 		var err error
-		if r.prod, err = m.producers.Route(admission.RouteConfig{Name: r.cfg.Name, Cap: limits[i].ProducerCap, Reserve: limits[i].ProducerReserve}); err != nil {
+		wm := r.cfg.LowWatermark
+		if r.prod, err = m.producers.Route(admission.RouteConfig{Name: r.cfg.Name, Cap: limits[i].ProducerCap, Reserve: limits[i].ProducerReserve, LowWatermark: wm}); err != nil {
 			errs = append(errs, err)
 		}
-		if r.cons, err = m.consumers.Route(admission.RouteConfig{Name: r.cfg.Name, Cap: limits[i].ConsumerCap, Reserve: limits[i].ConsumerReserve}); err != nil {
+		if r.cons, err = m.consumers.Route(admission.RouteConfig{Name: r.cfg.Name, Cap: limits[i].ConsumerCap, Reserve: limits[i].ConsumerReserve, LowWatermark: wm}); err != nil {
 			errs = append(errs, err)
 		}
 		entries[i] = route.Entry[*Route]{Name: r.cfg.Name, Match: r.cfg.Match, Value: r}
@@ -202,6 +244,37 @@ func (m *Manager) Apply(ctx context.Context, routes []config.Route) error {
 	return nil
 }
 
+// newStrategy creates a route's strategy: a builtin (or any strategy registered in-process),
+// or one a plugin serves, wrapped with the route's fallback.
+func (m *Manager) newStrategy(rc config.Route) (strategy.Strategy, error) {
+	ref := rc.Strategy
+	if ref.Plugin == "" {
+		return m.reg.New(ref.Name, ref.Params)
+	}
+	if m.plugins == nil {
+		return nil, fmt.Errorf("plugin %q: no plugins are loaded", ref.Plugin)
+	}
+	f, err := m.plugins.Factory(ref.Plugin, ref.Name)
+	if err != nil {
+		return nil, err
+	}
+	primary, err := f(ref.Params)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q strategy %q: %w", ref.Plugin, ref.Name, err)
+	}
+	if rc.Fallback == "" || m.fallback == nil {
+		return primary, nil
+	}
+	// The fallback runs with its default parameters: the route's params are the plugin
+	// strategy's.
+	fb, err := m.reg.New(rc.Fallback, nil)
+	if err != nil {
+		closeStrategy(primary, m.log)
+		return nil, fmt.Errorf("fallback: %w", err)
+	}
+	return m.fallback(primary, fb), nil
+}
+
 func checkReservations(limits []strategy.RouteLimits, producers, consumers *admission.Pool) error {
 	var prod, cons int64
 	for _, l := range limits {
@@ -225,6 +298,10 @@ func closeStrategy(s strategy.Strategy, log *slog.Logger) {
 		}
 	}
 }
+
+// Run asks adaptive strategies to adjust their routes periodically, until ctx ends. The
+// owner runs it on a goroutine of its own and waits for it.
+func (m *Manager) Run(ctx context.Context) { m.adjustLoop(ctx) }
 
 // Close closes every route's strategy and releases its reservations.
 func (m *Manager) Close() {
@@ -318,7 +395,13 @@ func (m *Manager) Producer(ctx context.Context, req gateway.Request, p wsapi.Pro
 	if dec.Deny != nil {
 		return gateway.ProducerPolicy{}, denial(dec.Deny)
 	}
+	own := dec.MaxPendingMessages > 0
 	maxMsgs := dec.MaxPendingMessages
+	if !own {
+		r.pressure.mu.Lock()
+		maxMsgs = r.pressure.maxPending // set by an adaptive strategy, or 0
+		r.pressure.mu.Unlock()
+	}
 	if maxMsgs <= 0 {
 		maxMsgs = session.DefaultMaxInflight
 	}
@@ -327,6 +410,14 @@ func (m *Manager) Producer(ctx context.Context, req gateway.Request, p wsapi.Pro
 	gate, err := r.prod.Gate(admission.GateConfig{MaxMessages: maxMsgs, MaxBytes: max(dec.MaxPendingBytes, 0)})
 	if err != nil {
 		return gateway.ProducerPolicy{}, m.decisionError(r, err)
+	}
+	r.pressure.mu.Lock()
+	r.pressure.gates[gate] = own
+	r.pressure.mu.Unlock()
+	release := func() {
+		r.pressure.mu.Lock()
+		delete(r.pressure.gates, gate)
+		r.pressure.mu.Unlock()
 	}
 	onFull := r.onFull
 	switch dec.OnFull {
@@ -343,6 +434,7 @@ func (m *Manager) Producer(ctx context.Context, req gateway.Request, p wsapi.Pro
 			MaxPause:    r.maxPause,
 			MaxInflight: maxMsgs,
 		},
+		Release: release,
 	}, nil
 }
 
@@ -397,9 +489,17 @@ func (m *Manager) Consumer(ctx context.Context, req gateway.Request, requested *
 	if prefetch <= 0 {
 		prefetch = min(max(queue.Value, 1), DefaultPrefetch)
 	}
+	r.pressure.mu.Lock()
+	r.pressure.consumers++
+	r.pressure.mu.Unlock()
 	return gateway.ConsumerPolicy{
+		Release: func() {
+			r.pressure.mu.Lock()
+			r.pressure.consumers--
+			r.pressure.mu.Unlock()
+		},
 		Route:             r.cfg.Name,
-		Session:           session.ConsumerConfig{Gate: gate, MaxPending: pendingLimit(queue.Value)},
+		Session:           session.ConsumerConfig{Gate: gate, MaxPending: pendingLimit(queue.Value), SlowConsumerTimeout: r.slowTimeout},
 		ReceiverQueueSize: prefetch,
 	}, nil
 }

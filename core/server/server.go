@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/gateway"
 	"github.com/sluicehq/sluice/core/policy"
+	"github.com/sluicehq/sluice/plugins"
 	"github.com/sluicehq/sluice/sdk/strategy"
 	"github.com/sluicehq/sluice/strategies"
 )
@@ -37,6 +39,7 @@ type Server struct {
 	producers *admission.Pool
 	consumers *admission.Pool
 	registry  *strategy.Registry
+	plugins   *plugins.Host // nil when no plugins are configured
 	policies  *policy.Manager
 	gw        *gateway.Gateway
 	metrics   *admin.Metrics
@@ -48,6 +51,14 @@ type Server struct {
 	admin    *http.Server
 	adminLn  net.Listener
 	adminErr chan error
+
+	stopAdjust context.CancelFunc // stops the policies' adjust loop
+	adjustDone chan struct{}
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+
+	routes []config.Route // the route configuration in force; guarded by mu
 }
 
 // Option configures a Server with Go-only dependencies.
@@ -196,13 +207,30 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.policies = policy.New(s.registry, s.producers, s.consumers, policy.WithLogger(s.log.With("component", "policy")))
+	popts := []policy.Option{policy.WithLogger(s.log.With("component", "policy"))}
+	if s.plugins, err = StartPlugins(ctx, s.cfg, s.log); err != nil {
+		return err
+	}
+	if s.plugins != nil {
+		popts = append(popts, policy.WithPlugins(s.plugins, plugins.Fallback))
+	}
+	s.policies = policy.New(s.registry, s.producers, s.consumers, popts...)
 	if err := s.policies.Apply(ctx, s.cfg.Routes); err != nil {
 		return fmt.Errorf("routes: %w", err)
 	}
+	s.mu.Lock()
+	s.routes = s.cfg.Routes
+	s.mu.Unlock()
 	ws := s.cfg.WebSocket
 	s.metrics = admin.NewMetrics(s)
-	opts := []gateway.Option{gateway.WithLogger(s.log.With("component", "gateway")), gateway.WithHooks(s.metrics)}
+	opts := []gateway.Option{gateway.WithLogger(s.log.With("component", "gateway")),
+		gateway.WithHooks(hooks{Metrics: s.metrics, policies: s.policies})}
+	actx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopAdjust, s.adjustDone = stop, make(chan struct{})
+	go func() {
+		defer close(s.adjustDone)
+		s.policies.Run(actx)
+	}()
 	if s.embedded != nil {
 		opts = append(opts, gateway.WithTopicInspector(embeddedInspector{s.embedded}))
 	}
@@ -226,11 +254,110 @@ func (s *Server) Reload(ctx context.Context, next *config.Config) error {
 	if err := s.policies.Apply(ctx, next.Routes); err != nil {
 		return fmt.Errorf("reloading routes: %w", err)
 	}
+	s.mu.Lock()
+	s.routes = next.Routes
+	s.mu.Unlock()
 	return nil
+}
+
+// appliedRoutes is the route configuration in force.
+func (s *Server) appliedRoutes() []config.Route {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.routes
+}
+
+// Plugins is the plugin host, or nil when no plugins are configured.
+func (s *Server) Plugins() *plugins.Host { return s.plugins }
+
+// WatchConfig reloads the routes whenever the configuration files in opts change, until ctx
+// ends: a changed file is loaded and validated, its routes are built off to the side and
+// swapped in; a bad file keeps the routes in force and is logged. Changes to the static
+// configuration are logged as needing a restart. It blocks; run it on a goroutine you wait
+// for.
+func (s *Server) WatchConfig(ctx context.Context, opts config.LoadOptions, interval time.Duration) error {
+	return config.Watch(ctx, config.WatchOptions{Load: opts, Interval: interval}, func(next *config.Config, err error) {
+		if err == nil && reflect.DeepEqual(next.Routes, s.appliedRoutes()) {
+			return // the routes in force (Watch's first call, or a change elsewhere)
+		}
+		if err == nil {
+			err = s.Reload(ctx, next)
+		}
+		if err != nil {
+			s.log.Error("configuration reload failed; keeping the previous routes", "err", err)
+			return
+		}
+		s.log.Info("configuration reloaded", "routes", len(next.Routes))
+	})
 }
 
 // Policies is the live route table.
 func (s *Server) Policies() *policy.Manager { return s.policies }
+
+// StartPlugins launches the plugins cfg declares and waits until each is healthy; nil when it
+// declares none. The caller closes the host.
+func StartPlugins(ctx context.Context, cfg *config.Config, log *slog.Logger) (*plugins.Host, error) {
+	if len(cfg.Plugins) == 0 {
+		return nil, nil
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	specs := make([]plugins.Spec, len(cfg.Plugins))
+	for i, p := range cfg.Plugins {
+		specs[i] = plugins.Spec{Name: p.Name, Path: p.Path, SHA256: p.SHA256}
+	}
+	h, err := plugins.NewHost(specs, plugins.WithLogger(log.With("component", "plugins")),
+		plugins.OnStateChange(func(st plugins.State) {
+			log.Info("plugin state", "plugin", st.Name, "status", st.Status, "restarts", st.Restarts, "err", st.Err)
+		}))
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Start(ctx); err != nil {
+		_ = h.Close()
+		return nil, fmt.Errorf("starting plugins: %w", err)
+	}
+	return h, nil
+}
+
+// Validate resolves everything cfg names without serving: it launches the plugins, creates
+// every route's strategy (through its plugin where it names one) and its pools, then closes
+// them all. reg is the in-process strategies; nil means the builtins.
+func Validate(ctx context.Context, cfg *config.Config, reg *strategy.Registry) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if reg == nil {
+		reg = strategy.NewRegistry()
+		if err := strategies.Register(reg); err != nil {
+			return err
+		}
+	}
+	prod, err := admission.NewPool(admission.PoolConfig{Name: "producer", Limit: cfg.Memory.ProducerLimit.Bytes()})
+	if err != nil {
+		return err
+	}
+	cons, err := admission.NewPool(admission.PoolConfig{Name: "consumer", Limit: cfg.Memory.ConsumerLimit.Bytes()})
+	if err != nil {
+		return err
+	}
+	host, err := StartPlugins(ctx, cfg, nil)
+	if err != nil {
+		return err
+	}
+	var opts []policy.Option
+	if host != nil {
+		defer host.Close()
+		opts = append(opts, policy.WithPlugins(host, plugins.Fallback))
+	}
+	m := policy.New(reg, prod, cons, opts...)
+	defer m.Close()
+	if err := m.Apply(ctx, cfg.Routes); err != nil {
+		return fmt.Errorf("routes: %w", err)
+	}
+	return nil
+}
 
 // Handler is the edge's HTTP handler: the WebSocket API under /ws/ and a health check.
 func (s *Server) Handler() http.Handler {
@@ -284,6 +411,11 @@ func (s *Server) ConsumerPool() *admission.Pool { return s.consumers }
 // Shutdown stops listening, closes every session (each flushes its in-flight sends first),
 // closes the broker client and the embedded broker.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
+	return s.shutdownErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
 	var errs []error
 	s.mu.Lock()
 	srv, serveErr := s.http, s.serveErr
@@ -317,8 +449,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) closeBackends() {
+	if s.stopAdjust != nil {
+		s.stopAdjust()
+		<-s.adjustDone
+		s.stopAdjust = nil
+	}
 	if s.policies != nil {
 		s.policies.Close()
+	}
+	if s.plugins != nil {
+		if err := s.plugins.Close(); err != nil {
+			s.log.Warn("closing plugins", "err", err)
+		}
 	}
 	if s.client != nil {
 		s.client.Close()
@@ -328,6 +470,18 @@ func (s *Server) closeBackends() {
 			s.log.Warn("closing embedded broker", "err", err)
 		}
 	}
+}
+
+// hooks sends the gateway's observations to the metrics and, for adaptive strategies, to the
+// route table.
+type hooks struct {
+	*admin.Metrics
+	policies *policy.Manager
+}
+
+func (h hooks) ProducerAck(route, result string, latency time.Duration) {
+	h.Metrics.ProducerAck(route, result, latency)
+	h.policies.ObserveAck(route, result, latency)
 }
 
 // embeddedInspector lets isEndOfTopic see topic termination in the embedded broker.

@@ -3,9 +3,11 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/core/admission"
@@ -28,6 +30,11 @@ type ConsumerConfig struct {
 	Gate *admission.Gate
 	// WriteQueue bounds messages taken from the broker and waiting for the socket. Zero means 16.
 	WriteQueue int
+	// SlowConsumerTimeout closes the session with CloseSlowConsumer when one frame cannot be
+	// written within it; the broker then redelivers the session's unacknowledged messages.
+	// Zero means the session waits for the client however long it takes. The connection's
+	// write timeout must match (the gateway sets it).
+	SlowConsumerTimeout time.Duration
 	// AckTimeout negatively acknowledges a delivered message that the client has not
 	// acknowledged within it, so the broker redelivers it after the negative-ack delay
 	// (consumers only; pulsar-client-go has no ack timeout of its own). As in Pulsar, such a
@@ -44,6 +51,10 @@ type ConsumerConfig struct {
 	// formats in the proxy's zone.
 	Location *time.Location
 }
+
+// CloseSlowConsumer is the close code of a consumer or reader session closed because its
+// client did not read a frame within the route's slow_consumer.timeout.
+const CloseSlowConsumer = 4010
 
 // source is what a session pulls messages from: a consumer or a reader.
 type source interface {
@@ -105,6 +116,8 @@ type deliverySession struct {
 	idOrder []string // insertion order of ids, for eviction
 	// delivered is the last id delivered per topic, for isEndOfTopic.
 	delivered map[string]broker.MessageID
+	// slow is set, with the close reason, when a write ran past SlowConsumerTimeout.
+	slow atomic.Pointer[string]
 }
 
 func newDeliverySession(conn *wsconn.Conn, cfg ConsumerConfig) *deliverySession {
@@ -134,6 +147,8 @@ func newDeliverySession(conn *wsconn.Conn, cfg ConsumerConfig) *deliverySession 
 }
 
 func (s *deliverySession) run(ctx context.Context, src source) {
+	stopRead := context.AfterFunc(ctx, s.conn.InterruptRead)
+	defer stopRead()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -148,6 +163,14 @@ func (s *deliverySession) run(ctx context.Context, src source) {
 	}()
 	code, reason := s.readLoop(ctx)
 	cancel()
+	if slow := s.slow.Load(); slow != nil {
+		code, reason = CloseSlowConsumer, *slow
+	}
+	if code > 0 {
+		_ = s.conn.WriteClose(code, reason)
+	}
+	// A writer blocked on a client that does not read returns once the connection is closed.
+	_ = s.conn.Close()
 	wg.Wait()
 	// Release what the writer did not get to.
 	for {
@@ -159,10 +182,6 @@ func (s *deliverySession) run(ctx context.Context, src source) {
 		}
 		break
 	}
-	if code > 0 {
-		_ = s.conn.WriteClose(code, reason)
-	}
-	_ = s.conn.Close()
 }
 
 // pullLoop takes messages from the broker while the client has credit and the gate admits them.
@@ -460,8 +479,15 @@ func (s *deliverySession) expireUnacked(now time.Time) {
 
 func (s *deliverySession) write(b []byte) bool {
 	if err := s.conn.WriteText(b); err != nil {
-		s.log.Debug("writing frame", "err", err)
-		_ = s.conn.Close()
+		if s.cfg.SlowConsumerTimeout > 0 && wsconn.IsTimeout(err) {
+			reason := fmt.Sprintf("slow consumer: a frame could not be written within %s", s.cfg.SlowConsumerTimeout)
+			s.slow.Store(&reason)
+			s.log.Info("closing slow consumer", "timeout", s.cfg.SlowConsumerTimeout)
+		} else {
+			s.log.Debug("writing frame", "err", err)
+		}
+		// Unblock the reader: the session ends.
+		s.conn.InterruptRead()
 		return false
 	}
 	return true

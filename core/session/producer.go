@@ -112,27 +112,31 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, cfg
 		slots: make(chan struct{}, maxInflight+ackHeadroom),
 		acks:  make(chan ack, maxInflight+ackHeadroom),
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// When the edge shuts down, stop reading the socket; the acks of messages in flight are
+	// still written before the session closes.
+	stopRead := context.AfterFunc(ctx, conn.InterruptRead)
+	defer stopRead()
+	writeCtx, stopWriter := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWriter()
 
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.writeLoop(ctx)
+		s.writeLoop(writeCtx)
 	}()
 	closeCode, reason := s.readLoop(ctx)
 
-	// The client is gone or ctx ended. Messages already handed to the broker go on: wait for
-	// their outcome (bounded by the send timeout) before closing the producer, so that none
-	// is left with its charge held.
-	flushCtx, flushCancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// The client is gone or the edge is shutting down. Messages already handed to the broker
+	// go on: wait for their outcome (bounded by the send timeout) before closing the
+	// producer, so that none is left with its charge held and each ack can still be written.
+	flushCtx, flushCancel := context.WithTimeout(context.Background(), 35*time.Second)
 	if err := s.waitInflight(flushCtx); err != nil {
 		log.Warn("closing producer with sends outstanding", "err", err)
 	}
 	flushCancel()
 	p.Close()
-	cancel()
+	stopWriter()
 	wg.Wait()
 	if closeCode > 0 {
 		_ = conn.WriteClose(closeCode, reason)
@@ -166,6 +170,10 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 		select {
 		case s.slots <- struct{}{}:
 		case <-ctx.Done():
+			return wsconn.CloseGoingAway, "server shutting down"
+		}
+		if ctx.Err() != nil {
+			<-s.slots
 			return wsconn.CloseGoingAway, "server shutting down"
 		}
 		if typ != wsconn.Text {

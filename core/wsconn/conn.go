@@ -39,7 +39,8 @@ type Options struct {
 	// ReadLimit is the largest message accepted, after reassembling fragments; a larger one
 	// closes the connection with 1009. Zero means 1 MiB, as Pulsar's webSocketMaxTextFrameSize.
 	ReadLimit int64
-	// WriteTimeout bounds one frame write. Zero means 10s.
+	// WriteTimeout bounds one frame write. Zero means 10s; negative means no bound (a write
+	// waits for the peer as long as the connection lives).
 	WriteTimeout time.Duration
 	// BufferSize is gorilla's per-connection read and write buffer. Zero means 4 KiB.
 	BufferSize int
@@ -92,13 +93,13 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 	}
 	ws.SetReadLimit(limit)
 	c := &Conn{ws: ws, writeTimeout: o.WriteTimeout}
-	if c.writeTimeout <= 0 {
+	if c.writeTimeout == 0 {
 		c.writeTimeout = 10 * time.Second
 	}
 	c.touch()
 	ws.SetPingHandler(func(data string) error {
 		c.touch()
-		err := ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(c.writeTimeout))
+		err := ws.WriteControl(websocket.PongMessage, []byte(data), c.controlDeadline())
 		if err == nil || errors.Is(err, websocket.ErrCloseSent) {
 			return nil
 		}
@@ -117,6 +118,21 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 
 func (c *Conn) touch() { c.lastActivity.Store(time.Now().UnixNano()) }
 
+// controlDeadline bounds a control frame write: the write timeout, or 10s when writes have
+// no bound.
+func (c *Conn) controlDeadline() time.Time {
+	if c.writeTimeout > 0 {
+		return time.Now().Add(c.writeTimeout)
+	}
+	return time.Now().Add(10 * time.Second)
+}
+
+// IsTimeout reports whether err is a write or read that ran past its deadline.
+func IsTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
 // LastActivity is when a frame was last read or written, pings and pongs included.
 func (c *Conn) LastActivity() time.Time { return time.Unix(0, c.lastActivity.Load()) }
 
@@ -134,9 +150,17 @@ func (c *Conn) Read() (MessageType, []byte, error) {
 	return MessageType(t), b, nil
 }
 
+// InterruptRead makes a blocked or future Read return an error at once. It is safe from any
+// goroutine; sessions use it to stop reading when the edge shuts down.
+func (c *Conn) InterruptRead() { _ = c.ws.NetConn().SetReadDeadline(time.Now()) }
+
 // WriteText writes one text message.
 func (c *Conn) WriteText(b []byte) error {
-	if err := c.ws.SetWriteDeadline(time.Now().Add(c.writeTimeout)); err != nil {
+	var deadline time.Time // zero: none
+	if c.writeTimeout > 0 {
+		deadline = time.Now().Add(c.writeTimeout)
+	}
+	if err := c.ws.SetWriteDeadline(deadline); err != nil {
 		return err
 	}
 	if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
@@ -148,7 +172,7 @@ func (c *Conn) WriteText(b []byte) error {
 
 // WritePing sends a ping with the given payload.
 func (c *Conn) WritePing(payload []byte) error {
-	if err := c.ws.WriteControl(websocket.PingMessage, payload, time.Now().Add(c.writeTimeout)); err != nil {
+	if err := c.ws.WriteControl(websocket.PingMessage, payload, c.controlDeadline()); err != nil {
 		return err
 	}
 	c.touch()
@@ -162,7 +186,7 @@ func (c *Conn) WriteClose(code int, reason string) error {
 		reason = reason[:120]
 	}
 	err := c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason),
-		time.Now().Add(c.writeTimeout))
+		c.controlDeadline())
 	if errors.Is(err, websocket.ErrCloseSent) {
 		return nil
 	}

@@ -1,0 +1,272 @@
+package policy_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core/admission"
+	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/gateway"
+	"github.com/sluicehq/sluice/core/policy"
+	"github.com/sluicehq/sluice/core/session"
+	"github.com/sluicehq/sluice/core/wsapi"
+	"github.com/sluicehq/sluice/sdk/strategy"
+	"github.com/sluicehq/sluice/strategies"
+)
+
+func newManager(t *testing.T, producerLimit int64, opts ...policy.Option) (*policy.Manager, *strategy.Registry, *admission.Pool) {
+	t.Helper()
+	reg := strategy.NewRegistry()
+	if err := strategies.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := admission.NewPool(admission.PoolConfig{Name: "producer", Limit: producerLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := admission.NewPool(admission.PoolConfig{Name: "consumer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := policy.New(reg, prod, cons, opts...)
+	t.Cleanup(m.Close)
+	return m, reg, prod
+}
+
+func route(name, match, strat string, params map[string]any) config.Route {
+	r := config.Route{Name: name, Match: match, Strategy: config.StrategyRef{Name: strat, Params: params}}
+	r.SetDefaults()
+	return r
+}
+
+func producerReq(path string) gateway.Request {
+	ep, err := wsapi.ParsePath(path)
+	if err != nil {
+		panic(err)
+	}
+	return gateway.Request{Path: path, Endpoint: ep}
+}
+
+func status(err error) int {
+	var we *wsapi.Error
+	if errors.As(err, &we) {
+		return we.Status
+	}
+	return 0
+}
+
+func TestRoutesMatchInOrder(t *testing.T) {
+	t.Parallel()
+	m, _, _ := newManager(t, 0)
+	iot := route("iot", "/ws/v2/producer/persistent/iot/**", "count", map[string]any{"max_pending_messages": 7})
+	iot.OnFull = config.OnFullPause
+	if err := m.Apply(context.Background(), []config.Route{iot, route("v2", "/ws/v2/**", "hybrid", nil)}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pol, err := m.Producer(ctx, producerReq("/ws/v2/producer/persistent/iot/ns/t"), wsapi.ProducerParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pol.Route != "iot" || pol.Session.MaxInflight != 7 || pol.Session.OnFull != session.Pause {
+		t.Errorf("iot policy %+v", pol)
+	}
+	pol.Release()
+	pol, err = m.Producer(ctx, producerReq("/ws/v2/producer/persistent/other/ns/t"), wsapi.ProducerParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pol.Route != "v2" || pol.Session.MaxInflight != strategies.DefaultMaxPendingMessages || pol.Session.OnFull != session.Reject {
+		t.Errorf("v2 policy %+v", pol)
+	}
+	pol.Release()
+	if _, err := m.Producer(ctx, producerReq("/ws/producer/persistent/p/c/ns/t"), wsapi.ProducerParams{}); status(err) != http.StatusNotFound {
+		t.Errorf("unmatched path: %v, want 404", err)
+	}
+}
+
+func TestClientParamsThroughPolicy(t *testing.T) {
+	t.Parallel()
+	m, _, _ := newManager(t, 0)
+	r := route("r", "/ws/**", "count", nil)
+	one, hundred, ten := 1, 100, 10
+	r.ClientParams = map[string]config.ParamPolicy{"maxPendingMessages": {Default: &ten, Min: &one, Max: &hundred}}
+	r.SetDefaults()
+	if err := m.Apply(context.Background(), []config.Route{r}); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		given      *int
+		want       int
+		wantStatus int
+	}{
+		"absent: the policy default": {nil, 10, 0},
+		"in range":                   {ptr(50), 50, 0},
+		"above max: clamped":         {ptr(5000), 100, 0},
+		"zero: rejected":             {ptr(0), 0, http.StatusBadRequest},
+		"negative: rejected":         {ptr(-1), 0, http.StatusBadRequest},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pol, err := m.Producer(context.Background(), producerReq("/ws/v2/producer/persistent/t/ns/x"),
+				wsapi.ProducerParams{RequestedMaxPendingMessages: tc.given})
+			if tc.wantStatus != 0 {
+				if status(err) != tc.wantStatus {
+					t.Fatalf("got %v, want status %d", err, tc.wantStatus)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pol.Release()
+			if pol.Session.MaxInflight != tc.want {
+				t.Errorf("max pending %d, want %d", pol.Session.MaxInflight, tc.want)
+			}
+		})
+	}
+}
+
+func ptr(n int) *int { return &n }
+
+// A reload swaps the table atomically: new sessions get the new routes, sessions already open
+// keep their gates, and a bad table (here, reservations larger than the pool) keeps the old.
+func TestReload(t *testing.T) {
+	t.Parallel()
+	m, _, pool := newManager(t, 1<<20)
+	ctx := context.Background()
+	if err := m.Apply(ctx, []config.Route{route("a", "/ws/**", "count", map[string]any{"max_pending_messages": 3})}); err != nil {
+		t.Fatal(err)
+	}
+	old, err := m.Producer(ctx, producerReq("/ws/v2/producer/persistent/t/ns/x"), wsapi.ProducerParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Release()
+	if err := m.Apply(ctx, []config.Route{route("b", "/ws/**", "count", map[string]any{"max_pending_messages": 9})}); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := m.Producer(ctx, producerReq("/ws/v2/producer/persistent/t/ns/x"), wsapi.ProducerParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Release()
+	if pol.Route != "b" || pol.Session.MaxInflight != 9 {
+		t.Errorf("after reload: %+v", pol)
+	}
+	// The old session's gate still admits, up to its own bound.
+	var charges []*admission.Charge
+	for range 3 {
+		c, err := old.Session.Gate.TryAcquire(10)
+		if err != nil {
+			t.Fatalf("old gate after reload: %v", err)
+		}
+		charges = append(charges, c)
+	}
+	if _, err := old.Session.Gate.TryAcquire(10); err == nil {
+		t.Error("old gate admitted past its bound of 3")
+	}
+	for _, c := range charges {
+		c.Release()
+	}
+
+	bad := []config.Route{route("c", "/ws/**", "bytes", map[string]any{"route_limit": "2MiB", "reserve": "2MiB"})}
+	if err := m.Apply(ctx, bad); err == nil {
+		t.Fatal("reservations beyond the pool accepted")
+	}
+	if pol, err := m.Producer(ctx, producerReq("/ws/v2/producer/persistent/t/ns/x"), wsapi.ProducerParams{}); err != nil || pol.Route != "b" {
+		t.Errorf("after a bad reload: %+v, %v; want route b", pol, err)
+	} else {
+		pol.Release()
+	}
+	if err := m.Apply(ctx, []config.Route{route("d", "/ws/**", "nosuch", nil)}); err == nil {
+		t.Error("unknown strategy accepted")
+	}
+	if got := len(pool.Snapshot().Routes); got != 1 {
+		t.Errorf("%d routes in the pool after reloads, want 1", got)
+	}
+}
+
+// adaptive is an Adjuster that records what it is given and halves the cap each time.
+type adaptive struct {
+	mu    sync.Mutex
+	seen  []strategy.Pressure
+	cap   int64
+	calls chan struct{}
+}
+
+func (a *adaptive) OpenProducer(context.Context, strategy.ProducerRequest) (strategy.ProducerDecision, error) {
+	return strategy.ProducerDecision{}, nil
+}
+
+func (a *adaptive) OpenConsumer(context.Context, strategy.ConsumerRequest) (strategy.ConsumerDecision, error) {
+	return strategy.ConsumerDecision{}, nil
+}
+
+func (a *adaptive) Adjust(_ context.Context, p strategy.Pressure) (strategy.Adjustment, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.seen = append(a.seen, p)
+	a.cap /= 2
+	c, n := a.cap, 50
+	select {
+	case a.calls <- struct{}{}:
+	default:
+	}
+	return strategy.Adjustment{ProducerCap: &c, MaxPendingMessages: &n}, nil
+}
+
+func TestAdjusterGetsPressureAndSetsLimits(t *testing.T) {
+	t.Parallel()
+	m, reg, pool := newManager(t, 0, policy.WithAdjustInterval(20*time.Millisecond))
+	a := &adaptive{cap: 1 << 20, calls: make(chan struct{}, 1)}
+	if err := reg.Register("adaptive", func(map[string]any) (strategy.Strategy, error) { return a, nil }); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.Apply(ctx, []config.Route{route("r", "/ws/**", "adaptive", nil)}); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := m.Producer(ctx, producerReq("/ws/v2/producer/persistent/t/ns/x"), wsapi.ProducerParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Release()
+	for range 100 {
+		m.ObserveAck("r", session.ResultOK, 3*time.Millisecond)
+	}
+	m.ObserveAck("r", session.ResultRejected, 0)
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(runCtx)
+	}()
+	select {
+	case <-a.calls:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Adjust not called")
+	}
+	stop()
+	<-done
+
+	a.mu.Lock()
+	first := a.seen[0]
+	a.mu.Unlock()
+	if first.Acked != 100 || first.Rejected != 1 || first.ProducerSessions != 1 {
+		t.Errorf("pressure %+v", first)
+	}
+	if first.AckLatencyP99 < 2900 || first.AckLatencyP99 > 3100 {
+		t.Errorf("p99 %dµs, want about 3000", first.AckLatencyP99)
+	}
+	if got := pool.Snapshot().Routes[0].Limit; got > 512<<10 {
+		t.Errorf("route cap %d after Adjust, want it halved from 1 MiB at least once", got)
+	}
+	if got := pol.Session.Gate.Config().MaxMessages; got != 50 {
+		t.Errorf("open session's message bound %d after Adjust, want 50", got)
+	}
+}

@@ -1,0 +1,322 @@
+package server_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/sluicehq/sluice/core/admission"
+)
+
+type consumerMsg struct {
+	MessageID string `json:"messageId"`
+	Payload   string `json:"payload"`
+}
+
+// publish sends n messages of size bytes to topic and waits for every ack.
+func publish(t *testing.T, base, topic string, n, size int, prefix string) {
+	t.Helper()
+	if !strings.Contains(topic, "/") {
+		topic = "public/default/" + topic
+	}
+	p := dial(t, base+"/ws/v2/producer/persistent/"+topic)
+	acks := readAcks(p, n)
+	go func() {
+		for i := range n {
+			body := fmt.Sprintf("%s-%06d-", prefix, i)
+			body += strings.Repeat("x", max(size-len(body), 0))
+			m := map[string]any{"payload": base64.StdEncoding.EncodeToString([]byte(body)), "context": strconv.Itoa(i)}
+			if err := p.WriteJSON(m); err != nil {
+				return
+			}
+		}
+	}()
+	for range n {
+		select {
+		case a, ok := <-acks:
+			if !ok || a.Result != "ok" {
+				t.Errorf("publish to %s: ack %+v (open %v)", topic, a, ok)
+				return
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("publish to %s: acks stopped", topic)
+			return
+		}
+	}
+}
+
+// pingRTT sends a WebSocket ping on c and waits for its pong. The connection's reader must be
+// running (pongs are handled while reading).
+func pingRTT(c *websocket.Conn, pongs <-chan string, timeout time.Duration) (time.Duration, error) {
+	payload := strconv.FormatInt(time.Now().UnixNano(), 10)
+	start := time.Now()
+	if err := c.WriteControl(websocket.PingMessage, []byte(payload), time.Now().Add(timeout)); err != nil {
+		return 0, err
+	}
+	deadline := time.After(timeout)
+	for {
+		select {
+		case p := <-pongs:
+			if p == payload {
+				return time.Since(start), nil
+			}
+		case <-deadline:
+			return 0, fmt.Errorf("no pong within %s", timeout)
+		}
+	}
+}
+
+// reader reads messages from a consumer connection on a goroutine, acking each, and records
+// pongs. Reading can be paused and resumed.
+type reader struct {
+	c      *websocket.Conn
+	mu     sync.Mutex
+	got    []string // payload prefixes, in order
+	pongs  chan string
+	paused atomic.Bool
+	resume chan struct{}
+	done   chan struct{}
+	err    error // why reading stopped; set before done is closed
+}
+
+func startReader(c *websocket.Conn, paused bool) *reader {
+	r := &reader{c: c, pongs: make(chan string, 16), resume: make(chan struct{}), done: make(chan struct{})}
+	r.paused.Store(paused)
+	c.SetPongHandler(func(s string) error {
+		select {
+		case r.pongs <- s:
+		default:
+		}
+		return nil
+	})
+	go func() {
+		defer close(r.done)
+		if r.paused.Load() {
+			<-r.resume
+		}
+		for {
+			var m consumerMsg
+			if err := c.ReadJSON(&m); err != nil {
+				r.err = err
+				return
+			}
+			b, _ := base64.StdEncoding.DecodeString(m.Payload)
+			prefix := strings.TrimRight(string(b), "x") // "s-000042-"
+			r.mu.Lock()
+			r.got = append(r.got, prefix)
+			r.mu.Unlock()
+			// A failed ack write (the edge closed the session) is not the end: keep reading to
+			// see how the connection ends.
+			ack, _ := json.Marshal(map[string]string{"messageId": m.MessageID})
+			_ = c.WriteMessage(websocket.TextMessage, ack)
+		}
+	}()
+	return r
+}
+
+func (r *reader) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.got)
+}
+
+func (r *reader) messages() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.got...)
+}
+
+// A consumer that stops reading fills its route's share of the consumer pool and no more;
+// consumers on another route keep receiving, pings are answered promptly while the pool is
+// full, and when the slow consumer resumes it gets every message, in order.
+func TestSlowConsumerBoundedAndOthersUnaffected(t *testing.T) {
+	t.Parallel()
+	const (
+		limit    = 512 << 10 // consumer pool
+		slowCap  = 128 << 10 // the slow route's cap: less than its write queue of 16 messages holds
+		msgSize  = 8 << 10
+		slowMsgs = 1500 // 12 MiB: far more than socket buffers hold
+	)
+	srv, base := startServer(t, fmt.Sprintf(`
+memory: { consumer_limit: %d }
+routes:
+  - name: slow
+    match: /ws/v2/consumer/persistent/public/slow/**
+    strategy: { name: bytes, params: { consumer_route_limit: %d } }
+  - name: fast
+    match: /ws/**
+    strategy: { name: bytes, params: { consumer_reserve: 128KiB } }
+`, limit, slowCap))
+	id := strconv.FormatInt(time.Now().UnixNano(), 10)
+	slowTopic, fastTopic := "public/slow/t-"+id, "public/default/fast-"+id
+
+	slow := startReader(dialSmallBuffer(t, base+"/ws/v2/consumer/persistent/"+slowTopic+"/sub"), true)
+	// A second consumer on the slow route (another subscription): it reads, but its route is
+	// full, so it is starved of messages; its pings must still be answered.
+	sameRoute := startReader(dial(t, base+"/ws/v2/consumer/persistent/"+slowTopic+"/other"), false)
+	fast := startReader(dial(t, base+"/ws/v2/consumer/persistent/"+fastTopic+"/sub"), false)
+	resumed := false
+	defer func() {
+		if !resumed {
+			close(slow.resume)
+		}
+	}()
+
+	publish(t, base, slowTopic, slowMsgs, msgSize, "s")
+	slowRoute := func() admission.LayerStats {
+		for _, r := range srv.ConsumerPool().Snapshot().Routes {
+			if r.Name == "slow" {
+				return r
+			}
+		}
+		t.Fatal("no slow route")
+		return admission.LayerStats{}
+	}
+	// Full: sessions wait on the route, which stays paused until its usage falls to the low
+	// watermark; only the slow consumer's queued messages hold it, so it stays full.
+	full := func() bool { r := slowRoute(); return r.Paused && r.Waiters > 0 }
+	waitFor(t, 20*time.Second, "slow route's consumer share full", full)
+
+	// While the slow route is full: the pool stays within its limit, the other route
+	// receives, and pings are answered within 100 ms.
+	var fastDone sync.WaitGroup
+	fastDone.Add(1)
+	go func() {
+		defer fastDone.Done()
+		publish(t, base, fastTopic, 200, msgSize, "f")
+	}()
+	var rtts []time.Duration
+	for range 10 {
+		for _, r := range []*reader{sameRoute, fast} {
+			rtt, err := pingRTT(r.c, r.pongs, 2*time.Second)
+			if err != nil {
+				t.Fatalf("ping while the pool is full: %v", err)
+			}
+			rtts = append(rtts, rtt)
+		}
+		if used := srv.ConsumerPool().Snapshot().Edge.Used; used > limit+msgSize*2 {
+			t.Errorf("consumer pool at %d bytes, limit %d", used, limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A ping queued behind the full pool would not be answered until the slow consumer
+	// reads; answered at all within a generous bound shows control frames bypass the pool.
+	// (The latency itself is measured by make bench-consumers, not asserted here.)
+	slices.Sort(rtts)
+	t.Logf("ping round trips while the pool is full: median %s, max %s", rtts[len(rtts)/2], rtts[len(rtts)-1])
+	if max := rtts[len(rtts)-1]; max > time.Second {
+		t.Errorf("ping round trip %s while the pool is full", max)
+	}
+	fastDone.Wait()
+	waitFor(t, 20*time.Second, "fast consumer received all 200", func() bool { return fast.count() == 200 })
+	if r := slowRoute(); !full() || r.Used > slowCap+2*msgSize {
+		t.Errorf("slow route %+v: want it still full, within its cap plus one message", r)
+	}
+
+	// The slow consumer resumes: every message, in order, none lost.
+	close(slow.resume)
+	resumed = true
+	waitFor(t, 60*time.Second, "slow consumer received every message", func() bool {
+		if slow.count() >= slowMsgs {
+			return true
+		}
+		t.Logf("slow consumer has %d; slow route %+v", slow.count(), slowRoute())
+		time.Sleep(time.Second)
+		return false
+	})
+	got := slow.messages()
+	if len(got) != slowMsgs {
+		t.Fatalf("slow consumer got %d messages, want %d", len(got), slowMsgs)
+	}
+	for i, m := range got {
+		if want := fmt.Sprintf("s-%06d-", i); m != want {
+			t.Fatalf("message %d is %q, want %q", i, m, want)
+		}
+	}
+	waitFor(t, 20*time.Second, "same-route consumer received every message", func() bool { return sameRoute.count() >= slowMsgs })
+	waitFor(t, 5*time.Second, "consumer pool drained", func() bool { return srv.ConsumerPool().Snapshot().Edge.Used == 0 })
+}
+
+// A route that closes slow consumers does so with close code 4010 once a frame cannot be
+// written in time; the broker then redelivers the unacknowledged messages to the next
+// consumer of the subscription.
+func TestSlowConsumerClosed(t *testing.T) {
+	t.Skip("re-enabled once the embedded broker's redelivery stall under load is fixed")
+	t.Parallel()
+	srv, base := startServer(t, `
+routes:
+  - name: all
+    match: /ws/**
+    strategy: { name: bytes }
+    slow_consumer: { action: close, timeout: 500ms }
+`)
+	const n = 1000
+	topic := "close-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	slow := startReader(dialSmallBuffer(t, base+"/ws/v2/consumer/persistent/public/default/"+topic+"/sub?subscriptionType=Shared"), true)
+	publish(t, base, topic, n, 16<<10, "m")
+	waitFor(t, 30*time.Second, "the slow consumer's session closed", func() bool {
+		return srv.Stats().Sessions["consumer"] == 0
+	})
+	// What the client finds once it reads again: the frames that were in flight, then the
+	// close frame (4010) or, if the close frame could not be written, a dropped connection.
+	close(slow.resume)
+	<-slow.done
+	if code := closeCodeOf(slow.err); code != 4010 && code != websocket.CloseAbnormalClosure {
+		t.Errorf("slow consumer ended with %v, want close code 4010", slow.err)
+	}
+	next := startReader(dial(t, base+"/ws/v2/consumer/persistent/public/default/"+topic+"/sub?subscriptionType=Shared"), false)
+	waitFor(t, 60*time.Second, "every message redelivered to the next consumer", func() bool {
+		if next.count() >= n {
+			return true
+		}
+		t.Logf("next consumer has %d of %d", next.count(), n)
+		time.Sleep(time.Second)
+		return false
+	})
+}
+
+// dialSmallBuffer dials with a small TCP receive buffer, so that a client that stops reading
+// makes the edge's writes block after little data rather than after megabytes of kernel
+// buffering.
+func dialSmallBuffer(t *testing.T, url string) *websocket.Conn {
+	t.Helper()
+	d := websocket.Dialer{
+		HandshakeTimeout: 10 * time.Second,
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetReadBuffer(128 << 10)
+			}
+			return c, nil
+		},
+	}
+	c, _, err := d.Dial(url, nil)
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func closeCodeOf(err error) int {
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return -1
+}

@@ -1,0 +1,83 @@
+package server_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/server"
+)
+
+func routeNames(srv *server.Server) []string {
+	var names []string
+	for _, r := range srv.Policies().Routes() {
+		names = append(names, r.Name())
+	}
+	return names
+}
+
+// Routes reload when the file changes; a bad file keeps the routes in force.
+func TestWatchConfigReloadsRoutes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := t.TempDir() + "/sluice.yaml"
+	write := func(s string) {
+		t.Helper()
+		// Write elsewhere and rename, so the watcher never sees a half-written file.
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("admin_listen: \"off\"\nroutes:\n  - { name: first, match: /ws/**, strategy: { name: bytes } }\n")
+	opts := config.LoadOptions{Files: []string{path}}
+	cfg, err := config.Load(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := srv.WatchConfig(wctx, opts, 20*time.Millisecond); err != nil {
+			t.Errorf("watch: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		stop()
+		wg.Wait()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+
+	write("admin_listen: \"off\"\nroutes:\n  - { name: second, match: /ws/v2/**, strategy: { name: count } }\n  - { name: rest, match: /ws/**, strategy: { name: hybrid } }\n")
+	waitFor(t, 10*time.Second, "routes reloaded", func() bool {
+		n := routeNames(srv)
+		return len(n) == 2 && n[0] == "second"
+	})
+	write("admin_listen: \"off\"\nroutes:\n  - { name: broken, match: /ws/**, strategy: { name: nosuch } }\n")
+	time.Sleep(300 * time.Millisecond)
+	if n := routeNames(srv); len(n) != 2 || n[0] != "second" {
+		t.Errorf("routes after a bad file: %v, want the previous ones", n)
+	}
+	write("admin_listen: \"off\"\nroutes:\n  - { name: third, match: /ws/**, strategy: { name: bytes }, hihg_watermark: 1 }\n")
+	time.Sleep(300 * time.Millisecond)
+	if n := routeNames(srv); n[0] != "second" {
+		t.Errorf("routes after a file with an unknown key: %v, want the previous ones", n)
+	}
+}

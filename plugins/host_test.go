@@ -1,0 +1,472 @@
+package plugins_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/plugins"
+	"github.com/sluicehq/sluice/sdk/strategy"
+	"github.com/sluicehq/sluice/sdk/strategy/strategytest"
+	"github.com/sluicehq/sluice/strategies"
+)
+
+func helperSpec(name, mode string) plugins.Spec {
+	return plugins.Spec{Name: name, Path: os.Args[0], Args: []string{helperArg, mode}}
+}
+
+// startHost starts a host over specs and closes it when the test ends.
+func startHost(t testing.TB, specs []plugins.Spec, opts ...plugins.Option) *plugins.Host {
+	t.Helper()
+	h, err := plugins.NewHost(specs, opts...)
+	if err != nil {
+		t.Fatalf("NewHost: %v", err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return h
+}
+
+func factory(t testing.TB, h *plugins.Host, plugin, name string) strategy.Factory {
+	t.Helper()
+	f, err := h.Factory(plugin, name)
+	if err != nil {
+		t.Fatalf("Factory(%q, %q): %v", plugin, name, err)
+	}
+	return f
+}
+
+// recorder is a slog handler keeping records, for checking what reaches the host's log.
+type recorder struct {
+	mu   sync.Mutex
+	recs []string
+}
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler       { return r } // attributes are not checked
+func (r *recorder) WithGroup(string) slog.Handler            { return r }
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	var b strings.Builder
+	b.WriteString(rec.Level.String() + " " + rec.Message)
+	rec.Attrs(func(a slog.Attr) bool {
+		b.WriteString(" " + a.String())
+		return true
+	})
+	r.mu.Lock()
+	r.recs = append(r.recs, b.String())
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *recorder) find(sub string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.recs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// builtinParams are the builtins' parameters for the conformance and comparison tests.
+var builtinParams = map[string]map[string]any{
+	"bytes":  {"route_limit": "32MiB", "reserve": "1MiB", "session_limit": "1MiB", "consumer_session_limit": "256KiB", "prefetch": 50},
+	"count":  {"max_pending_messages": 200, "consumer_route_limit": "8MiB"},
+	"hybrid": {"route_limit": "32MiB", "max_pending_messages": 1000, "session_limit": "4MiB", "prefetch": 20},
+}
+
+// TestBuiltins runs the conformance suite against every builtin in-process and through a
+// plugin process, and checks that both give the same decisions. The plugin is verified
+// by checksum and its logs reach the host's logger.
+func TestBuiltins(t *testing.T) {
+	t.Parallel()
+	sum := fileSHA256(t, os.Args[0])
+	rec := &recorder{}
+	spec := helperSpec("builtin", "builtin")
+	spec.SHA256 = sum
+	h := startHost(t, []plugins.Spec{spec}, plugins.WithLogger(slog.New(rec)))
+
+	st, err := h.State("builtin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != plugins.Healthy || st.Version != "v0.0.0-test" || st.Protocol != plugins.ProtocolVersion || st.Pid == 0 {
+		t.Errorf("State = %+v, want healthy, version v0.0.0-test, protocol %d, a pid", st, plugins.ProtocolVersion)
+	}
+	if want := []string{"bytes", "count", "hang", "hybrid", "pid"}; !cmp.Equal(st.Strategies, want) {
+		t.Errorf("Strategies = %v, want %v", st.Strategies, want)
+	}
+	if !rec.find("INFO test plugin up mode=builtin") {
+		t.Error("the plugin's log line did not reach the host's logger with its level and attributes")
+	}
+
+	reg := strategy.NewRegistry()
+	if err := strategies.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	for name, params := range builtinParams {
+		local := func(p map[string]any) (strategy.Strategy, error) { return reg.New(name, p) }
+		remote := factory(t, h, "builtin", name)
+		t.Run(name+"/inprocess", func(t *testing.T) { strategytest.Run(t, local, params) })
+		t.Run(name+"/plugin", func(t *testing.T) { strategytest.Run(t, remote, params) })
+		t.Run(name+"/same", func(t *testing.T) { compareDecisions(t, local, remote, params) })
+	}
+}
+
+// compareDecisions checks that two factories give identical answers to a table of requests.
+func compareDecisions(t *testing.T, a, b strategy.Factory, params map[string]any) {
+	t.Helper()
+	sa, err := a(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := b(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStrategy(sb)
+	defer closeStrategy(sa)
+	ctx := context.Background()
+	for _, req := range strategytest.ProducerRequests() {
+		da, errA := sa.OpenProducer(ctx, req)
+		db, errB := sb.OpenProducer(ctx, req)
+		if (errA == nil) != (errB == nil) {
+			t.Errorf("OpenProducer(%+v) errors: %v vs %v", req, errA, errB)
+		}
+		if diff := cmp.Diff(da, db); diff != "" {
+			t.Errorf("OpenProducer(%+v) in-process vs plugin (-in +plugin):\n%s", req, diff)
+		}
+	}
+	for _, req := range strategytest.ConsumerRequests() {
+		da, errA := sa.OpenConsumer(ctx, req)
+		db, errB := sb.OpenConsumer(ctx, req)
+		if (errA == nil) != (errB == nil) {
+			t.Errorf("OpenConsumer(%+v) errors: %v vs %v", req, errA, errB)
+		}
+		if diff := cmp.Diff(da, db); diff != "" {
+			t.Errorf("OpenConsumer(%+v) in-process vs plugin (-in +plugin):\n%s", req, diff)
+		}
+	}
+	la, okA := sa.(strategy.RouteLimiter)
+	lb, okB := sb.(strategy.RouteLimiter)
+	if okA != okB {
+		t.Fatalf("RouteLimiter in-process %v, plugin %v", okA, okB)
+	}
+	if okA {
+		ra, _ := la.RouteLimits(ctx)
+		rb, _ := lb.RouteLimits(ctx)
+		if diff := cmp.Diff(ra, rb); diff != "" {
+			t.Errorf("RouteLimits in-process vs plugin (-in +plugin):\n%s", diff)
+		}
+	}
+	if _, ok := sb.(strategy.Adjuster); ok {
+		t.Error("the plugin strategy claims Adjuster; the builtin is not one")
+	}
+}
+
+func closeStrategy(s strategy.Strategy) {
+	if c, ok := s.(strategy.Closer); ok {
+		_ = c.Close()
+	}
+}
+
+func killPid(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+
+func fileSHA256(t testing.TB, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func TestFactoryErrors(t *testing.T) {
+	t.Parallel()
+	h := startHost(t, []plugins.Spec{helperSpec("p", "builtin")})
+	if _, err := h.Factory("nope", "bytes"); !errors.Is(err, plugins.ErrUnknownPlugin) {
+		t.Errorf("Factory(unknown plugin) = %v, want ErrUnknownPlugin", err)
+	}
+	if _, err := factory(t, h, "p", "nope")(nil); !errors.Is(err, strategy.ErrUnknown) {
+		t.Errorf("unknown strategy: %v, want strategy.ErrUnknown", err)
+	}
+	_, err := factory(t, h, "p", "hybrid")(map[string]any{"hihg_watermark": 1})
+	if err == nil || !strings.Contains(err.Error(), "unknown parameter") {
+		t.Errorf("misspelt parameter: %v, want an unknown parameter error", err)
+	}
+	if _, err := h.State("nope"); !errors.Is(err, plugins.ErrUnknownPlugin) {
+		t.Errorf("State(unknown) = %v, want ErrUnknownPlugin", err)
+	}
+}
+
+func TestChecksumMismatch(t *testing.T) {
+	t.Parallel()
+	spec := helperSpec("bad", "builtin")
+	spec.SHA256 = strings.Repeat("ab", 32)
+	h, err := plugins.NewHost([]plugins.Spec{spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	err = h.Start(context.Background())
+	if !errors.Is(err, plugins.ErrChecksum) {
+		t.Fatalf("Start = %v, want ErrChecksum", err)
+	}
+	actual := fileSHA256(t, os.Args[0])
+	for _, want := range []string{`plugin "bad"`, "expected sha256 " + spec.SHA256, "got " + actual} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if st, _ := h.State("bad"); st.Status != plugins.Stopped || st.Pid != 0 || !errors.Is(st.Err, plugins.ErrChecksum) {
+		t.Errorf("State = %+v, want stopped, no process, the checksum error", st)
+	}
+}
+
+func TestIncompatibleVersion(t *testing.T) {
+	t.Parallel()
+	h, err := plugins.NewHost([]plugins.Spec{helperSpec("v99", "v99")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = h.Start(ctx)
+	if !errors.Is(err, plugins.ErrIncompatible) {
+		t.Fatalf("Start = %v, want ErrIncompatible", err)
+	}
+	if !strings.Contains(err.Error(), "speaks version 99, this host speaks 1") {
+		t.Errorf("error %q does not name both versions", err)
+	}
+}
+
+// stateLog collects state changes from OnStateChange.
+type stateLog struct {
+	ch chan plugins.State
+}
+
+func newStateLog() *stateLog { return &stateLog{ch: make(chan plugins.State, 64)} }
+
+func (l *stateLog) record(s plugins.State) {
+	select {
+	case l.ch <- s:
+	default: // a test that floods its log has failed already
+	}
+}
+
+// await waits for status, failing the test after d.
+func (l *stateLog) await(t *testing.T, status plugins.Status, d time.Duration) plugins.State {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case s := <-l.ch:
+			if s.Status == status {
+				return s
+			}
+		case <-timer.C:
+			t.Fatalf("no %s state within %v", status, d)
+			return plugins.State{}
+		}
+	}
+}
+
+// TestKill kills the plugin with SIGKILL while calls are running: calls fail fast with
+// ErrPluginDown, the host reports it down, restarts it, reports it healthy, and the same
+// strategy values work again against the new process.
+func TestKill(t *testing.T) {
+	t.Parallel()
+	states := newStateLog()
+	h := startHost(t, []plugins.Spec{helperSpec("k", "builtin")},
+		plugins.WithHealthCheck(200*time.Millisecond, 500*time.Millisecond),
+		plugins.WithBackoff(50*time.Millisecond, 2*time.Second),
+		plugins.OnStateChange(states.record))
+	hybrid, err := factory(t, h, "k", "hybrid")(builtinParams["hybrid"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStrategy(hybrid)
+	pidStrategy, err := factory(t, h, "k", "pid")(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStrategy(pidStrategy)
+	before, _ := h.State("k")
+
+	var (
+		wg        sync.WaitGroup
+		stop      = make(chan struct{})
+		mu        sync.Mutex
+		downErrs  int
+		otherErrs []error
+		slowest   time.Duration
+	)
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				start := time.Now()
+				_, err := hybrid.OpenProducer(ctx, strategy.ProducerRequest{Route: "r"})
+				took := time.Since(start)
+				cancel()
+				mu.Lock()
+				switch {
+				case err == nil:
+				case errors.Is(err, plugins.ErrPluginDown):
+					downErrs++
+					slowest = max(slowest, took)
+				default:
+					otherErrs = append(otherErrs, err)
+				}
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	killed := time.Now()
+	if err := syscall.Kill(before.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	down := states.await(t, plugins.Down, 5*time.Second)
+	t.Logf("down after %v: %v", time.Since(killed), down.Err)
+	states.await(t, plugins.Restarting, 5*time.Second)
+	after := states.await(t, plugins.Healthy, 20*time.Second)
+	t.Logf("healthy again after %v", time.Since(killed))
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	if after.Restarts != 1 || after.Pid == before.Pid || after.Pid == 0 {
+		t.Errorf("after restart: %+v, want 1 restart and a new pid (was %d)", after, before.Pid)
+	}
+	t.Logf("%d calls failed with ErrPluginDown while the plugin was away, the slowest in %v", downErrs, slowest)
+	if downErrs == 0 {
+		t.Error("no call failed with ErrPluginDown while the plugin was down")
+	}
+	if slowest > time.Second {
+		t.Errorf("a call took %v to fail while the plugin was down; want fail-fast", slowest)
+	}
+	for _, err := range otherErrs {
+		t.Errorf("unexpected call error: %v", err)
+	}
+	ctx := context.Background()
+	if _, err := hybrid.OpenProducer(ctx, strategy.ProducerRequest{}); err != nil {
+		t.Errorf("hybrid after restart: %v", err)
+	}
+	d, err := pidStrategy.OpenProducer(ctx, strategy.ProducerRequest{})
+	if err != nil || d.MaxPendingBytes != int64(after.Pid) {
+		t.Errorf("pid after restart = %d, %v; want the new process %d", d.MaxPendingBytes, err, after.Pid)
+	}
+}
+
+// TestHang: a strategy that never answers holds a call only until its ctx's deadline, and
+// a plugin process that stops answering altogether (SIGSTOP) is marked down and replaced.
+func TestHang(t *testing.T) {
+	t.Parallel()
+	states := newStateLog()
+	h := startHost(t, []plugins.Spec{helperSpec("h", "builtin")},
+		plugins.WithHealthCheck(200*time.Millisecond, 300*time.Millisecond),
+		plugins.WithBackoff(50*time.Millisecond, 2*time.Second),
+		plugins.OnStateChange(states.record))
+	hung, err := factory(t, h, "h", "hang")(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStrategy(hung)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	start := time.Now()
+	_, err = hung.OpenProducer(ctx, strategy.ProducerRequest{})
+	took := time.Since(start)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("hung call = %v, want context.DeadlineExceeded", err)
+	}
+	if took > time.Second {
+		t.Errorf("hung call returned after %v, want about its 200ms deadline", took)
+	}
+	if st, _ := h.State("h"); st.Status != plugins.Healthy {
+		t.Errorf("a hung strategy made the plugin %s; only that call should fail", st.Status)
+	}
+
+	before, _ := h.State("h")
+	if err := syscall.Kill(before.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	down := states.await(t, plugins.Down, 5*time.Second)
+	t.Logf("stopped plugin marked down after %v: %v", time.Since(stopped), down.Err)
+	ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+	if _, err := hung.OpenConsumer(ctx, strategy.ConsumerRequest{}); !errors.Is(err, plugins.ErrPluginDown) {
+		t.Errorf("call while down = %v, want ErrPluginDown", err)
+	}
+	cancel()
+	after := states.await(t, plugins.Healthy, 20*time.Second)
+	if after.Pid == before.Pid {
+		t.Errorf("the stopped process %d was not replaced", before.Pid)
+	}
+	if _, err := hung.OpenConsumer(context.Background(), strategy.ConsumerRequest{}); err != nil {
+		t.Errorf("call after restart: %v", err)
+	}
+}
+
+func TestCloseStopsPlugins(t *testing.T) {
+	t.Parallel()
+	h := startHost(t, []plugins.Spec{helperSpec("a", "builtin"), helperSpec("b", "builtin")})
+	var pids []int
+	for _, st := range h.Plugins() {
+		pids = append(pids, st.Pid)
+	}
+	s, err := factory(t, h, "a", "count")(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	for _, p := range pids {
+		if err := syscall.Kill(p, 0); err == nil {
+			t.Errorf("plugin process %d still running after Close", p)
+		}
+	}
+	if _, err := s.OpenProducer(context.Background(), strategy.ProducerRequest{}); !errors.Is(err, plugins.ErrClosed) {
+		t.Errorf("call after Close = %v, want ErrClosed", err)
+	}
+	for _, st := range h.Plugins() {
+		if st.Status != plugins.Stopped {
+			t.Errorf("%s: %s after Close, want stopped", st.Name, st.Status)
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package plugins_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/sluicehq/sluice/plugins/wire"
+	"github.com/sluicehq/sluice/sdk/plugin"
+	"github.com/sluicehq/sluice/sdk/strategy"
+	"github.com/sluicehq/sluice/strategies"
+)
+
+// helperArg as os.Args[1] makes the test binary a plugin (the TestHelperProcess pattern):
+// the host under test launches os.Args[0] with Spec.Args {helperArg, mode}.
+const helperArg = "sluice-test-plugin"
+
+func TestMain(m *testing.M) {
+	if len(os.Args) >= 3 && os.Args[1] == helperArg {
+		if err := servePlugin(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "test plugin:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// servePlugin serves the builtins plus test strategies; mode "v99" serves them under a
+// protocol version no host speaks.
+func servePlugin(mode string) error {
+	log := plugin.Logger()
+	reg := strategy.NewRegistry()
+	if err := strategies.Register(reg); err != nil {
+		return err
+	}
+	if err := reg.Register("hang", newHang); err != nil {
+		return err
+	}
+	if err := reg.Register("pid", newPid); err != nil {
+		return err
+	}
+	log.Info("test plugin up", "mode", mode)
+	switch mode {
+	case "builtin":
+		return plugin.Serve(reg, plugin.WithVersion("v0.0.0-test"))
+	case "v99":
+		return wire.Serve(reg, wire.ServeConfig{ProtocolVersion: 99})
+	}
+	return fmt.Errorf("unknown mode %q", mode)
+}
+
+// hang never answers OpenProducer, ignoring its ctx: a stuck plugin.
+type hang struct{}
+
+func newHang(map[string]any) (strategy.Strategy, error) { return hang{}, nil }
+
+func (hang) OpenProducer(context.Context, strategy.ProducerRequest) (strategy.ProducerDecision, error) {
+	select {}
+}
+
+func (hang) OpenConsumer(context.Context, strategy.ConsumerRequest) (strategy.ConsumerDecision, error) {
+	return strategy.ConsumerDecision{}, nil
+}
+
+// pid answers with the plugin's process id as MaxPendingBytes, to tell processes apart.
+type pid struct{}
+
+func newPid(params map[string]any) (strategy.Strategy, error) {
+	if err := strategy.DecodeParams(params, &struct{}{}); err != nil {
+		return nil, err
+	}
+	return pid{}, nil
+}
+
+func (pid) OpenProducer(context.Context, strategy.ProducerRequest) (strategy.ProducerDecision, error) {
+	return strategy.ProducerDecision{MaxPendingBytes: int64(os.Getpid())}, nil
+}
+
+func (pid) OpenConsumer(context.Context, strategy.ConsumerRequest) (strategy.ConsumerDecision, error) {
+	return strategy.ConsumerDecision{}, nil
+}

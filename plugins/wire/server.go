@@ -1,0 +1,223 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/plugins/internal/strategypb"
+	"github.com/sluicehq/sluice/sdk/strategy"
+)
+
+// ServeConfig configures Serve. Zero values are documented per field.
+type ServeConfig struct {
+	// Version is the plugin's version, reported to the host. Zero means the main module's
+	// version from the build information ("(devel)" for a local build).
+	Version string
+	// ProtocolVersion is the protocol version served. Zero means ProtocolVersion; tests set
+	// another to check that a host refuses it.
+	ProtocolVersion int
+}
+
+// Serve serves the strategies of reg to the host that launched this process, and returns
+// when the host stops it. It returns ErrNotLaunchedByHost when the process was not
+// launched by a host.
+func Serve(reg *strategy.Registry, cfg ServeConfig) error {
+	if reg == nil || len(reg.Names()) == 0 {
+		return errors.New("serving strategies: the registry holds none")
+	}
+	if os.Getenv(MagicCookieKey) != MagicCookieValue {
+		return ErrNotLaunchedByHost
+	}
+	v := cfg.ProtocolVersion
+	if v == 0 {
+		v = ProtocolVersion
+	}
+	version := cfg.Version
+	if version == "" {
+		version = "(devel)"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+			version = bi.Main.Version
+		}
+	}
+	srv := &server{reg: reg, version: version, instances: map[uint64]strategy.Strategy{}}
+	defer srv.closeAll()
+	goplugin.Serve(&goplugin.ServeConfig{
+		HandshakeConfig:  Handshake(v),
+		VersionedPlugins: map[int]goplugin.PluginSet{v: {PluginName: &grpcPlugin{srv: srv}}},
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			return grpc.NewServer(append(opts, grpc.ChainUnaryInterceptor(recoverPanics))...)
+		},
+		// go-plugin's own messages, as JSON on stderr, which the host parses into its log.
+		Logger: hclog.New(&hclog.LoggerOptions{Output: os.Stderr, JSONFormat: true, Level: hclog.Info}),
+	})
+	return nil
+}
+
+// recoverPanics turns a panicking strategy into an error for that call, instead of a
+// crashed plugin.
+func recoverPanics(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = status.Errorf(codes.Internal, "strategy panicked: %v", r)
+		}
+	}()
+	return h(ctx, req)
+}
+
+// server implements the Strategies service over a registry.
+type server struct {
+	strategypb.UnimplementedStrategiesServer
+	reg     *strategy.Registry
+	version string
+
+	mu        sync.Mutex
+	next      uint64
+	instances map[uint64]strategy.Strategy
+}
+
+func (s *server) Info(context.Context, *strategypb.InfoRequest) (*strategypb.InfoResponse, error) {
+	return &strategypb.InfoResponse{Version: s.version, Strategies: s.reg.Names()}, nil
+}
+
+func (s *server) Create(_ context.Context, req *strategypb.CreateRequest) (*strategypb.CreateResponse, error) {
+	var params map[string]any
+	if len(req.GetParamsJson()) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(req.GetParamsJson()))
+		dec.UseNumber()
+		if err := dec.Decode(&params); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "strategy params: %v", err)
+		}
+	}
+	if !s.reg.Has(req.GetName()) {
+		return nil, status.Errorf(codes.NotFound, "strategy %q: %v (known: %v)", req.GetName(), strategy.ErrUnknown, s.reg.Names())
+	}
+	st, err := s.reg.New(req.GetName(), params)
+	if err != nil {
+		// The host names the strategy already; drop the registry's prefix.
+		msg, _ := strings.CutPrefix(err.Error(), fmt.Sprintf("strategy %q: ", req.GetName()))
+		return nil, status.Error(codes.InvalidArgument, msg)
+	}
+	s.mu.Lock()
+	s.next++
+	id := s.next
+	s.instances[id] = st
+	s.mu.Unlock()
+	_, rl := st.(strategy.RouteLimiter)
+	_, adj := st.(strategy.Adjuster)
+	return &strategypb.CreateResponse{Id: id, RouteLimiter: rl, Adjuster: adj}, nil
+}
+
+func (s *server) instance(id uint64) (strategy.Strategy, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.instances[id]
+	if !ok {
+		return nil, status.Errorf(codes.FailedPrecondition, "unknown strategy instance %d", id)
+	}
+	return st, nil
+}
+
+// callError is a strategy's error as a status: the context's when it ended the call.
+func callError(ctx context.Context, err error) error {
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return status.Error(codes.Unknown, err.Error())
+}
+
+func (s *server) OpenProducer(ctx context.Context, req *strategypb.OpenProducerRequest) (*strategypb.OpenProducerResponse, error) {
+	st, err := s.instance(req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	d, err := st.OpenProducer(ctx, producerRequestFromProto(req))
+	if err != nil {
+		return nil, callError(ctx, err)
+	}
+	return producerDecisionToProto(d), nil
+}
+
+func (s *server) OpenConsumer(ctx context.Context, req *strategypb.OpenConsumerRequest) (*strategypb.OpenConsumerResponse, error) {
+	st, err := s.instance(req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	d, err := st.OpenConsumer(ctx, consumerRequestFromProto(req))
+	if err != nil {
+		return nil, callError(ctx, err)
+	}
+	return consumerDecisionToProto(d), nil
+}
+
+func (s *server) RouteLimits(ctx context.Context, req *strategypb.RouteLimitsRequest) (*strategypb.RouteLimitsResponse, error) {
+	st, err := s.instance(req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	rl, ok := st.(strategy.RouteLimiter)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "strategy does not set route limits")
+	}
+	l, err := rl.RouteLimits(ctx)
+	if err != nil {
+		return nil, callError(ctx, err)
+	}
+	return routeLimitsToProto(l), nil
+}
+
+func (s *server) Adjust(ctx context.Context, req *strategypb.AdjustRequest) (*strategypb.AdjustResponse, error) {
+	st, err := s.instance(req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	adj, ok := st.(strategy.Adjuster)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "strategy does not adjust")
+	}
+	a, err := adj.Adjust(ctx, pressureFromProto(req))
+	if err != nil {
+		return nil, callError(ctx, err)
+	}
+	return adjustmentToProto(a), nil
+}
+
+func (s *server) Close(_ context.Context, req *strategypb.CloseRequest) (*strategypb.CloseResponse, error) {
+	s.mu.Lock()
+	st, ok := s.instances[req.GetId()]
+	delete(s.instances, req.GetId())
+	s.mu.Unlock()
+	if ok {
+		if c, isCloser := st.(strategy.Closer); isCloser {
+			if err := c.Close(); err != nil {
+				return nil, status.Error(codes.Unknown, fmt.Sprintf("closing strategy: %v", err))
+			}
+		}
+	}
+	return &strategypb.CloseResponse{}, nil
+}
+
+// closeAll closes the instances left when the host stops the plugin.
+func (s *server) closeAll() {
+	s.mu.Lock()
+	left := s.instances
+	s.instances = map[uint64]strategy.Strategy{}
+	s.mu.Unlock()
+	for _, st := range left {
+		if c, ok := st.(strategy.Closer); ok {
+			_ = c.Close()
+		}
+	}
+}

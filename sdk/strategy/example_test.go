@@ -1,0 +1,64 @@
+package strategy_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluicehq/sluice/sdk/strategy"
+)
+
+// fixed admits every producer with a fixed message bound, decoded strictly from its params.
+type fixed struct{ max int }
+
+func newFixed(params map[string]any) (strategy.Strategy, error) {
+	var p struct {
+		MaxPendingMessages int           `json:"max_pending_messages"`
+		SessionLimit       strategy.Size `json:"session_limit"`
+	}
+	if err := strategy.DecodeParams(params, &p); err != nil {
+		return nil, err
+	}
+	return fixed{max: p.MaxPendingMessages}, nil
+}
+
+func (f fixed) OpenProducer(context.Context, strategy.ProducerRequest) (strategy.ProducerDecision, error) {
+	return strategy.ProducerDecision{MaxPendingMessages: f.max}, nil
+}
+
+func (f fixed) OpenConsumer(context.Context, strategy.ConsumerRequest) (strategy.ConsumerDecision, error) {
+	return strategy.ConsumerDecision{}, nil
+}
+
+func ExampleRegistry() {
+	reg := strategy.NewRegistry()
+	if err := reg.Register("fixed", newFixed); err != nil {
+		panic(err)
+	}
+	s, err := reg.New("fixed", map[string]any{"max_pending_messages": 50})
+	if err != nil {
+		panic(err)
+	}
+	d, _ := s.OpenProducer(context.Background(), strategy.ProducerRequest{Route: "iot"})
+	fmt.Println(d.MaxPendingMessages)
+
+	// Parameters are decoded strictly: a misspelt one is an error.
+	_, err = reg.New("fixed", map[string]any{"max_pending_mesages": 50})
+	fmt.Println(err)
+	_, err = reg.New("nosuch", nil)
+	fmt.Println(err)
+	// Output:
+	// 50
+	// strategy "fixed": strategy params: unknown parameter "max_pending_mesages"
+	// strategy "nosuch": unknown strategy (known: [fixed])
+}
+
+func ExampleParseSize() {
+	for _, s := range []string{"64MiB", "16MB", "1024"} {
+		n, _ := strategy.ParseSize(s)
+		fmt.Println(n.Bytes())
+	}
+	// Output:
+	// 67108864
+	// 16000000
+	// 1024
+}

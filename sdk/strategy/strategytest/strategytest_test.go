@@ -1,0 +1,102 @@
+package strategytest_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/sluicehq/sluice/sdk/strategy"
+	"github.com/sluicehq/sluice/sdk/strategy/strategytest"
+)
+
+// capped implements every optional interface, so Run exercises every check.
+type capped struct {
+	mu     sync.Mutex
+	cap    int64
+	closed bool
+}
+
+func newCapped(params map[string]any) (strategy.Strategy, error) {
+	var p struct {
+		Cap strategy.Size `json:"cap"`
+	}
+	if err := strategy.DecodeParams(params, &p); err != nil {
+		return nil, err
+	}
+	return &capped{cap: p.Cap.Bytes()}, nil
+}
+
+func (c *capped) OpenProducer(ctx context.Context, req strategy.ProducerRequest) (strategy.ProducerDecision, error) {
+	if err := ctx.Err(); err != nil {
+		return strategy.ProducerDecision{}, err
+	}
+	if r := req.MaxPendingMessages.Requested; r != nil && *r == 0 {
+		return strategy.ProducerDecision{Deny: strategy.Deny(http.StatusForbidden, "unbounded")}, nil
+	}
+	return strategy.ProducerDecision{MaxPendingMessages: req.MaxPendingMessages.Value}, nil
+}
+
+func (c *capped) OpenConsumer(context.Context, strategy.ConsumerRequest) (strategy.ConsumerDecision, error) {
+	return strategy.ConsumerDecision{Prefetch: 10}, nil
+}
+
+func (c *capped) RouteLimits(context.Context) (strategy.RouteLimits, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strategy.RouteLimits{ProducerCap: c.cap}, nil
+}
+
+func (c *capped) Adjust(_ context.Context, p strategy.Pressure) (strategy.Adjustment, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.AckLatencyP99 > 100000 {
+		c.cap /= 2
+	}
+	v := c.cap
+	return strategy.Adjustment{ProducerCap: &v}, nil
+}
+
+func (c *capped) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	return nil
+}
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+	strategytest.Run(t, newCapped, map[string]any{"cap": "1MiB"})
+}
+
+func TestChecks(t *testing.T) {
+	t.Parallel()
+	neg := int64(-1)
+	negInt := -1
+	cases := map[string]struct {
+		err  error
+		want bool // want an error
+	}{
+		"good producer":        {strategytest.CheckProducerDecision(strategy.ProducerDecision{MaxPendingMessages: 5, OnFull: strategy.Pause}), false},
+		"negative messages":    {strategytest.CheckProducerDecision(strategy.ProducerDecision{MaxPendingMessages: -1}), true},
+		"negative bytes":       {strategytest.CheckProducerDecision(strategy.ProducerDecision{MaxPendingBytes: -1}), true},
+		"bad on_full":          {strategytest.CheckProducerDecision(strategy.ProducerDecision{OnFull: "drop"}), true},
+		"bad denial":           {strategytest.CheckProducerDecision(strategy.ProducerDecision{Deny: &strategy.Denial{Status: 500}}), true},
+		"zero denial":          {strategytest.CheckDenial(&strategy.Denial{}), false},
+		"429 denial":           {strategytest.CheckDenial(&strategy.Denial{Status: 429}), false},
+		"negative prefetch":    {strategytest.CheckConsumerDecision(strategy.ConsumerDecision{Prefetch: -1}), true},
+		"negative max bytes":   {strategytest.CheckConsumerDecision(strategy.ConsumerDecision{MaxBytes: -1}), true},
+		"reserve above cap":    {strategytest.CheckRouteLimits(strategy.RouteLimits{ProducerCap: 10, ProducerReserve: 11}), true},
+		"reserve without cap":  {strategytest.CheckRouteLimits(strategy.RouteLimits{ConsumerReserve: 11}), false},
+		"negative cap":         {strategytest.CheckRouteLimits(strategy.RouteLimits{ConsumerCap: -1}), true},
+		"negative adjust cap":  {strategytest.CheckAdjustment(strategy.Adjustment{ProducerCap: &neg}), true},
+		"negative adjust msgs": {strategytest.CheckAdjustment(strategy.Adjustment{MaxPendingMessages: &negInt}), true},
+		"negative next":        {strategytest.CheckAdjustment(strategy.Adjustment{NextMillis: -1}), true},
+		"empty adjustment":     {strategytest.CheckAdjustment(strategy.Adjustment{}), false},
+	}
+	for name, tc := range cases {
+		if got := tc.err != nil; got != tc.want {
+			t.Errorf("%s: error = %v, want error %v", name, tc.err, tc.want)
+		}
+	}
+}

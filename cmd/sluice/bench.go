@@ -786,14 +786,15 @@ func benchConsumers(ctx context.Context, args []string, stdout, stderr io.Writer
 	t1 := table{
 		title: fmt.Sprintf("edge memory: consumer_limit %s, %d consumers (%d slow at %.0f%% of the publish rate), %.0f msgs/s of %d–%d B for %s",
 			*limit, *nCons, *nSlow, *slowFrac*100, *rate, *minSize, *maxSize, *duration),
-		header: []string{"consumer_limit", "peak RSS", "peak RSS − limit", "peak heap_inuse", "peak consumer pool", "samples ≥90% full", "published ok", "publish errors"},
+		header: []string{"consumer_limit", "peak RSS", "peak RSS − limit", "peak heap_inuse", "peak consumer pool", "samples ≥90% full", "samples paused", "max waiters", "published ok", "publish errors"},
 	}
-	full := "–"
+	full, paused := "–", "–"
 	if peaks.Samples > 0 {
 		full = fmt.Sprintf("%d/%d", peaks.FullSamples, peaks.Samples)
+		paused = fmt.Sprintf("%d/%d", peaks.PausedSamples, peaks.Samples)
 	}
 	t1.add(mib(limitBytes), mib(peaks.PeakRSS), mib(peaks.PeakRSS-limitBytes), umib(peaks.HeapInuse), mib(peaks.ConsumerPoolUsed),
-		full, count(pres.OK), count(pres.Rejected+pres.SendErrors+pres.ConnErrors))
+		full, paused, strconv.Itoa(peaks.MaxConsumerWaiters), count(pres.OK), count(pres.Rejected+pres.SendErrors+pres.ConnErrors))
 	t2 := table{
 		title:  fmt.Sprintf("delivery and ping→pong (measured after the first %s, pings every %s)", *warm, *ping),
 		header: []string{"consumers", "n", "msgs/s each (mean)", "MB/s each (mean)", "received total", "closed by edge", "ping p50", "ping p99", "ping max", "pongs", "pongs missing"},

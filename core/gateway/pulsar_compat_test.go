@@ -494,6 +494,21 @@ func TestAckTimeoutRedelivers(t *testing.T) {
 	}
 }
 
+func TestLegacyV1Paths(t *testing.T) {
+	t.Parallel()
+	e := startEdge(t, edgeOptions{})
+	topic := uniqueTopic(t)
+	c := e.dial("/ws/consumer/persistent/my-property/my-cluster/my-ns/" + topic + "/sub")
+	r := e.dial("/ws/reader/persistent/my-property/my-cluster/my-ns/" + topic + "?messageId=earliest")
+	p := e.dial("/ws/producer/persistent/my-property/my-cluster/my-ns/" + topic)
+	acked := produce(t, p, 3, "v1-")
+	ids, got := consume(t, c, 3, true)
+	read, _ := consume(t, r, 3, true)
+	if !slices.Equal(ids, acked) || !slices.Equal(read, acked) || got[0] != "v1-0" {
+		t.Errorf("v1: acked %v, consumed %v %v, read %v", acked, ids, got, read)
+	}
+}
+
 func TestMessageTooBigClosesWith1009(t *testing.T) {
 	t.Parallel()
 	e := startEdge(t, edgeOptions{gateway: gateway.Config{MaxTextMessageSize: 4096}})

@@ -31,6 +31,8 @@ type poolStats struct {
 		Limit    int64 `json:"Limit"`
 		Used     int64 `json:"Used"`
 		Rejected uint64
+		Waiters  int
+		Paused   bool
 	} `json:"Edge"`
 }
 
@@ -56,7 +58,11 @@ type Peaks struct {
 	// FullSamples counts samples with the consumer pool at or above FullFraction of its
 	// limit (only when the limit is set).
 	FullSamples int
-	Last        EdgeStats
+	// PausedSamples counts samples with the consumer pool paused (holding waiters back until
+	// usage falls to its low watermark); MaxConsumerWaiters is the most sessions seen waiting.
+	PausedSamples      int
+	MaxConsumerWaiters int
+	Last               EdgeStats
 }
 
 // FullFraction is the consumer pool usage Peaks counts as "full".
@@ -75,6 +81,10 @@ func (p *Peaks) Add(s *EdgeStats) {
 	if l := s.Consumer.Edge.Limit; l > 0 && float64(s.Consumer.Edge.Used) >= FullFraction*float64(l) {
 		p.FullSamples++
 	}
+	if s.Consumer.Edge.Paused {
+		p.PausedSamples++
+	}
+	p.MaxConsumerWaiters = max(p.MaxConsumerWaiters, s.Consumer.Edge.Waiters)
 	p.Last = *s
 }
 

@@ -49,7 +49,8 @@ type Broker struct {
 	nextLedger   uint64
 	nextConnID   uint64
 	nextProdName uint64
-	receiptQ     map[*producer]struct{} // producers with queued receipts
+	receiptQ     map[*producer]struct{}      // producers with queued receipts
+	dueDispatch  map[*subscription]time.Time // delayed messages: when to dispatch again
 
 	cmdIn           [maxCommandType + 1]atomic.Uint64
 	cmdOut          [maxCommandType + 1]atomic.Uint64
@@ -115,6 +116,7 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		topics:      make(map[string]*topic),
 		partitioned: make(map[string]int),
 		receiptQ:    make(map[*producer]struct{}),
+		dueDispatch: make(map[*subscription]time.Time),
 	}
 	b.faults = &Faults{
 		onChange:       b.wakePump,
@@ -550,7 +552,46 @@ func (b *Broker) wakePump() {
 	}
 }
 
-// receiptPump sends delayed and held receipts when they are due.
+// scheduleDispatch asks the pump to dispatch s again at t (delayed
+// delivery). Called with b.mu held.
+func (b *Broker) scheduleDispatch(s *subscription, t time.Time) {
+	if cur, ok := b.dueDispatch[s]; ok && !cur.After(t) {
+		return
+	}
+	b.dueDispatch[s] = t
+	b.wakePump()
+}
+
+// runDueDispatches dispatches subscriptions whose delayed messages are due
+// and returns when the next one is.
+func (b *Broker) runDueDispatches(now time.Time) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var due []*subscription
+	var next time.Time
+	for s, t := range b.dueDispatch {
+		if !t.After(now) {
+			due = append(due, s)
+			delete(b.dueDispatch, s)
+		} else if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	for _, s := range due {
+		if s.t.subs[s.name] == s {
+			s.dispatch() // may schedule itself again
+		}
+	}
+	for _, t := range b.dueDispatch {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
+
+// receiptPump sends delayed and held receipts when they are due, and
+// dispatches delayed messages when they are due.
 func (b *Broker) receiptPump() {
 	defer b.wg.Done()
 	timer := time.NewTimer(time.Hour)
@@ -562,7 +603,11 @@ func (b *Broker) receiptPump() {
 		case <-b.pumpWake:
 		case <-timer.C:
 		}
-		next := b.flushReceipts(time.Now())
+		now := time.Now()
+		next := b.flushReceipts(now)
+		if due := b.runDueDispatches(now); !due.IsZero() && (next.IsZero() || due.Before(next)) {
+			next = due
+		}
 		timer.Stop()
 		if !next.IsZero() {
 			timer.Reset(max(time.Until(next), time.Millisecond))

@@ -13,7 +13,8 @@
 // # Protocol
 //
 // Supported commands: CONNECT, PING/PONG (both ways; the broker pings a
-// connection quiet for KeepAliveInterval and closes it after twice that),
+// connection quiet for KeepAliveInterval and closes one silent for twice
+// that, checking every half interval),
 // PARTITIONED_METADATA, LOOKUP (always Connect to this broker),
 // GET_TOPICS_OF_NAMESPACE, GET_SCHEMA, GET_OR_CREATE_SCHEMA, PRODUCER,
 // SEND, CLOSE_PRODUCER, SUBSCRIBE, FLOW, ACK (individual, cumulative,
@@ -42,6 +43,11 @@
 //     evenly over consumers, or the consumer's sticky ranges; FNV-1a rather
 //     than Pulsar's Murmur3, so sticky ranges chosen for a real cluster map
 //     differently). A batch entry is routed by its metadata key.
+//     Key_Shared does not hold back keys for a newly joined consumer as
+//     Pulsar does, so per-key order can break while consumers change.
+//   - Delayed delivery (deliver_at_time, the client's DeliverAfter and
+//     DeliverAt) is honoured on Shared and Key_Shared subscriptions, as in
+//     Pulsar; other subscription types deliver at once.
 //   - Unacknowledged messages of a consumer that leaves, and messages named
 //     in REDELIVER_UNACKNOWLEDGED_MESSAGES, are redelivered (before new ones)
 //     with redelivery_count incremented.
@@ -73,6 +79,7 @@
 //   - PRODUCER: a name already connected gives ProducerBusy unless the new
 //     request carries a higher epoch (the same producer reconnecting), which
 //     replaces the stale one. Unnamed producers get "sluice-embedded-N".
+//     Producer access modes are ignored (every producer is Shared).
 //     last_sequence_id is always -1 (no deduplication: a client resending
 //     after a dropped connection may store duplicates, never lose a
 //     message whose receipt it got).
@@ -86,6 +93,9 @@
 // per topic by RetentionBytes. Delayed or held receipts are bounded by the
 // retained entries they belong to (an entry whose receipt is queued is not
 // evictable) and by 65536 per producer (past that the connection closes).
+// Not bounded: the number of connections, topics and subscriptions clients
+// create (this is a development and test broker), and a connection may hold
+// one partly received frame of up to MaxMessageSize+10 KiB.
 //
 // # Admin HTTP API
 //

@@ -58,3 +58,51 @@ func TestDeadLetterTopic(t *testing.T) {
 		return err == nil && n == 0
 	})
 }
+
+func TestDelayedDelivery(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{})
+	c := newClient(t, b, nil)
+	topic := uniqueTopic("delayed")
+	cons := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	ctx := ctxT(t, 5*time.Second)
+	start := time.Now()
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("later"), DeliverAfter: 400 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("now")}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := receiveN(t, cons, 2, 5*time.Second, true)
+	if string(msgs[0].Payload()) != "now" || string(msgs[1].Payload()) != "later" {
+		t.Fatalf("order %q, %q", msgs[0].Payload(), msgs[1].Payload())
+	}
+	if el := time.Since(start); el < 350*time.Millisecond {
+		t.Fatalf("delayed message after %v", el)
+	}
+}
+
+func TestChunking(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{})
+	c := newClient(t, b, nil)
+	topic := uniqueTopic("chunks")
+	cons := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true, EnableChunking: true, ChunkMaxMessageSize: 1024})
+	big := make([]byte, 10<<10)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	ctx := ctxT(t, 5*time.Second)
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: big}); err != nil {
+		t.Fatal(err)
+	}
+	m := receiveN(t, cons, 1, 5*time.Second, true)[0]
+	if string(m.Payload()) != string(big) {
+		t.Fatalf("reassembled %d bytes, want %d", len(m.Payload()), len(big))
+	}
+	if st := b.Stats(); st.EntriesStored < 10 {
+		t.Fatalf("%d entries stored, want one per chunk", st.EntriesStored)
+	}
+}

@@ -97,6 +97,8 @@ func TestParseTopic(t *testing.T) {
 		"t/ns/x":                              {"persistent://t/ns/x", "persistent://t/ns/x", -1, true, false},
 		"non-persistent://t/ns/x-partition-2": {"non-persistent://t/ns/x-partition-2", "non-persistent://t/ns/x", 2, false, false},
 		"persistent://t/ns/x-partition-y":     {"persistent://t/ns/x-partition-y", "persistent://t/ns/x-partition-y", -1, true, false},
+		"persistent://p/cluster/ns/x":         {"persistent://p/cluster/ns/x", "persistent://p/cluster/ns/x", -1, true, false},
+		"p/cluster/ns/a/b":                    {"persistent://p/cluster/ns/a/b", "persistent://p/cluster/ns/a/b", -1, true, false},
 		"bogus://t/ns/x":                      {bad: true},
 		"t/x":                                 {bad: true},
 		"persistent://t//x":                   {bad: true},

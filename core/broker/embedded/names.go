@@ -18,7 +18,10 @@ type topicName struct {
 const partitionSuffix = "-partition-"
 
 // parseTopic normalises a topic name: "x" and "tenant/ns/x" are persistent
-// topics in public/default and tenant/ns respectively.
+// topics in public/default and tenant/ns respectively. A name with four or more
+// parts is a legacy cluster-scoped one, tenant/cluster/ns/local (Pulsar's v1
+// WebSocket paths use them), as Pulsar's clients split it: the local name is
+// everything after the third '/'.
 func parseTopic(name string) (topicName, error) {
 	tn := topicName{partition: -1}
 	domain, rest, ok := strings.Cut(name, "://")
@@ -32,11 +35,11 @@ func parseTopic(name string) (topicName, error) {
 	default:
 		return topicName{}, fmt.Errorf("invalid topic name %q: unknown domain %q", name, domain)
 	}
-	parts := strings.Split(rest, "/")
+	parts := strings.SplitN(rest, "/", 4)
 	switch len(parts) {
 	case 1:
 		parts = []string{"public", "default", parts[0]}
-	case 3:
+	case 3, 4:
 	default:
 		return topicName{}, fmt.Errorf("invalid topic name %q", name)
 	}
@@ -45,13 +48,14 @@ func parseTopic(name string) (topicName, error) {
 			return topicName{}, fmt.Errorf("invalid topic name %q", name)
 		}
 	}
-	tn.namespace = parts[0] + "/" + parts[1]
-	tn.full = domain + "://" + tn.namespace + "/" + parts[2]
+	local := parts[len(parts)-1]
+	tn.namespace = strings.Join(parts[:len(parts)-1], "/")
+	tn.full = domain + "://" + tn.namespace + "/" + local
 	tn.base = tn.full
-	if i := strings.LastIndex(parts[2], partitionSuffix); i > 0 {
-		if n, err := strconv.Atoi(parts[2][i+len(partitionSuffix):]); err == nil && n >= 0 {
+	if i := strings.LastIndex(local, partitionSuffix); i > 0 {
+		if n, err := strconv.Atoi(local[i+len(partitionSuffix):]); err == nil && n >= 0 {
 			tn.partition = n
-			tn.base = domain + "://" + tn.namespace + "/" + parts[2][:i]
+			tn.base = domain + "://" + tn.namespace + "/" + local[:i]
 		}
 	}
 	return tn, nil

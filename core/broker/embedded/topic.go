@@ -47,6 +47,7 @@ type entry struct {
 	numMessages int32
 	batch       bool
 	publishTime uint64
+	deliverAt   int64 // unix ms; 0 = now (delayed delivery, Shared and Key_Shared only)
 	key         string
 	size        int64
 	receiptHeld bool // its receipt is queued: not evictable
@@ -123,6 +124,7 @@ func (t *topic) store(f Frame, numMessages int32) (*entry, pulsarpb.ServerError,
 		numMessages: numMessages,
 		batch:       md.NumMessagesInBatch != nil,
 		publishTime: md.GetPublishTime(),
+		deliverAt:   md.GetDeliverAtTime(),
 		size:        int64(len(f.Payload)) + entryOverhead,
 	}
 	if md.OrderingKey != nil {
@@ -575,7 +577,11 @@ func (s *subscription) resetTo(pos uint64) {
 	s.pending = map[uint64]*consumer{}
 }
 
-func (c *consumer) ready() bool { return c.permits > 0 && c.c.canDispatch() }
+// ready reports whether c can take a message now. A consumer of a connection
+// being torn down is never ready: cleanupConnLocked removes its consumers one
+// by one, and the entries returned by the first must not be dispatched to the
+// others (they would come straight back, counted as redelivered twice).
+func (c *consumer) ready() bool { return c.permits > 0 && !c.c.gone && c.c.canDispatch() }
 
 func keyHash(key string) int32 {
 	h := fnv.New32a()
@@ -650,11 +656,31 @@ func (s *subscription) dispatch() {
 		return
 	}
 	s.skipEvicted()
-	// Redeliveries, in id order.
+	now := time.Now().UnixMilli()
+	var nextDue int64 // earliest delayed entry not yet due
+	delayed := func(e *entry) bool {
+		if e.deliverAt <= now || (s.subType != pulsarpb.CommandSubscribe_Shared && s.subType != pulsarpb.CommandSubscribe_Key_Shared) {
+			return false
+		}
+		if nextDue == 0 || e.deliverAt < nextDue {
+			nextDue = e.deliverAt
+		}
+		return true
+	}
+	defer func() {
+		if nextDue != 0 {
+			s.t.b.scheduleDispatch(s, time.UnixMilli(nextDue))
+		}
+	}()
+	// Redeliveries and delayed entries, in id order.
 	kept := s.replay[:0]
 	for i, id := range s.replay {
 		e := s.t.entry(id)
 		if e == nil || s.isAcked(id) || s.pending[id] != nil {
+			continue
+		}
+		if delayed(e) {
+			kept = append(kept, id)
 			continue
 		}
 		if !s.anyReady() {
@@ -675,6 +701,11 @@ func (s *subscription) dispatch() {
 		id := s.readPos
 		e := s.t.entry(id)
 		if e == nil || s.isAcked(id) || s.pending[id] != nil {
+			s.readPos++
+			continue
+		}
+		if delayed(e) {
+			s.addReplay(id)
 			s.readPos++
 			continue
 		}

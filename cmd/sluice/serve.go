@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -58,6 +60,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	setRuntimeMemoryLimit(cfg, logger)
 	if err := srv.Start(ctx, true); err != nil {
 		return err
 	}
@@ -84,6 +87,29 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// RuntimeHeadroom is what `sluice serve` adds to its pools to bound the Go heap.
+const RuntimeHeadroom = 128 << 20
+
+// setRuntimeMemoryLimit makes the memory the pools admit the memory the process holds: the
+// pools charge what admitted messages hold, but the Go collector lets the heap grow to about
+// twice the live data (GOGC=100) before it collects. A soft runtime limit of the two pools
+// plus RuntimeHeadroom makes it collect sooner instead. GOMEMLIMIT, when set, wins; an
+// unbounded pool leaves the runtime unbounded too. (sdk/edge leaves the embedding program's
+// runtime settings alone.)
+func setRuntimeMemoryLimit(cfg *config.Config, log *slog.Logger) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		log.Info("Go memory limit from GOMEMLIMIT", "limit", os.Getenv("GOMEMLIMIT"))
+		return
+	}
+	p, c := cfg.Memory.ProducerLimit.Bytes(), cfg.Memory.ConsumerLimit.Bytes()
+	if p == 0 || c == 0 {
+		return
+	}
+	limit := p + c + RuntimeHeadroom
+	debug.SetMemoryLimit(limit)
+	log.Info("Go memory limit set from the pools", "limit", config.Size(limit).String())
 }
 
 func printConnectHelp(w io.Writer, srv *server.Server) {

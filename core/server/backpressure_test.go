@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/server"
+	"github.com/sluicehq/sluice/core/session"
 )
 
 // startServer runs an edge with the embedded broker from a YAML configuration.
@@ -149,7 +150,7 @@ routes:
 	if rejected == 0 {
 		t.Fatal("no rejections while receipts held")
 	}
-	if used := producerUsage(srv); used < 64<<10 || used > 64<<10+size+1024 {
+	if used := producerUsage(srv); used < 64<<10 || used > 64<<10+session.ProducerCharge(size) {
 		t.Errorf("usage %d while held, want the 64 KiB limit plus at most one message", used)
 	}
 	faults.ReleaseReceipts()
@@ -216,7 +217,7 @@ routes:
 		t.Fatalf("ack while paused: %+v", a)
 	default:
 	}
-	if used := producerUsage(srv); used > 64<<10+size+1024 {
+	if used := producerUsage(srv); used > 64<<10+session.ProducerCharge(size) {
 		t.Errorf("usage %d while paused, want at most the limit plus one message", used)
 	}
 	waiters := srv.ProducerPool().Snapshot().Edge.Waiters
@@ -262,10 +263,14 @@ routes:
 	} {
 		c, resp, err := websocket.DefaultDialer.Dial(base+topic+q, nil)
 		status := 101
-		if err != nil {
-			status = resp.StatusCode
-		} else {
+		switch {
+		case err == nil:
 			c.Close()
+		case resp == nil:
+			t.Errorf("%s: %v", q, err)
+			continue
+		default:
+			status = resp.StatusCode
 		}
 		if status != want {
 			t.Errorf("%s: status %d, want %d", q, status, want)

@@ -18,6 +18,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/sluicehq/sluice/core/admission"
+	"github.com/sluicehq/sluice/core/session"
 )
 
 type consumerMsg struct {
@@ -206,7 +207,7 @@ routes:
 			}
 			rtts = append(rtts, rtt)
 		}
-		if used := srv.ConsumerPool().Snapshot().Edge.Used; used > limit+msgSize*2 {
+		if used := srv.ConsumerPool().Snapshot().Edge.Used; used > limit+session.ConsumerCharge(msgSize) {
 			t.Errorf("consumer pool at %d bytes, limit %d", used, limit)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -221,7 +222,7 @@ routes:
 	}
 	fastDone.Wait()
 	waitFor(t, 20*time.Second, "fast consumer received all 200", func() bool { return fast.count() == 200 })
-	if r := slowRoute(); !full() || r.Used > slowCap+2*msgSize {
+	if r := slowRoute(); !full() || r.Used > slowCap+session.ConsumerCharge(msgSize) {
 		t.Errorf("slow route %+v: want it still full, within its cap plus one message", r)
 	}
 

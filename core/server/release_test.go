@@ -14,7 +14,7 @@ import (
 // gets exactly one ack while its socket is open, and the pools return to zero.
 
 const releaseConfig = `
-memory: { producer_limit: 4MiB }
+memory: { producer_limit: 16MiB }
 routes:
   - name: all
     match: /ws/**

@@ -199,10 +199,11 @@ func (s *deliverySession) pullLoop(ctx context.Context, src source) {
 		}
 		var charge *admission.Charge
 		if s.cfg.Gate != nil {
-			size := int64(len(m.Payload)*4/3+len(m.Key)) + MessageOverhead
+			n := len(m.Payload) + len(m.Key)
 			for k, v := range m.Properties {
-				size += int64(len(k) + len(v))
+				n += len(k) + len(v)
 			}
+			size := ConsumerCharge(n)
 			charge, err = s.cfg.Gate.Acquire(ctx, size)
 			if err != nil {
 				return // ctx ended; the message is redelivered after close

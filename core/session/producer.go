@@ -26,10 +26,36 @@ const (
 	Pause
 )
 
-// MessageOverhead is the fixed number of bytes charged per message on top of its decoded
-// payload, key and properties: the edge's per-message bookkeeping (the pulsar-client-go
-// pending-queue entry, the send callback and the ack) measured as a round figure.
-const MessageOverhead = 512
+// A producer message is charged the memory it holds from the moment its frame is read until
+// the broker answers, measured with a heap profile of held messages: the decoded payload,
+// the client library's copy of it (its no-op compression copies), and the serialized send
+// buffer it keeps for resends, so ProducerPayloadFactor times the payload (with its key and
+// properties), plus ProducerOverhead bytes of metadata, the pending-send entry, the send's
+// context and the ack.
+const (
+	ProducerPayloadFactor = 3
+	ProducerOverhead      = 2048
+)
+
+// A consumer message is charged, from when the session takes it from the broker client until
+// its frame is written, the payload the client library delivered plus the frame encoding it
+// (base64, 4/3 of the payload), so ConsumerPayloadFactor/3 times the payload (7/3), plus
+// ConsumerOverhead bytes.
+const (
+	ConsumerPayloadFactor = 7
+	ConsumerOverhead      = 1024
+)
+
+// ProducerCharge is what a producer message of payload bytes (payload, key and properties)
+// is charged.
+func ProducerCharge(payload int) int64 {
+	return int64(payload)*ProducerPayloadFactor + ProducerOverhead
+}
+
+// ConsumerCharge is what a consumer message of payload bytes is charged.
+func ConsumerCharge(payload int) int64 {
+	return int64(payload)*ConsumerPayloadFactor/3 + ConsumerOverhead
+}
 
 // DefaultMaxInflight bounds the unacknowledged messages of a producer session whose policy sets
 // no message limit of its own.
@@ -208,10 +234,11 @@ func (s *producerSession) publish(ctx context.Context, msg wsapi.ProducerMessage
 	if msg.DeliverAfterMillis > 0 {
 		out.DeliverAfter = time.Duration(msg.DeliverAfterMillis) * time.Millisecond
 	}
-	size := int64(len(msg.Payload)+len(out.Key)) + MessageOverhead
+	n := len(msg.Payload) + len(out.Key)
 	for k, v := range msg.Properties {
-		size += int64(len(k) + len(v))
+		n += len(k) + len(v)
 	}
+	size := ProducerCharge(n)
 	charge, err := s.admit(ctx, size)
 	if err != nil {
 		s.reply(wsapi.AckError(wsapi.ErrorUnknown, err.Error(), msg.Context), ResultRejected)

@@ -42,7 +42,8 @@ type consumerParams struct {
 	ConsumerRouteLimit strategy.Size `json:"consumer_route_limit"`
 	// ConsumerReserve is the part of the edge consumer pool guaranteed to the route.
 	ConsumerReserve strategy.Size `json:"consumer_reserve"`
-	// ConsumerSessionLimit bounds one consumer session's share. Zero: none.
+	// ConsumerSessionLimit bounds one consumer session's share of the pool. Zero: the edge's
+	// default, a sixteenth of the consumer pool.
 	ConsumerSessionLimit strategy.Size `json:"consumer_session_limit"`
 	// Prefetch is the broker client's receiver queue per consumer session. Zero: the edge's
 	// default, min(receiverQueueSize, 100).

@@ -438,6 +438,10 @@ func (m *Manager) Producer(ctx context.Context, req gateway.Request, p wsapi.Pro
 	}, nil
 }
 
+// DefaultConsumerShareDivisor sets a consumer session's default share of the consumer pool
+// (when its strategy sets none): the pool's limit divided by it.
+const DefaultConsumerShareDivisor = 16
+
 // DefaultPrefetch is the broker client's prefetch per consumer session when the strategy sets
 // none: min(receiverQueueSize, DefaultPrefetch).
 const DefaultPrefetch = 100
@@ -481,7 +485,11 @@ func (m *Manager) Consumer(ctx context.Context, req gateway.Request, requested *
 	if dec.Deny != nil {
 		return gateway.ConsumerPolicy{}, denial(dec.Deny)
 	}
-	gate, err := r.cons.Gate(admission.GateConfig{MaxBytes: max(dec.MaxBytes, 0)})
+	share := dec.MaxBytes
+	if share == 0 {
+		share = m.consumers.Snapshot().Edge.Limit / DefaultConsumerShareDivisor
+	}
+	gate, err := r.cons.Gate(admission.GateConfig{MaxBytes: max(share, 0)})
 	if err != nil {
 		return gateway.ConsumerPolicy{}, m.decisionError(r, err)
 	}

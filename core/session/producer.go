@@ -296,33 +296,38 @@ func (s *producerSession) reply(a wsapi.ProducerAck, result string) {
 	s.acks <- ack{frame: a.Encode()}
 }
 
-// writeLoop writes acks, server pings and the idle timeout until ctx ends. After a write error
-// it keeps draining acks (dropping them) so that slots are returned and the reader unblocks.
+// writeLoop writes acks, server pings and the idle timeout until ctx ends, then writes the
+// acks still queued. After a write error it keeps draining acks (dropping them) so that slots
+// are returned and the reader unblocks.
 func (s *producerSession) writeLoop(ctx context.Context) {
 	keep := newKeepalive(s.cfg.Conn, s.conn)
 	defer keep.stop()
 	broken := false
+	write := func(a ack) {
+		if !broken {
+			if err := s.conn.WriteText(a.frame); err != nil {
+				s.log.Debug("writing ack", "err", err)
+				broken = true
+				_ = s.conn.Close()
+			}
+		}
+		<-s.slots
+	}
 	for {
 		select {
 		case a := <-s.acks:
-			if !broken {
-				if err := s.conn.WriteText(a.frame); err != nil {
-					s.log.Debug("writing ack", "err", err)
-					broken = true
-					_ = s.conn.Close()
-				}
-			}
-			<-s.slots
+			write(a)
 		case <-keep.C():
 			if !broken && !keep.tick() {
 				broken = true
 			}
 		case <-ctx.Done():
-			// Drop what is queued so the slots are returned; a late callback finds room.
+			// The session is ending after its sends were answered: write what is queued (a
+			// late callback finds room, as its slot is returned here).
 			for {
 				select {
-				case <-s.acks:
-					<-s.slots
+				case a := <-s.acks:
+					write(a)
 				default:
 					return
 				}

@@ -126,8 +126,10 @@ type ConsumerDecision struct {
 	// consumer pool. Zero means min(receiverQueueSize, 100).
 	Prefetch int
 	// MaxBytes bounds the bytes fetched for this session and not yet written to its socket
-	// (its share of the consumer pool). Zero means no session limit (the route and edge pools
-	// still apply).
+	// (its share of the consumer pool), so that slow consumers cannot fill the pool and starve
+	// the others. Zero means the edge's default share, a sixteenth of the consumer pool (none
+	// when the pool is unbounded); -1 means no session limit (the route and edge pools still
+	// apply).
 	MaxBytes int64
 }
 

@@ -365,8 +365,8 @@ func CheckConsumerDecision(d strategy.ConsumerDecision) error {
 	if d.Prefetch < 0 {
 		errs = append(errs, fmt.Errorf("Prefetch %d: must be >= 0", d.Prefetch))
 	}
-	if d.MaxBytes < 0 {
-		errs = append(errs, fmt.Errorf("MaxBytes %d: must be >= 0", d.MaxBytes))
+	if d.MaxBytes < -1 {
+		errs = append(errs, fmt.Errorf("MaxBytes %d: must be >= 0, or -1 for no session limit", d.MaxBytes))
 	}
 	return errors.Join(errs...)
 }

@@ -46,9 +46,11 @@ proto:
 examples:
 	$(GO) build -o $(BIN)/ ./cmd/sluice-strategies ./examples/plugins/tenant-tiers ./examples/plugins/aimd
 
-# Strategy decision latency in-process and through a plugin subprocess.
-bench-plugins:
+# A strategy served by a plugin against the same strategy in-process: the decision latency a
+# plugin adds to a handshake, then edge throughput with each, in the same run.
+bench-plugins: build examples
 	$(GO) test -run '^$$' -bench 'BenchmarkDecision' -benchtime 10000x -count $(COUNT) ./plugins/
+	$(BIN)/sluice bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -plugin $(BIN)/sluice-strategies $(BENCH_FLAGS)
 
 # pulsar-client-go producing to and consuming from the embedded broker, 1 KiB messages.
 bench-broker:

@@ -522,6 +522,7 @@ func benchThroughput(ctx context.Context, args []string, stdout, stderr io.Write
 	size := fs.Int("size", 1024, "payload bytes")
 	markdown := fs.Bool("markdown", false, "print markdown tables")
 	keep := fs.Bool("keep", false, "keep the temp directory with configs and process logs")
+	pluginPath := fs.String("plugin", "", "also run hybrid served by this plugin binary (bin/sluice-strategies), to compare with hybrid in-process")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -536,6 +537,18 @@ func benchThroughput(ctx context.Context, args []string, stdout, stderr io.Write
 		{"count", rt("{ name: count, params: { max_pending_messages: 1000 } }"), "gate 1000 msgs/session + edge pool 64MiB"},
 		{"hybrid", rt("{ name: hybrid, params: { route_limit: 32MiB, max_pending_messages: 1000 } }"), "route pool 32MiB + gate 1000 + edge pool 64MiB"},
 		{"none", "memory: { producer_limit: 0, consumer_limit: 0 }\n" + rt("{ name: bytes }"), "edge pools 0, bytes with no params: no byte limit"},
+	}
+	if *pluginPath != "" {
+		abs, err := filepath.Abs(*pluginPath)
+		if err != nil {
+			return err
+		}
+		// Before "none", which stays last: ratios are taken against it.
+		plugged := tpConfig{"hybrid-plugin",
+			"plugins:\n  - { name: builtin, path: " + abs + " }\n" +
+				rt("{ plugin: builtin, name: hybrid, params: { route_limit: 32MiB, max_pending_messages: 1000 } }\n    fallback: hybrid"),
+			"hybrid as above, served by a plugin process"}
+		configs = append(configs[:3], plugged, configs[3])
 	}
 	dir, cleanup, err := benchDir(*keep, stderr)
 	if err != nil {

@@ -31,6 +31,13 @@ func startServer(t *testing.T, yaml string) (*server.Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startServerWith(t, cfg)
+}
+
+// startServerWith runs an edge from cfg and serves it on a loopback httptest server.
+func startServerWith(t *testing.T, cfg *config.Config) (*server.Server, string) {
+	t.Helper()
+	ctx := context.Background()
 	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,17 +1,13 @@
 package server_test
 
 import (
-	"context"
 	"encoding/base64"
 	"fmt"
-	"net/http/httptest"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/core/config"
-	"github.com/sluicehq/sluice/core/server"
 )
 
 // TestRealPulsar runs a producer and a consumer through the edge against a real Pulsar
@@ -22,27 +18,12 @@ func TestRealPulsar(t *testing.T) {
 	if url == "" {
 		t.Skip("SLUICE_PULSAR_URL not set: no Pulsar cluster to test against")
 	}
-	ctx := context.Background()
 	cfg := config.Defaults()
 	cfg.AdminListen = config.AdminListenOff
 	cfg.Broker.URL = url
 	cfg.Broker.AuthToken = os.Getenv("SLUICE_PULSAR_TOKEN")
 	cfg.Broker.TLSTrustCertsFile = os.Getenv("SLUICE_PULSAR_TRUST_CERTS")
-	srv, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(ctx, false); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	})
-	base := "ws" + strings.TrimPrefix(hs.URL, "http")
+	_, base := startServerWith(t, cfg)
 	topic := fmt.Sprintf("sluice-it-%d", time.Now().UnixNano())
 	c := dial(t, base+"/ws/v2/consumer/persistent/public/default/"+topic+"/it")
 	p := dial(t, base+"/ws/v2/producer/persistent/public/default/"+topic)

@@ -35,7 +35,7 @@ func sendAll(t *testing.T, p *websocket.Conn, n int, during func(i int)) map[str
 			if during != nil {
 				during(i)
 			}
-			size := []int{10, 1000, 20000, 100}[i%4]
+			size := mixedSize(i)
 			if err := p.WriteJSON(message(i, size)); err != nil {
 				return
 			}
@@ -65,6 +65,9 @@ func collectAcks(t *testing.T, acks <-chan ack, n int) map[string]ack {
 	return got
 }
 
+// mixedSize gives message i one of a few payload sizes, small to large.
+func mixedSize(i int) int { return []int{10, 1000, 20000, 100}[i%4] }
+
 func results(acks map[string]ack) map[string]int {
 	out := map[string]int{}
 	for _, a := range acks {
@@ -88,7 +91,7 @@ func TestReleaseOnSendError(t *testing.T) {
 	p := dial(t, topicURL(base, "send-error", ""))
 	outcomes := map[string]int{}
 	for i := range 20 {
-		if err := p.WriteJSON(message(i, []int{10, 1000, 20000, 100}[i%4])); err != nil {
+		if err := p.WriteJSON(message(i, mixedSize(i))); err != nil {
 			t.Fatal(err)
 		}
 		var a ack
@@ -145,7 +148,7 @@ func TestReleaseOnConnectionDrop(t *testing.T) {
 	const n = 300
 	acks := readAcks(p, n)
 	for i := range n {
-		if err := p.WriteJSON(message(i, []int{10, 1000, 20000, 100}[i%4])); err != nil {
+		if err := p.WriteJSON(message(i, mixedSize(i))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,6 +18,9 @@ type Config struct {
 	Broker Broker `koanf:"broker" json:"broker"`
 	// Memory holds the edge-wide byte pools.
 	Memory Memory `koanf:"memory" json:"memory"`
+	// Auth authenticates WebSocket clients. Zero means no authentication: every client is
+	// admitted, as Pulsar's proxy with authenticationEnabled=false.
+	Auth Auth `koanf:"auth" json:"auth"`
 	// WebSocket holds per-connection WebSocket settings.
 	WebSocket WebSocket `koanf:"websocket" json:"websocket"`
 	// Plugins are the strategy plugin binaries to launch. Zero means none.
@@ -29,6 +32,29 @@ type Config struct {
 	// hot-reload.
 	Routes []Route `koanf:"routes" json:"routes"`
 }
+
+// Auth authenticates clients with Pulsar's token scheme (static).
+type Auth struct {
+	// Token verifies JSON Web Tokens, as Pulsar's AuthenticationProviderToken does. Zero (no
+	// key file) means no authentication.
+	Token TokenAuth `koanf:"token" json:"token"`
+	// AnonymousRole is the role of a client that sends no token. Zero means such clients are
+	// refused with 401.
+	AnonymousRole string `koanf:"anonymous_role" json:"anonymous_role"`
+}
+
+// TokenAuth names the key that verifies client tokens: exactly one of the two files.
+type TokenAuth struct {
+	// SecretKeyFile holds the HMAC secret (HS256/384/512), as Pulsar's tokenSecretKey.
+	SecretKeyFile string `koanf:"secret_key_file" json:"secret_key_file"`
+	// PublicKeyFile holds a PEM public key (RS*, PS* or ES*), as Pulsar's tokenPublicKey.
+	PublicKeyFile string `koanf:"public_key_file" json:"public_key_file"`
+	// Audience, when set, must appear in the token's aud claim. Zero means not checked.
+	Audience string `koanf:"audience" json:"audience"`
+}
+
+// Enabled reports whether client authentication is configured.
+func (a Auth) Enabled() bool { return a.Token.SecretKeyFile != "" || a.Token.PublicKeyFile != "" }
 
 // AdminListenOff is the AdminListen value that disables the admin listener.
 const AdminListenOff = "off"
@@ -149,6 +175,9 @@ type Route struct {
 	// LowWatermark is the fraction of a limit below which a paused session
 	// resumes reading, in (0, 1). Zero means 0.5.
 	LowWatermark float64 `koanf:"low_watermark" json:"low_watermark"`
+	// Roles are the client roles (a token's sub claim, or auth.anonymous_role) allowed on the
+	// route; others are refused with 403. Zero means every authenticated client.
+	Roles []string `koanf:"roles" json:"roles"`
 	// SlowConsumer is what happens to a consumer or reader session whose
 	// client does not read its socket.
 	SlowConsumer SlowConsumer `koanf:"slow_consumer" json:"slow_consumer"`

@@ -46,6 +46,10 @@ func (c *Config) Validate() error {
 	v.nonNegativeDuration("websocket.idle_timeout", c.WebSocket.IdleTimeout)
 	v.nonNegativeDuration("websocket.ping_interval", c.WebSocket.PingInterval)
 	v.nonNegativeDuration("websocket.write_timeout", c.WebSocket.WriteTimeout)
+	v.check(c.Auth.Token.SecretKeyFile == "" || c.Auth.Token.PublicKeyFile == "", "auth.token",
+		"secret_key_file and public_key_file are exclusive: give one")
+	v.check(c.Auth.Enabled() || c.Auth.AnonymousRole == "", "auth.anonymous_role",
+		"needs auth.token: without authentication every client is admitted")
 
 	plugins := map[string]int{}
 	for i, p := range c.Plugins {
@@ -103,6 +107,9 @@ func ValidateRoutes(routes []Route, hasPlugin func(name string) bool) error {
 		v.check(r.OnFull == "" || r.OnFull == OnFullReject || r.OnFull == OnFullPause, path+".on_full",
 			"must be %s or %s", OnFullReject, OnFullPause)
 		v.nonNegativeDuration(path+".max_pause", r.MaxPause)
+		for j, role := range r.Roles {
+			v.check(role != "", fmt.Sprintf("%s.roles[%d]", path, j), "must not be empty")
+		}
 		v.check(r.SlowConsumer.Action == "" || r.SlowConsumer.Action == SlowConsumerWait || r.SlowConsumer.Action == SlowConsumerClose,
 			path+".slow_consumer.action", "must be %s or %s", SlowConsumerWait, SlowConsumerClose)
 		v.nonNegativeDuration(path+".slow_consumer.timeout", r.SlowConsumer.Timeout)

@@ -52,6 +52,8 @@ type Policies interface {
 
 // Request is what policies see of a handshake.
 type Request struct {
+	// Role is the authenticated client's role; empty without authentication.
+	Role string
 	// Path is the request's escaped path, which routes match.
 	Path       string
 	RemoteAddr string
@@ -80,6 +82,13 @@ type ConsumerPolicy struct {
 	Release           func()
 }
 
+// Authenticator returns the role of a client from its Authorization value (the header, or
+// "Bearer "+token from the token query parameter), or an error the gateway answers with 401.
+// core/auth implements it.
+type Authenticator interface {
+	Authenticate(authorization string) (role string, err error)
+}
+
 // TopicInspector answers questions the client library cannot: whether a topic has been
 // terminated. The embedded broker implements it; for a Pulsar cluster it is optional.
 type TopicInspector interface {
@@ -106,6 +115,7 @@ type Gateway struct {
 	cfg      Config
 	policies Policies
 	inspect  TopicInspector
+	auth     Authenticator
 	hooks    Hooks
 	log      *slog.Logger
 
@@ -135,6 +145,11 @@ func WithLogger(l *slog.Logger) Option {
 // WithHooks sets the gateway's observer; nil means none.
 func WithHooks(h Hooks) Option {
 	return optionFunc(func(g *Gateway) { g.hooks = h })
+}
+
+// WithAuthenticator authenticates clients; nil or no WithAuthenticator admits every client.
+func WithAuthenticator(a Authenticator) Option {
+	return optionFunc(func(g *Gateway) { g.auth = a })
 }
 
 // WithTopicInspector lets isEndOfTopic see topic termination.
@@ -229,6 +244,20 @@ func (g *Gateway) start(kind, route string, run func(ctx context.Context)) {
 		defer g.hooks.SessionClosed(kind, route)
 		run(g.ctx)
 	}()
+}
+
+// authenticate returns the client's role, or answers 401 and returns false.
+func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, kind string) (string, bool) {
+	if g.auth == nil {
+		return "", true
+	}
+	role, err := g.auth.Authenticate(wsapi.BearerToken(r.Header.Get("Authorization"), r.URL.Query().Get("token")))
+	if err != nil {
+		g.log.Info("client refused", "kind", kind, "remote", r.RemoteAddr, "err", err)
+		g.refuse(w, kind, http.StatusUnauthorized, "Failed to authenticate: "+err.Error())
+		return "", false
+	}
+	return role, true
 }
 
 // refuse answers a refused handshake with status and message.

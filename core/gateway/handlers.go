@@ -14,6 +14,11 @@ import (
 
 func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint, log *slog.Logger) {
 	const kind = "producer"
+	// As Pulsar's producer handler: authentication before the parameters.
+	role, ok := g.authenticate(w, r, kind)
+	if !ok {
+		return
+	}
 	params, err := wsapi.ParseProducerParams(r.URL.Query())
 	if err != nil {
 		g.writeError(w, kind, err)
@@ -30,7 +35,7 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 			"Invalid query params: client-side encryption (encryptionKeys as base64 JSON) is not supported by Sluice")
 		return
 	}
-	pol, err := g.policies.Producer(ctx, request(r, ep, false), params)
+	pol, err := g.policies.Producer(ctx, request(r, ep, false, role), params)
 	if err != nil {
 		g.writeError(w, kind, err)
 		return
@@ -99,12 +104,17 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 
 func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint, log *slog.Logger) {
 	const kind = "consumer"
+	// As Pulsar's consumer handler: the parameters before authentication.
 	params, err := wsapi.ParseConsumerParams(r.URL.Query())
 	if err != nil {
 		g.writeError(w, kind, err)
 		return
 	}
-	pol, err := g.policies.Consumer(ctx, request(r, ep, params.PullMode), params.RequestedReceiverQueueSize, params.ReceiverQueueSize)
+	role, ok := g.authenticate(w, r, kind)
+	if !ok {
+		return
+	}
+	pol, err := g.policies.Consumer(ctx, request(r, ep, params.PullMode, role), params.RequestedReceiverQueueSize, params.ReceiverQueueSize)
 	if err != nil {
 		g.writeError(w, kind, err)
 		return
@@ -175,7 +185,11 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 		g.writeError(w, kind, err)
 		return
 	}
-	pol, err := g.policies.Consumer(ctx, request(r, ep, false), params.RequestedReceiverQueueSize, params.ReceiverQueueSize)
+	role, ok := g.authenticate(w, r, kind)
+	if !ok {
+		return
+	}
+	pol, err := g.policies.Consumer(ctx, request(r, ep, false, role), params.RequestedReceiverQueueSize, params.ReceiverQueueSize)
 	if err != nil {
 		g.writeError(w, kind, err)
 		return
@@ -245,8 +259,8 @@ func (g *Gateway) consumerConnOptions(pol ConsumerPolicy) wsconn.Options {
 	return o
 }
 
-func request(r *http.Request, ep wsapi.Endpoint, pullMode bool) Request {
-	return Request{Path: r.URL.EscapedPath(), RemoteAddr: r.RemoteAddr, Endpoint: ep, PullMode: pullMode}
+func request(r *http.Request, ep wsapi.Endpoint, pullMode bool, role string) Request {
+	return Request{Path: r.URL.EscapedPath(), RemoteAddr: r.RemoteAddr, Endpoint: ep, PullMode: pullMode, Role: role}
 }
 
 func (g *Gateway) terminated(ctx context.Context, topic string) (bool, error) {

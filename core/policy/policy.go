@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -325,12 +326,17 @@ func routesOf(t *route.Table[*Route]) []*Route {
 	return out
 }
 
-func (m *Manager) match(path string) (*Route, error) {
-	e, ok := m.table.Match(path)
+// match finds the request's route and checks that the client's role may use it.
+func (m *Manager) match(req gateway.Request) (*Route, error) {
+	e, ok := m.table.Match(req.Path)
 	if !ok {
-		return nil, &wsapi.Error{Status: http.StatusNotFound, Message: "no route matches " + path}
+		return nil, &wsapi.Error{Status: http.StatusNotFound, Message: "no route matches " + req.Path}
 	}
-	return e.Value, nil
+	r := e.Value
+	if len(r.cfg.Roles) > 0 && !slices.Contains(r.cfg.Roles, req.Role) {
+		return nil, &wsapi.Error{Status: http.StatusForbidden, Message: fmt.Sprintf("Not authorized: role %q may not use route %s", req.Role, r.cfg.Name)}
+	}
+	return r, nil
 }
 
 // clientValue applies the route's client_params policy for name to what the client sent.
@@ -369,7 +375,7 @@ func (m *Manager) decisionError(r *Route, err error) error {
 
 // Producer implements gateway.Policies.
 func (m *Manager) Producer(ctx context.Context, req gateway.Request, p wsapi.ProducerParams) (gateway.ProducerPolicy, error) {
-	r, err := m.match(req.Path)
+	r, err := m.match(req)
 	if err != nil {
 		return gateway.ProducerPolicy{}, err
 	}
@@ -454,7 +460,7 @@ func pendingLimit(queue int) int {
 
 // Consumer implements gateway.Policies.
 func (m *Manager) Consumer(ctx context.Context, req gateway.Request, requested *int, applied int) (gateway.ConsumerPolicy, error) {
-	r, err := m.match(req.Path)
+	r, err := m.match(req)
 	if err != nil {
 		return gateway.ConsumerPolicy{}, err
 	}

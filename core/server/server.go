@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/admin"
 	"github.com/sluicehq/sluice/core/admission"
+	"github.com/sluicehq/sluice/core/auth"
 	"github.com/sluicehq/sluice/core/broker"
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/config"
@@ -225,6 +226,13 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	s.metrics = admin.NewMetrics(s)
 	opts := []gateway.Option{gateway.WithLogger(s.log.With("component", "gateway")),
 		gateway.WithHooks(hooks{Metrics: s.metrics, policies: s.policies})}
+	authn, err := auth.New(s.cfg.Auth)
+	if err != nil {
+		return err
+	}
+	if authn != nil {
+		opts = append(opts, gateway.WithAuthenticator(authn))
+	}
 	actx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopAdjust, s.adjustDone = stop, make(chan struct{})
 	go func() {

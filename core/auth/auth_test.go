@@ -1,0 +1,134 @@
+package auth_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/sluicehq/sluice/core/auth"
+	"github.com/sluicehq/sluice/core/config"
+)
+
+func writeFile(t *testing.T, b []byte) string {
+	t.Helper()
+	p := t.TempDir() + "/key"
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func sign(t *testing.T, method jwt.SigningMethod, key any, claims jwt.MapClaims) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(method, claims).SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "Bearer " + s
+}
+
+func TestDisabledAdmitsEveryone(t *testing.T) {
+	a, err := auth.New(config.Auth{})
+	if err != nil || a != nil {
+		t.Fatalf("New with no key: %v, %v", a, err)
+	}
+	if role, err := a.Authenticate(""); err != nil || role != "" {
+		t.Errorf("nil authenticator: %q, %v", role, err)
+	}
+}
+
+func TestSecretKey(t *testing.T) {
+	t.Parallel()
+	secret := []byte("a-very-secret-key-of-enough-length")
+	a, err := auth.New(config.Auth{Token: config.TokenAuth{SecretKeyFile: writeFile(t, secret), Audience: "sluice"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().Add(time.Hour).Unix()
+	tests := map[string]struct {
+		authz string
+		role  string // "" means refused
+	}{
+		"valid":           {sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "alice", "aud": "sluice", "exp": future}), "alice"},
+		"no token":        {"", ""},
+		"not bearer":      {"Basic abc", ""},
+		"garbage":         {"Bearer not.a.token", ""},
+		"wrong secret":    {sign(t, jwt.SigningMethodHS256, []byte("another-secret-key-of-enough-len"), jwt.MapClaims{"sub": "alice", "aud": "sluice"}), ""},
+		"expired":         {sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "alice", "aud": "sluice", "exp": time.Now().Add(-time.Minute).Unix()}), ""},
+		"wrong audience":  {sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "alice", "aud": "other"}), ""},
+		"no subject":      {sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"aud": "sluice"}), ""},
+		"alg none":        {sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, jwt.MapClaims{"sub": "alice", "aud": "sluice"}), ""},
+		"stronger hs alg": {sign(t, jwt.SigningMethodHS512, secret, jwt.MapClaims{"sub": "bob", "aud": "sluice"}), "bob"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			role, err := a.Authenticate(tc.authz)
+			if tc.role == "" {
+				if !errors.Is(err, auth.ErrUnauthenticated) {
+					t.Errorf("got role %q, err %v; want ErrUnauthenticated", role, err)
+				}
+				return
+			}
+			if err != nil || role != tc.role {
+				t.Errorf("got %q, %v; want %q", role, err, tc.role)
+			}
+		})
+	}
+}
+
+func TestPublicKeys(t *testing.T) {
+	t.Parallel()
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemOf := func(pub any) []byte {
+		der, err := x509.MarshalPKIXPublicKey(pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	}
+	for name, tc := range map[string]struct {
+		pub    []byte
+		method jwt.SigningMethod
+		key    any
+	}{
+		"RS256": {pemOf(&rsaKey.PublicKey), jwt.SigningMethodRS256, rsaKey},
+		"ES256": {pemOf(&ecKey.PublicKey), jwt.SigningMethodES256, ecKey},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a, err := auth.New(config.Auth{Token: config.TokenAuth{PublicKeyFile: writeFile(t, tc.pub)}, AnonymousRole: "guest"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if role, err := a.Authenticate(sign(t, tc.method, tc.key, jwt.MapClaims{"sub": "svc"})); err != nil || role != "svc" {
+				t.Errorf("signed token: %q, %v", role, err)
+			}
+			if role, err := a.Authenticate(""); err != nil || role != "guest" {
+				t.Errorf("no token with an anonymous role: %q, %v", role, err)
+			}
+			// A token signed with HMAC using the public key as the secret (the classic
+			// algorithm confusion) is refused.
+			if _, err := a.Authenticate(sign(t, jwt.SigningMethodHS256, tc.pub, jwt.MapClaims{"sub": "mallory"})); err == nil {
+				t.Error("HS256 token accepted by a public-key authenticator")
+			}
+		})
+	}
+	if _, err := auth.New(config.Auth{Token: config.TokenAuth{PublicKeyFile: writeFile(t, []byte("not a key"))}}); err == nil {
+		t.Error("bad public key file accepted")
+	}
+}

@@ -118,6 +118,8 @@ type deliverySession struct {
 	delivered map[string]broker.MessageID
 	// slow is set, with the close reason, when a write ran past SlowConsumerTimeout.
 	slow atomic.Pointer[string]
+	// readErr is why the reader stopped; written by the reader before it returns.
+	readErr error
 }
 
 func newDeliverySession(conn *wsconn.Conn, cfg ConsumerConfig) *deliverySession {
@@ -170,7 +172,7 @@ func (s *deliverySession) run(ctx context.Context, src source) {
 		_ = s.conn.WriteClose(code, reason)
 	}
 	// A writer blocked on a client that does not read returns once the connection is closed.
-	_ = s.conn.Close()
+	closeConn(s.conn, s.readErr)
 	wg.Wait()
 	// Release what the writer did not get to.
 	for {
@@ -333,6 +335,7 @@ func (s *deliverySession) readLoop(ctx context.Context) (int, string) {
 	for {
 		typ, data, err := s.conn.Read()
 		if err != nil {
+			s.readErr = err
 			return readCloseCode(ctx, err)
 		}
 		if typ != wsconn.Text {

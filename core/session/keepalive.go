@@ -70,6 +70,16 @@ func readCloseCode(ctx context.Context, err error) (int, string) {
 	if ctx.Err() != nil {
 		return wsconn.CloseGoingAway, "server shutting down"
 	}
-	_ = err
 	return 0, ""
+}
+
+// closeConn closes a session's connection once its reader has stopped with readErr: after a
+// message over the read limit gorilla has sent 1009 while the client may still be writing that
+// message, so the connection lingers to let the close frame arrive.
+func closeConn(conn *wsconn.Conn, readErr error) {
+	if wsconn.IsTooBig(readErr) {
+		_ = conn.Linger(time.Second)
+		return
+	}
+	_ = conn.Close()
 }

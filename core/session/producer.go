@@ -167,7 +167,7 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, cfg
 	if closeCode > 0 {
 		_ = conn.WriteClose(closeCode, reason)
 	}
-	_ = conn.Close()
+	closeConn(conn, s.readErr)
 }
 
 type producerSession struct {
@@ -181,6 +181,7 @@ type producerSession struct {
 	acks  chan ack
 
 	inflight sync.WaitGroup // sends handed to the broker and not yet answered
+	readErr  error          // why the reader stopped; written by the reader before it returns
 }
 
 // readLoop reads frames until the socket fails or ctx ends and returns the close code to send,
@@ -189,6 +190,7 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 	for {
 		typ, data, err := s.conn.Read()
 		if err != nil {
+			s.readErr = err
 			return readCloseCode(ctx, err)
 		}
 		// One slot per frame: when the client does not read its acks, this blocks and the

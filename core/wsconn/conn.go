@@ -5,6 +5,7 @@ package wsconn
 
 import (
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -199,6 +200,28 @@ func (c *Conn) Close() error {
 	c.closeOnce.Do(func() { err = c.ws.Close() })
 	return err
 }
+
+// Linger closes the connection gracefully after a close frame has been sent while the peer may
+// still be sending (a message over the read limit): it stops writing, discards what the peer
+// sends until it closes or d passes, then closes. Closing with unread data would make the
+// kernel reset the connection, and the peer could lose the close frame. Call it only once the
+// session's reader has stopped.
+func (c *Conn) Linger(d time.Duration) error {
+	var err error
+	c.closeOnce.Do(func() {
+		nc := c.ws.NetConn()
+		if tc, ok := nc.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		_ = nc.SetReadDeadline(time.Now().Add(d))
+		_, _ = io.Copy(io.Discard, io.LimitReader(nc, lingerMax))
+		err = nc.Close()
+	})
+	return err
+}
+
+// lingerMax bounds what Linger discards.
+const lingerMax = 64 << 20
 
 // CloseCodeOf returns the close code in err when the peer closed the connection, or -1.
 func CloseCodeOf(err error) int {

@@ -157,9 +157,6 @@ func (p *Producer) SendAsync(ctx context.Context, m *OutMessage, done func(Messa
 	})
 }
 
-// Flush sends any batched messages now and waits for their receipts.
-func (p *Producer) Flush(ctx context.Context) error { return p.p.FlushWithCtx(ctx) }
-
 // Close closes the producer. Sends still pending fail with an error through their callbacks.
 func (p *Producer) Close() { p.p.Close() }
 

@@ -37,7 +37,6 @@ type edge struct {
 type edgeOptions struct {
 	broker   embedded.Config
 	gateway  gateway.Config
-	policies *gateway.StaticPolicies
 	prodPool int64
 }
 
@@ -73,11 +72,7 @@ func startEdge(t *testing.T, o edgeOptions) *edge {
 	}
 	pr, _ := pp.Route(admission.RouteConfig{Name: "default"})
 	cr, _ := cp.Route(admission.RouteConfig{Name: "default"})
-	pol := o.policies
-	if pol == nil {
-		pol = &gateway.StaticPolicies{}
-	}
-	pol.Producers, pol.Consumers = pr, cr
+	pol := &staticPolicies{producers: pr, consumers: cr}
 	cfg := o.gateway
 	if cfg.CreateTimeout == 0 {
 		cfg.CreateTimeout = 10 * time.Second

@@ -123,7 +123,6 @@ type Gateway struct {
 	cancel   context.CancelFunc
 	sessions sync.WaitGroup
 	closed   atomic.Bool
-	active   atomic.Int64
 }
 
 // Option configures a Gateway with Go-only dependencies.
@@ -173,9 +172,6 @@ func New(client *broker.Client, policies Policies, cfg Config, opts ...Option) *
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	return g
 }
-
-// ActiveSessions is the number of open sessions.
-func (g *Gateway) ActiveSessions() int64 { return g.active.Load() }
 
 // Shutdown stops accepting sessions, closes every open session with 1001 and waits for them
 // to finish (each flushes its in-flight sends first), or for ctx to end.
@@ -236,11 +232,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // start runs a session on a goroutine the gateway owns.
 func (g *Gateway) start(kind, route string, run func(ctx context.Context)) {
 	g.sessions.Add(1)
-	g.active.Add(1)
 	g.hooks.SessionOpened(kind, route)
 	go func() {
 		defer g.sessions.Done()
-		defer g.active.Add(-1)
 		defer g.hooks.SessionClosed(kind, route)
 		run(g.ctx)
 	}()

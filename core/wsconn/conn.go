@@ -15,16 +15,9 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// Close codes used by the edge. 1000–1011 are RFC 6455's; the 4000 range is Sluice's mapping
-// of Pulsar's WebSocketError numbers (see docs/compatibility.md).
-const (
-	CloseNormal          = websocket.CloseNormalClosure
-	CloseGoingAway       = websocket.CloseGoingAway
-	CloseProtocolError   = websocket.CloseProtocolError
-	CloseUnsupportedData = websocket.CloseUnsupportedData
-	CloseTooBig          = websocket.CloseMessageTooBig
-	CloseInternalError   = websocket.CloseInternalServerErr
-)
+// CloseGoingAway (1001) closes a session when the edge shuts down or the session is idle. The
+// 4000-range codes, Sluice's mapping of Pulsar's WebSocketError numbers, are in wsapi.
+const CloseGoingAway = websocket.CloseGoingAway
 
 // MessageType is the type of a data message.
 type MessageType int
@@ -137,9 +130,6 @@ func IsTimeout(err error) bool {
 // LastActivity is when a frame was last read or written, pings and pongs included.
 func (c *Conn) LastActivity() time.Time { return time.Unix(0, c.lastActivity.Load()) }
 
-// RemoteAddr is the peer's address.
-func (c *Conn) RemoteAddr() string { return c.ws.RemoteAddr().String() }
-
 // Read returns the next data message. Control frames are handled inside it: pings are
 // answered with a pong carrying the same payload.
 func (c *Conn) Read() (MessageType, []byte, error) {
@@ -222,15 +212,6 @@ func (c *Conn) Linger(d time.Duration) error {
 
 // lingerMax bounds what Linger discards.
 const lingerMax = 64 << 20
-
-// CloseCodeOf returns the close code in err when the peer closed the connection, or -1.
-func CloseCodeOf(err error) int {
-	var ce *websocket.CloseError
-	if errors.As(err, &ce) {
-		return ce.Code
-	}
-	return -1
-}
 
 // IsTooBig reports whether err came from a message larger than Options.ReadLimit.
 func IsTooBig(err error) bool { return errors.Is(err, websocket.ErrReadLimit) }

@@ -93,9 +93,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 const RuntimeHeadroom = 128 << 20
 
 // setRuntimeMemoryLimit makes the memory the pools admit the memory the process holds: the
-// pools charge what admitted messages hold, but the Go collector lets the heap grow to about
-// twice the live data (GOGC=100) before it collects. A soft runtime limit of the two pools
-// plus RuntimeHeadroom makes it collect sooner instead. GOMEMLIMIT, when set, wins; an
+// pools charge what admitted messages and open sessions hold, but the Go collector lets the
+// heap grow to about twice the live data (GOGC=100) before it collects. A soft runtime limit
+// of the pools plus RuntimeHeadroom makes it collect sooner instead. GOMEMLIMIT, when set, wins; an
 // unbounded pool leaves the runtime unbounded too. (sdk/edge leaves the embedding program's
 // runtime settings alone.)
 func setRuntimeMemoryLimit(cfg *config.Config, log *slog.Logger) {
@@ -103,11 +103,11 @@ func setRuntimeMemoryLimit(cfg *config.Config, log *slog.Logger) {
 		log.Info("Go memory limit from GOMEMLIMIT", "limit", os.Getenv("GOMEMLIMIT"))
 		return
 	}
-	p, c := cfg.Memory.ProducerLimit.Bytes(), cfg.Memory.ConsumerLimit.Bytes()
-	if p == 0 || c == 0 {
+	p, c, sess := cfg.Memory.ProducerLimit.Bytes(), cfg.Memory.ConsumerLimit.Bytes(), cfg.Memory.SessionLimit.Bytes()
+	if p == 0 || c == 0 || sess == 0 {
 		return
 	}
-	limit := p + c + RuntimeHeadroom
+	limit := p + c + sess + RuntimeHeadroom
 	debug.SetMemoryLimit(limit)
 	log.Info("Go memory limit set from the pools", "limit", config.Size(limit).String())
 }

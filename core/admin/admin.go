@@ -27,6 +27,7 @@ import (
 type Source interface {
 	ProducerPool() *admission.Pool
 	ConsumerPool() *admission.Pool
+	SessionPool() *admission.Pool
 }
 
 // Metrics is the Prometheus adapter for gateway.Hooks, plus collectors for the pools.
@@ -128,7 +129,7 @@ func (poolCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
-	for name, p := range map[string]*admission.Pool{"producer": c.src.ProducerPool(), "consumer": c.src.ConsumerPool()} {
+	for name, p := range map[string]*admission.Pool{"producer": c.src.ProducerPool(), "consumer": c.src.ConsumerPool(), "session": c.src.SessionPool()} {
 		if p == nil {
 			continue
 		}
@@ -145,17 +146,19 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 
 // Stats is the JSON snapshot served at /stats.
 type Stats struct {
-	Sessions  map[string]int64    `json:"sessions"`
-	Producers admission.PoolStats `json:"producer_pool"`
-	Consumers admission.PoolStats `json:"consumer_pool"`
-	Go        GoStats             `json:"go"`
-	Process   ProcessStats        `json:"process"`
+	Sessions    map[string]int64    `json:"sessions"`
+	Producers   admission.PoolStats `json:"producer_pool"`
+	Consumers   admission.PoolStats `json:"consumer_pool"`
+	SessionPool admission.PoolStats `json:"session_pool"`
+	Go          GoStats             `json:"go"`
+	Process     ProcessStats        `json:"process"`
 }
 
 // GoStats is the Go runtime's memory, in bytes.
 type GoStats struct {
 	HeapAlloc  uint64 `json:"heap_alloc"`
 	HeapInuse  uint64 `json:"heap_inuse"`
+	StackInuse uint64 `json:"stack_inuse"`
 	Sys        uint64 `json:"sys"`
 	NumGC      uint32 `json:"num_gc"`
 	Goroutines int    `json:"goroutines"`
@@ -174,7 +177,7 @@ func (m *Metrics) Snapshot(src Source) Stats {
 	runtime.ReadMemStats(&ms)
 	s := Stats{
 		Sessions: map[string]int64{"producer": m.open[0].Load(), "consumer": m.open[1].Load(), "reader": m.open[2].Load()},
-		Go: GoStats{HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse, Sys: ms.Sys, NumGC: ms.NumGC,
+		Go: GoStats{HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse, StackInuse: ms.StackInuse, Sys: ms.Sys, NumGC: ms.NumGC,
 			Goroutines: runtime.NumGoroutine()},
 		Process: readProcStatus(),
 	}
@@ -183,6 +186,9 @@ func (m *Metrics) Snapshot(src Source) Stats {
 	}
 	if p := src.ConsumerPool(); p != nil {
 		s.Consumers = p.Snapshot()
+	}
+	if p := src.SessionPool(); p != nil {
+		s.SessionPool = p.Snapshot()
 	}
 	return s
 }
@@ -227,7 +233,12 @@ func Handler(src Source, m *Metrics) http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("gc") == "1" {
+			// A collection first, so the heap figures are live data: how benchmarks measure
+			// what a session costs.
+			runtime.GC()
+		}
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

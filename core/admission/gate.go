@@ -110,12 +110,34 @@ func (g *Gate) Snapshot() GateStats {
 // the pool or crash the edge. A nil *Charge's Release is a no-op too.
 type Charge struct {
 	g        *Gate
-	n        int64
+	n        int64 // guarded by the pool's mutex once the charge is shared
+	msgs     int64 // 1 for a message, 0 for a bytes-only hold
 	released atomic.Bool
 }
 
 // Bytes returns the charged size.
-func (c *Charge) Bytes() int64 { return c.n }
+func (c *Charge) Bytes() int64 {
+	c.g.p.mu.Lock()
+	defer c.g.p.mu.Unlock()
+	return c.n
+}
+
+// Shrink lowers the charge to n bytes when it holds more, returning the difference to every
+// layer: a message whose broker send has completed still holds its ack until the ack is
+// written, and no more. A nil or released charge, or n at or above the charge, is a no-op.
+func (c *Charge) Shrink(n int64) {
+	if c == nil || c.released.Load() {
+		return
+	}
+	p := c.g.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n < 0 || n >= c.n {
+		return
+	}
+	p.release(c.g, c.n-n, 0)
+	c.n = n
+}
 
 // Release returns the charge to every layer and admits waiters that now fit.
 // It is safe to call from any goroutine.
@@ -129,7 +151,7 @@ func (c *Charge) Release() {
 		return
 	}
 	p.mu.Lock()
-	p.release(c.g, c.n)
+	p.release(c.g, c.n, c.msgs)
 	p.mu.Unlock()
 }
 
@@ -153,21 +175,43 @@ var errNegative = invalidf("negative charge")
 // blocks. A layer refuses when its usage is at or above its limit, or when an
 // Acquire waiter is queued on it (no barging past paused waiters); the low
 // watermark does not apply otherwise.
-func (g *Gate) TryAcquire(n int64) (*Charge, error) {
+func (g *Gate) TryAcquire(n int64) (*Charge, error) { return g.tryAcquire(n, 1) }
+
+// TryHold charges n bytes against the gate's byte limit, its route and its pool, without
+// counting a message, or returns a *LimitError as TryAcquire does. It charges memory that is
+// not a message but must fit the limits all the same: a session's own buffers when it opens.
+func (g *Gate) TryHold(n int64) (*Charge, error) { return g.tryAcquire(n, 0) }
+
+// Hold charges n bytes against every layer without checking any limit and without counting a
+// message. It accounts for memory the edge already holds and cannot refuse, such as an error
+// ack waiting to be written: usage then shows what is held, and later charges see it. The
+// caller bounds what it holds this way.
+func (g *Gate) Hold(n int64) *Charge {
+	if n < 0 {
+		n = 0
+	}
+	p := g.p
+	p.mu.Lock()
+	p.commit(g, n, 0)
+	p.mu.Unlock()
+	return &Charge{g: g, n: n}
+}
+
+func (g *Gate) tryAcquire(n, msgs int64) (*Charge, error) {
 	if n < 0 {
 		return nil, errNegative
 	}
 	p := g.p
 	p.mu.Lock()
-	if v := p.check(g, n, false); v != admit {
+	if v := p.check(g, n, msgs, false); v != admit {
 		err := p.limitError(g, v)
 		p.layerStats(g, v).rejected++
 		p.mu.Unlock()
 		return nil, err
 	}
-	p.commit(g, n)
+	p.commit(g, n, msgs)
 	p.mu.Unlock()
-	return &Charge{g: g, n: n}, nil
+	return &Charge{g: g, n: n, msgs: msgs}, nil
 }
 
 // Acquire charges n bytes and one message against the gate, its route and
@@ -184,11 +228,11 @@ func (g *Gate) Acquire(ctx context.Context, n int64) (*Charge, error) {
 	}
 	p := g.p
 	p.mu.Lock()
-	v := p.check(g, n, true)
+	v := p.check(g, n, 1, true)
 	if v == admit {
-		p.commit(g, n)
+		p.commit(g, n, 1)
 		p.mu.Unlock()
-		return &Charge{g: g, n: n}, nil
+		return &Charge{g: g, n: n, msgs: 1}, nil
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, p.abandon(g, v, err)
@@ -234,12 +278,13 @@ func (p *Pool) abandon(g *Gate, v verdict, cause error) error {
 	return err
 }
 
-// check decides whether a charge of n bytes through g would be admitted now,
-// trying the layers outermost first. wait selects Acquire semantics: a layer
+// check decides whether a charge of n bytes and msgs messages (0 or 1) through g would be
+// admitted now, trying the layers outermost first; the gate's message limit applies only to
+// a message. wait selects Acquire semantics: a layer
 // found at its limit is paused, and a paused layer refuses until its usage
 // falls to the low watermark. Both modes refuse at a layer held by an earlier
 // waiter. Must hold p.mu.
-func (p *Pool) check(g *Gate, n int64, wait bool) verdict {
+func (p *Pool) check(g *Gate, n, msgs int64, wait bool) verdict {
 	r := g.r
 	// Edge. A charge that fits in the route's unused reservation is
 	// guaranteed and skips the edge; any other draws on the shared
@@ -273,7 +318,7 @@ func (p *Pool) check(g *Gate, n int64, wait bool) verdict {
 	if g.held != admit {
 		return g.held
 	}
-	if g.maxMsgs > 0 {
+	if g.maxMsgs > 0 && msgs > 0 {
 		if g.msgs >= g.maxMsgs {
 			g.pausedMsgs = g.pausedMsgs || wait
 			return refusedGateMsgs
@@ -295,12 +340,12 @@ func (p *Pool) check(g *Gate, n int64, wait bool) verdict {
 }
 
 // commit takes the charge on every layer. Must hold p.mu.
-func (p *Pool) commit(g *Gate, n int64) {
+func (p *Pool) commit(g *Gate, n, msgs int64) {
 	r := g.r
 	p.shared += r.overflow(r.used+n) - r.overflow(r.used)
 	p.used += n
 	r.used += n
-	g.msgs++
+	g.msgs += msgs
 	g.bytes += n
 	p.stats.admitted++
 	r.stats.admitted++
@@ -311,12 +356,12 @@ func (p *Pool) commit(g *Gate, n int64) {
 // release returns a charge to every layer, unpauses layers that fell to their
 // low watermark and, if that may admit a waiter, runs the queue. Must hold
 // p.mu.
-func (p *Pool) release(g *Gate, n int64) {
+func (p *Pool) release(g *Gate, n, msgs int64) {
 	r := g.r
 	p.shared -= r.overflow(r.used) - r.overflow(r.used-n)
 	p.used -= n
 	r.used -= n
-	g.msgs--
+	g.msgs -= msgs
 	g.bytes -= n
 	wake := p.unpauseAll(g)
 	// A waiter of this route refused at the edge may now fit in the route's
@@ -421,13 +466,13 @@ func (p *Pool) dispatch() {
 	}
 	for w := p.head; w != nil; {
 		next := w.next
-		if v := p.check(w.g, w.n, true); v != admit {
+		if v := p.check(w.g, w.n, 1, true); v != admit {
 			w.v = v
 			p.hold(w.g, v)
 		} else {
 			p.dequeue(w)
-			p.commit(w.g, w.n)
-			w.c = &Charge{g: w.g, n: w.n}
+			p.commit(w.g, w.n, 1)
+			w.c = &Charge{g: w.g, n: w.n, msgs: 1}
 			close(w.ready)
 		}
 		w = next

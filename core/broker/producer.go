@@ -48,9 +48,6 @@ type ProducerOptions struct {
 	Topic string
 	// Name is the producer name; empty lets the broker assign one.
 	Name string
-	// SendTimeout fails a send that the broker has not acknowledged in time. Zero means 30s;
-	// negative disables the timeout.
-	SendTimeout time.Duration
 	// Hashing maps keys to partitions. Zero is JavaStringHash.
 	Hashing HashingScheme
 	// Routing places unkeyed messages. Zero is SinglePartition.
@@ -99,9 +96,12 @@ func (c *Client) CreateProducer(ctx context.Context, o ProducerOptions) (*Produc
 		return nil, fmt.Errorf("creating producer: %w: negative max pending messages", ErrInvalidArgument)
 	}
 	popts := pulsar.ProducerOptions{
-		Topic:                   o.Topic,
-		Name:                    o.Name,
-		SendTimeout:             o.SendTimeout,
+		Topic: o.Topic,
+		Name:  o.Name,
+		// No send timeout in the client library: its timeout goroutine keeps a closed producer
+		// (and its buffers) alive for up to the timeout, so churned sessions would pile up. The
+		// session answers timed-out sends itself (session.ProducerConfig.SendTimeout).
+		SendTimeout:             -1,
 		DisableBlockIfQueueFull: true, // a full queue must fail a send, never block the session
 		MaxPendingMessages:      o.MaxPendingMessages,
 		DisableBatching:         !o.Batching,

@@ -115,6 +115,11 @@ type Memory struct {
 	// ConsumerLimit bounds the bytes fetched for all consumers together and
 	// not yet written to their sockets. Absent and zero as ProducerLimit.
 	ConsumerLimit Size `koanf:"consumer_limit" json:"consumer_limit"`
+	// SessionLimit bounds what open sessions cost themselves, whatever messages they hold:
+	// their buffers, queues and broker-side producers and consumers, charged per session from
+	// the handshake until it ends. A handshake that does not fit is refused with 503. Absent
+	// means 256MiB (about 5,000 sessions); zero means unbounded, which Warnings reports.
+	SessionLimit Size `koanf:"session_limit" json:"session_limit"`
 
 	// ProducerLimitSet and ConsumerLimitSet are set by Load when the limit
 	// was given in a file, the environment or an override (rather than
@@ -138,6 +143,15 @@ type WebSocket struct {
 	PingInterval time.Duration `koanf:"ping_interval" json:"ping_interval"`
 	// WriteTimeout bounds each write to a client socket. Zero means 10s.
 	WriteTimeout time.Duration `koanf:"write_timeout" json:"write_timeout"`
+	// MaxContextSize bounds a producer message's context, which the edge holds until the ack
+	// is written and echoes in it; a larger one is answered with an error ack. Pulsar has no
+	// such bound. Zero means 16KiB.
+	MaxContextSize Size `koanf:"max_context_size" json:"max_context_size"`
+	// MaxProperties bounds the number of properties of a producer message. Zero means 1000.
+	MaxProperties int `koanf:"max_properties" json:"max_properties"`
+	// MaxPropertiesSize bounds the bytes of a producer message's property keys and values
+	// together. Zero means 256KiB.
+	MaxPropertiesSize Size `koanf:"max_properties_size" json:"max_properties_size"`
 }
 
 // Plugin is a strategy plugin binary (static).

@@ -17,12 +17,16 @@ const (
 	DefaultEmbeddedListen      = "127.0.0.1:0"
 	DefaultRetention           = 256 * MiB
 	DefaultMemoryLimit         = 64 * MiB
+	DefaultSessionLimit        = 256 * MiB
 	DefaultMaxTextMessageSize  = 1 * MiB
 	DefaultIdleTimeout         = 5 * time.Minute
 	DefaultWriteTimeout        = 10 * time.Second
 	DefaultMaxPause            = 30 * time.Second
 	DefaultSlowConsumerTimeout = 30 * time.Second
 	DefaultLowWatermark        = 0.5
+	DefaultMaxContextSize      = 16 * KiB
+	DefaultMaxProperties       = 1000
+	DefaultMaxPropertiesSize   = 256 * KiB
 )
 
 // defaultLayer is the bottom configuration layer: the defaults that an
@@ -35,6 +39,7 @@ func defaultLayer() map[string]any {
 		"memory": map[string]any{
 			"producer_limit": DefaultMemoryLimit.String(),
 			"consumer_limit": DefaultMemoryLimit.String(),
+			"session_limit":  DefaultSessionLimit.String(),
 		},
 		"websocket": map[string]any{
 			"idle_timeout": DefaultIdleTimeout.String(),
@@ -46,7 +51,7 @@ func defaultLayer() map[string]any {
 // applied, no plugins and no routes.
 func Defaults() *Config {
 	c := &Config{
-		Memory: Memory{ProducerLimit: DefaultMemoryLimit, ConsumerLimit: DefaultMemoryLimit},
+		Memory: Memory{ProducerLimit: DefaultMemoryLimit, ConsumerLimit: DefaultMemoryLimit, SessionLimit: DefaultSessionLimit},
 		WebSocket: WebSocket{
 			IdleTimeout: DefaultIdleTimeout,
 		},
@@ -68,6 +73,9 @@ func (c *Config) SetDefaults() {
 	setDefault(&c.Broker.Embedded.Retention, DefaultRetention)
 	setDefault(&c.WebSocket.MaxTextMessageSize, DefaultMaxTextMessageSize)
 	setDefault(&c.WebSocket.WriteTimeout, DefaultWriteTimeout)
+	setDefault(&c.WebSocket.MaxContextSize, DefaultMaxContextSize)
+	setDefault(&c.WebSocket.MaxProperties, DefaultMaxProperties)
+	setDefault(&c.WebSocket.MaxPropertiesSize, DefaultMaxPropertiesSize)
 	for i := range c.Routes {
 		c.Routes[i].SetDefaults()
 	}
@@ -104,6 +112,9 @@ func (c *Config) Warnings() []string {
 	}
 	if c.Memory.ConsumerLimit == 0 {
 		w = append(w, "memory.consumer_limit is 0: consumer memory is unbounded")
+	}
+	if c.Memory.SessionLimit == 0 {
+		w = append(w, "memory.session_limit is 0: the memory of open sessions is unbounded")
 	}
 	return w
 }

@@ -42,10 +42,14 @@ func (c *Config) Validate() error {
 	c.Broker.validate(v)
 	v.nonNegative("memory.producer_limit", int64(c.Memory.ProducerLimit))
 	v.nonNegative("memory.consumer_limit", int64(c.Memory.ConsumerLimit))
+	v.nonNegative("memory.session_limit", int64(c.Memory.SessionLimit))
 	v.nonNegative("websocket.max_text_message_size", int64(c.WebSocket.MaxTextMessageSize))
 	v.nonNegativeDuration("websocket.idle_timeout", c.WebSocket.IdleTimeout)
 	v.nonNegativeDuration("websocket.ping_interval", c.WebSocket.PingInterval)
 	v.nonNegativeDuration("websocket.write_timeout", c.WebSocket.WriteTimeout)
+	v.nonNegative("websocket.max_context_size", int64(c.WebSocket.MaxContextSize))
+	v.nonNegative("websocket.max_properties", int64(c.WebSocket.MaxProperties))
+	v.nonNegative("websocket.max_properties_size", int64(c.WebSocket.MaxPropertiesSize))
 	v.check(c.Auth.Token.SecretKeyFile == "" || c.Auth.Token.PublicKeyFile == "", "auth.token",
 		"secret_key_file and public_key_file are exclusive: give one")
 	v.check(c.Auth.Enabled() || c.Auth.AnonymousRole == "", "auth.anonymous_role",

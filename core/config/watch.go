@@ -118,8 +118,8 @@ func StaticChanges(prev, next *Config) []string {
 		{"listen", prev.Listen, next.Listen},
 		{"admin_listen", prev.AdminListen, next.AdminListen},
 		{"broker", prev.Broker, next.Broker},
-		{"memory", [2]Size{prev.Memory.ProducerLimit, prev.Memory.ConsumerLimit},
-			[2]Size{next.Memory.ProducerLimit, next.Memory.ConsumerLimit}},
+		{"memory", [3]Size{prev.Memory.ProducerLimit, prev.Memory.ConsumerLimit, prev.Memory.SessionLimit},
+			[3]Size{next.Memory.ProducerLimit, next.Memory.ConsumerLimit, next.Memory.SessionLimit}},
 		{"websocket", prev.WebSocket, next.WebSocket},
 		{"plugins", prev.Plugins, next.Plugins},
 	} {

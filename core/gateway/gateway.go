@@ -38,6 +38,8 @@ type Config struct {
 	// Location is the time zone of publishTime and eventTime in consumer messages; nil means
 	// time.Local, as Pulsar formats in the proxy's zone.
 	Location *time.Location
+	// FrameLimits bounds what one producer frame may contain. Zero fields are unbounded.
+	FrameLimits session.FrameLimits
 }
 
 // Policies decides, per request, how a session is admitted. The route table implements it.
@@ -54,10 +56,14 @@ type Policies interface {
 type Request struct {
 	// Role is the authenticated client's role; empty without authentication.
 	Role string
-	// Path is the request's escaped path, which routes match.
+	// Path is the request's escaped path, for logs; routes never match it.
 	Path       string
 	RemoteAddr string
 	Endpoint   wsapi.Endpoint
+	// Resources are the topics the session accesses, which routes and roles are decided on:
+	// the endpoint's (wsapi.Endpoint.Resources) and, for a consumer with a dead-letter
+	// policy, its dead-letter topic, which the edge writes to. Nil means the endpoint's.
+	Resources []wsapi.Resource
 	// PullMode is the consumer's pullMode.
 	PullMode bool
 }

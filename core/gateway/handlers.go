@@ -59,12 +59,6 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 		MaxPendingMessages: maxInflight,
 		Compression:        toCompression(params.CompressionType),
 	}
-	switch params.SendTimeoutMillis {
-	case 0:
-		opts.SendTimeout = -1 // Pulsar: 0 disables the timeout
-	default:
-		opts.SendTimeout = time.Duration(params.SendTimeoutMillis) * time.Millisecond
-	}
 	if params.HashingScheme == wsapi.Murmur3_32Hash {
 		opts.Hashing = broker.Murmur3Hash
 	}
@@ -92,6 +86,9 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 	}
 	cfg := pol.Session
 	cfg.MaxInflight = maxInflight
+	// Pulsar: 0 disables the timeout.
+	cfg.SendTimeout = time.Duration(params.SendTimeoutMillis) * time.Millisecond
+	cfg.Limits = g.cfg.FrameLimits
 	cfg.Conn = g.sessionConn()
 	cfg.Log = log.With("route", pol.Route, "producer", p.Name())
 	route := pol.Route
@@ -114,7 +111,18 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 	if !ok {
 		return
 	}
-	pol, err := g.policies.Consumer(ctx, request(r, ep, params.PullMode, role), params.RequestedReceiverQueueSize, params.ReceiverQueueSize)
+	req := request(r, ep, params.PullMode, role)
+	if dlq := params.DeadLetterTopicFor(ep.TopicName(), ep.Subscription); dlq != "" {
+		// The edge writes dead letters for the consumer: the dead-letter topic is a topic the
+		// session produces to, and routes and roles decide on it too.
+		res, err := wsapi.TopicResource(wsapi.Producer, dlq)
+		if err != nil {
+			g.writeError(w, kind, &wsapi.Error{Status: http.StatusBadRequest, Message: "Invalid query params: deadLetterTopic: " + err.Error()})
+			return
+		}
+		req.Resources = append(ep.Resources(), res)
+	}
+	pol, err := g.policies.Consumer(ctx, req, params.RequestedReceiverQueueSize, params.ReceiverQueueSize)
 	if err != nil {
 		g.writeError(w, kind, err)
 		return

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +60,7 @@ type Manager struct {
 	fallback  func(primary, fallback strategy.Strategy) strategy.Strategy
 	producers *admission.Pool
 	consumers *admission.Pool
+	sessions  *admission.Gate // nil: sessions' own memory is not charged
 	log       *slog.Logger
 	timeout   time.Duration
 	// adjustEvery is the period of adaptive strategies' Adjust calls.
@@ -118,6 +120,19 @@ func WithAdjustInterval(d time.Duration) Option {
 	})
 }
 
+// WithSessionPool charges each session's own memory (session.ProducerSessionCost,
+// session.ConsumerSessionCost) to pool from the handshake until it ends, refusing the handshake
+// with 503 when it does not fit. No WithSessionPool charges nothing.
+func WithSessionPool(pool *admission.Pool) Option {
+	return optionFunc(func(m *Manager) {
+		r, err := pool.Route(admission.RouteConfig{Name: "sessions"})
+		if err != nil {
+			panic(err) // a route without cap or reserve cannot fail
+		}
+		m.sessions, _ = r.Gate(admission.GateConfig{})
+	})
+}
+
 // WithDecisionTimeout bounds each strategy decision; zero means DefaultDecisionTimeout.
 func WithDecisionTimeout(d time.Duration) Option {
 	return optionFunc(func(m *Manager) {
@@ -165,6 +180,14 @@ func (m *Manager) Apply(ctx context.Context, routes []config.Route) error {
 	var limits []strategy.RouteLimits
 	var errs []error
 	for i, rc := range routes {
+		warning, err := checkMatch(rc)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("routes[%d] (%s).match: %w", i, rc.Name, err))
+			continue
+		}
+		if warning != "" {
+			m.log.Warn(warning, "route", rc.Name)
+		}
 		s, err := m.newStrategy(rc)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("routes[%d] (%s).strategy: %w", i, rc.Name, err))
@@ -221,6 +244,7 @@ func (m *Manager) Apply(ctx context.Context, routes []config.Route) error {
 		if r.cons, err = m.consumers.Route(admission.RouteConfig{Name: r.cfg.Name, Cap: limits[i].ConsumerCap, Reserve: limits[i].ConsumerReserve, LowWatermark: wm}); err != nil {
 			errs = append(errs, err)
 		}
+
 		entries[i] = route.Entry[*Route]{Name: r.cfg.Name, Match: r.cfg.Match, Value: r}
 	}
 	table, err := route.NewTable(entries)
@@ -326,17 +350,92 @@ func routesOf(t *route.Table[*Route]) []*Route {
 	return out
 }
 
-// match finds the request's route and checks that the client's role may use it.
+// match finds the request's route and checks that the client's role may use it. Both are
+// decided on the topics the request accesses (gateway.Request.Resources), never on its path:
+// every topic must find a route that admits the role, and a v3 topicsPattern must be admitted
+// by every route that some topic of its namespace could take. The first topic's route is the
+// session's.
 func (m *Manager) match(req gateway.Request) (*Route, error) {
-	e, ok := m.table.Match(req.Path)
-	if !ok {
-		return nil, &wsapi.Error{Status: http.StatusNotFound, Message: "no route matches " + req.Path}
+	res := req.Resources
+	if res == nil {
+		res = req.Endpoint.Resources()
 	}
-	r := e.Value
-	if len(r.cfg.Roles) > 0 && !slices.Contains(r.cfg.Roles, req.Role) {
-		return nil, &wsapi.Error{Status: http.StatusForbidden, Message: fmt.Sprintf("Not authorized: role %q may not use route %s", req.Role, r.cfg.Name)}
+	if len(res) == 0 {
+		return nil, &wsapi.Error{Status: http.StatusNotFound, Message: "no route: the request names no topic"}
 	}
-	return r, nil
+	t := m.table.Load()
+	var chosen *Route
+	for i, r := range res {
+		entries := routesFor(t, r)
+		if len(entries) == 0 {
+			return nil, &wsapi.Error{Status: http.StatusNotFound, Message: fmt.Sprintf(
+				"no route matches %s (%s)", r.Name(), "/"+strings.Join(r.RouteSegments(), "/"))}
+		}
+		for _, e := range entries {
+			if rt := e.Value; len(rt.cfg.Roles) > 0 && !slices.Contains(rt.cfg.Roles, req.Role) {
+				return nil, &wsapi.Error{Status: http.StatusForbidden, Message: fmt.Sprintf(
+					"Not authorized: role %q may not use route %s (%s %s)", req.Role, rt.cfg.Name, r.Kind, r.Name())}
+			}
+		}
+		if i == 0 {
+			chosen = entries[0].Value
+		}
+	}
+	return chosen, nil
+}
+
+// routesFor is the route a resource takes, or for a pattern every route it could take.
+func routesFor(t *route.Table[*Route], r wsapi.Resource) []*route.Entry[*Route] {
+	segs := r.RouteSegments()
+	if r.AnyTopic {
+		return t.MayMatch(segs, r.AnyIndex())
+	}
+	if e, ok := t.MatchSegments(segs); ok {
+		return []*route.Entry[*Route]{e}
+	}
+	return nil
+}
+
+// endpointShapes are the v2 forms every request is matched in, one per kind and domain, with
+// the tenant, namespace, topic and subscription left open.
+func endpointShapes() [][]string {
+	var out [][]string
+	for _, k := range []wsapi.Kind{wsapi.Producer, wsapi.Consumer, wsapi.Reader} {
+		for _, d := range []string{wsapi.Persistent, wsapi.NonPersistent} {
+			out = append(out, []string{"ws", "v2", k.String(), d, ""})
+		}
+	}
+	return out
+}
+
+const anyEndpointPart = 4
+
+// checkMatch refuses a route glob that no request can match: routes are matched against the
+// v2 form of each topic a request accesses, so a glob written for v1 or v3 paths (or any other
+// path) would look protective and match nothing. It returns a warning, or "", for a glob with
+// roles that covers one topic domain of a namespace but not the other.
+func checkMatch(rc config.Route) (warning string, err error) {
+	mt, err := route.Compile(rc.Match)
+	if err != nil {
+		return "", err
+	}
+	domains := map[string]bool{}
+	for _, shape := range endpointShapes() {
+		if mt.MayMatch(shape, anyEndpointPart) {
+			domains[shape[3]] = true
+		}
+	}
+	if len(domains) == 0 {
+		return "", fmt.Errorf("match %q matches no endpoint: routes match each topic a request accesses in the v2 form "+
+			"/ws/v2/{producer|consumer|reader}/{persistent|non-persistent}/{tenant}/{namespace}/{topic}[/{subscription}] "+
+			"(a v1 namespace is {property}/{cluster}/{namespace}), whatever path the client used: write the glob in that form", rc.Match)
+	}
+	if len(rc.Roles) > 0 && len(domains) == 1 {
+		for d := range domains {
+			return fmt.Sprintf("route %s restricts roles on %s topics only: the same tenants' other topics take whichever other route matches them", rc.Name, d), nil
+		}
+	}
+	return "", nil
 }
 
 // clientValue applies the route's client_params policy for name to what the client sent.
@@ -366,6 +465,21 @@ func denial(d *strategy.Denial) error {
 		status = http.StatusForbidden
 	}
 	return &wsapi.Error{Status: status, Message: d.Reason}
+}
+
+// holdSession charges a new session's own memory to the session pool.
+func (m *Manager) holdSession(cost int64) (*admission.Charge, error) {
+	if m.sessions == nil {
+		return nil, nil
+	}
+	return m.sessions.TryHold(cost)
+}
+
+// memoryFull refuses a session whose own memory does not fit the session pool
+// (memory.session_limit): it bounds what open sessions cost, as the other pools bound what
+// their messages hold.
+func memoryFull(err error) error {
+	return &wsapi.Error{Status: http.StatusServiceUnavailable, Message: "Service unavailable: no memory for a new session (memory.session_limit): " + err.Error()}
 }
 
 func (m *Manager) decisionError(r *Route, err error) error {
@@ -417,6 +531,10 @@ func (m *Manager) Producer(ctx context.Context, req gateway.Request, p wsapi.Pro
 	if err != nil {
 		return gateway.ProducerPolicy{}, m.decisionError(r, err)
 	}
+	cost, err := m.holdSession(session.ProducerSessionCost)
+	if err != nil {
+		return gateway.ProducerPolicy{}, memoryFull(err)
+	}
 	r.pressure.mu.Lock()
 	r.pressure.gates[gate] = own
 	r.pressure.mu.Unlock()
@@ -424,6 +542,7 @@ func (m *Manager) Producer(ctx context.Context, req gateway.Request, p wsapi.Pro
 		r.pressure.mu.Lock()
 		delete(r.pressure.gates, gate)
 		r.pressure.mu.Unlock()
+		cost.Release()
 	}
 	onFull := r.onFull
 	switch dec.OnFull {
@@ -503,6 +622,10 @@ func (m *Manager) Consumer(ctx context.Context, req gateway.Request, requested *
 	if prefetch <= 0 {
 		prefetch = min(max(queue.Value, 1), DefaultPrefetch)
 	}
+	cost, err := m.holdSession(session.ConsumerSessionCost)
+	if err != nil {
+		return gateway.ConsumerPolicy{}, memoryFull(err)
+	}
 	r.pressure.mu.Lock()
 	r.pressure.consumers++
 	r.pressure.mu.Unlock()
@@ -511,9 +634,10 @@ func (m *Manager) Consumer(ctx context.Context, req gateway.Request, requested *
 			r.pressure.mu.Lock()
 			r.pressure.consumers--
 			r.pressure.mu.Unlock()
+			cost.Release()
 		},
 		Route:             r.cfg.Name,
-		Session:           session.ConsumerConfig{Gate: gate, MaxPending: pendingLimit(queue.Value), SlowConsumerTimeout: r.slowTimeout},
+		Session:           session.ConsumerConfig{Gate: gate, Memory: m.sessions, MaxPending: pendingLimit(queue.Value), SlowConsumerTimeout: r.slowTimeout},
 		ReceiverQueueSize: prefetch,
 	}, nil
 }

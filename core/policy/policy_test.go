@@ -84,6 +84,24 @@ func TestRoutesMatchInOrder(t *testing.T) {
 		t.Errorf("v2 policy %+v", pol)
 	}
 	pol.Release()
+	// A v1 path is matched in its v2 form (issue 9: the path a client uses cannot pick the
+	// route): /ws/producer/persistent/iot/c/ns/t takes the iot route.
+	for path, want := range map[string]string{
+		"/ws/producer/persistent/iot/c/ns/t": "iot",
+		"/ws/producer/persistent/p/c/ns/t":   "v2",
+	} {
+		pol, err := m.Producer(ctx, producerReq(path), wsapi.ProducerParams{})
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if pol.Route != want {
+			t.Errorf("%s took route %s, want %s", path, pol.Route, want)
+		}
+		pol.Release()
+	}
+	if err := m.Apply(ctx, []config.Route{iot}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := m.Producer(ctx, producerReq("/ws/producer/persistent/p/c/ns/t"), wsapi.ProducerParams{}); status(err) != http.StatusNotFound {
 		t.Errorf("unmatched path: %v, want 404", err)
 	}

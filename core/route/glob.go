@@ -60,7 +60,38 @@ func (m Matcher) String() string { return m.pattern }
 // Match reports whether path matches the pattern.
 func (m Matcher) Match(path string) bool {
 	segs, ok := split(path)
-	return ok && m.match(segs)
+	return ok && m.match(segs, nil)
+}
+
+// MatchSegments reports whether a path given as its segments (the path after its leading '/',
+// split on '/') matches the pattern.
+func (m Matcher) MatchSegments(segs []string) bool { return m.match(segs, nil) }
+
+// MayMatch reports whether the segments match for some value of segs[anyAt], which stands for
+// one or more arbitrary non-empty segments: whether the pattern matches any path of that shape.
+func (m Matcher) MayMatch(segs []string, anyAt int) bool {
+	if anyAt < 0 || anyAt >= len(segs) {
+		return m.match(segs, nil)
+	}
+	// A pattern of k segments tells apart expansions of at most k+1 segments; longer ones
+	// match exactly when that one does.
+	for n := 1; n <= len(m.segs)+1; n++ {
+		exp := make([]string, 0, len(segs)+n-1)
+		wild := make([]bool, 0, cap(exp))
+		for i, s := range segs {
+			if i != anyAt {
+				exp, wild = append(exp, s), append(wild, false)
+				continue
+			}
+			for range n {
+				exp, wild = append(exp, ""), append(wild, true)
+			}
+		}
+		if m.match(exp, wild) {
+			return true
+		}
+	}
+	return false
 }
 
 // split returns the segments of path, which must start with '/'.
@@ -73,8 +104,10 @@ func split(path string) ([]string, bool) {
 
 // match is wildcard matching over segments, with "*" as a single-element
 // wildcard and "**" as a multi-element one: the classic linear scan that
-// backtracks to the last "**" seen, O(len(p)·len(s)) at worst.
-func (m Matcher) match(s []string) bool {
+// backtracks to the last "**" seen, O(len(p)·len(s)) at worst. A segment
+// marked in wild (nil: none) is an unknown non-empty segment, which any
+// pattern segment may match.
+func (m Matcher) match(s []string, wild []bool) bool {
 	p := m.segs
 	if len(p) == 0 {
 		return false
@@ -89,13 +122,13 @@ func (m Matcher) match(s []string) bool {
 				pi++
 				continue
 			case one:
-				if s[si] != "" {
+				if s[si] != "" || (wild != nil && wild[si]) {
 					pi++
 					si++
 					continue
 				}
 			case literal:
-				if s[si] == seg.lit {
+				if s[si] == seg.lit || (wild != nil && wild[si]) {
 					pi++
 					si++
 					continue

@@ -180,3 +180,34 @@ func FuzzRouteMatch(f *testing.F) {
 		}
 	})
 }
+
+func TestMayMatch(t *testing.T) {
+	t.Parallel()
+	// ws v2 consumer persistent secure default <any topic> sub
+	segs := []string{"ws", "v2", "consumer", "persistent", "secure", "default", "", "s"}
+	const anyAt = 6
+	for pattern, want := range map[string]bool{
+		"/ws/**": true,
+		"/ws/v2/consumer/persistent/secure/default/payroll/*":  true, // the topic could be payroll
+		"/ws/v2/consumer/persistent/secure/default/*/s":        true,
+		"/ws/v2/consumer/persistent/secure/**":                 true,
+		"/ws/v2/consumer/persistent/secure/default/a/b/s":      true, // topics may contain '/'
+		"/ws/v2/consumer/persistent/secure/default/**/x":       false,
+		"/ws/v2/consumer/persistent/other/**":                  false,
+		"/ws/v2/producer/**":                                   false,
+		"/ws/v2/consumer/persistent/secure/default/payroll":    false, // no subscription segment
+		"/ws/v2/consumer/persistent/secure/default/payroll/**": true,
+	} {
+		m, err := Compile(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.MayMatch(segs, anyAt); got != want {
+			t.Errorf("%s.MayMatch = %v, want %v", pattern, got, want)
+		}
+	}
+	m, _ := Compile("/ws/v2/consumer/persistent/secure/default/payroll/*")
+	if m.MatchSegments(segs) {
+		t.Error("MatchSegments treats an empty segment as a wildcard")
+	}
+}

@@ -71,12 +71,36 @@ func (t *Table[T]) Match(path string) (*Entry[T], bool) {
 	if !ok {
 		return nil, false
 	}
+	return t.MatchSegments(segs)
+}
+
+// MatchSegments returns the first entry whose glob matches the path given as its segments (see
+// Matcher.MatchSegments).
+func (t *Table[T]) MatchSegments(segs []string) (*Entry[T], bool) {
+	if t == nil {
+		return nil, false
+	}
 	for i := range t.entries {
-		if t.entries[i].m.match(segs) {
+		if t.entries[i].m.match(segs, nil) {
 			return &t.entries[i], true
 		}
 	}
 	return nil, false
+}
+
+// MayMatch returns, in table order, every entry whose glob matches the segments for some value
+// of segs[anyAt] (see Matcher.MayMatch): the routes any path of that shape could take.
+func (t *Table[T]) MayMatch(segs []string, anyAt int) []*Entry[T] {
+	if t == nil {
+		return nil
+	}
+	var out []*Entry[T]
+	for i := range t.entries {
+		if t.entries[i].m.MayMatch(segs, anyAt) {
+			out = append(out, &t.entries[i])
+		}
+	}
+	return out
 }
 
 // Lookup returns the entry named name.

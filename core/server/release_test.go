@@ -129,7 +129,17 @@ func TestReleaseOnSendTimeout(t *testing.T) {
 			break
 		}
 	}
+	// The client library still holds the timed-out messages until the broker answers, so
+	// they stay charged; once receipts flow they are released, and no second ack is written.
+	if used := producerUsage(srv); used == 0 {
+		t.Error("timed-out messages the client library still holds are not charged")
+	}
+	faults.ReleaseReceipts()
 	waitFor(t, 10*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
+	_ = p.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, extra, err := p.ReadMessage(); err == nil {
+		t.Errorf("a second ack after the timeout ack: %s", extra)
+	}
 }
 
 // The broker connection drops while messages are in flight: the client library reconnects

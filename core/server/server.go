@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/gateway"
 	"github.com/sluicehq/sluice/core/policy"
+	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/plugins"
 	"github.com/sluicehq/sluice/sdk/strategy"
 	"github.com/sluicehq/sluice/strategies"
@@ -39,6 +40,7 @@ type Server struct {
 	client    *broker.Client
 	producers *admission.Pool
 	consumers *admission.Pool
+	sessions  *admission.Pool
 	registry  *strategy.Registry
 	plugins   *plugins.Host // nil when no plugins are configured
 	policies  *policy.Manager
@@ -208,7 +210,11 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	popts := []policy.Option{policy.WithLogger(s.log.With("component", "policy"))}
+	s.sessions, err = admission.NewPool(admission.PoolConfig{Name: "session", Limit: s.cfg.Memory.SessionLimit.Bytes()})
+	if err != nil {
+		return err
+	}
+	popts := []policy.Option{policy.WithLogger(s.log.With("component", "policy")), policy.WithSessionPool(s.sessions)}
 	if s.plugins, err = StartPlugins(ctx, s.cfg, s.log); err != nil {
 		return err
 	}
@@ -248,6 +254,11 @@ func (s *Server) buildGateway(ctx context.Context) error {
 		PingInterval:       ws.PingInterval,
 		WriteTimeout:       ws.WriteTimeout,
 		CreateTimeout:      s.cfg.Broker.OperationTimeout,
+		FrameLimits: session.FrameLimits{
+			MaxContextBytes:  int(ws.MaxContextSize.Bytes()),
+			MaxProperties:    ws.MaxProperties,
+			MaxPropertyBytes: int(ws.MaxPropertiesSize.Bytes()),
+		},
 	}, opts...)
 	return nil
 }
@@ -415,6 +426,9 @@ func (s *Server) ProducerPool() *admission.Pool { return s.producers }
 
 // ConsumerPool is the edge consumer pool.
 func (s *Server) ConsumerPool() *admission.Pool { return s.consumers }
+
+// SessionPool is the pool open sessions' own memory is charged to.
+func (s *Server) SessionPool() *admission.Pool { return s.sessions }
 
 // Shutdown stops listening, closes every session (each flushes its in-flight sends first),
 // closes the broker client and the embedded broker.

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/sluicehq/sluice/core/wsconn"
@@ -64,11 +65,14 @@ func (k *keepalive) stop() {
 }
 
 // readCloseCode is the close frame to send after the read side failed with err: 1001 when the
-// edge is shutting down, none otherwise (gorilla has already answered a peer's close and sent
+// edge is shutting down, 1007 for a text message that is not UTF-8, none otherwise (gorilla has already answered a peer's close and sent
 // 1009 for an oversized message; a broken connection cannot take a frame).
 func readCloseCode(ctx context.Context, err error) (int, string) {
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		return wsconn.CloseGoingAway, "server shutting down"
+	case errors.Is(err, wsconn.ErrInvalidUTF8):
+		return wsconn.CloseInvalidPayload, "invalid UTF-8 in a text message"
 	}
 	return 0, ""
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/core/admission"
@@ -26,37 +27,6 @@ const (
 	Pause
 )
 
-// A producer message is charged the memory it holds from the moment its frame is read until
-// the broker answers, measured with a heap profile of held messages: the decoded payload,
-// the client library's copy of it (its no-op compression copies), and the serialized send
-// buffer it keeps for resends, so ProducerPayloadFactor times the payload (with its key and
-// properties), plus ProducerOverhead bytes of metadata, the pending-send entry, the send's
-// context and the ack.
-const (
-	ProducerPayloadFactor = 3
-	ProducerOverhead      = 2048
-)
-
-// A consumer message is charged, from when the session takes it from the broker client until
-// its frame is written, the payload the client library delivered plus the frame encoding it
-// (base64, 4/3 of the payload), so ConsumerPayloadFactor/3 times the payload (7/3), plus
-// ConsumerOverhead bytes.
-const (
-	ConsumerPayloadFactor = 7
-	ConsumerOverhead      = 1024
-)
-
-// ProducerCharge is what a producer message of payload bytes (payload, key and properties)
-// is charged.
-func ProducerCharge(payload int) int64 {
-	return int64(payload)*ProducerPayloadFactor + ProducerOverhead
-}
-
-// ConsumerCharge is what a consumer message of payload bytes is charged.
-func ConsumerCharge(payload int) int64 {
-	return int64(payload)*ConsumerPayloadFactor/3 + ConsumerOverhead
-}
-
 // DefaultMaxInflight bounds the unacknowledged messages of a producer session whose policy sets
 // no message limit of its own.
 const DefaultMaxInflight = 1000
@@ -64,6 +34,13 @@ const DefaultMaxInflight = 1000
 // ackHeadroom is how many immediate (error) acks may wait to be written on top of the acks of
 // in-flight sends. Past it, the session stops reading its socket until the client reads acks.
 const ackHeadroom = 64
+
+// DefaultMaxQueuedAckBytes bounds the bytes of the acks one producer session owes its client:
+// those waiting to be written and, by estimate, those of its messages in flight. A client that
+// does not read its acks makes the session stop reading its socket once this much is owed, so
+// it cannot grow the edge's heap; the session resumes below half. It also bounds the contexts
+// a session holds in flight.
+const DefaultMaxQueuedAckBytes = 1 << 20
 
 // ProducerConfig configures a producer session. Zero values are documented per field.
 type ProducerConfig struct {
@@ -76,6 +53,16 @@ type ProducerConfig struct {
 	// MaxInflight bounds unacknowledged messages, and so the acks waiting to be written. It
 	// must not exceed the broker producer's MaxPendingMessages. Zero means DefaultMaxInflight.
 	MaxInflight int
+	// SendTimeout answers a message the broker has not acknowledged within it with an error
+	// ack, as Pulsar's sendTimeoutMillis does. The message stays charged until the broker
+	// answers or the producer closes, since the client library holds it until then. Zero means
+	// no timeout.
+	SendTimeout time.Duration
+	// MaxQueuedAckBytes bounds the ack bytes owed to the client beyond their fixed part; see
+	// DefaultMaxQueuedAckBytes. Zero means DefaultMaxQueuedAckBytes.
+	MaxQueuedAckBytes int64
+	// Limits bounds what one frame may contain. Zero fields are unbounded.
+	Limits FrameLimits
 	// Conn is the connection's keepalive policy.
 	Conn ConnConfig
 	// Log receives the session's logs; nil discards them.
@@ -103,9 +90,42 @@ const (
 	ResultInvalid   = "invalid"    // the frame was not a valid message
 )
 
-// ack is one producer ack waiting to be written.
+// ack is one producer ack waiting to be written, with the charge that holds its bytes and
+// what it counted in the session's owed bytes.
 type ack struct {
-	frame []byte
+	frame  []byte
+	charge *admission.Charge
+	owed   int64
+}
+
+// ackBase is what an ack frame holds besides its context: an ok ack is about 70 bytes.
+const ackBase = 128
+
+// ackEstimate is what an ack of a message with ctx counts in owed bytes until it is written:
+// the context it echoes and room for the rest of the frame.
+func ackEstimate(ctx *string) int64 {
+	n := int64(ackBase)
+	if ctx != nil {
+		n += int64(len(*ctx))
+	}
+	return n
+}
+
+// States of an in-flight message. Exactly one of the broker's answer and the send timeout
+// moves it out of sending, and that one writes its ack.
+const (
+	sending int32 = iota
+	answered
+	timedOut
+)
+
+// inflight is a message handed to the broker and not yet answered.
+type inflight struct {
+	state  atomic.Int32
+	start  time.Time
+	ctx    *string
+	charge *admission.Charge
+	owed   int64 // its ack's estimate, counted in owed since the frame was read
 }
 
 // RunProducer serves one producer socket until the client goes away or ctx ends. It owns conn
@@ -125,18 +145,28 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, cfg
 	if maxPause <= 0 {
 		maxPause = 30 * time.Second
 	}
+	maxQueued := cfg.MaxQueuedAckBytes
+	if maxQueued <= 0 {
+		maxQueued = DefaultMaxQueuedAckBytes
+	}
+	// The acks' fixed part is bounded by the slots; the bound is on what clients choose to
+	// send (contexts) and on error texts.
+	maxQueued += int64(maxInflight+ackHeadroom) * ackBase
 	s := &producerSession{
-		conn:     conn,
-		p:        p,
-		cfg:      cfg,
-		log:      log,
-		maxPause: maxPause,
+		conn:      conn,
+		p:         p,
+		cfg:       cfg,
+		log:       log,
+		maxPause:  maxPause,
+		maxQueued: maxQueued,
 		// slots counts acks owed: taken when a frame is read, returned when its ack is
 		// written (or dropped after the socket closed). acks can therefore never hold more
 		// than cap(slots) entries, and a send callback never blocks on it. The headroom above
 		// maxInflight lets rejections be answered while maxInflight sends are in flight.
-		slots: make(chan struct{}, maxInflight+ackHeadroom),
-		acks:  make(chan ack, maxInflight+ackHeadroom),
+		slots:   make(chan struct{}, maxInflight+ackHeadroom),
+		ready:   make(chan struct{}, 1),
+		drained: make(chan struct{}, 1),
+		kick:    make(chan struct{}, 1),
 	}
 	// When the edge shuts down, stop reading the socket; the acks of messages in flight are
 	// still written before the session closes.
@@ -154,10 +184,11 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, cfg
 	closeCode, reason := s.readLoop(ctx)
 
 	// The client is gone or the edge is shutting down. Messages already handed to the broker
-	// go on: wait for their outcome (bounded by the send timeout) before closing the
-	// producer, so that none is left with its charge held and each ack can still be written.
-	flushCtx, flushCancel := context.WithTimeout(context.Background(), 35*time.Second)
-	if err := s.waitInflight(flushCtx); err != nil {
+	// go on: wait until each is answered (by the broker or the send timeout), bounded, before
+	// closing the producer, so that each ack can still be written. Closing the producer fails
+	// what the broker never answered, which releases those charges.
+	flushCtx, flushCancel := context.WithTimeout(context.Background(), s.flushTimeout())
+	if err := waitGroup(flushCtx, &s.unanswered); err != nil {
 		log.Warn("closing producer with sends outstanding", "err", err)
 	}
 	flushCancel()
@@ -171,23 +202,50 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, cfg
 }
 
 type producerSession struct {
-	conn     *wsconn.Conn
-	p        *broker.Producer
-	cfg      ProducerConfig
-	log      *slog.Logger
-	maxPause time.Duration
+	conn      *wsconn.Conn
+	p         *broker.Producer
+	cfg       ProducerConfig
+	log       *slog.Logger
+	maxPause  time.Duration
+	maxQueued int64
 
 	slots chan struct{}
-	acks  chan ack
+	// acks are the acks waiting for the writer, in the order they were answered; ready (cap
+	// 1) tells the writer there are some. A slot is held for each, so there are at most
+	// cap(slots), and queueing one never blocks a send callback.
+	acksMu  sync.Mutex
+	acks    []ack
+	ready   chan struct{}
+	owed    atomic.Int64  // ack bytes owed to the client: queued, or estimated for sends in flight
+	waiting atomic.Bool   // the reader waits for owed to fall
+	drained chan struct{} // cap 1: owed fell to half of maxQueued
 
-	inflight sync.WaitGroup // sends handed to the broker and not yet answered
-	readErr  error          // why the reader stopped; written by the reader before it returns
+	// pending holds the messages in flight in send order, for the send timeout; kick (cap 1)
+	// tells the writer that pending went from empty to not empty.
+	mu      sync.Mutex
+	pending []*inflight
+	kick    chan struct{}
+
+	unanswered sync.WaitGroup // sends handed to the broker and not yet answered
+	readErr    error          // why the reader stopped; written by the reader before it returns
+}
+
+// flushTimeout bounds the wait for in-flight answers when the session ends: the send timeout
+// and a margin, or 35s without one.
+func (s *producerSession) flushTimeout() time.Duration {
+	if s.cfg.SendTimeout > 0 {
+		return s.cfg.SendTimeout + 5*time.Second
+	}
+	return 35 * time.Second
 }
 
 // readLoop reads frames until the socket fails or ctx ends and returns the close code to send,
 // or 0 when none should be sent.
 func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 	for {
+		if !s.waitQueued(ctx) {
+			return wsconn.CloseGoingAway, "server shutting down"
+		}
 		typ, data, err := s.conn.Read()
 		if err != nil {
 			s.readErr = err
@@ -210,12 +268,33 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 			continue
 		}
 		msg, ferr := wsapi.DecodeProducerMessage(data)
+		if ferr == nil {
+			ferr = s.cfg.Limits.check(&msg)
+		}
 		if ferr != nil {
 			s.reply(ferr.Ack(), ResultInvalid)
 			continue
 		}
 		s.publish(ctx, msg)
 	}
+}
+
+// waitQueued waits while the session owes its client more than maxQueued bytes of acks, so a
+// client that does not read its acks stops being read. It returns false when ctx ends first.
+func (s *producerSession) waitQueued(ctx context.Context) bool {
+	for s.owed.Load() > s.maxQueued {
+		s.waiting.Store(true)
+		if s.owed.Load() <= s.maxQueued/2 { // the writer drained it meanwhile
+			break
+		}
+		select {
+		case <-s.drained:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	s.waiting.Store(false)
+	return true
 }
 
 func (s *producerSession) publish(ctx context.Context, msg wsapi.ProducerMessage) {
@@ -236,40 +315,97 @@ func (s *producerSession) publish(ctx context.Context, msg wsapi.ProducerMessage
 	if msg.DeliverAfterMillis > 0 {
 		out.DeliverAfter = time.Duration(msg.DeliverAfterMillis) * time.Millisecond
 	}
-	n := len(msg.Payload) + len(out.Key)
-	for k, v := range msg.Properties {
-		n += len(k) + len(v)
-	}
-	size := ProducerCharge(n)
-	charge, err := s.admit(ctx, size)
+	charge, err := s.admit(ctx, MessageCharge(&msg))
 	if err != nil {
 		s.reply(wsapi.AckError(wsapi.ErrorUnknown, err.Error(), msg.Context), ResultRejected)
 		return
 	}
-	start := time.Now()
-	msgCtx := msg.Context
-	s.inflight.Add(1)
+	m := &inflight{start: time.Now(), ctx: msg.Context, charge: charge, owed: ackEstimate(msg.Context)}
+	s.owed.Add(m.owed)
+	s.unanswered.Add(1)
+	s.track(m)
 	// Admitted messages are sent even if the session ends meanwhile: cancelling them would
 	// turn a message the client may already consider sent into a lost one.
 	s.p.SendAsync(context.WithoutCancel(ctx), out, func(id broker.MessageID, err error) {
 		// Runs on the client library's connection goroutine: release and hand off, no more.
-		charge.Release()
+		if !m.state.CompareAndSwap(sending, answered) {
+			m.charge.Release() // its timeout ack has been written already
+			return
+		}
 		var a wsapi.ProducerAck
+		result := ResultOK
 		if err != nil {
-			a = wsapi.AckError(wsapi.ErrorUnknown, sendErrorText(err), msgCtx)
+			a, result = wsapi.AckError(wsapi.ErrorUnknown, sendErrorText(err), m.ctx), ResultSendError
 		} else {
-			a = wsapi.AckOK(wsapi.EncodeMessageID(toWireID(id)), msgCtx)
+			a = wsapi.AckOK(wsapi.EncodeMessageID(toWireID(id)), m.ctx)
 		}
 		if s.cfg.OnAck != nil {
-			result := ResultOK
-			if err != nil {
-				result = ResultSendError
-			}
-			s.cfg.OnAck(result, time.Since(start))
+			s.cfg.OnAck(result, time.Since(m.start))
 		}
-		s.acks <- ack{frame: a.Encode()} // never blocks: a slot was taken for this message
-		s.inflight.Done()
+		frame := a.Encode()
+		m.ctx = nil // only the timeout reads it, and it can no longer fire for m
+		// The client library has let go of the message; what stays held is the ack.
+		m.charge.Shrink(AckCharge(len(frame)))
+		s.queue(ack{frame: frame, charge: m.charge, owed: m.owed}) // never blocks: a slot was taken for it
+		s.unanswered.Done()
 	})
+}
+
+// track records m for the send timeout.
+func (s *producerSession) track(m *inflight) {
+	if s.cfg.SendTimeout <= 0 {
+		return
+	}
+	s.mu.Lock()
+	// Drop answered messages from the front, so that pending holds what can still time out.
+	i := 0
+	for i < len(s.pending) && s.pending[i].state.Load() != sending {
+		i++
+	}
+	s.pending = append(s.pending[i:], m)
+	first := len(s.pending) == 1
+	s.mu.Unlock()
+	if first {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// expire answers the messages in flight longer than the send timeout with an error ack, and
+// returns how long until the oldest remaining one expires (0: none is left).
+func (s *producerSession) expire(now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.pending) > 0 {
+		m := s.pending[0]
+		if m.state.Load() == sending {
+			if wait := m.start.Add(s.cfg.SendTimeout).Sub(now); wait > 0 {
+				return wait
+			}
+			if m.state.CompareAndSwap(sending, timedOut) {
+				s.timeoutAck(m)
+			}
+		}
+		s.pending[0] = nil
+		s.pending = s.pending[1:]
+	}
+	s.pending = nil
+	return 0
+}
+
+// timeoutAck queues the error ack of a message whose send timed out. Its charge stays with
+// the message until the broker answers; the ack holds a charge of its own.
+func (s *producerSession) timeoutAck(m *inflight) {
+	text := fmt.Sprintf("send failed: message send timeout: the broker did not acknowledge it within %s", s.cfg.SendTimeout)
+	a := wsapi.AckError(wsapi.ErrorUnknown, text, m.ctx)
+	if s.cfg.OnAck != nil {
+		s.cfg.OnAck(ResultSendError, 0)
+	}
+	frame := a.Encode()
+	s.queue(ack{frame: frame, charge: s.hold(AckCharge(len(frame))), owed: m.owed})
+	s.unanswered.Done()
 }
 
 // admit charges size against the session's gate under the at-limit action.
@@ -289,21 +425,56 @@ func (s *producerSession) admit(ctx context.Context, size int64) (*admission.Cha
 	return c, err
 }
 
+// hold charges an ack that cannot be refused: its frame has been read and must be answered.
+func (s *producerSession) hold(n int64) *admission.Charge {
+	if s.cfg.Gate == nil {
+		return nil
+	}
+	return s.cfg.Gate.Hold(n)
+}
+
 // reply queues an immediate ack (an error for a frame that was not sent). The caller holds a
 // slot for it.
 func (s *producerSession) reply(a wsapi.ProducerAck, result string) {
 	if s.cfg.OnAck != nil {
 		s.cfg.OnAck(result, 0)
 	}
-	s.acks <- ack{frame: a.Encode()}
+	frame := a.Encode()
+	n := int64(len(frame))
+	s.owed.Add(n)
+	s.queue(ack{frame: frame, charge: s.hold(AckCharge(len(frame))), owed: n})
 }
 
-// writeLoop writes acks, server pings and the idle timeout until ctx ends, then writes the
-// acks still queued. After a write error it keeps draining acks (dropping them) so that slots
-// are returned and the reader unblocks.
+// queue hands an ack to the writer. A slot is held for it, so it never blocks.
+func (s *producerSession) queue(a ack) {
+	s.acksMu.Lock()
+	s.acks = append(s.acks, a)
+	s.acksMu.Unlock()
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+// takeAcks returns the queued acks, leaving spare (emptied) as the queue: the writer and the
+// callbacks swap two slices instead of allocating.
+func (s *producerSession) takeAcks(spare []ack) []ack {
+	s.acksMu.Lock()
+	defer s.acksMu.Unlock()
+	got := s.acks
+	s.acks = spare[:0]
+	return got
+}
+
+// writeLoop writes acks, server pings and the idle timeout, and answers sends that time out,
+// until ctx ends; then it writes the acks still queued. After a write error it keeps draining
+// acks (dropping them) so that slots and charges are returned and the reader unblocks.
 func (s *producerSession) writeLoop(ctx context.Context) {
 	keep := newKeepalive(s.cfg.Conn, s.conn)
 	defer keep.stop()
+	expiry := time.NewTimer(time.Hour)
+	expiry.Stop()
+	defer expiry.Stop()
 	broken := false
 	write := func(a ack) {
 		if !broken {
@@ -313,36 +484,57 @@ func (s *producerSession) writeLoop(ctx context.Context) {
 				_ = s.conn.Close()
 			}
 		}
+		a.charge.Release()
+		if q := s.owed.Add(-a.owed); q <= s.maxQueued/2 && s.waiting.Load() {
+			select {
+			case s.drained <- struct{}{}:
+			default:
+			}
+		}
 		<-s.slots
+	}
+	expire := func() {
+		if wait := s.expire(time.Now()); wait > 0 {
+			expiry.Reset(wait)
+		}
+	}
+	var batch []ack
+	writeQueued := func() {
+		batch = s.takeAcks(batch)
+		for i, a := range batch {
+			write(a)
+			batch[i] = ack{}
+		}
+		if cap(batch) > 256 {
+			batch = nil // a burst is over: an idle session keeps no large buffer
+		}
 	}
 	for {
 		select {
-		case a := <-s.acks:
-			write(a)
+		case <-s.ready:
+			writeQueued()
 		case <-keep.C():
 			if !broken && !keep.tick() {
 				broken = true
 			}
+		case <-s.kick:
+			expire()
+		case <-expiry.C:
+			expire()
 		case <-ctx.Done():
-			// The session is ending after its sends were answered: write what is queued (a
-			// late callback finds room, as its slot is returned here).
-			for {
-				select {
-				case a := <-s.acks:
-					write(a)
-				default:
-					return
-				}
-			}
+			// The session is ending after its sends were answered (or the producer closed):
+			// write what is queued.
+			writeQueued()
+			return
 		}
 	}
 }
 
-// waitInflight waits for every send handed to the broker to be answered, or ctx to end.
-func (s *producerSession) waitInflight(ctx context.Context) error {
+// waitGroup waits for wg, or for ctx to end.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {
 	done := make(chan struct{})
 	go func() {
-		s.inflight.Wait()
+		wg.Wait()
 		close(done)
 	}()
 	select {

@@ -256,6 +256,9 @@ func ParseEndpoint(rawPath string, q url.Values) (Endpoint, error) {
 		if pattern[0] == "" {
 			return Endpoint{}, invalidParams("empty topicsPattern")
 		}
+		if _, err := patternResource(pattern[0]); err != nil {
+			return Endpoint{}, err
+		}
 		ep.TopicsPattern = pattern[0]
 		return ep, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 )
@@ -18,6 +19,13 @@ import (
 // CloseGoingAway (1001) closes a session when the edge shuts down or the session is idle. The
 // 4000-range codes, Sluice's mapping of Pulsar's WebSocketError numbers, are in wsapi.
 const CloseGoingAway = websocket.CloseGoingAway
+
+// CloseInvalidPayload (1007) closes a session that sent a text message that is not UTF-8, as
+// RFC 6455 requires.
+const CloseInvalidPayload = websocket.CloseInvalidFramePayloadData
+
+// ErrInvalidUTF8 is returned by Read for a text message that is not valid UTF-8.
+var ErrInvalidUTF8 = errors.New("invalid UTF-8 in a text message")
 
 // MessageType is the type of a data message.
 type MessageType int
@@ -131,13 +139,17 @@ func IsTimeout(err error) bool {
 func (c *Conn) LastActivity() time.Time { return time.Unix(0, c.lastActivity.Load()) }
 
 // Read returns the next data message. Control frames are handled inside it: pings are
-// answered with a pong carrying the same payload.
+// answered with a pong carrying the same payload. A text message that is not UTF-8 is an
+// ErrInvalidUTF8 error; the connection must then be closed with CloseInvalidPayload.
 func (c *Conn) Read() (MessageType, []byte, error) {
 	t, b, err := c.ws.ReadMessage()
 	if err != nil {
 		return 0, nil, err
 	}
 	c.touch()
+	if t == websocket.TextMessage && !utf8.Valid(b) {
+		return 0, nil, ErrInvalidUTF8
+	}
 	return MessageType(t), b, nil
 }
 

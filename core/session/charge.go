@@ -1,0 +1,92 @@
+package session
+
+import (
+	"github.com/sluicehq/sluice/core/broker"
+	"github.com/sluicehq/sluice/core/wsapi"
+)
+
+// What a message is charged: the memory it makes the edge hold, measured with heap profiles of
+// held messages (docs/backpressure.md, "What a charge includes", says how).
+//
+// A producer message is held from the moment its frame is read until its ack is written. Until
+// the broker answers, that is the decoded payload, the client library's copy of it (its no-op
+// compression copies) and the serialized send buffer it keeps for resends: ProducerPayloadFactor
+// times the payload. The key and every property are held twice (the decoded strings, and the
+// serialized metadata), and each property also costs PropertyOverhead in the decoded map and
+// the library's metadata list: held messages of 20,000 properties each grew the heap by
+// 193 + 3 × (key + value) bytes a property, the third copy being the embedded broker's, in
+// the same process. The context is held as the decoded string and again in the ack.
+// ProducerOverhead covers the message's metadata, the pending-send entry, the callback and a
+// context of up to SmallContext bytes (the measurements had one).
+const (
+	ProducerPayloadFactor = 3
+	ProducerOverhead      = 2048
+	PropertyOverhead      = 192
+	SmallContext          = 64
+)
+
+// A consumer message is charged, from when the session takes it from the broker client until
+// its frame is written, the payload the client library delivered plus the frame encoding it
+// (base64, 4/3 of the payload), so ConsumerPayloadFactor/3 times the payload (7/3); its key and
+// properties twice (the library's strings and the frame) plus PropertyOverhead a property;
+// and ConsumerOverhead bytes.
+const (
+	ConsumerPayloadFactor = 7
+	ConsumerOverhead      = 1024
+)
+
+// AckOverhead is what an ack waiting to be written holds beyond its frame's bytes.
+const AckOverhead = 64
+
+// What an open session costs while it is open, whatever it holds in messages: its goroutines'
+// stacks, its socket's buffers, its queues and the broker client's producer or consumer,
+// measured as the heap and stack an idle session adds to the process (docs/backpressure.md).
+// A session is charged it to its route and pool from the handshake until it ends.
+const (
+	ProducerSessionCost = 52 << 10
+	ConsumerSessionCost = 48 << 10
+)
+
+// ProducerCharge is what a producer message of payload bytes, with no key or properties and a
+// small context, is charged until the broker answers.
+func ProducerCharge(payload int) int64 {
+	return int64(payload)*ProducerPayloadFactor + ProducerOverhead
+}
+
+// MessageCharge is what a decoded producer message is charged until the broker answers.
+func MessageCharge(m *wsapi.ProducerMessage) int64 {
+	n := ProducerCharge(len(m.Payload))
+	if m.Key != nil {
+		n += 2 * int64(len(*m.Key))
+	}
+	if m.Context != nil {
+		n += 2 * int64(max(len(*m.Context)-SmallContext, 0))
+	}
+	n += propertiesCharge(m.Properties)
+	for _, c := range m.ReplicationClusters {
+		n += 2 * int64(len(c))
+	}
+	return n
+}
+
+// ConsumerCharge is what a consumer message of payload bytes, with no key or properties, is
+// charged until its frame is written.
+func ConsumerCharge(payload int) int64 {
+	return int64(payload)*ConsumerPayloadFactor/3 + ConsumerOverhead
+}
+
+// DeliveryCharge is what a message taken from the broker is charged until its frame is written.
+func DeliveryCharge(m *broker.Message) int64 {
+	return ConsumerCharge(len(m.Payload)) + 2*int64(len(m.Key)) + propertiesCharge(m.Properties)
+}
+
+// AckCharge is what an ack frame of n bytes is charged while it waits to be written.
+func AckCharge(n int) int64 { return int64(n) + AckOverhead }
+
+func propertiesCharge(props map[string]string) int64 {
+	var n int64
+	for k, v := range props {
+		n += 2*int64(len(k)+len(v)) + PropertyOverhead
+	}
+	return n
+}

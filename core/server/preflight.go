@@ -63,9 +63,9 @@ func preflight(cfg *config.Config) error {
 // checkPlugins reports every plugin executable that cannot be run.
 func checkPlugins(cfg *config.Config) error {
 	var errs []error
-	for i, p := range cfg.Plugins {
+	for _, p := range cfg.Plugins {
 		if err := checkExecutable(p.Path); err != nil {
-			errs = append(errs, fmt.Errorf("plugins[%d].path (%s): %w", i, p.Name, err))
+			errs = append(errs, fmt.Errorf("plugin %q: %w", p.Name, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -74,20 +74,7 @@ func load(ctx context.Context, opts LoadOptions) (*loaded, error) {
 	// absent key from an explicit zero.
 	user := koanf.New(".")
 	for _, f := range opts.Files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("reading config file: %w", err)
-		}
-		m, err := parseYAML(b)
-		if err != nil {
-			return nil, fmt.Errorf("parsing config file %s: %w", f, err)
-		}
-		dir, err := filepath.Abs(filepath.Dir(f))
-		if err != nil {
-			return nil, fmt.Errorf("config file %s: %w", f, err)
-		}
-		resolvePaths(m, reflect.TypeFor[Config](), dir)
-		if err := l.add(user, Source{Kind: FromFile, Name: f}, m, ""); err != nil {
+		if err := l.addFile(user, f); err != nil {
 			return nil, err
 		}
 	}
@@ -133,6 +120,25 @@ func load(ctx context.Context, opts LoadOptions) (*loaded, error) {
 	}
 	l.cfg = c
 	return l, nil
+}
+
+// addFile reads the YAML file f, resolves its relative paths against its
+// directory and adds it as a layer.
+func (l *loaded) addFile(user *koanf.Koanf, f string) error {
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return fmt.Errorf("reading config file: %w", err)
+	}
+	m, err := parseYAML(b)
+	if err != nil {
+		return fmt.Errorf("parsing config file %s: %w", f, err)
+	}
+	dir, err := filepath.Abs(filepath.Dir(f))
+	if err != nil {
+		return fmt.Errorf("config file %s: %w", f, err)
+	}
+	resolvePaths(m, reflect.TypeFor[Config](), dir)
+	return l.add(user, Source{Kind: FromFile, Name: f}, m, "")
 }
 
 // add loads m (nested when delim is "", flat with delim otherwise) onto

@@ -1,8 +1,10 @@
 # Sluice. `make run` starts the edge with its embedded broker; `make test` runs the test suite.
 GO        ?= go
 BIN       := bin
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -X main.version=$(VERSION)
+# The version stamped into bin/sluice; empty leaves it to Go's build information (the module
+# version and the VCS commit), which `sluice version` prints too.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+LDFLAGS   := $(if $(VERSION),-X main.version=$(VERSION))
 BENCHTIME ?= 3s
 COUNT     ?= 5
 
@@ -13,8 +15,12 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/sluice ./cmd/sluice
 
+# make run [LISTEN=host:port] [CONFIG="a.yaml b.yaml"]: the edge with its embedded broker, on
+# loopback by default. CONFIG names configuration files, merged in order; LISTEN overrides
+# their listen (LISTEN= leaves it to them).
+LISTEN ?= 127.0.0.1:8080
 run: build
-	$(BIN)/sluice serve $(if $(CONFIG),-c $(CONFIG))
+	$(BIN)/sluice serve $(foreach c,$(CONFIG),-c $(c)) $(if $(LISTEN),--listen $(LISTEN))
 
 test: vet
 	$(GO) test -race -timeout 15m ./...

@@ -1,11 +1,15 @@
 // Command sluice is the Sluice WebSocket edge for Pulsar.
 //
-//	sluice serve    [-c FILE] [--listen ADDR]   run the edge (embedded broker when none is configured)
+//	sluice serve    [-c FILE]... [--listen ADDR]  run the edge (embedded broker when none is configured)
 //	sluice broker   [--listen ADDR] [--admin ADDR] run the embedded Pulsar-protocol broker alone
-//	sluice validate -c FILE                     check a configuration file and exit
-//	sluice plugins list|check -c FILE           show or check the configured strategy plugins
-//	sluice bench memory|throughput|consumers    run the benchmarks
-//	sluice version                              print the version
+//	sluice validate -c FILE...                    check a configuration as serve would, without serving
+//	sluice config   [-c FILE]... [--defaults]     print the effective configuration, annotated
+//	sluice plugins  list|check -c FILE...         show or check the configured strategy plugins
+//	sluice bench    memory|throughput|consumers   run the benchmarks
+//	sluice version  (or --version, -v)            print the version
+//
+// Several -c files merge in order, later files over earlier ones (maps key by key, lists
+// replaced whole); see docs/configuration.md.
 package main
 
 import (
@@ -16,18 +20,18 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
-)
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+	"github.com/sluicehq/sluice/core/config"
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "sluice:", err)
+		fmt.Fprintln(os.Stderr, errorText(err))
 		os.Exit(1)
 	}
 }
@@ -42,7 +46,8 @@ func commands() []command {
 	return []command{
 		{"serve", "run the edge", runServe},
 		{"broker", "run the embedded Pulsar-protocol broker alone", runBroker},
-		{"validate", "check a configuration file and exit", runValidate},
+		{"validate", "check a configuration as serve would, without serving", runValidate},
+		{"config", "print the effective configuration, or the defaults, annotated", runConfig},
 		{"plugins", "list or check the configured strategy plugins", runPlugins},
 		{"bench", "run the benchmarks (see docs/benchmarks.md)", runBench},
 		{"version", "print the version", runVersion},
@@ -50,6 +55,9 @@ func commands() []command {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version" || args[0] == "-v") {
+		return runVersion(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {
@@ -76,12 +84,32 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Run 'sluice <command> -h' for a command's flags.")
 }
 
-func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return err
+// errorText is how main reports err: configuration problems one a line, each with the file
+// or variable that set its key (config.Explain).
+func errorText(err error) string {
+	lines := strings.Split(config.Explain(err), "\n")
+	if len(lines) == 1 {
+		return "sluice: " + lines[0]
 	}
-	fmt.Fprintln(stdout, "sluice", version)
+	return "sluice: " + strings.Join(lines, "\n  ")
+}
+
+// fileList is a repeatable -c flag.
+type fileList []string
+
+func (f *fileList) String() string { return strings.Join(*f, ",") }
+
+func (f *fileList) Set(s string) error {
+	if s == "" {
+		return errors.New("empty file name")
+	}
+	*f = append(*f, s)
 	return nil
+}
+
+// configFlag adds the repeatable -c flag to fs.
+func configFlag(fs *flag.FlagSet, what string) *fileList {
+	var files fileList
+	fs.Var(&files, "c", "configuration file (YAML)"+what+"; repeat to merge several, later over earlier")
+	return &files
 }

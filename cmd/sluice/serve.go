@@ -9,29 +9,23 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
-	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/server"
 )
 
-// loadConfig loads the layered configuration: defaults, the file (if any), SLUICE_ environment
-// variables, then the flags that were set.
-func loadConfig(ctx context.Context, file string, overrides map[string]any) (*config.Config, error) {
-	opts := config.LoadOptions{Env: os.Environ(), Overrides: overrides}
-	if file != "" {
-		opts.Files = []string{file}
-	}
-	return config.Load(ctx, opts)
+// loadOptions are the layers of the configuration: defaults, the files in order, the
+// SLUICE_ environment variables that are settings, then the flags that were set.
+func loadOptions(files []string, overrides map[string]any) config.LoadOptions {
+	return config.LoadOptions{Files: files, Env: os.Environ(), Overrides: overrides}
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	file := fs.String("c", "", "configuration file (YAML)")
+	files := configFlag(fs, "")
 	listen := fs.String("listen", "", "WebSocket listen address (overrides the config's listen)")
 	brokerURL := fs.String("broker", "", "Pulsar service URL (overrides broker.url; empty: embedded broker)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -52,9 +46,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *brokerURL != "" {
 		overrides["broker.url"] = *brokerURL
 	}
-	cfg, err := loadConfig(ctx, *file, overrides)
+	opts := loadOptions(*files, overrides)
+	cfg, err := config.Load(ctx, opts)
 	if err != nil {
 		return err
+	}
+	if ignored := config.IgnoredEnv(opts.Env); len(ignored) > 0 {
+		logger.Info("SLUICE_ variables that name no setting are left alone", "vars", ignored)
 	}
 	srv, err := server.New(cfg, server.WithLogger(logger))
 	if err != nil {
@@ -65,18 +63,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	printConnectHelp(stdout, srv)
-	if *file != "" {
-		// Routes reload when the file changes; a bad file keeps the old routes.
+	if len(*files) > 0 {
+		// Routes reload when a file changes; a bad file keeps the old routes.
 		var wg sync.WaitGroup
 		wctx, stopWatch := context.WithCancel(ctx)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			opts := config.LoadOptions{Files: []string{*file}, Env: os.Environ(), Overrides: overrides}
+		wg.Go(func() {
 			if err := srv.WatchConfig(wctx, opts, 0); err != nil {
 				logger.Error("watching the configuration", "err", err)
 			}
-		}()
+		})
 		defer func() {
 			stopWatch()
 			wg.Wait()
@@ -134,89 +129,6 @@ func printConnectHelp(w io.Writer, srv *server.Server) {
 	fmt.Fprintf(w, "  consumer: ws://%s/ws/v2/consumer/persistent/public/default/my-topic/my-sub\n", host)
 	fmt.Fprintf(w, "  reader:   ws://%s/ws/v2/reader/persistent/public/default/my-topic\n", host)
 	fmt.Fprintln(w, "Press Ctrl-C to stop.")
-}
-
-func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	file := fs.String("c", "", "configuration file (YAML); required")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *file == "" {
-		return fmt.Errorf("validate: -c FILE is required")
-	}
-	cfg, err := loadConfig(ctx, *file, nil)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *file, err)
-	}
-	// Resolve everything: launch the plugins, create every route's strategy and pools.
-	if err := server.Validate(ctx, cfg, nil); err != nil {
-		return fmt.Errorf("%s: %w", *file, err)
-	}
-	for _, w := range cfg.Warnings() {
-		fmt.Fprintln(stdout, "warning:", w)
-	}
-	fmt.Fprintf(stdout, "%s: ok (%d routes, %d plugins)\n", *file, len(cfg.Routes), len(cfg.Plugins))
-	return nil
-}
-
-func runPlugins(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "list" && args[0] != "check") {
-		fmt.Fprintln(stderr, "usage: sluice plugins list|check -c FILE")
-		return fmt.Errorf("plugins: want list or check")
-	}
-	verb := args[0]
-	fs := flag.NewFlagSet("plugins "+verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	file := fs.String("c", "", "configuration file (YAML); required")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if *file == "" {
-		return fmt.Errorf("plugins %s: -c FILE is required", verb)
-	}
-	cfg, err := loadConfig(ctx, *file, nil)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *file, err)
-	}
-	if len(cfg.Plugins) == 0 {
-		fmt.Fprintf(stdout, "%s declares no plugins\n", *file)
-		return nil
-	}
-	host, err := server.StartPlugins(ctx, cfg, nil)
-	if err != nil {
-		return err
-	}
-	defer host.Close()
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PLUGIN\tSTATUS\tVERSION\tPROTOCOL\tSTRATEGIES\tPATH")
-	for _, st := range host.Plugins() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", st.Name, st.Status, st.Version, st.Protocol, strings.Join(st.Strategies, ","), st.Path)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if verb == "list" {
-		return nil
-	}
-	// check: every route that names a plugin strategy finds it, and every route resolves.
-	var problems []string
-	for i, r := range cfg.Routes {
-		if r.Strategy.Plugin != "" && !host.Has(r.Strategy.Plugin, r.Strategy.Name) {
-			problems = append(problems, fmt.Sprintf("routes[%d] (%s): plugin %q serves no strategy %q", i, r.Name, r.Strategy.Plugin, r.Strategy.Name))
-		}
-	}
-	if len(problems) == 0 {
-		if err := server.Validate(ctx, cfg, nil); err != nil {
-			problems = append(problems, err.Error())
-		}
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("plugins check failed:\n  %s", strings.Join(problems, "\n  "))
-	}
-	fmt.Fprintln(stdout, "ok: every plugin is healthy and every route resolves")
-	return nil
 }
 
 func splitHostPort(addr string) (string, string, error) { return net.SplitHostPort(addr) }

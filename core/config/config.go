@@ -25,6 +25,11 @@ type Config struct {
 	WebSocket WebSocket `koanf:"websocket" json:"websocket"`
 	// Plugins are the strategy plugin binaries to launch. Zero means none.
 	Plugins []Plugin `koanf:"plugins" json:"plugins"`
+	// PluginHost supervises the plugin processes: health checks, restarts
+	// and timeouts.
+	PluginHost PluginHost `koanf:"plugin_host" json:"plugin_host"`
+	// Strategies bounds the calls the edge makes to every route's strategy.
+	Strategies Strategies `koanf:"strategies" json:"strategies"`
 	// Routes is the ordered route table: the first route whose Match
 	// matches the request path wins; a path no route matches is refused
 	// with 404. Zero (no routes) means one built-in route, "default",
@@ -33,28 +38,104 @@ type Config struct {
 	Routes []Route `koanf:"routes" json:"routes"`
 }
 
+// PluginHost supervises the strategy plugin processes (static).
+type PluginHost struct {
+	// HealthInterval is how often each plugin is pinged; two failed pings in
+	// a row mark it down (its routes use their fallback) and it is
+	// restarted. Zero means 1s.
+	HealthInterval time.Duration `koanf:"health_interval" json:"health_interval"`
+	// HealthTimeout is how long one ping may take. Zero means 500ms.
+	HealthTimeout time.Duration `koanf:"health_timeout" json:"health_timeout"`
+	// RestartBackoff spaces the restarts of a plugin that went down.
+	RestartBackoff Backoff `koanf:"restart_backoff" json:"restart_backoff"`
+	// StartTimeout bounds one launch of a plugin, its handshake included.
+	// Zero means 10s.
+	StartTimeout time.Duration `koanf:"start_timeout" json:"start_timeout"`
+	// CallTimeout bounds creating and closing a route's strategy through its
+	// plugin. Zero means 5s.
+	CallTimeout time.Duration `koanf:"call_timeout" json:"call_timeout"`
+}
+
+// Backoff is an exponential delay: Min before the first retry, doubled
+// after each failure up to Max.
+type Backoff struct {
+	// Min is the first delay. Zero means 100ms.
+	Min time.Duration `koanf:"min" json:"min"`
+	// Max is the longest delay; a plugin that stayed healthy this long
+	// starts again from the first delay. Zero means 30s.
+	Max time.Duration `koanf:"max" json:"max"`
+}
+
+// Strategies bounds the edge's calls to strategies (static).
+type Strategies struct {
+	// DecisionTimeout bounds one strategy decision during a handshake; a
+	// strategy (or plugin) that takes longer refuses the session. Zero
+	// means 2s.
+	DecisionTimeout time.Duration `koanf:"decision_timeout" json:"decision_timeout"`
+	// AdjustInterval is how often adaptive strategies are given their
+	// route's pressure and asked for new limits. Zero means 1s.
+	AdjustInterval time.Duration `koanf:"adjust_interval" json:"adjust_interval"`
+}
+
 // Auth authenticates clients with Pulsar's token scheme (static).
 type Auth struct {
 	// Token verifies JSON Web Tokens, as Pulsar's AuthenticationProviderToken does. Zero (no
-	// key file) means no authentication.
+	// key) means no authentication.
 	Token TokenAuth `koanf:"token" json:"token"`
 	// AnonymousRole is the role of a client that sends no token. Zero means such clients are
 	// refused with 401.
 	AnonymousRole string `koanf:"anonymous_role" json:"anonymous_role"`
 }
 
-// TokenAuth names the key that verifies client tokens: exactly one of the two files.
+// TokenAuth names the key that verifies client tokens, in one of four
+// settings (give exactly one), and the claims that carry the role and the
+// audience. The settings follow Pulsar's tokenSecretKey, tokenPublicKey,
+// tokenAuthClaim, tokenAudienceClaim and tokenAudience.
 type TokenAuth struct {
-	// SecretKeyFile holds the HMAC secret (HS256/384/512), as Pulsar's tokenSecretKey.
-	SecretKeyFile string `koanf:"secret_key_file" json:"secret_key_file"`
-	// PublicKeyFile holds a PEM public key (RS*, PS* or ES*), as Pulsar's tokenPublicKey.
-	PublicKeyFile string `koanf:"public_key_file" json:"public_key_file"`
-	// Audience, when set, must appear in the token's aud claim. Zero means not checked.
+	// SecretKey is the HMAC secret (HS256, HS384, HS512) in Pulsar's
+	// tokenSecretKey forms: "file:///path/secret.key" (the file's bytes),
+	// "data:;base64,<base64>", or the secret's base64 alone. The secret is
+	// at least 32 bytes.
+	SecretKey string `koanf:"secret_key" json:"secret_key" sluice:"keyurl,secret"`
+	// SecretKeyFile is a file holding the HMAC secret, its bytes used as
+	// they are (as "pulsar tokens create-secret-key" writes them).
+	SecretKeyFile string `koanf:"secret_key_file" json:"secret_key_file" sluice:"path"`
+	// PublicKey is the RSA or EC public key (RS*, PS*, ES*) in Pulsar's
+	// tokenPublicKey forms: "file:///path/public.key", "data:;base64,<base64>"
+	// or the base64 alone. The key is DER, as Pulsar writes it, or PEM.
+	PublicKey string `koanf:"public_key" json:"public_key" sluice:"keyurl"`
+	// PublicKeyFile is a file holding the RSA or EC public key, DER or PEM.
+	PublicKeyFile string `koanf:"public_key_file" json:"public_key_file" sluice:"path"`
+	// AuthClaim is the claim that holds the client's role: a string, or a
+	// list whose first element is one (Pulsar's tokenAuthClaim). Zero means
+	// "sub".
+	AuthClaim string `koanf:"auth_claim" json:"auth_claim"`
+	// AudienceClaim is the claim the audience is looked for in (Pulsar's
+	// tokenAudienceClaim). Zero means "aud"; another claim needs the
+	// audience set.
+	AudienceClaim string `koanf:"audience_claim" json:"audience_claim"`
+	// Audience, when set, must be the audience claim's value or one of its
+	// elements (Pulsar's tokenAudience); a token without the claim is
+	// refused. Zero means the audience is not checked.
 	Audience string `koanf:"audience" json:"audience"`
 }
 
 // Enabled reports whether client authentication is configured.
-func (a Auth) Enabled() bool { return a.Token.SecretKeyFile != "" || a.Token.PublicKeyFile != "" }
+func (a Auth) Enabled() bool { return len(a.Token.keys()) > 0 }
+
+// keys names the key settings that are set.
+func (t TokenAuth) keys() []string {
+	var set []string
+	for _, k := range []struct{ name, v string }{
+		{"secret_key", t.SecretKey}, {"secret_key_file", t.SecretKeyFile},
+		{"public_key", t.PublicKey}, {"public_key_file", t.PublicKeyFile},
+	} {
+		if k.v != "" {
+			set = append(set, k.name)
+		}
+	}
+	return set
+}
 
 // AdminListenOff is the AdminListen value that disables the admin listener.
 const AdminListenOff = "off"
@@ -67,15 +148,15 @@ type Broker struct {
 	// AuthToken is a token for Pulsar token authentication. Zero means no
 	// token (unless AuthTokenFile is set). Mutually exclusive with
 	// AuthTokenFile.
-	AuthToken string `koanf:"auth_token" json:"auth_token"`
+	AuthToken string `koanf:"auth_token" json:"auth_token" sluice:"secret"`
 	// AuthTokenFile is a file holding the token.
 	// Zero means none.
-	AuthTokenFile string `koanf:"auth_token_file" json:"auth_token_file"`
+	AuthTokenFile string `koanf:"auth_token_file" json:"auth_token_file" sluice:"path"`
 	// TLSTrustCertsFile is a PEM file of CA certificates for pulsar+ssl.
 	// Zero means the system roots.
-	TLSTrustCertsFile string `koanf:"tls_trust_certs_file" json:"tls_trust_certs_file"`
+	TLSTrustCertsFile string `koanf:"tls_trust_certs_file" json:"tls_trust_certs_file" sluice:"path"`
 	// TLSAllowInsecure skips broker certificate verification. Zero (false)
-	// verifies.
+	// verifies it.
 	TLSAllowInsecure bool `koanf:"tls_allow_insecure" json:"tls_allow_insecure"`
 	// OperationTimeout bounds broker operations such as creating a
 	// producer or a consumer. Zero means 30s.
@@ -96,9 +177,8 @@ type Embedded struct {
 	// DefaultPartitions is the partition count of auto-created topics.
 	// Zero means non-partitioned topics.
 	DefaultPartitions int `koanf:"default_partitions" json:"default_partitions"`
-	// AllowAutoTopicCreation creates topics on first use. Load and
-	// Defaults set true when the key is absent; false (also the Go zero
-	// value) makes unknown topics an error.
+	// AllowAutoTopicCreation creates topics on first use. An absent key
+	// means true; false makes unknown topics an error.
 	AllowAutoTopicCreation bool `koanf:"allow_auto_topic_creation" json:"allow_auto_topic_creation"`
 	// Retention is the most message bytes the embedded broker keeps per
 	// topic; older messages are dropped. Zero means 256MiB.
@@ -108,12 +188,13 @@ type Embedded struct {
 // Memory holds the edge-wide byte pools (static). Byte limits are soft by at
 // most one message.
 type Memory struct {
-	// ProducerLimit bounds the bytes held for all producers together.
-	// When the key is absent Load uses 64MiB (as does Defaults). Zero means
-	// unbounded, which Warnings reports.
+	// ProducerLimit bounds the bytes held for all producers together. An
+	// absent key means 64MiB; an explicit 0 means
+	// unbounded, which is warned about at start.
 	ProducerLimit Size `koanf:"producer_limit" json:"producer_limit"`
 	// ConsumerLimit bounds the bytes fetched for all consumers together and
-	// not yet written to their sockets. Absent and zero as ProducerLimit.
+	// not yet written to their sockets. An absent key means 64MiB; an
+	// explicit 0 means unbounded, as for ProducerLimit.
 	ConsumerLimit Size `koanf:"consumer_limit" json:"consumer_limit"`
 	// SessionLimit bounds what open sessions cost themselves, whatever messages they hold:
 	// their buffers, queues and broker-side producers and consumers, charged per session from
@@ -131,12 +212,12 @@ type Memory struct {
 // WebSocket holds per-connection WebSocket settings (static). The defaults
 // follow Pulsar's WebSocket proxy.
 type WebSocket struct {
-	// MaxTextMessageSize is the largest text message a client may send.
-	// Zero means 1MiB (Pulsar's webSocketMaxTextFrameSize).
+	// MaxTextMessageSize is the largest text message a client may send, at
+	// least 1KiB. Zero means 1MiB (Pulsar's webSocketMaxTextFrameSize).
 	MaxTextMessageSize Size `koanf:"max_text_message_size" json:"max_text_message_size"`
 	// IdleTimeout closes a connection that has received nothing for this
-	// long. When the key is absent Load uses 5m (as does Defaults; Pulsar's
-	// webSocketSessionIdleTimeoutMillis). Zero disables the timeout.
+	// long. An absent key means 5m (Pulsar's
+	// webSocketSessionIdleTimeoutMillis); an explicit 0 disables it.
 	IdleTimeout time.Duration `koanf:"idle_timeout" json:"idle_timeout"`
 	// PingInterval is how often the server pings each client. Zero means
 	// no server pings (Pulsar's default).
@@ -160,7 +241,7 @@ type Plugin struct {
 	// lowercase word (letters, digits, '-' and '_').
 	Name string `koanf:"name" json:"name"`
 	// Path is the plugin executable. Required.
-	Path string `koanf:"path" json:"path"`
+	Path string `koanf:"path" json:"path" sluice:"path"`
 	// SHA256 is the expected hex SHA-256 of the executable. Zero means the
 	// checksum is not verified.
 	SHA256 string `koanf:"sha256" json:"sha256"`
@@ -171,12 +252,12 @@ type Route struct {
 	// Name identifies the route in logs and metrics. Required and unique.
 	Name string `koanf:"name" json:"name"`
 	// Match is a path glob: "*" matches exactly one path segment, "**"
-	// zero or more segments, anything else is literal. Required; it starts
-	// with '/'. See the route package.
+	// zero or more segments, anything else is literal; a wildcard is a whole
+	// segment. Required; it starts with '/'.
 	Match string `koanf:"match" json:"match"`
 	// Strategy names the strategy that sets this route's policy. Required.
 	Strategy StrategyRef `koanf:"strategy" json:"strategy"`
-	// Fallback is a builtin strategy used while Strategy's plugin is down.
+	// Fallback is a builtin strategy used while the strategy's plugin is down.
 	// Zero means none: sessions on the route are refused while the plugin
 	// is down.
 	Fallback string `koanf:"fallback" json:"fallback"`
@@ -189,8 +270,9 @@ type Route struct {
 	// LowWatermark is the fraction of a limit below which a paused session
 	// resumes reading, in (0, 1). Zero means 0.5.
 	LowWatermark float64 `koanf:"low_watermark" json:"low_watermark"`
-	// Roles are the client roles (a token's sub claim, or auth.anonymous_role) allowed on the
-	// route; others are refused with 403. Zero means every authenticated client.
+	// Roles are the client roles (a token's auth.token.auth_claim, or
+	// auth.anonymous_role) allowed on the route; others are refused with
+	// 403. Zero means every authenticated client.
 	Roles []string `koanf:"roles" json:"roles"`
 	// SlowConsumer is what happens to a consumer or reader session whose
 	// client does not read its socket.
@@ -233,8 +315,11 @@ type StrategyRef struct {
 	// Name is the strategy's name (bytes, count, hybrid, or one a plugin
 	// serves). Required.
 	Name string `koanf:"name" json:"name"`
-	// Params are the strategy's parameters, left raw for the strategy's
-	// factory to decode strictly (see DecodeStrict). Zero means none.
+	// Params are the strategy's parameters, left raw for the strategy to
+	// decode strictly. A string parameter named config, file or path, or
+	// ending in _file, _path or _dir, is a file path: a relative one
+	// resolves against the directory of the file that set it. Zero means
+	// none.
 	Params map[string]any `koanf:"params" json:"params"`
 }
 

@@ -202,26 +202,22 @@ func want(t reflect.Type) string {
 	return t.String()
 }
 
-// decodeErrors rewrites mapstructure's errors as one "path: problem" error
-// per problem, sorted, joined with errors.Join.
+// decodeErrors rewrites mapstructure's errors as one *Problem per problem,
+// sorted, joined with errors.Join.
 func decodeErrors(err error) error {
 	if err == nil {
 		return nil
 	}
-	var msgs []string
-	collect(err, &msgs)
-	sort.Strings(msgs)
-	errs := make([]error, len(msgs))
-	for i, m := range msgs {
-		errs[i] = errors.New(m)
-	}
-	return errors.Join(errs...)
+	var ps []*Problem
+	collect(err, &ps)
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Error() < ps[j].Error() })
+	return joinProblems(ps)
 }
 
-func collect(err error, msgs *[]string) {
+func collect(err error, ps *[]*Problem) {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		for _, e := range j.Unwrap() {
-			collect(e, msgs)
+			collect(e, ps)
 		}
 		return
 	}
@@ -229,30 +225,65 @@ func collect(err error, msgs *[]string) {
 	if !ok {
 		// Look through wrappers such as "decoding failed due to …".
 		if inner := errors.Unwrap(err); inner != nil {
-			collect(inner, msgs)
+			collect(inner, ps)
 			return
 		}
-		*msgs = append(*msgs, err.Error())
+		*ps = append(*ps, problemf("", plainWording(err.Error())))
 		return
 	}
 	name, inner := dotMapKeys(de.Name()), de.Unwrap()
 	if j, ok := inner.(interface{ Unwrap() []error }); ok {
 		for _, e := range j.Unwrap() {
-			collect(e, msgs)
+			collect(e, ps)
 		}
 		return
 	}
 	var ute *mapstructure.UnconvertibleTypeError
 	switch {
 	case errors.As(inner, &ute):
-		*msgs = append(*msgs, problem(name, fmt.Sprintf("want %s, got %s", want(ute.Expected.Type()), describe(ute.Value))))
+		*ps = append(*ps, problemf(name, fmt.Sprintf("want %s, got %s", want(ute.Expected.Type()), describe(ute.Value))))
 	case strings.HasPrefix(inner.Error(), "has invalid keys: "):
 		for k := range strings.SplitSeq(strings.TrimPrefix(inner.Error(), "has invalid keys: "), ", ") {
-			*msgs = append(*msgs, problem(keyPath(name, k), "unknown key"))
+			*ps = append(*ps, problemf(keyPath(name, k), "unknown key"))
 		}
 	default:
-		*msgs = append(*msgs, problem(name, inner.Error()))
+		*ps = append(*ps, problemf(name, plainWording(inner.Error())))
 	}
+}
+
+// plainWording rewrites mapstructure's descriptions of a wrong shape
+// ("source data must be an array or slice, got map") in the schema's terms.
+func plainWording(msg string) string {
+	for _, r := range []struct{ prefix, want string }{
+		{"source data must be an array or slice, got ", "a list"},
+		{"expected a map or struct, got ", "a mapping"},
+		{"expected a map, got ", "a mapping"},
+		{"expected type 'map[string]interface {}', got unconvertible type ", "a mapping"},
+	} {
+		if got, ok := strings.CutPrefix(msg, r.prefix); ok {
+			return "want " + r.want + ", got " + yamlKind(strings.Trim(got, `'"`))
+		}
+	}
+	return msg
+}
+
+// yamlKind names a Go kind or type, as mapstructure prints it, as YAML does.
+func yamlKind(goKind string) string {
+	switch {
+	case goKind == "map" || goKind == "struct" || strings.HasPrefix(goKind, "map["):
+		return "a mapping"
+	case goKind == "slice" || goKind == "array" || strings.HasPrefix(goKind, "[]"):
+		return "a list"
+	case goKind == "string":
+		return "a string"
+	case goKind == "bool":
+		return "a boolean"
+	case strings.HasPrefix(goKind, "int") || strings.HasPrefix(goKind, "uint"):
+		return "an integer"
+	case strings.HasPrefix(goKind, "float"):
+		return "a number"
+	}
+	return "a " + goKind
 }
 
 // dotMapKeys rewrites mapstructure's map-entry paths to the key-path form

@@ -27,6 +27,22 @@ const (
 	DefaultMaxContextSize      = 16 * KiB
 	DefaultMaxProperties       = 1000
 	DefaultMaxPropertiesSize   = 256 * KiB
+	DefaultAuthClaim           = "sub"
+	DefaultAudienceClaim       = "aud"
+	// MinTextMessageSize is the smallest websocket.max_text_message_size:
+	// below it a message frame cannot carry a useful payload.
+	MinTextMessageSize = 1 * KiB
+
+	// The plugin host's and the strategies' defaults; plugins.Default* and
+	// policy.Default* hold the same values for Go users of those packages.
+	DefaultHealthInterval  = time.Second
+	DefaultHealthTimeout   = 500 * time.Millisecond
+	DefaultBackoffMin      = 100 * time.Millisecond
+	DefaultBackoffMax      = 30 * time.Second
+	DefaultStartTimeout    = 10 * time.Second
+	DefaultCallTimeout     = 5 * time.Second
+	DefaultDecisionTimeout = 2 * time.Second
+	DefaultAdjustInterval  = time.Second
 )
 
 // defaultLayer is the bottom configuration layer: the defaults that an
@@ -76,6 +92,17 @@ func (c *Config) SetDefaults() {
 	setDefault(&c.WebSocket.MaxContextSize, DefaultMaxContextSize)
 	setDefault(&c.WebSocket.MaxProperties, DefaultMaxProperties)
 	setDefault(&c.WebSocket.MaxPropertiesSize, DefaultMaxPropertiesSize)
+	setDefault(&c.Auth.Token.AuthClaim, DefaultAuthClaim)
+	setDefault(&c.Auth.Token.AudienceClaim, DefaultAudienceClaim)
+	ph := &c.PluginHost
+	setDefault(&ph.HealthInterval, DefaultHealthInterval)
+	setDefault(&ph.HealthTimeout, DefaultHealthTimeout)
+	setDefault(&ph.RestartBackoff.Min, DefaultBackoffMin)
+	setDefault(&ph.RestartBackoff.Max, DefaultBackoffMax)
+	setDefault(&ph.StartTimeout, DefaultStartTimeout)
+	setDefault(&ph.CallTimeout, DefaultCallTimeout)
+	setDefault(&c.Strategies.DecisionTimeout, DefaultDecisionTimeout)
+	setDefault(&c.Strategies.AdjustInterval, DefaultAdjustInterval)
 	for i := range c.Routes {
 		c.Routes[i].SetDefaults()
 	}

@@ -1,15 +1,30 @@
 // Package config loads, decodes, validates and watches Sluice's
-// configuration.
+// configuration. docs/configuration.md is the user's guide; its key
+// reference and the descriptions `sluice config` prints are generated from
+// the doc comments of the Config fields (see [Keys]).
 //
 // The schema is the typed [Config]; keys are snake_case and every field
 // documents its zero value. [Load] layers, with koanf, the defaults, YAML
-// files, SLUICE_ environment variables and explicit overrides (flags), then
-// decodes strictly: an unknown key (a typo such as hihg_watermark) or a
-// wrong type is an error that names its key path. It then applies defaults
-// and calls [Config.Validate], which reports every problem at once, each
-// prefixed with its path:
+// files (in order), SLUICE_ environment variables and explicit overrides
+// (flags), then decodes strictly: an unknown key (a typo such as
+// hihg_watermark) or a wrong type is an error that names its key path. It
+// then applies defaults and calls [Config.Validate], which reports every
+// problem at once, each prefixed with its path:
 //
 //	routes[1].on_full: must be reject or pause
+//
+// Each problem is a [*Problem] that also knows the layer that set its key;
+// [Explain] writes them for people, with the file or variable at fault.
+// [Effective] shows the configuration in force with every key's source,
+// [DefaultFile] the annotated defaults.
+//
+// # Relative paths
+//
+// A relative file path in a file (a plugin's path, key, token and CA files,
+// a key's file: URL, and strategy parameters named config, file or path or
+// ending in _file, _path or _dir) resolves against that file's directory.
+// Paths from the environment and flags are left relative to the working
+// directory.
 //
 // # Environment
 //
@@ -24,13 +39,16 @@
 //
 // Values are typed by the schema: booleans and numbers are parsed, sizes and
 // durations are read as in YAML, and lists and mappings are YAML flow values.
-// Every SLUICE_ variable must name a key; keys inside lists (a single route)
-// cannot be set one by one.
+// A variable is a setting when what follows SLUICE_ starts with a top-level
+// key (see [IsSetting]); such a variable must name a key, and keys inside
+// lists (a single route) cannot be set one by one. Other SLUICE_ variables,
+// such as the example clients' SLUICE_URL, are not configuration and are
+// left alone ([IgnoredEnv] lists them).
 //
 // # Sizes, durations and absent keys
 //
 // Sizes are [Size] values: "64MiB", "16MB", "1KiB" or a plain number of
-// bytes. Durations are Go durations ("30s", "5m"); a bare number other than
+// bytes, by the grammar strategy parameters use too. Durations are Go durations ("30s", "5m"); a bare number other than
 // 0 is refused. A key that is absent (or null) takes its default; for most
 // keys an explicit zero means the same, but not for the memory limits (0 is
 // unbounded, and Load records that it was set: see [Memory] and

@@ -16,8 +16,10 @@ var update = flag.Bool("update", false, "rewrite the want.json sections of testd
 
 // TestGolden loads each testdata/*.txtar archive: its *.yaml sections are
 // the files, in order; an optional env section holds KEY=VALUE lines; and
-// either want.json is the normalised resolved config, or each line of the
-// error section is a substring the error must contain.
+// either want.json is the normalised resolved config (paths under the
+// files' directory written as ./path), or each line of the error section
+// is a substring the error must contain. An explain section, when present,
+// holds the exact text Explain gives the error.
 func TestGolden(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("testdata/*.txtar")
@@ -53,6 +55,12 @@ func TestGolden(t *testing.T) {
 						t.Errorf("error does not contain %q; got:\n%v", sub, err)
 					}
 				}
+				if want, ok := a.get("explain"); ok {
+					got := strings.ReplaceAll(Explain(err), dir+string(filepath.Separator), "") + "\n"
+					if got != want {
+						t.Errorf("Explain:\n%s\nwant:\n%s", got, want)
+					}
+				}
 				return
 			}
 			if err != nil {
@@ -63,6 +71,9 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got = append(got, '\n')
+			// Relative paths in the files resolved against the files'
+			// directory: show them relative to it again.
+			got = bytes.ReplaceAll(got, []byte(dir+string(filepath.Separator)), []byte("./"))
 			if *update {
 				a.set("want.json", string(got))
 				if err := os.WriteFile(file, a.format(), 0o644); err != nil {

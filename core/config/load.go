@@ -2,9 +2,9 @@ package config
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
@@ -27,9 +27,9 @@ const EnvPrefix = "SLUICE_"
 type LoadOptions struct {
 	// Files are YAML files, merged in order. Zero means none.
 	Files []string
-	// Env is the environment, as os.Environ returns it. Only variables
-	// starting with EnvPrefix are read, and each must name a key (see
-	// EnvKey). Zero (nil) means no environment layer: pass os.Environ()
+	// Env is the environment, as os.Environ returns it. Only the variables
+	// that are settings are read (see IsSetting), and each must name a key
+	// (see EnvKey). Zero (nil) means no environment layer: pass os.Environ()
 	// explicitly.
 	Env []string
 	// Overrides are values from flags, keyed by dotted key path
@@ -40,40 +40,62 @@ type LoadOptions struct {
 
 // Load reads the layers opts names, decodes them strictly into a Config,
 // applies defaults and validates it. Unknown keys, wrong types and invalid
-// values are errors naming their key path; all of a stage's problems are
-// reported together, joined with errors.Join.
+// values are *Problem errors naming their key path and the layer that set
+// the key; all of a stage's problems are reported together, joined with
+// errors.Join (Explain formats them with their sources). Relative file paths
+// in a file resolve against that file's directory.
 func Load(ctx context.Context, opts LoadOptions) (*Config, error) {
+	l, err := load(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return l.cfg, nil
+}
+
+// loaded is a loaded configuration and the layers it came from.
+type loaded struct {
+	cfg    *Config
+	layers []layer // lowest first: files, environment variables, flags
+}
+
+// layer is one source's keys, flattened: maps are split at every key, a
+// list is one key.
+type layer struct {
+	src  Source
+	keys map[string]bool
+}
+
+func load(ctx context.Context, opts LoadOptions) (*loaded, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	l := &loaded{}
 	// user holds every layer above the defaults, so that Load can tell an
 	// absent key from an explicit zero.
 	user := koanf.New(".")
 	for _, f := range opts.Files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("reading config file: %w", err)
-		}
-		if err := loadYAML(user, b); err != nil {
-			return nil, fmt.Errorf("parsing config file %s: %w", f, err)
+		if err := l.addFile(user, f); err != nil {
+			return nil, err
 		}
 	}
 	if opts.Env != nil {
-		m, err := envLayer(opts.Env)
-		if err != nil {
-			return nil, err
+		vars, problems := envLayer(opts.Env)
+		if len(problems) > 0 {
+			return nil, joinProblems(problems)
 		}
-		if err := user.Load(confmap.Provider(m, "."), nil); err != nil {
-			return nil, fmt.Errorf("loading environment: %w", err)
+		for _, v := range vars {
+			if err := l.add(user, Source{Kind: FromEnv, Name: v.name}, map[string]any{v.key: v.value}, "."); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if len(opts.Overrides) > 0 {
-		m, err := overrideLayer(opts.Overrides)
-		if err != nil {
-			return nil, err
+		m, problems := overrideLayer(opts.Overrides)
+		if len(problems) > 0 {
+			return nil, joinProblems(problems)
 		}
-		if err := user.Load(confmap.Provider(m, "."), nil); err != nil {
-			return nil, fmt.Errorf("loading overrides: %w", err)
+		if err := l.add(user, Source{Kind: FromFlag}, m, "."); err != nil {
+			return nil, err
 		}
 	}
 
@@ -85,29 +107,90 @@ func Load(ctx context.Context, opts LoadOptions) (*Config, error) {
 		return nil, fmt.Errorf("merging config layers: %w", err)
 	}
 
-	var c Config
-	uc := koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: decoderConfig(&c)}
-	if err := k.UnmarshalWithConf("", &c, uc); err != nil {
-		return nil, decodeErrors(err)
+	c := &Config{}
+	uc := koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: decoderConfig(c)}
+	if err := k.UnmarshalWithConf("", c, uc); err != nil {
+		return nil, l.attribute(decodeErrors(err))
 	}
 	c.Memory.ProducerLimitSet = user.Exists("memory.producer_limit")
 	c.Memory.ConsumerLimitSet = user.Exists("memory.consumer_limit")
 	c.SetDefaults()
 	if err := c.Validate(); err != nil {
-		return nil, err
+		return nil, l.attribute(err)
 	}
-	return &c, nil
+	l.cfg = c
+	return l, nil
 }
 
-// loadYAML parses a YAML document and merges it onto k, dropping nulls.
-func loadYAML(k *koanf.Koanf, b []byte) error {
+// addFile reads the YAML file f, resolves its relative paths against its
+// directory and adds it as a layer.
+func (l *loaded) addFile(user *koanf.Koanf, f string) error {
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return fmt.Errorf("reading config file: %w", err)
+	}
+	m, err := parseYAML(b)
+	if err != nil {
+		return fmt.Errorf("parsing config file %s: %w", f, err)
+	}
+	dir, err := filepath.Abs(filepath.Dir(f))
+	if err != nil {
+		return fmt.Errorf("config file %s: %w", f, err)
+	}
+	resolvePaths(m, reflect.TypeFor[Config](), dir)
+	return l.add(user, Source{Kind: FromFile, Name: f}, m, "")
+}
+
+// add loads m (nested when delim is "", flat with delim otherwise) onto
+// user as the layer src and records its keys.
+func (l *loaded) add(user *koanf.Koanf, src Source, m map[string]any, delim string) error {
+	lk := koanf.New(".")
+	if err := lk.Load(confmap.Provider(m, delim), nil); err != nil {
+		return fmt.Errorf("loading %s: %w", src, err)
+	}
+	keys := map[string]bool{}
+	for _, key := range lk.Keys() {
+		keys[key] = true
+	}
+	l.layers = append(l.layers, layer{src: src, keys: keys})
+	return user.Merge(lk)
+}
+
+// source returns the highest layer that set path ("routes[1].match"), one
+// of its parents ("routes") or one of its children ("auth.token" for
+// auth.token.secret_key_file).
+func (l *loaded) source(path string) Source {
+	dotted := strings.NewReplacer("[", ".", "]", "").Replace(path)
+	for i := len(l.layers) - 1; i >= 0; i-- {
+		for key := range l.layers[i].keys {
+			if key == dotted || strings.HasPrefix(dotted, key+".") || strings.HasPrefix(key, dotted+".") {
+				return l.layers[i].src
+			}
+		}
+	}
+	return Source{Kind: FromDefault}
+}
+
+// attribute sets the source of every problem in err that has none.
+func (l *loaded) attribute(err error) error {
+	for _, p := range Problems(err) {
+		if p.Source == (Source{}) && p.Path != "" {
+			p.Source = l.source(p.Path)
+		}
+	}
+	return err
+}
+
+// parseYAML parses a YAML document into nested maps with string keys,
+// dropping nulls.
+func parseYAML(b []byte) (map[string]any, error) {
 	m, err := kyaml.Parser().Unmarshal(b)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	maps.IntfaceKeysToStrings(m)
 	pruneNulls(m)
-	return k.Load(confmap.Provider(m, ""), nil)
+	return m, nil
 }
 
 // pruneNulls deletes null values from m and the maps nested in it, so that a
@@ -138,7 +221,8 @@ func pruneNulls(m map[string]any) {
 //	SLUICE_MEMORY__PRODUCER_LIMIT  memory.producer_limit
 //	SLUICE_BROKER__EMBEDDED__DEFAULT_PARTITIONS  broker.embedded.default_partitions
 //
-// ok is false if name does not start with EnvPrefix.
+// ok is false if name does not start with EnvPrefix. Whether the variable
+// is a setting at all is IsSetting's question.
 func EnvKey(name string) (key string, ok bool) {
 	rest, ok := strings.CutPrefix(name, EnvPrefix)
 	if !ok {
@@ -147,38 +231,138 @@ func EnvKey(name string) (key string, ok bool) {
 	return strings.ReplaceAll(strings.ToLower(rest), "__", "."), true
 }
 
-// envLayer turns the SLUICE_ variables of env into a flat map of key paths.
-// Values are typed by the schema: strings stay strings, booleans and
-// numbers are parsed, and a list or mapping (SLUICE_PLUGINS, SLUICE_ROUTES)
-// is parsed as a YAML flow value such as [{name: a, path: ./a}].
-func envLayer(env []string) (map[string]any, error) {
-	out := map[string]any{}
-	var errs []error
+// IsSetting reports whether the environment variable name is configuration:
+// SLUICE_ followed by a top-level key (LISTEN, ADMIN_LISTEN, BROKER, MEMORY,
+// …) and then nothing, or an underscore. Every such variable must name a
+// key, or Load refuses it; other SLUICE_ variables (SLUICE_URL, which the
+// example clients read, SLUICE_TEST_LOG, …) are not configuration and are
+// left alone.
+func IsSetting(name string) bool {
+	rest, ok := strings.CutPrefix(name, EnvPrefix)
+	if !ok {
+		return false
+	}
+	rest = strings.ToLower(rest)
+	for _, key := range topLevelKeys() {
+		if after, ok := strings.CutPrefix(rest, key); ok && (after == "" || after[0] == '_') {
+			return true
+		}
+	}
+	return false
+}
+
+// IgnoredEnv returns the SLUICE_ variables in env that are not settings
+// (see IsSetting), sorted, for the caller to mention.
+func IgnoredEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, EnvPrefix) && !IsSetting(name) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// topLevelKeys are the configuration's top-level keys.
+func topLevelKeys() []string {
+	t := reflect.TypeFor[Config]()
+	var keys []string
+	for i := range t.NumField() {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("koanf"), ","); tag != "" && tag != "-" {
+			keys = append(keys, tag)
+		}
+	}
+	return keys
+}
+
+// envVar is one environment variable that is a setting.
+type envVar struct {
+	name, key string
+	value     any
+}
+
+// envLayer reads the settings in env (see IsSetting), typed by the schema:
+// strings stay strings, booleans and numbers are parsed, and a list or
+// mapping (SLUICE_PLUGINS, SLUICE_ROUTES) is parsed as a YAML flow value
+// such as [{name: a, path: ./a}]. Each problem names its variable.
+func envLayer(env []string) ([]envVar, []*Problem) {
+	var vars []envVar
+	var problems []*Problem
+	bad := func(name, key, format string, args ...any) {
+		problems = append(problems, &Problem{Path: key, Msg: fmt.Sprintf(format, args...), Source: Source{Kind: FromEnv, Name: name}})
+	}
 	for _, kv := range env {
 		name, val, _ := strings.Cut(kv, "=")
-		key, ok := EnvKey(name)
-		if !ok {
+		if !IsSetting(name) {
 			continue
 		}
-		if key == "" || strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") || strings.Contains(key, "..") {
-			errs = append(errs, fmt.Errorf("%s: malformed name: want %sKEY__SUBKEY", name, EnvPrefix))
+		key, _ := EnvKey(name)
+		if strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") || strings.Contains(key, "..") {
+			bad(name, "", "malformed name: want %sKEY__SUBKEY", EnvPrefix)
+			continue
+		}
+		if _, ok := schemaType(reflect.TypeFor[Config](), strings.Split(key, ".")); !ok {
+			bad(name, key, "unknown key%s", envHint(key))
 			continue
 		}
 		v, err := typed(key, val)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			bad(name, "", "%v", err)
 			continue
 		}
-		out[key] = v
+		vars = append(vars, envVar{name: name, key: key, value: v})
 	}
-	return out, errors.Join(errs...)
+	sort.Slice(problems, func(i, j int) bool { return problems[i].Error() < problems[j].Error() })
+	return vars, problems
+}
+
+// envHint suggests the variable for a key written with single underscores
+// where a double one separates keys (SLUICE_MEMORY_PRODUCER_LIMIT), or says
+// that a list is set whole.
+func envHint(key string) string {
+	parts := strings.Split(key, ".")
+	for i := 1; i <= len(parts); i++ {
+		t, ok := schemaType(reflect.TypeFor[Config](), parts[:i])
+		if ok && t.Kind() == reflect.Slice && i < len(parts) {
+			return fmt.Sprintf(" (%s is a list: set it whole, as %s%s='[...]')",
+				strings.Join(parts[:i], "."), EnvPrefix, strings.ToUpper(strings.Join(parts[:i], "__")))
+		}
+	}
+	words := strings.Split(key, "_")
+	if len(words) > 10 {
+		return ""
+	}
+	// Try every way of reading the single underscores as separators.
+	for mask := 1; mask < 1<<(len(words)-1); mask++ {
+		var b strings.Builder
+		b.WriteString(words[0])
+		for i, w := range words[1:] {
+			if mask&(1<<i) != 0 {
+				b.WriteString(".")
+			} else {
+				b.WriteString("_")
+			}
+			b.WriteString(w)
+		}
+		cand := b.String()
+		if strings.Contains(cand, "..") {
+			continue
+		}
+		if _, ok := schemaType(reflect.TypeFor[Config](), strings.Split(cand, ".")); ok {
+			return fmt.Sprintf(" (keys are separated by a double underscore: %s%s)",
+				EnvPrefix, strings.ToUpper(strings.ReplaceAll(cand, ".", "__")))
+		}
+	}
+	return ""
 }
 
 // overrideLayer flattens overrides and types their string values as
 // envLayer does.
-func overrideLayer(o map[string]any) (map[string]any, error) {
+func overrideLayer(o map[string]any) (map[string]any, []*Problem) {
 	flat, _ := maps.Flatten(maps.Copy(o), nil, ".")
-	var errs []error
+	var problems []*Problem
 	for key, v := range flat {
 		s, ok := v.(string)
 		if !ok {
@@ -186,13 +370,13 @@ func overrideLayer(o map[string]any) (map[string]any, error) {
 		}
 		tv, err := typed(key, s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("override %s: %w", key, err))
+			problems = append(problems, &Problem{Msg: fmt.Sprintf("override %s: %v", key, err), Source: Source{Kind: FromFlag, Name: key}})
 			continue
 		}
 		flat[key] = tv
 	}
-	sortErrs(errs)
-	return flat, errors.Join(errs...)
+	sort.Slice(problems, func(i, j int) bool { return problems[i].Msg < problems[j].Msg })
+	return flat, problems
 }
 
 // typed converts a string value for key to the type the schema expects
@@ -267,8 +451,4 @@ func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
 		}
 	}
 	return reflect.StructField{}, false
-}
-
-func sortErrs(errs []error) {
-	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 }

@@ -199,4 +199,10 @@ func TestStaticChanges(t *testing.T) {
 	if got, want := StaticChanges(a, b), []string{"broker", "memory", "plugins"}; !slices.Equal(got, want) {
 		t.Errorf("StaticChanges = %q, want %q", got, want)
 	}
+	b.Auth.Token.Audience = "edge"
+	b.PluginHost.CallTimeout = time.Second
+	b.Strategies.AdjustInterval = time.Minute
+	if got, want := StaticChanges(a, b), []string{"broker", "memory", "auth", "plugins", "plugin_host", "strategies"}; !slices.Equal(got, want) {
+		t.Errorf("StaticChanges = %q, want %q", got, want)
+	}
 }

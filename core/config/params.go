@@ -13,19 +13,20 @@ type ParamPolicy struct {
 	// Default is used when the client does not send the parameter.
 	// Required.
 	Default *int `koanf:"default" json:"default"`
-	// Min is the smallest positive value allowed. Nil means no lower bound.
+	// Min is the smallest positive value allowed. Absent (nil) means no
+	// lower bound.
 	Min *int `koanf:"min" json:"min"`
-	// Max is the largest value allowed. Nil means no upper bound.
+	// Max is the largest value allowed. Absent (nil) means no upper bound.
 	Max *int `koanf:"max" json:"max"`
-	// Zero is the action for a client value of 0. The zero value means
-	// reject. clamp raises it to Min (which must be set).
+	// Zero is the action for a client value of 0: reject, clamp (raise it
+	// to Min, which must be set) or accept. Empty means reject.
 	Zero ParamAction `koanf:"zero" json:"zero"`
-	// Negative is the action for a negative client value. The zero value
-	// means reject. clamp raises it to Min (which must be set).
+	// Negative is the action for a negative client value: reject, clamp
+	// (raise it to Min, which must be set) or accept. Empty means reject.
 	Negative ParamAction `koanf:"negative" json:"negative"`
 	// OutOfRange is the action for a positive value outside [Min, Max]: clamp
-	// or reject. The zero value means clamp, as Pulsar's proxy caps
-	// receiverQueueSize at 1000.
+	// or reject. Empty means clamp, as Pulsar's proxy caps receiverQueueSize
+	// at 1000.
 	OutOfRange ParamAction `koanf:"out_of_range" json:"out_of_range"`
 }
 

@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
 func TestParseSize(t *testing.T) {
@@ -108,4 +110,20 @@ func FuzzSize(f *testing.F) {
 			t.Fatalf("ParseSize(%q) = %d; String %q reads back as %d, %v", s, v, v.String(), back, err)
 		}
 	})
+}
+
+// TestSizeOneGrammar checks that the configuration and strategy parameters read the same
+// spellings the same way: both go through strategy.ParseSize.
+func TestSizeOneGrammar(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"1024", "64MiB", "64mib", "16MB", "1 GiB", "2PiB", "3TB", "1.5MiB", "64 ", " 64", "64K", ""} {
+		c, cerr := ParseSize(s)
+		var p struct {
+			V strategy.Size `json:"v"`
+		}
+		perr := strategy.DecodeParams(map[string]any{"v": s}, &p)
+		if (cerr == nil) != (perr == nil) || c.Bytes() != p.V.Bytes() {
+			t.Errorf("%q: config %d, %v; strategy params %d, %v", s, c, cerr, p.V, perr)
+		}
+	}
 }

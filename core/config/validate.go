@@ -1,12 +1,13 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,24 +37,29 @@ func ClientParamNames() []string {
 // before or after SetDefaults.
 func (c *Config) Validate() error {
 	v := &validator{}
-	v.check(c.AdminListen == "" || c.AdminListen == AdminListenOff || validAddr(c.AdminListen),
-		"admin_listen", "must be host:port or %q", AdminListenOff)
-	v.check(c.Listen == "" || validAddr(c.Listen), "listen", "must be host:port")
+	if c.AdminListen != AdminListenOff {
+		v.addr("admin_listen", c.AdminListen, `must be host:port or "off"`)
+	}
+	v.addr("listen", c.Listen, "must be host:port")
 	c.Broker.validate(v)
 	v.nonNegative("memory.producer_limit", int64(c.Memory.ProducerLimit))
 	v.nonNegative("memory.consumer_limit", int64(c.Memory.ConsumerLimit))
 	v.nonNegative("memory.session_limit", int64(c.Memory.SessionLimit))
-	v.nonNegative("websocket.max_text_message_size", int64(c.WebSocket.MaxTextMessageSize))
+	if m := c.WebSocket.MaxTextMessageSize; m < 0 {
+		v.add("websocket.max_text_message_size", "must not be negative")
+	} else if m != 0 && m < MinTextMessageSize {
+		v.add("websocket.max_text_message_size", "%s is too small to carry a message: must be at least %s", m, MinTextMessageSize)
+	}
 	v.nonNegativeDuration("websocket.idle_timeout", c.WebSocket.IdleTimeout)
 	v.nonNegativeDuration("websocket.ping_interval", c.WebSocket.PingInterval)
 	v.nonNegativeDuration("websocket.write_timeout", c.WebSocket.WriteTimeout)
 	v.nonNegative("websocket.max_context_size", int64(c.WebSocket.MaxContextSize))
 	v.nonNegative("websocket.max_properties", int64(c.WebSocket.MaxProperties))
 	v.nonNegative("websocket.max_properties_size", int64(c.WebSocket.MaxPropertiesSize))
-	v.check(c.Auth.Token.SecretKeyFile == "" || c.Auth.Token.PublicKeyFile == "", "auth.token",
-		"secret_key_file and public_key_file are exclusive: give one")
-	v.check(c.Auth.Enabled() || c.Auth.AnonymousRole == "", "auth.anonymous_role",
-		"needs auth.token: without authentication every client is admitted")
+	c.Auth.validate(v)
+	c.PluginHost.validate(v)
+	v.nonNegativeDuration("strategies.decision_timeout", c.Strategies.DecisionTimeout)
+	v.nonNegativeDuration("strategies.adjust_interval", c.Strategies.AdjustInterval)
 
 	plugins := map[string]int{}
 	for i, p := range c.Plugins {
@@ -161,12 +167,42 @@ func (p ParamPolicy) validate(v *validator, path, name string) {
 	}
 }
 
+func (a Auth) validate(v *validator) {
+	t := a.Token
+	if keys := t.keys(); len(keys) > 1 {
+		v.add("auth.token", "%s are exclusive: give one key", strings.Join(keys, " and "))
+	}
+	v.check(a.Enabled() || a.AnonymousRole == "", "auth.anonymous_role",
+		"needs auth.token: without authentication every client is admitted")
+	v.check(t.AudienceClaim == "" || t.AudienceClaim == DefaultAudienceClaim || t.Audience != "",
+		"auth.token.audience_claim", "needs auth.token.audience, the value the claim must hold")
+}
+
+func (p PluginHost) validate(v *validator) {
+	v.nonNegativeDuration("plugin_host.health_interval", p.HealthInterval)
+	v.nonNegativeDuration("plugin_host.health_timeout", p.HealthTimeout)
+	v.nonNegativeDuration("plugin_host.restart_backoff.min", p.RestartBackoff.Min)
+	v.nonNegativeDuration("plugin_host.restart_backoff.max", p.RestartBackoff.Max)
+	v.nonNegativeDuration("plugin_host.start_timeout", p.StartTimeout)
+	v.nonNegativeDuration("plugin_host.call_timeout", p.CallTimeout)
+	lo, hi := orDefault(p.RestartBackoff.Min, DefaultBackoffMin), orDefault(p.RestartBackoff.Max, DefaultBackoffMax)
+	v.check(lo <= hi, "plugin_host.restart_backoff", "min %s is above max %s", lo, hi)
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
 func (b Broker) validate(v *validator) {
 	if b.URL != "" {
+		// The URL is not echoed: it may carry credentials.
 		u, err := url.Parse(b.URL)
 		switch {
 		case err != nil:
-			v.add("broker.url", "%v", err)
+			v.add("broker.url", "not a URL: want pulsar://host:6650 or pulsar+ssl://host:6651")
 		case u.Scheme != "pulsar" && u.Scheme != "pulsar+ssl":
 			v.add("broker.url", "scheme must be pulsar:// or pulsar+ssl://, or the url empty for the embedded broker")
 		case u.Host == "":
@@ -177,36 +213,76 @@ func (b Broker) validate(v *validator) {
 		"set auth_token or auth_token_file, not both")
 	v.nonNegativeDuration("broker.operation_timeout", b.OperationTimeout)
 	e := b.Embedded
-	v.check(e.Listen == "" || validAddr(e.Listen), "broker.embedded.listen", "must be host:port")
-	v.check(e.AdminListen == "" || validAddr(e.AdminListen), "broker.embedded.admin_listen", "must be host:port")
+	v.addr("broker.embedded.listen", e.Listen, "must be host:port")
+	if e.AdminListen != "" {
+		v.addr("broker.embedded.admin_listen", e.AdminListen, "must be host:port")
+	}
 	v.nonNegative("broker.embedded.default_partitions", int64(e.DefaultPartitions))
 	v.nonNegative("broker.embedded.retention", int64(e.Retention))
 }
 
-// validAddr reports whether s looks like a listen address, host:port with
-// an optional host.
-func validAddr(s string) bool {
-	i := strings.LastIndexByte(s, ':')
-	if i < 0 {
+// addr checks a listen address; empty means the default and is valid.
+func (v *validator) addr(path, s, want string) {
+	if s == "" {
+		return
+	}
+	if err := checkAddr(s); err != nil {
+		v.add(path, "%s: %v", want, err)
+	}
+}
+
+// checkAddr reports why s is not a listen address, host:port with an
+// optional host and a port from 0 to 65535, as net.Listen would.
+func checkAddr(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		if strings.LastIndexByte(s, ':') < 0 {
+			return fmt.Errorf("%q has no port", s)
+		}
+		return fmt.Errorf("%q is not host:port", s)
+	}
+	if port == "" {
+		return fmt.Errorf("%q has no port", s)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		if strings.Trim(port, "0123456789") == "" {
+			return fmt.Errorf("port %s is out of range (0 to 65535)", port)
+		}
+		return fmt.Errorf("port %q is not a number", port)
+	}
+	if host != "" && net.ParseIP(host) == nil && !validHostname(host) {
+		return fmt.Errorf("host %q is neither an IP address nor a host name", host)
+	}
+	return nil
+}
+
+// validHostname reports whether h is a DNS name (letters, digits, '-' and
+// '.'), or an IPv6 address with a zone ("fe80::1%eth0").
+func validHostname(h string) bool {
+	if i := strings.IndexByte(h, '%'); i > 0 && net.ParseIP(h[:i]) != nil {
+		return true
+	}
+	if len(h) > 253 {
 		return false
 	}
-	port := s[i+1:]
-	if port == "" || len(port) > 5 {
-		return false
-	}
-	for _, c := range port {
-		if c < '0' || c > '9' {
+	for label := range strings.SplitSeq(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
 			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
 		}
 	}
 	return true
 }
 
 // validator collects problems, each with its key path.
-type validator struct{ errs []error }
+type validator struct{ problems []*Problem }
 
 func (v *validator) add(path, format string, args ...any) {
-	v.errs = append(v.errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	v.problems = append(v.problems, problemf(path, fmt.Sprintf(format, args...)))
 }
 
 func (v *validator) check(ok bool, path, format string, args ...any) {
@@ -224,17 +300,10 @@ func (v *validator) nonNegativeDuration(path string, d time.Duration) {
 }
 
 func (v *validator) merge(err error) {
-	if err == nil {
-		return
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		v.errs = append(v.errs, j.Unwrap()...)
-		return
-	}
-	v.errs = append(v.errs, err)
+	v.problems = append(v.problems, Problems(err)...)
 }
 
-func (v *validator) err() error { return errors.Join(v.errs...) }
+func (v *validator) err() error { return joinProblems(v.problems) }
 
 func deref(p *int) int {
 	if p == nil {

@@ -120,8 +120,11 @@ func StaticChanges(prev, next *Config) []string {
 		{"broker", prev.Broker, next.Broker},
 		{"memory", [3]Size{prev.Memory.ProducerLimit, prev.Memory.ConsumerLimit, prev.Memory.SessionLimit},
 			[3]Size{next.Memory.ProducerLimit, next.Memory.ConsumerLimit, next.Memory.SessionLimit}},
+		{"auth", prev.Auth, next.Auth},
 		{"websocket", prev.WebSocket, next.WebSocket},
 		{"plugins", prev.Plugins, next.Plugins},
+		{"plugin_host", prev.PluginHost, next.PluginHost},
+		{"strategies", prev.Strategies, next.Strategies},
 	} {
 		if !reflect.DeepEqual(f.prev, f.next) {
 			keys = append(keys, f.key)

@@ -119,6 +119,9 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 	for _, w := range s.cfg.Warnings() {
 		s.log.Warn(w)
 	}
+	if err := preflight(s.cfg); err != nil {
+		return err
+	}
 	if err := s.startBroker(ctx); err != nil {
 		return err
 	}
@@ -214,7 +217,7 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	popts := []policy.Option{policy.WithLogger(s.log.With("component", "policy")), policy.WithSessionPool(s.sessions)}
+	popts := append(policyOptions(s.cfg), policy.WithLogger(s.log.With("component", "policy")), policy.WithSessionPool(s.sessions))
 	if s.plugins, err = StartPlugins(ctx, s.cfg, s.log); err != nil {
 		return err
 	}
@@ -291,27 +294,50 @@ func (s *Server) Plugins() *plugins.Host { return s.plugins }
 
 // WatchConfig reloads the routes whenever the configuration files in opts change, until ctx
 // ends: a changed file is loaded and validated, its routes are built off to the side and
-// swapped in; a bad file keeps the routes in force and is logged. Changes to the static
-// configuration are logged as needing a restart. It blocks; run it on a goroutine you wait
-// for.
+// swapped in; a bad file keeps the routes in force and is logged. Every reload is logged,
+// with the static keys it changed but could not apply (they need a restart), and so is the
+// one that follows a bad file, even when it changes nothing. It blocks; run it on a
+// goroutine you wait for.
 func (s *Server) WatchConfig(ctx context.Context, opts config.LoadOptions, interval time.Duration) error {
+	broken := false // the last load failed
 	return config.Watch(ctx, config.WatchOptions{Load: opts, Interval: interval}, func(next *config.Config, err error) {
-		if err == nil && reflect.DeepEqual(next.Routes, s.appliedRoutes()) {
-			return // the routes in force (Watch's first call, or a change elsewhere)
-		}
-		if err == nil {
-			err = s.Reload(ctx, next)
-		}
 		if err != nil {
+			broken = true
+			s.log.Error("configuration reload failed; keeping the previous configuration", "err", err)
+			return
+		}
+		if reflect.DeepEqual(next.Routes, s.appliedRoutes()) {
+			// Reload is not called: report the static changes here.
+			if keys := config.StaticChanges(s.cfg, next); len(keys) > 0 {
+				s.log.Warn("configuration changes that need a restart were not applied", "keys", keys)
+			}
+			if broken {
+				s.log.Info("configuration is valid again; the routes in force are unchanged")
+			}
+			broken = false
+			return // Watch's first call, or a change elsewhere
+		}
+		if err := s.Reload(ctx, next); err != nil {
+			broken = true
 			s.log.Error("configuration reload failed; keeping the previous routes", "err", err)
 			return
 		}
+		broken = false
 		s.log.Info("configuration reloaded", "routes", len(next.Routes))
 	})
 }
 
 // Policies is the live route table.
 func (s *Server) Policies() *policy.Manager { return s.policies }
+
+// policyOptions are the strategies keys (zero keeps the route table's defaults, which equal
+// the keys' defaults).
+func policyOptions(cfg *config.Config) []policy.Option {
+	return []policy.Option{
+		policy.WithDecisionTimeout(cfg.Strategies.DecisionTimeout),
+		policy.WithAdjustInterval(cfg.Strategies.AdjustInterval),
+	}
+}
 
 // StartPlugins launches the plugins cfg declares and waits until each is healthy; nil when it
 // declares none. The caller closes the host.
@@ -322,14 +348,23 @@ func StartPlugins(ctx context.Context, cfg *config.Config, log *slog.Logger) (*p
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if err := checkPlugins(cfg); err != nil {
+		return nil, err
+	}
 	specs := make([]plugins.Spec, len(cfg.Plugins))
 	for i, p := range cfg.Plugins {
 		specs[i] = plugins.Spec{Name: p.Name, Path: p.Path, SHA256: p.SHA256}
 	}
+	ph := cfg.PluginHost
 	h, err := plugins.NewHost(specs, plugins.WithLogger(log.With("component", "plugins")),
 		plugins.OnStateChange(func(st plugins.State) {
 			log.Info("plugin state", "plugin", st.Name, "status", st.Status, "restarts", st.Restarts, "err", st.Err)
-		}))
+		}),
+		// The plugin_host keys (zero keeps the host's defaults, which equal the keys' defaults).
+		plugins.WithHealthCheck(ph.HealthInterval, ph.HealthTimeout),
+		plugins.WithBackoff(ph.RestartBackoff.Min, ph.RestartBackoff.Max),
+		plugins.WithStartTimeout(ph.StartTimeout),
+		plugins.WithCallTimeout(ph.CallTimeout))
 	if err != nil {
 		return nil, err
 	}
@@ -345,6 +380,9 @@ func StartPlugins(ctx context.Context, cfg *config.Config, log *slog.Logger) (*p
 // them all. reg is the in-process strategies; nil means the builtins.
 func Validate(ctx context.Context, cfg *config.Config, reg *strategy.Registry) error {
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := preflight(cfg); err != nil {
 		return err
 	}
 	if reg == nil {
@@ -365,7 +403,7 @@ func Validate(ctx context.Context, cfg *config.Config, reg *strategy.Registry) e
 	if err != nil {
 		return err
 	}
-	var opts []policy.Option
+	opts := policyOptions(cfg)
 	if host != nil {
 		defer host.Close()
 		opts = append(opts, policy.WithPlugins(host, plugins.Fallback))

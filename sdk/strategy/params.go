@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
-	"unicode"
 )
 
 // DecodeParams decodes a strategy's raw parameters into out, a pointer to a struct whose
@@ -37,39 +35,6 @@ func DecodeParams(params map[string]any, out any) error {
 	return nil
 }
 
-// Size is a byte count that decodes from a number of bytes or a string with a unit: B, KB,
-// MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), case-insensitive: "64MiB".
-type Size int64
-
-// ParseSize parses a size such as "64MiB", "16MB" or "1024".
-func ParseSize(s string) (Size, error) {
-	t := strings.TrimSpace(s)
-	i := strings.IndexFunc(t, func(r rune) bool { return !unicode.IsDigit(r) })
-	num, unit := t, ""
-	if i >= 0 {
-		num, unit = t[:i], strings.TrimSpace(t[i:])
-	}
-	if num == "" {
-		return 0, fmt.Errorf("size %q: want a whole number of bytes with an optional unit, such as 64MiB", s)
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("size %q: %w", s, err)
-	}
-	mult := map[string]int64{
-		"": 1, "b": 1,
-		"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-		"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-	}[strings.ToLower(unit)]
-	if mult == 0 {
-		return 0, fmt.Errorf("size %q: unknown unit %q", s, unit)
-	}
-	if n > math.MaxInt64/mult {
-		return 0, fmt.Errorf("size %q: too large", s)
-	}
-	return Size(n * mult), nil
-}
-
 // UnmarshalJSON accepts a non-negative integer or a size string.
 func (s *Size) UnmarshalJSON(b []byte) error {
 	var n json.Number
@@ -92,6 +57,3 @@ func (s *Size) UnmarshalJSON(b []byte) error {
 	*s = v
 	return nil
 }
-
-// Bytes is the size in bytes.
-func (s Size) Bytes() int64 { return int64(s) }

@@ -1,0 +1,501 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/sluicehq/sluice/sdk/plugin"
+	"github.com/sluicehq/sluice/sdk/strategy"
+	"github.com/sluicehq/sluice/strategies"
+)
+
+// pluginArg as os.Args[1] makes the test binary a strategy plugin serving the builtins (the
+// TestHelperProcess pattern); pluginScript wraps it in an executable a config can name.
+const pluginArg = "sluice-cmd-test-plugin"
+
+func TestMain(m *testing.M) {
+	if len(os.Args) >= 2 && os.Args[1] == pluginArg {
+		reg := strategy.NewRegistry()
+		if err := strategies.Register(reg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := plugin.Serve(reg, plugin.WithVersion("v0.0.0-cmdtest")); err != nil {
+			fmt.Fprintln(os.Stderr, "test plugin:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// pluginScript writes, in dir, an executable that runs this test binary as a plugin.
+func pluginScript(t *testing.T, dir, name string) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return script(t, dir, name, fmt.Sprintf("exec %q %s\n", exe, pluginArg))
+}
+
+func script(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// syncBuffer is a bytes.Buffer safe for a running command and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// runCmd runs the command line in-process and returns its output and error.
+func runCmd(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = run(ctx, args, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+// serving is a `sluice serve` running in-process.
+type serving struct {
+	stdout, stderr *syncBuffer
+	cancel         context.CancelFunc
+	done           chan error
+}
+
+// startServe runs serve with args until the test ends, or until it fails to start.
+func startServe(t *testing.T, args ...string) *serving {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &serving{stdout: &syncBuffer{}, stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- run(ctx, append([]string{"serve"}, args...), s.stdout, s.stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-s.done:
+		case <-time.After(45 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	return s
+}
+
+var listeningRE = regexp.MustCompile(`Sluice is listening on (\S+) `)
+
+// addr waits for serve to print its address, or returns its start error.
+func (s *serving) addr(t *testing.T) (string, error) {
+	t.Helper()
+	deadline := time.After(45 * time.Second)
+	for {
+		if m := listeningRE.FindStringSubmatch(s.stdout.String()); m != nil {
+			return m[1], nil
+		}
+		select {
+		case err := <-s.done:
+			s.done <- err // for the cleanup
+			if err == nil {
+				err = errors.New("serve returned without listening")
+			}
+			return "", err
+		case <-deadline:
+			t.Fatalf("serve did not start; stderr:\n%s", s.stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// stop cancels serve and returns what it returned.
+func (s *serving) stop(t *testing.T) error {
+	t.Helper()
+	s.cancel()
+	select {
+	case err := <-s.done:
+		s.done <- err
+		return err
+	case <-time.After(45 * time.Second):
+		t.Fatal("serve did not stop")
+		return nil
+	}
+}
+
+// TestServeMergesConfigFiles reproduces issue 15's first case: with two -c files the first
+// one held listen and was dropped. Both are read, in order, and an unrelated SLUICE_
+// variable (the example clients' SLUICE_URL) does not stop serve.
+func TestServeMergesConfigFiles(t *testing.T) {
+	t.Setenv("SLUICE_URL", "ws://127.0.0.1:1")
+	t.Setenv("GOMEMLIMIT", "off") // leave this test process's runtime limit alone
+	dir := t.TempDir()
+	m1 := writeFile(t, dir, "m1.yaml", "listen: \"127.0.0.1:0\"\nadmin_listen: \"127.0.0.1:0\"\n")
+	m2 := writeFile(t, dir, "m2.yaml", "admin_listen: \"off\"\nwebsocket: { write_timeout: 5s }\n")
+	s := startServe(t, "-c", m1, "-c", m2)
+	addr, err := s.addr(t)
+	if err != nil {
+		t.Fatalf("serve: %v", errorText(err))
+	}
+	if !strings.HasPrefix(addr, "127.0.0.1:") || strings.HasSuffix(addr, ":0") {
+		t.Errorf("listening on %s, want m1.yaml's 127.0.0.1 with a chosen port", addr)
+	}
+	if strings.Contains(s.stdout.String(), "Admin:") {
+		t.Errorf("m2.yaml's admin_listen: off was not applied:\n%s", s.stdout.String())
+	}
+	if !strings.Contains(s.stderr.String(), "SLUICE_URL") {
+		t.Errorf("serve does not mention the SLUICE_ variable it left alone:\n%s", s.stderr.String())
+	}
+	if err := s.stop(t); err != nil {
+		t.Errorf("serve returned %v", err)
+	}
+}
+
+// TestServeFlagsBeatFiles: --listen overrides every file's listen.
+func TestServeFlagsBeatFiles(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "off")
+	dir := t.TempDir()
+	m1 := writeFile(t, dir, "m1.yaml", "listen: \"0.0.0.0:1\"\nadmin_listen: \"off\"\n")
+	s := startServe(t, "-c", m1, "--listen", "127.0.0.1:0")
+	addr, err := s.addr(t)
+	if err != nil {
+		t.Fatalf("serve: %v", errorText(err))
+	}
+	if !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Errorf("listening on %s, want the flag's 127.0.0.1", addr)
+	}
+}
+
+// TestValidateRefusesWhatServeRefuses reproduces issue 15's validate cases: each file here
+// used to pass validate and fail serve. Now both refuse it, with the same error.
+func TestValidateRefusesWhatServeRefuses(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "off")
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing")
+	garbage := writeFile(t, dir, "garbage.der", "not a key at all")
+	tests := map[string]struct {
+		yaml string
+		want string
+	}{
+		"missing secret key file": {"auth: { token: { secret_key_file: " + missing + " } }", "auth.token.secret_key_file: open " + missing},
+		"missing public key file": {"auth: { token: { public_key_file: " + missing + " } }", "auth.token.public_key_file: open " + missing},
+		"garbage public key":      {"auth: { token: { public_key_file: " + garbage + " } }", "auth.token.public_key_file: not an RSA or EC public key in DER or PEM"},
+		"missing broker token":    {"broker: { auth_token_file: " + missing + " }", "broker.auth_token_file: open " + missing},
+		"missing CA file":         {"broker: { tls_trust_certs_file: " + missing + " }", "broker.tls_trust_certs_file: open " + missing},
+		"CA file without a cert":  {"broker: { tls_trust_certs_file: " + garbage + " }", "holds no PEM certificate"},
+		"port out of range":       {"listen: 127.0.0.1:99999", "listen: must be host:port: port 99999 is out of range (0 to 65535)"},
+		"tiny message limit":      {"websocket: { max_text_message_size: 1 }", "websocket.max_text_message_size: 1B is too small to carry a message: must be at least 1KiB"},
+		"missing plugin":          {"plugins: [{ name: p, path: " + missing + " }]", "plugin executable not found: " + missing + " (build it first"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			yaml := "admin_listen: \"off\"\n" + tc.yaml + "\n"
+			if !strings.HasPrefix(tc.yaml, "listen:") {
+				yaml += "listen: \"127.0.0.1:0\"\n"
+			}
+			file := writeFile(t, t.TempDir(), "sluice.yaml", yaml)
+			_, _, verr := runCmd(t, "validate", "-c", file)
+			if verr == nil || !strings.Contains(errorText(verr), tc.want) {
+				t.Fatalf("validate: %v; want an error containing %q", verr, tc.want)
+			}
+			s := startServe(t, "-c", file)
+			if addr, serr := s.addr(t); serr == nil {
+				t.Fatalf("serve listened on %s; validate refused: %v", addr, verr)
+			} else if errorText(serr) != errorText(verr) {
+				t.Errorf("serve and validate refuse differently:\nserve:    %s\nvalidate: %s", errorText(serr), errorText(verr))
+			}
+		})
+	}
+}
+
+// TestValidateAcceptsWhatServeAccepts: a DER public key (as Pulsar writes it) used to pass
+// validate only; both accept it now, and serve starts.
+func TestValidateAcceptsWhatServeAccepts(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "off")
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "keys/public.der", string(der))
+	file := writeFile(t, dir, "sluice.yaml", "listen: \"127.0.0.1:0\"\nadmin_listen: \"off\"\nauth: { token: { public_key: \"file:keys/public.der\" } }\n")
+	if out, _, err := runCmd(t, "validate", "-c", file); err != nil {
+		t.Fatalf("validate: %v", errorText(err))
+	} else if !strings.Contains(out, ": ok") {
+		t.Errorf("validate printed %q", out)
+	}
+	s := startServe(t, "-c", file)
+	if _, err := s.addr(t); err != nil {
+		t.Fatalf("serve: %v", errorText(err))
+	}
+}
+
+// TestValidateShowsDefaultRoute: with no routes validate says the built-in route applies,
+// as serve applies it, instead of "0 routes".
+func TestValidateShowsDefaultRoute(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, t.TempDir(), "sluice.yaml", "admin_listen: \"off\"\n")
+	out, _, err := runCmd(t, "validate", "-c", file)
+	if err != nil {
+		t.Fatal(errorText(err))
+	}
+	for _, want := range []string{"ok (1 route, 0 plugins)", "the built-in default route applies", "default /ws/** hybrid - reject"} {
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
+			t.Errorf("validate output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestValidateBlamesTheSource: an environment variable's problem names the variable, a
+// file's the file; SLUICE_URL is not a setting at all.
+func TestValidateBlamesTheSource(t *testing.T) {
+	dir := t.TempDir()
+	m1 := writeFile(t, dir, "m1.yaml", "admin_listen: \"off\"\n")
+	m2 := writeFile(t, dir, "m2.yaml", "routes: [{ name: a, match: nope, strategy: { name: hybrid } }]\n")
+	t.Setenv("SLUICE_URL", "ws://127.0.0.1:8080")
+	t.Setenv("SLUICE_LISTEN", "localhost")
+	_, _, err := runCmd(t, "validate", "-c", m1, "-c", m2)
+	got := errorText(err)
+	for _, want := range []string{
+		`SLUICE_LISTEN: listen: must be host:port: "localhost" has no port`,
+		m2 + `: routes[0].match: pattern "nope": must start with '/'`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("validate error lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "SLUICE_URL") || strings.Contains(got, m1) {
+		t.Errorf("validate blames the wrong source:\n%s", got)
+	}
+	t.Setenv("SLUICE_LISTEN", "127.0.0.1:0")
+	out, _, err := runCmd(t, "validate", "-c", m1)
+	if err != nil {
+		t.Fatal(errorText(err))
+	}
+	if !strings.Contains(out, "note: SLUICE_URL names no setting; left alone") {
+		t.Errorf("validate does not mention SLUICE_URL:\n%s", out)
+	}
+}
+
+// TestRelativePathsFromAnotherDirectory reproduces `cd /tmp && sluice validate -c
+// …/sluice.yaml`: paths in the file resolve against its directory, not the working one.
+func TestRelativePathsFromAnotherDirectory(t *testing.T) {
+	dir := t.TempDir()
+	pluginScript(t, filepath.Join(dir), "plugin.sh")
+	writeFile(t, dir, "keys/secret.key", "0123456789abcdef0123456789abcdef")
+	file := writeFile(t, dir, "conf/sluice.yaml", `admin_listen: "off"
+auth: { token: { secret_key_file: ../keys/secret.key } }
+plugins: [{ name: builtins, path: ../plugin.sh }]
+routes:
+  - { name: all, match: /ws/**, strategy: { plugin: builtins, name: hybrid }, fallback: hybrid }
+`)
+	t.Chdir(t.TempDir())
+	out, _, err := runCmd(t, "validate", "-c", file)
+	if err != nil {
+		t.Fatalf("validate from another directory: %v", errorText(err))
+	}
+	if !regexp.MustCompile(`(?m)^all\s+/ws/\*\*\s+builtins/hybrid\s+hybrid\s`).MatchString(out) {
+		t.Errorf("validate output:\n%s", out)
+	}
+}
+
+// TestExampleNeedsBuiltPlugins: validating the example without its plugin built says to run
+// make examples.
+func TestExampleNeedsBuiltPlugins(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "config", "sluice.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A copy two directories down, where ../../bin/tenant-tiers does not exist.
+	file := writeFile(t, t.TempDir(), "a/b/sluice.yaml", string(b))
+	_, _, err = runCmd(t, "validate", "-c", file)
+	if err == nil || !strings.Contains(errorText(err), "make examples") {
+		t.Fatalf("validate = %v, want the hint to run make examples", err)
+	}
+}
+
+// TestPluginsListShowsBroken reproduces issue 15: list stopped at the first broken plugin.
+// Every plugin is shown with its state, and list fails when any is unhealthy.
+func TestPluginsListShowsBroken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := pluginScript(t, dir, "good.sh")
+	crash := script(t, dir, "crash.sh", "echo 'no plugin here' >&2\nexit 3\n")
+	file := writeFile(t, dir, "sluice.yaml", fmt.Sprintf(`plugins:
+  - { name: good, path: %s }
+  - { name: tampered, path: %s, sha256: "%s" }
+  - { name: absent, path: %s }
+  - { name: crashes, path: %s }
+`, good, good, strings.Repeat("ab", 32), filepath.Join(dir, "absent"), crash))
+	out, _, err := runCmd(t, "plugins", "list", "-c", file)
+	if err == nil || !strings.Contains(err.Error(), "3 of 4 plugins are not healthy") {
+		t.Errorf("plugins list = %v, want it to fail naming 3 unhealthy plugins", err)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^good\s+healthy\s+v0\.0\.0-cmdtest\s+1\s+\S*hybrid`),
+		regexp.MustCompile(`(?m)^tampered\s+checksum-mismatch\s`),
+		regexp.MustCompile(`(?m)^absent\s+missing\s`),
+		regexp.MustCompile(`(?m)^crashes\s+failed\s`),
+		regexp.MustCompile(`(?m)^plugin "absent": .*make examples`),
+		regexp.MustCompile(`(?m)plugin "tampered": .*checksum mismatch`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("plugins list output does not match %s:\n%s", want, out)
+		}
+	}
+	// Only healthy plugins: list succeeds.
+	ok := writeFile(t, dir, "ok.yaml", fmt.Sprintf("plugins: [{ name: good, path: %s }]\n", good))
+	if out, _, err := runCmd(t, "plugins", "list", "-c", ok); err != nil {
+		t.Errorf("plugins list with a healthy plugin: %v\n%s", err, out)
+	}
+}
+
+// TestConfigCommand: sluice config prints the effective configuration with sources; its
+// --defaults output is a configuration that validates.
+func TestConfigCommand(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, dir, "sluice.yaml", "listen: \"127.0.0.1:9009\"\n")
+	t.Setenv("SLUICE_MEMORY__CONSUMER_LIMIT", "8MiB")
+	out, _, err := runCmd(t, "config", "-c", file)
+	if err != nil {
+		t.Fatal(errorText(err))
+	}
+	for _, want := range []string{
+		"listen: 127.0.0.1:9009 # env SLUICE_LISTEN; from " + file,
+		"consumer_limit: 8MiB # env SLUICE_MEMORY__CONSUMER_LIMIT; from the environment",
+		"producer_limit: 64MiB # env SLUICE_MEMORY__PRODUCER_LIMIT; default",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config output lacks %q", want)
+		}
+	}
+	defaults, _, err := runCmd(t, "config", "--defaults")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := writeFile(t, dir, "defaults.yaml", defaults)
+	if _, _, err := runCmd(t, "validate", "-c", def); err != nil {
+		t.Errorf("the default file does not validate: %v", errorText(err))
+	}
+}
+
+// TestSecretsStayOut: no output of validate, config or serve shows a key, a token or the
+// broker's token, even while clients are refused.
+func TestSecretsStayOut(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "off")
+	dir := t.TempDir()
+	const secret = "this-is-the-hmac-secret-of-32-bytes+"
+	const brokerToken = "broker-token-never-shown"
+	writeFile(t, dir, "secret.key", secret)
+	file := writeFile(t, dir, "sluice.yaml", "listen: \"127.0.0.1:0\"\nadmin_listen: \"off\"\nauth: { token: { secret_key_file: secret.key } }\n")
+	t.Setenv("SLUICE_BROKER__AUTH_TOKEN", brokerToken)
+	var all strings.Builder
+	for _, args := range [][]string{{"validate", "-c", file}, {"config", "-c", file}} {
+		out, errOut, err := runCmd(t, args...)
+		all.WriteString(out + errOut)
+		if err != nil {
+			all.WriteString(errorText(err))
+		}
+	}
+	s := startServe(t, "-c", file, "--log-level", "debug")
+	addr, err := s.addr(t)
+	if err != nil {
+		t.Fatal(errorText(err))
+	}
+	forged := "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJtYWxsb3J5In0.forged-signature-value"
+	refused := dialStatus(t, "ws://"+addr+"/ws/v2/producer/persistent/public/default/t?token="+forged)
+	if refused != 401 {
+		t.Errorf("forged token answered %d, want 401", refused)
+	}
+	_ = s.stop(t)
+	all.WriteString(s.stdout.String() + s.stderr.String())
+	for _, leak := range []string{secret, brokerToken, forged, "forged-signature-value"} {
+		if strings.Contains(all.String(), leak) {
+			t.Errorf("output contains %q", leak)
+		}
+	}
+	if !strings.Contains(all.String(), "client refused") {
+		t.Errorf("the refusal was not logged; the test saw nothing:\n%s", all.String())
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-v"}, {"-version"}} {
+		out, _, err := runCmd(t, args...)
+		if err != nil || !strings.HasPrefix(out, "sluice ") || !strings.Contains(out, "go1.") {
+			t.Errorf("%v: %q, %v", args, out, err)
+		}
+	}
+}
+
+func TestErrorText(t *testing.T) {
+	t.Parallel()
+	if got := errorText(errors.New("boom")); got != "sluice: boom" {
+		t.Errorf("errorText = %q", got)
+	}
+	if got := errorText(errors.Join(errors.New("a"), errors.New("b"))); got != "sluice: a\n  b" {
+		t.Errorf("errorText of two errors = %q", got)
+	}
+}
+
+// dialStatus opens a WebSocket and returns the handshake's HTTP status.
+func dialStatus(t *testing.T, url string) int {
+	t.Helper()
+	c, resp, err := websocket.DefaultDialer.Dial(url, nil)
+	if err == nil {
+		c.Close()
+		return 101
+	}
+	if resp == nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	return resp.StatusCode
+}

@@ -1,0 +1,141 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/core/route"
+)
+
+// TestDefaultFileLoads: the annotated default file is a configuration that resolves to the
+// defaults, and documents every key.
+func TestDefaultFileLoads(t *testing.T) {
+	t.Parallel()
+	b := DefaultFile()
+	p := filepath.Join(t.TempDir(), "defaults.yaml")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(t.Context(), LoadOptions{Files: []string{p}})
+	if err != nil {
+		t.Fatalf("Load(DefaultFile()): %v\n%s", err, b)
+	}
+	want := Defaults()
+	want.Memory.ProducerLimitSet, want.Memory.ConsumerLimitSet = true, true
+	want.Plugins, want.Routes = []Plugin{}, []Route{} // written as []
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("DefaultFile resolves to %+v, want %+v", cfg, want)
+	}
+	for _, k := range Keys() {
+		if strings.Contains(k.Path, "[]") || strings.Contains(k.Path, "*") {
+			continue // no list items in the defaults
+		}
+		if !strings.Contains(string(b), "# env "+k.Env) && k.Type != "section" {
+			t.Errorf("DefaultFile does not name %s for %s", k.Env, k.Path)
+		}
+	}
+}
+
+// TestEffective: the effective configuration says where each key came from and hides
+// secrets.
+func TestEffective(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	secret := "data:;base64,c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA=="
+	if err := os.WriteFile(a, []byte("listen: 127.0.0.1:9001\nadmin_listen: \"off\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, []byte("listen: 127.0.0.1:9002\nauth: {token: {secret_key: \""+secret+"\"}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := Effective(t.Context(), LoadOptions{
+		Files:     []string{a, b},
+		Env:       []string{"SLUICE_MEMORY__PRODUCER_LIMIT=8MiB", "SLUICE_BROKER__AUTH_TOKEN=broker-token-value", "SLUICE_URL=ws://x"},
+		Overrides: map[string]any{"websocket.write_timeout": "3s"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(out)
+	for _, want := range []string{
+		"listen: 127.0.0.1:9002 # env SLUICE_LISTEN; from " + b,
+		`admin_listen: "off" # env SLUICE_ADMIN_LISTEN; from ` + a,
+		"producer_limit: 8MiB # env SLUICE_MEMORY__PRODUCER_LIMIT; from the environment",
+		"write_timeout: 3s # env SLUICE_WEBSOCKET__WRITE_TIMEOUT; from a flag",
+		"consumer_limit: 64MiB # env SLUICE_MEMORY__CONSUMER_LIMIT; default",
+		"secret_key: " + Redacted,
+		"auth_token: " + Redacted,
+		"# `listen` is the WebSocket listener address.",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("Effective lacks %q", want)
+		}
+	}
+	for _, secretText := range []string{secret, "c2VjcmV0", "broker-token-value"} {
+		if strings.Contains(s, secretText) {
+			t.Errorf("Effective shows the secret %q", secretText)
+		}
+	}
+}
+
+func TestIsSetting(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]bool{
+		"SLUICE_LISTEN": true, "SLUICE_ADMIN_LISTEN": true, "SLUICE_MEMORY__PRODUCER_LIMIT": true,
+		"SLUICE_MEMORY_PRODUCER_LIMIT": true, "SLUICE_PLUGIN_HOST__CALL_TIMEOUT": true, "SLUICE_ROUTES": true,
+		"SLUICE_listen": true, "SLUICE_URL": false, "SLUICE_TEST_LOG": false, "SLUICE_LISTENER": false,
+		"SLUICE_STRATEGY_PLUGIN": false, "SLUICE_": false, "LISTEN": false, "SLUICE_PULSAR_URL": false,
+	} {
+		if got := IsSetting(name); got != want {
+			t.Errorf("IsSetting(%q) = %v, want %v", name, got, want)
+		}
+	}
+	got := IgnoredEnv([]string{"SLUICE_URL=x", "PATH=/bin", "SLUICE_LISTEN=:1", "SLUICE_TEST_LOG=1"})
+	if want := []string{"SLUICE_TEST_LOG", "SLUICE_URL"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("IgnoredEnv = %q, want %q", got, want)
+	}
+}
+
+// TestExampleRoutesEveryEndpoint: the example configuration routes every endpoint form the
+// README advertises (v2, v3 and legacy v1), so none of them answers 404 with it.
+func TestExampleRoutesEveryEndpoint(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load(t.Context(), LoadOptions{Files: []string{filepath.Join("..", "..", "examples", "config", "sluice.yaml")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{
+		"/ws/v2/producer/persistent/public/default/my-topic",
+		"/ws/v2/consumer/persistent/public/default/my-topic/my-sub",
+		"/ws/v2/reader/persistent/public/default/my-topic",
+		"/ws/v2/producer/persistent/iot/sensors/t",
+		"/ws/v3/consumer/my-sub",
+		"/ws/producer/persistent/public/cluster/default/my-topic",
+		"/ws/consumer/persistent/public/cluster/default/my-topic/my-sub",
+		"/ws/reader/persistent/public/cluster/default/my-topic",
+	} {
+		matched := ""
+		for _, r := range cfg.Routes {
+			m, err := route.Compile(r.Match)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Match(path) {
+				matched = r.Name
+				break
+			}
+		}
+		if matched == "" {
+			t.Errorf("%s: no route of the example matches", path)
+		}
+	}
+	// The settings the example shows are the defaults.
+	def := Defaults()
+	if cfg.PluginHost != def.PluginHost || cfg.Strategies != def.Strategies || cfg.Auth != def.Auth {
+		t.Errorf("example plugin_host %+v strategies %+v auth %+v; want the defaults", cfg.PluginHost, cfg.Strategies, cfg.Auth)
+	}
+}

@@ -230,52 +230,89 @@ func (e *CommandError) Unwrap() error { return e.Err }
 // without permitMessages.
 var ErrMissingPermitMessages = errors.New("Missing required permitMessages field for 'permit' command") //nolint:staticcheck // Pulsar's text.
 
+// Known fields of a consumer or reader command.
+const (
+	cfType = iota
+	cfMessageID
+	cfAckType
+	cfPermitMessages
+)
+
+func commandField(key []byte) int {
+	switch string(key) {
+	case "type":
+		return cfType
+	case "messageId":
+		return cfMessageID
+	case "ackType":
+		return cfAckType
+	case "permitMessages":
+		return cfPermitMessages
+	}
+	return -1
+}
+
+// rawCommand is a command frame's fields, coerced as Jackson does.
 type rawCommand struct {
-	typ, messageID *string
-	permits        *int32
+	typ, messageID       string
+	hasType, hasID, hasN bool
+	permits              int32
+}
+
+func commandSyntaxError(err error) *CommandError {
+	return &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON, Msg: "cannot parse command: " + err.Error(), Err: err}
 }
 
 func decodeRawCommand(frame []byte) (rawCommand, *CommandError) {
-	raw, err := firstValue(frame)
-	if err != nil {
-		return rawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON, Msg: "cannot parse command: " + err.Error(), Err: err}
-	}
-	switch k := kind(raw); k {
-	case 'n':
+	fs := frameScan{s: newScanner(frame), lookup: commandField, objField: -1}
+	switch fs.scan() {
+	case frameBlank:
+		return rawCommand{}, commandSyntaxError(errNoContent)
+	case frameInvalid:
+		return rawCommand{}, commandSyntaxError(fmt.Errorf("invalid JSON: %w", fs.s.err()))
+	case frameNull:
 		return rawCommand{}, &CommandError{PulsarCloseCode: CloseInternalError, Msg: "command is JSON null"}
-	case '{':
-	default:
+	case frameNotObject:
 		return rawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON,
-			Msg: "cannot parse command: expected a JSON object, got " + describe(k)}
-	}
-	entries, err := orderedObject(raw)
-	if err != nil {
-		return rawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON, Msg: "cannot parse command: " + err.Error(), Err: err}
+			Msg: "cannot parse command: expected a JSON object, got " + describe(fs.top)}
 	}
 	var c rawCommand
-	for _, e := range entries {
+	for _, f := range fs.order[:fs.n] {
+		v := &fs.vals[f]
 		var err error
-		switch e.key {
-		case "type":
-			c.typ, err = lenientString(e.key, e.value)
-		case "messageId":
-			c.messageID, err = lenientString(e.key, e.value)
-		case "ackType":
-			_, err = lenientString(e.key, e.value)
-		case "permitMessages":
-			var v int64
-			var ok bool
-			v, ok, err = lenientInt(e.key, e.value, 32)
-			c.permits = nil
-			if ok {
-				c.permits = ptr(int32(v)) //nolint:gosec // range checked by lenientInt.
+		switch f {
+		case cfType:
+			if err = v.checkString("type"); err == nil && v.kind != 'n' {
+				c.typ, c.hasType = commandTypeText(v), true
 			}
+		case cfMessageID:
+			if err = v.checkString("messageId"); err == nil && v.kind != 'n' {
+				c.messageID, c.hasID = v.text(), true
+			}
+		case cfAckType:
+			err = v.checkString("ackType")
+		case cfPermitMessages:
+			var n int64
+			n, c.hasN, err = v.toInt("permitMessages", 32)
+			c.permits = int32(n) //nolint:gosec // range checked by toInt.
 		}
 		if err != nil {
-			return rawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON, Msg: "cannot parse command: " + err.Error(), Err: err}
+			return rawCommand{}, commandSyntaxError(err)
 		}
 	}
 	return c, nil
+}
+
+// commandTypeText is v.text() without allocating for the names Pulsar knows.
+func commandTypeText(v *jvalue) string {
+	if v.kind == '"' && v.flags == 0 {
+		for _, name := range [...]string{"permit", "unsubscribe", "isEndOfTopic", "negativeAcknowledge"} {
+			if string(v.raw) == name {
+				return name
+			}
+		}
+	}
+	return v.text()
 }
 
 // DecodeConsumerCommand decodes a consumer's text frame. The type field
@@ -283,25 +320,23 @@ func decodeRawCommand(frame []byte) (rawCommand, *CommandError) {
 // "unsubscribe"; anything else, or no type, is an ack. Acks and negative
 // acks need a messageId (Java-basic base64 of a MessageIdData, see
 // DecodeMessageID); a permit needs permitMessages. JSON is read as leniently
-// as Pulsar's Jackson mapper does (unknown fields ignored, numeric strings
-// accepted, trailing data ignored). Errors are *CommandError.
+// as Pulsar's Jackson mapper does (see DecodeProducerMessage: unknown fields
+// ignored, numeric strings accepted, trailing data ignored). Errors are
+// *CommandError.
 func DecodeConsumerCommand(frame []byte) (ConsumerCommand, error) {
 	c, cerr := decodeRawCommand(frame)
 	if cerr != nil {
 		return ConsumerCommand{}, cerr
 	}
-	var cmd ConsumerCommand
-	if c.typ != nil {
-		cmd.TypeName = *c.typ
-	}
+	cmd := ConsumerCommand{TypeName: c.typ}
 	switch cmd.TypeName {
 	case "permit":
 		cmd.Type = CommandPermit
-		if c.permits == nil {
+		if !c.hasN {
 			return ConsumerCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON,
 				Msg: ErrMissingPermitMessages.Error(), Err: ErrMissingPermitMessages}
 		}
-		cmd.PermitMessages = *c.permits
+		cmd.PermitMessages = c.permits
 		return cmd, nil
 	case "unsubscribe":
 		cmd.Type = CommandUnsubscribe
@@ -314,11 +349,11 @@ func DecodeConsumerCommand(frame []byte) (ConsumerCommand, error) {
 	default:
 		cmd.Type = CommandAck
 	}
-	if c.messageID == nil {
+	if !c.hasID {
 		return ConsumerCommand{}, &CommandError{PulsarCloseCode: CloseInternalError,
 			Msg: fmt.Sprintf("missing messageId in %s command", cmd.Type)}
 	}
-	cmd.MessageID = *c.messageID
+	cmd.MessageID = c.messageID
 	id, err := DecodeMessageID(cmd.MessageID)
 	if err != nil {
 		code := CloseFailedToDeserializeFromJSON
@@ -348,5 +383,5 @@ func DecodeReaderCommand(frame []byte) (ReaderCommand, error) {
 	if cerr != nil {
 		return ReaderCommand{}, cerr
 	}
-	return ReaderCommand{IsEndOfTopic: c.typ != nil && *c.typ == "isEndOfTopic"}, nil
+	return ReaderCommand{IsEndOfTopic: c.hasType && c.typ == "isEndOfTopic"}, nil
 }

@@ -156,3 +156,11 @@ func javaByteHex(c byte) string {
 // encodeBase64 is java.util.Base64.getEncoder().encodeToString: standard
 // alphabet, padded.
 func encodeBase64(p []byte) string { return base64.StdEncoding.EncodeToString(p) }
+
+// appendBase64String appends p as a JSON string of its standard padded
+// base64 (which needs no escaping).
+func appendBase64String(b, p []byte) []byte {
+	b = append(b, '"')
+	b = base64.StdEncoding.AppendEncode(b, p)
+	return append(b, '"')
+}

@@ -1,6 +1,7 @@
 package wsapi
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -55,21 +56,24 @@ type EncryptionKey struct {
 
 // AppendJSON appends the message's JSON encoding, with Pulsar's field order:
 // messageId, payload, properties, publishTime, redeliveryCount, eventTime,
-// encryptionContext, key.
+// encryptionContext, key. Without an encryption context it allocates
+// nothing once b has room (properties up to eight; more need a slice to
+// sort their keys).
 func (m ConsumerMessage) AppendJSON(b []byte) []byte {
 	b = append(b, `{"messageId":`...)
 	b = appendJSONString(b, m.MessageID)
 	b = append(b, `,"payload":`...)
-	b = appendJSONString(b, encodeBase64(m.Payload))
+	b = appendBase64String(b, m.Payload)
 	b = append(b, `,"properties":`...)
 	b = appendStringMap(b, m.Properties)
-	b = append(b, `,"publishTime":`...)
-	b = appendJSONString(b, FormatJavaTime(m.PublishTime))
-	b = append(b, `,"redeliveryCount":`...)
+	b = append(b, `,"publishTime":"`...)
+	b = AppendJavaTime(b, m.PublishTime)
+	b = append(b, `","redeliveryCount":`...)
 	b = strconv.AppendInt(b, int64(m.RedeliveryCount), 10)
 	if !m.EventTime.IsZero() {
-		b = append(b, `,"eventTime":`...)
-		b = appendJSONString(b, FormatJavaTime(m.EventTime))
+		b = append(b, `,"eventTime":"`...)
+		b = AppendJavaTime(b, m.EventTime)
+		b = append(b, '"')
 	}
 	if m.EncryptionContext != nil {
 		b = append(b, `,"encryptionContext":`...)
@@ -84,7 +88,14 @@ func (m ConsumerMessage) AppendJSON(b []byte) []byte {
 
 // Encode returns the message's JSON encoding (see AppendJSON).
 func (m ConsumerMessage) Encode() []byte {
-	return m.AppendJSON(make([]byte, 0, 128+len(m.Payload)*4/3))
+	n := 160 + len(m.MessageID) + base64.StdEncoding.EncodedLen(len(m.Payload))
+	for k, v := range m.Properties {
+		n += 6 + len(k) + len(v)
+	}
+	if m.Key != nil {
+		n += 9 + len(*m.Key)
+	}
+	return m.AppendJSON(make([]byte, 0, n))
 }
 
 func (c *EncryptionContext) appendJSON(b []byte) []byte {
@@ -99,7 +110,7 @@ func (c *EncryptionContext) appendJSON(b []byte) []byte {
 		sep := false
 		if k.KeyValue != nil {
 			b = append(b, `"keyValue":`...)
-			b = appendJSONString(b, encodeBase64(k.KeyValue))
+			b = appendBase64String(b, k.KeyValue)
 			sep = true
 		}
 		if sep {
@@ -112,7 +123,7 @@ func (c *EncryptionContext) appendJSON(b []byte) []byte {
 	b = append(b, '}')
 	if c.Param != nil {
 		b = append(b, `,"param":`...)
-		b = appendJSONString(b, encodeBase64(c.Param))
+		b = appendBase64String(b, c.Param)
 	}
 	if c.Algorithm != "" {
 		b = append(b, `,"algorithm":`...)
@@ -140,9 +151,16 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
+// appendStringMap appends m as a JSON object with its keys sorted.
 func appendStringMap(b []byte, m map[string]string) []byte {
+	var small [8]string
+	keys := small[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
 	b = append(b, '{')
-	for i, k := range sortedKeys(m) {
+	for i, k := range keys {
 		if i > 0 {
 			b = append(b, ',')
 		}

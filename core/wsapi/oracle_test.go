@@ -9,12 +9,15 @@ package wsapi
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // firstValue returns the first JSON value of frame, checking its syntax but
@@ -396,4 +399,157 @@ func oracleDecodeReaderCommand(frame []byte) (ReaderCommand, error) {
 		return ReaderCommand{}, cerr
 	}
 	return ReaderCommand{IsEndOfTopic: c.typ != nil && *c.typ == "isEndOfTopic"}, nil
+}
+
+// oracleFormatJavaTime is FormatJavaTime before AppendJavaTime.
+func oracleFormatJavaTime(t time.Time) string {
+	var b strings.Builder
+	b.Grow(35)
+	year := t.Year()
+	switch {
+	case year > 9999:
+		b.WriteByte('+')
+	case year < 0:
+		b.WriteByte('-')
+		year = -year
+	}
+	writePadded(&b, year, 4)
+	b.WriteByte('-')
+	writePadded(&b, int(t.Month()), 2)
+	b.WriteByte('-')
+	writePadded(&b, t.Day(), 2)
+	b.WriteByte('T')
+	writePadded(&b, t.Hour(), 2)
+	b.WriteByte(':')
+	writePadded(&b, t.Minute(), 2)
+	b.WriteByte(':')
+	writePadded(&b, t.Second(), 2)
+	if ns := t.Nanosecond(); ns != 0 {
+		frac := fmt.Sprintf("%09d", ns)
+		b.WriteByte('.')
+		b.WriteString(strings.TrimRight(frac, "0"))
+	}
+	_, off := t.Zone()
+	if off == 0 {
+		b.WriteByte('Z')
+		return b.String()
+	}
+	if off < 0 {
+		b.WriteByte('-')
+		off = -off
+	} else {
+		b.WriteByte('+')
+	}
+	writePadded(&b, off/3600, 2)
+	b.WriteByte(':')
+	writePadded(&b, off/60%60, 2)
+	if s := off % 60; s != 0 {
+		b.WriteByte(':')
+		writePadded(&b, s, 2)
+	}
+	return b.String()
+}
+
+func writePadded(b *strings.Builder, v, width int) {
+	s := strconv.Itoa(v)
+	for i := len(s); i < width; i++ {
+		b.WriteByte('0')
+	}
+	b.WriteString(s)
+}
+
+// oracleConsumerMessageJSON is ConsumerMessage.AppendJSON before it was
+// made allocation-free. It appends the message's JSON encoding, with Pulsar's field order:
+// messageId, payload, properties, publishTime, redeliveryCount, eventTime,
+// encryptionContext, key.
+func oracleConsumerMessageJSON(m ConsumerMessage, b []byte) []byte {
+	b = append(b, `{"messageId":`...)
+	b = appendJSONString(b, m.MessageID)
+	b = append(b, `,"payload":`...)
+	b = appendJSONString(b, base64.StdEncoding.EncodeToString(m.Payload))
+	b = append(b, `,"properties":`...)
+	b = oracleAppendStringMap(b, m.Properties)
+	b = append(b, `,"publishTime":`...)
+	b = appendJSONString(b, oracleFormatJavaTime(m.PublishTime))
+	b = append(b, `,"redeliveryCount":`...)
+	b = strconv.AppendInt(b, int64(m.RedeliveryCount), 10)
+	if !m.EventTime.IsZero() {
+		b = append(b, `,"eventTime":`...)
+		b = appendJSONString(b, oracleFormatJavaTime(m.EventTime))
+	}
+	if m.EncryptionContext != nil {
+		b = append(b, `,"encryptionContext":`...)
+		b = oracleEncryptionContextJSON(m.EncryptionContext, b)
+	}
+	if m.Key != nil {
+		b = append(b, `,"key":`...)
+		b = appendJSONString(b, *m.Key)
+	}
+	return append(b, '}')
+}
+
+func oracleEncryptionContextJSON(c *EncryptionContext, b []byte) []byte {
+	b = append(b, `{"keys":{`...)
+	for i, name := range oracleSortedKeys(c.Keys) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k := c.Keys[name]
+		b = appendJSONString(b, name)
+		b = append(b, ':', '{')
+		sep := false
+		if k.KeyValue != nil {
+			b = append(b, `"keyValue":`...)
+			b = appendJSONString(b, base64.StdEncoding.EncodeToString(k.KeyValue))
+			sep = true
+		}
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"metadata":`...)
+		b = oracleAppendStringMap(b, k.Metadata)
+		b = append(b, '}')
+	}
+	b = append(b, '}')
+	if c.Param != nil {
+		b = append(b, `,"param":`...)
+		b = appendJSONString(b, base64.StdEncoding.EncodeToString(c.Param))
+	}
+	if c.Algorithm != "" {
+		b = append(b, `,"algorithm":`...)
+		b = appendJSONString(b, c.Algorithm)
+	}
+	b = append(b, `,"compressionType":`...)
+	b = appendJSONString(b, string(c.CompressionType))
+	b = append(b, `,"uncompressedMessageSize":`...)
+	b = strconv.AppendInt(b, int64(c.UncompressedMessageSize), 10)
+	b = append(b, `,"batchSize":`...)
+	if c.BatchSize == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, int64(*c.BatchSize), 10)
+	}
+	return append(b, '}')
+}
+
+func oracleSortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func oracleAppendStringMap(b []byte, m map[string]string) []byte {
+	b = append(b, '{')
+	for i, k := range oracleSortedKeys(m) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		b = appendJSONString(b, m[k])
+	}
+	return append(b, '}')
 }

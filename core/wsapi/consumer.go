@@ -282,7 +282,7 @@ func commandSyntaxError(err error) *CommandError {
 }
 
 func decodeRawCommand(frame []byte) (rawCommand, *CommandError) {
-	fs := frameScan{s: newScanner(frame), lookup: commandField, objField: -1}
+	fs := frameScan{s: newScanner(frame), commands: true, objField: -1}
 	switch fs.scan() {
 	case frameBlank:
 		return rawCommand{}, commandSyntaxError(errNoContent)

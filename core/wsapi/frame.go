@@ -214,8 +214,9 @@ type frameScan struct {
 	order [maxFrameFields]uint8
 	n     int
 
-	// lookup maps a key to a known field's index, or -1.
-	lookup func(key []byte) int
+	// commands selects the known fields: a consumer or reader command's
+	// (commandField) or a producer message's (producerField).
+	commands bool
 	// objField is the field whose object value is read member by member
 	// (a producer's properties, see scanProperties), or -1.
 	objField int
@@ -253,10 +254,10 @@ func (fs *frameScan) scan() frameStatus {
 		f := -1
 		if kflags&strHigh == 0 { // known keys are ASCII
 			if kflags == 0 {
-				f = fs.lookup(raw)
+				f = fs.field(raw)
 			} else {
 				var kb [64]byte
-				f = fs.lookup(appendUnquoted(kb[:0], raw))
+				f = fs.field(appendUnquoted(kb[:0], raw))
 			}
 		}
 		if p = fs.member(f, vp); p < 0 {
@@ -268,6 +269,14 @@ func (fs *frameScan) scan() frameStatus {
 		return frameInvalid
 	}
 	return frameObject
+}
+
+// field returns the index of the known field named key, or -1.
+func (fs *frameScan) field(key []byte) int {
+	if fs.commands {
+		return commandField(key)
+	}
+	return producerField(key)
 }
 
 // member reads the value at p of a member whose key is field f (or -1).
@@ -306,48 +315,64 @@ func (fs *frameScan) get(f int) *jvalue {
 	return &fs.vals[f]
 }
 
-// members calls fn for each member of the scanned object obj, in order.
-func members(obj []byte, fn func(key []byte, kflags uint8, v jvalue) error) error {
-	s := newScanner(obj)
-	p, more := s.objectStart(0, 0)
-	for more && p >= 0 {
-		raw, kflags, vp := s.key(p)
-		if vp < 0 {
-			break
-		}
-		var v jvalue
-		if p, v = s.read(vp, 1); p < 0 {
-			break
-		}
-		if err := fn(raw, kflags, v); err != nil {
-			return err
-		}
-		p, more = s.objectStep(p)
-	}
-	return s.err()
+// members iterates over the members of a scanned object (trusted to be
+// valid JSON).
+type members struct {
+	s    scanner
+	p    int
+	more bool
 }
 
-// elements calls fn for each element of the scanned array arr, in order.
-func elements(arr []byte, fn func(i int, v jvalue) error) error {
-	s := newScanner(arr)
-	p := s.ws(1)
-	if p < len(arr) && arr[p] == ']' {
-		return nil
+func newMembers(obj []byte) members {
+	m := members{s: newScanner(obj)}
+	m.p, m.more = m.s.objectStart(0, 0)
+	return m
+}
+
+// next returns the next member's raw key, the key's flags and the value.
+func (m *members) next() (key []byte, kflags uint8, v jvalue, ok bool) {
+	if !m.more || m.p < 0 {
+		return nil, 0, v, false
 	}
-	for i := 0; p >= 0; i++ {
-		var v jvalue
-		if p, v = s.read(p, 1); p < 0 {
-			break
-		}
-		if err := fn(i, v); err != nil {
-			return err
-		}
-		if p = s.ws(p); p >= len(arr) || arr[p] == ']' {
-			break
-		}
-		p = s.ws(p + 1) // ','
+	key, kflags, vp := m.s.key(m.p)
+	if vp < 0 {
+		return nil, 0, v, false
 	}
-	return s.err()
+	if m.p, v = m.s.read(vp, 1); m.p < 0 {
+		return nil, 0, v, false
+	}
+	m.p, m.more = m.s.objectStep(m.p)
+	return key, kflags, v, true
+}
+
+// elements iterates over the elements of a scanned array (trusted to be
+// valid JSON).
+type elements struct {
+	s scanner
+	p int
+}
+
+func newElements(arr []byte) elements {
+	e := elements{s: newScanner(arr)}
+	if e.p = e.s.ws(1); arr[e.p] == ']' {
+		e.p = -1
+	}
+	return e
+}
+
+func (e *elements) next() (v jvalue, ok bool) {
+	if e.p < 0 {
+		return v, false
+	}
+	if e.p, v = e.s.read(e.p, 1); e.p < 0 {
+		return v, false
+	}
+	if e.p = e.s.ws(e.p); e.s.b[e.p] == ']' {
+		e.p = -1
+	} else {
+		e.p = e.s.ws(e.p + 1) // after ','
+	}
+	return v, true
 }
 
 // read reads any value at p, inside depth open containers, as a jvalue.

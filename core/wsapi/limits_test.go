@@ -285,3 +285,41 @@ func within(m ProducerMessage, lim FrameLimits) bool {
 	}
 	return lim.MaxPropertyBytes == 0 || n <= lim.MaxPropertyBytes
 }
+
+func TestHeldBytes(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		frame string
+		want  func(m *ProducerMessage) int
+	}{
+		"payload only": {frame: `{"payload":"SGVsbG8="}`, want: func(m *ProducerMessage) int { return cap(m.Payload) }},
+		"key and context": {
+			frame: `{"payload":"SGVsbG8=","key":"kk","context":"ccc"}`,
+			want:  func(m *ProducerMessage) int { return cap(m.Payload) + 16 + 2 + 16 + 3 },
+		},
+		"few properties: the smallest map": {
+			frame: `{"payload":"","properties":{"a":"1","bb":"22"}}`,
+			want:  func(m *ProducerMessage) int { return cap(m.Payload) + PropertyMapOverhead + 6 },
+		},
+		"many properties: per entry": {
+			frame: string(propertiesFrame(10, false)),
+			want:  func(m *ProducerMessage) int { return cap(m.Payload) + 16 + 1 + 10*(PropertyEntryOverhead+16) },
+		},
+		"clusters and encryption param": {
+			frame: `{"payload":"","replicationClusters":["a","bc"],"encryptionParam":"AAEC"}`,
+			want:  func(m *ProducerMessage) int { return cap(m.Payload) + 16 + 1 + 16 + 2 + 4 },
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var m ProducerMessage
+			if ferr := m.Decode([]byte(tc.frame), FrameLimits{}); ferr != nil {
+				t.Fatal(ferr)
+			}
+			if got, want := m.HeldBytes(), tc.want(&m); got != want {
+				t.Errorf("HeldBytes() = %d, want %d", got, want)
+			}
+		})
+	}
+}

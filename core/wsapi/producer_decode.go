@@ -220,7 +220,7 @@ func (m *ProducerMessage) Decode(frame []byte, lim FrameLimits) *FrameError {
 	buf := m.Payload[:0]
 	*m = ProducerMessage{Payload: buf}
 	d := producerDecoder{m: m, fs: frameScan{
-		s: newScanner(frame), lookup: producerField, objField: pfProperties, lim: lim,
+		s: newScanner(frame), objField: pfProperties, lim: lim,
 	}}
 	ferr := d.decode()
 	if ferr != nil {
@@ -315,14 +315,17 @@ func (d *producerDecoder) checkProperties(v *jvalue) error {
 	// appearance, whose last value is an object or array).
 	var order []string
 	last := map[string]byte{}
-	_ = members(v.raw, func(raw []byte, kflags uint8, pv jvalue) error {
+	for it := newMembers(v.raw); ; {
+		raw, kflags, pv, ok := it.next()
+		if !ok {
+			break
+		}
 		k := decodeString(raw, kflags)
 		if _, ok := last[k]; !ok {
 			order = append(order, k)
 		}
 		last[k] = pv.kind
-		return nil
-	})
+	}
 	for _, k := range order {
 		if kd := last[k]; kd == '{' || kd == '[' {
 			return mappingErr("field %q: cannot read a string from %s", "properties."+k, describe(kd))
@@ -341,7 +344,12 @@ func (d *producerDecoder) readClusters(v *jvalue) error {
 		return mappingErr("field %q: cannot read a list from %s", "replicationClusters", describe(v.kind))
 	}
 	l := []string{}
-	err := elements(v.raw, func(i int, e jvalue) error {
+	it := newElements(v.raw)
+	for i := 0; ; i++ {
+		e, ok := it.next()
+		if !ok {
+			break
+		}
 		switch e.kind {
 		case '{', '[':
 			return mappingErr("field %q: cannot read a string from %s", fmt.Sprintf("replicationClusters[%d]", i), describe(e.kind))
@@ -351,10 +359,6 @@ func (d *producerDecoder) readClusters(v *jvalue) error {
 		default:
 			l = append(l, e.text())
 		}
-		return nil
-	})
-	if err != nil {
-		return err
 	}
 	d.m.ReplicationClusters = l
 	return nil
@@ -463,7 +467,11 @@ func (d *producerDecoder) eventTime(s string) *FrameError {
 func readProperties(obj []byte, n int, a *arena) (props map[string]string, hasNull bool) {
 	props = make(map[string]string, n)
 	var nulls map[string]bool
-	_ = members(obj, func(raw []byte, kflags uint8, v jvalue) error {
+	for it := newMembers(obj); ; {
+		raw, kflags, v, ok := it.next()
+		if !ok {
+			break
+		}
 		k := a.add(&jvalue{raw: raw, kind: '"', flags: kflags})
 		if v.kind == 'n' {
 			if nulls == nil {
@@ -471,12 +479,11 @@ func readProperties(obj []byte, n int, a *arena) (props map[string]string, hasNu
 			}
 			nulls[k] = true
 			props[k] = ""
-			return nil
+			continue
 		}
 		delete(nulls, k)
 		props[k] = a.add(&v)
-		return nil
-	})
+	}
 	return props, len(nulls) > 0
 }
 

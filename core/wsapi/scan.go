@@ -350,7 +350,7 @@ func (s *scanner) container(p, depth int) int {
 				break
 			}
 			open.push(true)
-			if p = s.member(p); p < 0 {
+			if _, _, p = s.key(p); p < 0 {
 				return p
 			}
 			continue
@@ -393,7 +393,7 @@ func (s *scanner) container(p, depth int) int {
 				if p = s.ws(p + 1); p >= len(b) {
 					return s.eof()
 				}
-				if p = s.member(p); p < 0 {
+				if _, _, p = s.key(p); p < 0 {
 					return p
 				}
 				break
@@ -410,24 +410,6 @@ func (s *scanner) container(p, depth int) int {
 			break
 		}
 	}
-}
-
-// member reads an object key at p and the colon after it, and returns the
-// position of the value (or of the end of input).
-func (s *scanner) member(p int) int {
-	if s.b[p] != '"' {
-		return s.fail(p, "looking for beginning of object key string")
-	}
-	if p, _ = s.str(p + 1); p < 0 {
-		return p
-	}
-	if p = s.ws(p); p >= len(s.b) {
-		return s.eof()
-	}
-	if s.b[p] != ':' {
-		return s.fail(p, "after object key")
-	}
-	return s.ws(p + 1)
 }
 
 // objectStep reads what follows a member's value at p: it returns the

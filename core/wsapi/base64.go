@@ -1,6 +1,7 @@
 package wsapi
 
 import (
+	"bytes"
 	"encoding/base64"
 	"strconv"
 )
@@ -86,6 +87,43 @@ func DecodeJavaBase64(s string) ([]byte, error) {
 	return dst, nil
 }
 
+// AppendJavaBase64 appends the decoding of src to dst, with exactly the
+// result and errors of DecodeJavaBase64(string(src)). Standard base64 is
+// decoded by encoding/base64 (padded or not, as java.util.Base64 accepts
+// both); only input it refuses, or input with line breaks (which
+// encoding/base64 skips and Java refuses), goes through DecodeJavaBase64 for
+// Java's error text. The result is never nil.
+func AppendJavaBase64(dst, src []byte) ([]byte, error) {
+	enc := base64.RawStdEncoding
+	if len(src) > 0 && src[len(src)-1] == '=' {
+		enc = base64.StdEncoding
+	}
+	n := len(dst)
+	if dst == nil {
+		dst = []byte{}
+	}
+	out := growLen(dst, enc.DecodedLen(len(src)))
+	k, err := enc.Decode(out[n:], src)
+	if err == nil && bytes.IndexByte(src, '\n') < 0 && bytes.IndexByte(src, '\r') < 0 {
+		return out[:n+k], nil
+	}
+	p, err := DecodeJavaBase64(string(src))
+	if err != nil {
+		return dst[:n], err
+	}
+	return append(dst[:n], p...), nil
+}
+
+// growLen returns b extended by n bytes, reallocating only if needed.
+func growLen(b []byte, n int) []byte {
+	if cap(b)-len(b) < n {
+		nb := make([]byte, len(b), len(b)+n)
+		copy(nb, b)
+		b = nb
+	}
+	return b[:len(b)+n]
+}
+
 // latin1 is String.getBytes(ISO_8859_1): characters above U+00FF become '?'.
 // Invalid UTF-8 bytes (which a Java string cannot hold) also become '?'.
 func latin1(s string) []byte {
@@ -118,3 +156,11 @@ func javaByteHex(c byte) string {
 // encodeBase64 is java.util.Base64.getEncoder().encodeToString: standard
 // alphabet, padded.
 func encodeBase64(p []byte) string { return base64.StdEncoding.EncodeToString(p) }
+
+// appendBase64String appends p as a JSON string of its standard padded
+// base64 (which needs no escaping).
+func appendBase64String(b, p []byte) []byte {
+	b = append(b, '"')
+	b = base64.StdEncoding.AppendEncode(b, p)
+	return append(b, '"')
+}

@@ -9,35 +9,37 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+var javaBase64Tests = map[string]struct {
+	in      string
+	want    []byte
+	wantErr string
+}{
+	"empty":                 {in: "", want: []byte{}},
+	"padded":                {in: "SGVsbG8gV29ybGQ=", want: []byte("Hello World")},
+	"unpadded one byte":     {in: "QQ", want: []byte("A")},
+	"unpadded two bytes":    {in: "QUI", want: []byte("AB")},
+	"double padding":        {in: "QQ==", want: []byte("A")},
+	"non-zero unused bits":  {in: "QR", want: []byte("A")},
+	"plus and slash":        {in: "+/+/", want: []byte{0xfb, 0xff, 0xbf}},
+	"one char":              {in: "Q", wantErr: "Input byte[] should at least have 2 bytes for base64 bytes"},
+	"five chars":            {in: "QUJDR", wantErr: "Last unit does not have enough valid bits"},
+	"single pad after two":  {in: "QQ=", wantErr: "Input byte array has wrong 4-byte ending unit"},
+	"pad then char":         {in: "QQ=A", wantErr: "Input byte array has wrong 4-byte ending unit"},
+	"pad at unit start":     {in: "QUJD=", wantErr: "Input byte array has wrong 4-byte ending unit"},
+	"dangling single pad":   {in: "Q=", wantErr: "Last unit does not have enough valid bits"},
+	"data after padding":    {in: "QQ==QQ==", wantErr: "Input byte array has incorrect ending byte at 4"},
+	"extra pad":             {in: "QUI==", wantErr: "Input byte array has incorrect ending byte at 4"},
+	"url-safe minus":        {in: "-_8", wantErr: "Illegal base64 character 2d"},
+	"url-safe underscore":   {in: "ab_d", wantErr: "Illegal base64 character 5f"},
+	"space":                 {in: "QU JD", wantErr: "Illegal base64 character 20"},
+	"newline":               {in: "QUJD\nQUJD", wantErr: "Illegal base64 character a"},
+	"latin-1 high byte":     {in: "QUJ\u00e9", wantErr: "Illegal base64 character -17"},
+	"beyond latin-1 is '?'": {in: "QUJ€", wantErr: "Illegal base64 character 3f"},
+}
+
 func TestDecodeJavaBase64(t *testing.T) {
 	t.Parallel()
-	tests := map[string]struct {
-		in      string
-		want    []byte
-		wantErr string
-	}{
-		"empty":                 {in: "", want: []byte{}},
-		"padded":                {in: "SGVsbG8gV29ybGQ=", want: []byte("Hello World")},
-		"unpadded one byte":     {in: "QQ", want: []byte("A")},
-		"unpadded two bytes":    {in: "QUI", want: []byte("AB")},
-		"double padding":        {in: "QQ==", want: []byte("A")},
-		"non-zero unused bits":  {in: "QR", want: []byte("A")},
-		"plus and slash":        {in: "+/+/", want: []byte{0xfb, 0xff, 0xbf}},
-		"one char":              {in: "Q", wantErr: "Input byte[] should at least have 2 bytes for base64 bytes"},
-		"five chars":            {in: "QUJDR", wantErr: "Last unit does not have enough valid bits"},
-		"single pad after two":  {in: "QQ=", wantErr: "Input byte array has wrong 4-byte ending unit"},
-		"pad then char":         {in: "QQ=A", wantErr: "Input byte array has wrong 4-byte ending unit"},
-		"pad at unit start":     {in: "QUJD=", wantErr: "Input byte array has wrong 4-byte ending unit"},
-		"dangling single pad":   {in: "Q=", wantErr: "Last unit does not have enough valid bits"},
-		"data after padding":    {in: "QQ==QQ==", wantErr: "Input byte array has incorrect ending byte at 4"},
-		"extra pad":             {in: "QUI==", wantErr: "Input byte array has incorrect ending byte at 4"},
-		"url-safe minus":        {in: "-_8", wantErr: "Illegal base64 character 2d"},
-		"url-safe underscore":   {in: "ab_d", wantErr: "Illegal base64 character 5f"},
-		"space":                 {in: "QU JD", wantErr: "Illegal base64 character 20"},
-		"newline":               {in: "QUJD\nQUJD", wantErr: "Illegal base64 character a"},
-		"latin-1 high byte":     {in: "QUJ\u00e9", wantErr: "Illegal base64 character -17"},
-		"beyond latin-1 is '?'": {in: "QUJ€", wantErr: "Illegal base64 character 3f"},
-	}
+	tests := javaBase64Tests
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

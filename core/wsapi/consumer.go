@@ -1,6 +1,7 @@
 package wsapi
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -55,21 +56,24 @@ type EncryptionKey struct {
 
 // AppendJSON appends the message's JSON encoding, with Pulsar's field order:
 // messageId, payload, properties, publishTime, redeliveryCount, eventTime,
-// encryptionContext, key.
+// encryptionContext, key. Without an encryption context it allocates
+// nothing once b has room (properties up to eight; more need a slice to
+// sort their keys).
 func (m ConsumerMessage) AppendJSON(b []byte) []byte {
 	b = append(b, `{"messageId":`...)
 	b = appendJSONString(b, m.MessageID)
 	b = append(b, `,"payload":`...)
-	b = appendJSONString(b, encodeBase64(m.Payload))
+	b = appendBase64String(b, m.Payload)
 	b = append(b, `,"properties":`...)
 	b = appendStringMap(b, m.Properties)
-	b = append(b, `,"publishTime":`...)
-	b = appendJSONString(b, FormatJavaTime(m.PublishTime))
-	b = append(b, `,"redeliveryCount":`...)
+	b = append(b, `,"publishTime":"`...)
+	b = AppendJavaTime(b, m.PublishTime)
+	b = append(b, `","redeliveryCount":`...)
 	b = strconv.AppendInt(b, int64(m.RedeliveryCount), 10)
 	if !m.EventTime.IsZero() {
-		b = append(b, `,"eventTime":`...)
-		b = appendJSONString(b, FormatJavaTime(m.EventTime))
+		b = append(b, `,"eventTime":"`...)
+		b = AppendJavaTime(b, m.EventTime)
+		b = append(b, '"')
 	}
 	if m.EncryptionContext != nil {
 		b = append(b, `,"encryptionContext":`...)
@@ -84,7 +88,14 @@ func (m ConsumerMessage) AppendJSON(b []byte) []byte {
 
 // Encode returns the message's JSON encoding (see AppendJSON).
 func (m ConsumerMessage) Encode() []byte {
-	return m.AppendJSON(make([]byte, 0, 128+len(m.Payload)*4/3))
+	n := 160 + len(m.MessageID) + base64.StdEncoding.EncodedLen(len(m.Payload))
+	for k, v := range m.Properties {
+		n += 6 + len(k) + len(v)
+	}
+	if m.Key != nil {
+		n += 9 + len(*m.Key)
+	}
+	return m.AppendJSON(make([]byte, 0, n))
 }
 
 func (c *EncryptionContext) appendJSON(b []byte) []byte {
@@ -99,7 +110,7 @@ func (c *EncryptionContext) appendJSON(b []byte) []byte {
 		sep := false
 		if k.KeyValue != nil {
 			b = append(b, `"keyValue":`...)
-			b = appendJSONString(b, encodeBase64(k.KeyValue))
+			b = appendBase64String(b, k.KeyValue)
 			sep = true
 		}
 		if sep {
@@ -112,7 +123,7 @@ func (c *EncryptionContext) appendJSON(b []byte) []byte {
 	b = append(b, '}')
 	if c.Param != nil {
 		b = append(b, `,"param":`...)
-		b = appendJSONString(b, encodeBase64(c.Param))
+		b = appendBase64String(b, c.Param)
 	}
 	if c.Algorithm != "" {
 		b = append(b, `,"algorithm":`...)
@@ -140,9 +151,16 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
+// appendStringMap appends m as a JSON object with its keys sorted.
 func appendStringMap(b []byte, m map[string]string) []byte {
+	var small [8]string
+	keys := small[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
 	b = append(b, '{')
-	for i, k := range sortedKeys(m) {
+	for i, k := range keys {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -230,52 +248,89 @@ func (e *CommandError) Unwrap() error { return e.Err }
 // without permitMessages.
 var ErrMissingPermitMessages = errors.New("Missing required permitMessages field for 'permit' command") //nolint:staticcheck // Pulsar's text.
 
+// Known fields of a consumer or reader command.
+const (
+	cfType = iota
+	cfMessageID
+	cfAckType
+	cfPermitMessages
+)
+
+func commandField(key []byte) int {
+	switch string(key) {
+	case "type":
+		return cfType
+	case "messageId":
+		return cfMessageID
+	case "ackType":
+		return cfAckType
+	case "permitMessages":
+		return cfPermitMessages
+	}
+	return -1
+}
+
+// rawCommand is a command frame's fields, coerced as Jackson does.
 type rawCommand struct {
-	typ, messageID *string
-	permits        *int32
+	typ, messageID       string
+	hasType, hasID, hasN bool
+	permits              int32
+}
+
+func commandSyntaxError(err error) *CommandError {
+	return &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON, Msg: "cannot parse command: " + err.Error(), Err: err}
 }
 
 func decodeRawCommand(frame []byte) (rawCommand, *CommandError) {
-	raw, err := firstValue(frame)
-	if err != nil {
-		return rawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON, Msg: "cannot parse command: " + err.Error(), Err: err}
-	}
-	switch k := kind(raw); k {
-	case 'n':
+	fs := frameScan{s: newScanner(frame), commands: true, objField: -1}
+	switch fs.scan() {
+	case frameBlank:
+		return rawCommand{}, commandSyntaxError(errNoContent)
+	case frameInvalid:
+		return rawCommand{}, commandSyntaxError(fmt.Errorf("invalid JSON: %w", fs.s.err()))
+	case frameNull:
 		return rawCommand{}, &CommandError{PulsarCloseCode: CloseInternalError, Msg: "command is JSON null"}
-	case '{':
-	default:
+	case frameNotObject:
 		return rawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON,
-			Msg: "cannot parse command: expected a JSON object, got " + describe(k)}
-	}
-	entries, err := orderedObject(raw)
-	if err != nil {
-		return rawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON, Msg: "cannot parse command: " + err.Error(), Err: err}
+			Msg: "cannot parse command: expected a JSON object, got " + describe(fs.top)}
 	}
 	var c rawCommand
-	for _, e := range entries {
+	for _, f := range fs.order[:fs.n] {
+		v := &fs.vals[f]
 		var err error
-		switch e.key {
-		case "type":
-			c.typ, err = lenientString(e.key, e.value)
-		case "messageId":
-			c.messageID, err = lenientString(e.key, e.value)
-		case "ackType":
-			_, err = lenientString(e.key, e.value)
-		case "permitMessages":
-			var v int64
-			var ok bool
-			v, ok, err = lenientInt(e.key, e.value, 32)
-			c.permits = nil
-			if ok {
-				c.permits = ptr(int32(v)) //nolint:gosec // range checked by lenientInt.
+		switch f {
+		case cfType:
+			if err = v.checkString("type"); err == nil && v.kind != 'n' {
+				c.typ, c.hasType = commandTypeText(v), true
 			}
+		case cfMessageID:
+			if err = v.checkString("messageId"); err == nil && v.kind != 'n' {
+				c.messageID, c.hasID = v.text(), true
+			}
+		case cfAckType:
+			err = v.checkString("ackType")
+		case cfPermitMessages:
+			var n int64
+			n, c.hasN, err = v.toInt("permitMessages", 32)
+			c.permits = int32(n) //nolint:gosec // range checked by toInt.
 		}
 		if err != nil {
-			return rawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON, Msg: "cannot parse command: " + err.Error(), Err: err}
+			return rawCommand{}, commandSyntaxError(err)
 		}
 	}
 	return c, nil
+}
+
+// commandTypeText is v.text() without allocating for the names Pulsar knows.
+func commandTypeText(v *jvalue) string {
+	if v.kind == '"' && v.flags == 0 {
+		for _, name := range [...]string{"permit", "unsubscribe", "isEndOfTopic", "negativeAcknowledge"} {
+			if string(v.raw) == name {
+				return name
+			}
+		}
+	}
+	return v.text()
 }
 
 // DecodeConsumerCommand decodes a consumer's text frame. The type field
@@ -283,25 +338,23 @@ func decodeRawCommand(frame []byte) (rawCommand, *CommandError) {
 // "unsubscribe"; anything else, or no type, is an ack. Acks and negative
 // acks need a messageId (Java-basic base64 of a MessageIdData, see
 // DecodeMessageID); a permit needs permitMessages. JSON is read as leniently
-// as Pulsar's Jackson mapper does (unknown fields ignored, numeric strings
-// accepted, trailing data ignored). Errors are *CommandError.
+// as Pulsar's Jackson mapper does (see DecodeProducerMessage: unknown fields
+// ignored, numeric strings accepted, trailing data ignored). Errors are
+// *CommandError.
 func DecodeConsumerCommand(frame []byte) (ConsumerCommand, error) {
 	c, cerr := decodeRawCommand(frame)
 	if cerr != nil {
 		return ConsumerCommand{}, cerr
 	}
-	var cmd ConsumerCommand
-	if c.typ != nil {
-		cmd.TypeName = *c.typ
-	}
+	cmd := ConsumerCommand{TypeName: c.typ}
 	switch cmd.TypeName {
 	case "permit":
 		cmd.Type = CommandPermit
-		if c.permits == nil {
+		if !c.hasN {
 			return ConsumerCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON,
 				Msg: ErrMissingPermitMessages.Error(), Err: ErrMissingPermitMessages}
 		}
-		cmd.PermitMessages = *c.permits
+		cmd.PermitMessages = c.permits
 		return cmd, nil
 	case "unsubscribe":
 		cmd.Type = CommandUnsubscribe
@@ -314,11 +367,11 @@ func DecodeConsumerCommand(frame []byte) (ConsumerCommand, error) {
 	default:
 		cmd.Type = CommandAck
 	}
-	if c.messageID == nil {
+	if !c.hasID {
 		return ConsumerCommand{}, &CommandError{PulsarCloseCode: CloseInternalError,
 			Msg: fmt.Sprintf("missing messageId in %s command", cmd.Type)}
 	}
-	cmd.MessageID = *c.messageID
+	cmd.MessageID = c.messageID
 	id, err := DecodeMessageID(cmd.MessageID)
 	if err != nil {
 		code := CloseFailedToDeserializeFromJSON
@@ -348,5 +401,5 @@ func DecodeReaderCommand(frame []byte) (ReaderCommand, error) {
 	if cerr != nil {
 		return ReaderCommand{}, cerr
 	}
-	return ReaderCommand{IsEndOfTopic: c.typ != nil && *c.typ == "isEndOfTopic"}, nil
+	return ReaderCommand{IsEndOfTopic: c.hasType && c.typ == "isEndOfTopic"}, nil
 }

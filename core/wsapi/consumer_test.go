@@ -89,58 +89,61 @@ func TestEndOfTopicResponse(t *testing.T) {
 	}
 }
 
+var plainMessageID = NewMessageID(3, 0)
+
+var consumerCommandTests = map[string]struct {
+	frame string
+	want  ConsumerCommand
+}{
+	"ack without type": {
+		frame: `{"messageId":"CAMQADAA"}`,
+		want:  ConsumerCommand{Type: CommandAck, MessageID: "CAMQADAA", ID: plainMessageID},
+	},
+	"unknown type is an ack": {
+		frame: `{"type":"acknowledge","messageId":"CAMQADAA"}`,
+		want:  ConsumerCommand{Type: CommandAck, TypeName: "acknowledge", MessageID: "CAMQADAA", ID: plainMessageID},
+	},
+	"case matters": {
+		frame: `{"type":"Permit","messageId":"CAMQADAA"}`,
+		want:  ConsumerCommand{Type: CommandAck, TypeName: "Permit", MessageID: "CAMQADAA", ID: plainMessageID},
+	},
+	"ack with unpadded id kept exactly": {
+		frame: `{"messageId":"CAAQAw"}`,
+		want:  ConsumerCommand{Type: CommandAck, MessageID: "CAAQAw", ID: MessageID{EntryID: 3, Partition: -1, BatchIndex: -1, BatchSize: -1}},
+	},
+	"ackType ignored": {
+		frame: `{"messageId":"CAMQADAA","ackType":"cumulative"}`,
+		want:  ConsumerCommand{Type: CommandAck, MessageID: "CAMQADAA", ID: plainMessageID},
+	},
+	"negative ack": {
+		frame: `{"type":"negativeAcknowledge","messageId":"CAMQADAA"}`,
+		want:  ConsumerCommand{Type: CommandNegativeAck, TypeName: "negativeAcknowledge", MessageID: "CAMQADAA", ID: plainMessageID},
+	},
+	"permit": {
+		frame: `{"type":"permit","permitMessages":10}`,
+		want:  ConsumerCommand{Type: CommandPermit, TypeName: "permit", PermitMessages: 10},
+	},
+	"permit string and negative": {
+		frame: `{"type":"permit","permitMessages":"-2"}`,
+		want:  ConsumerCommand{Type: CommandPermit, TypeName: "permit", PermitMessages: -2},
+	},
+	"permit zero": {
+		frame: `{"type":"permit","permitMessages":0,"messageId":"garbage"}`,
+		want:  ConsumerCommand{Type: CommandPermit, TypeName: "permit"},
+	},
+	"isEndOfTopic": {
+		frame: `{"type":"isEndOfTopic"}`,
+		want:  ConsumerCommand{Type: CommandIsEndOfTopic, TypeName: "isEndOfTopic"},
+	},
+	"unsubscribe": {
+		frame: `{"type":"unsubscribe"} trailing`,
+		want:  ConsumerCommand{Type: CommandUnsubscribe, TypeName: "unsubscribe"},
+	},
+}
+
 func TestDecodeConsumerCommand(t *testing.T) {
 	t.Parallel()
-	plain := NewMessageID(3, 0)
-	tests := map[string]struct {
-		frame string
-		want  ConsumerCommand
-	}{
-		"ack without type": {
-			frame: `{"messageId":"CAMQADAA"}`,
-			want:  ConsumerCommand{Type: CommandAck, MessageID: "CAMQADAA", ID: plain},
-		},
-		"unknown type is an ack": {
-			frame: `{"type":"acknowledge","messageId":"CAMQADAA"}`,
-			want:  ConsumerCommand{Type: CommandAck, TypeName: "acknowledge", MessageID: "CAMQADAA", ID: plain},
-		},
-		"case matters": {
-			frame: `{"type":"Permit","messageId":"CAMQADAA"}`,
-			want:  ConsumerCommand{Type: CommandAck, TypeName: "Permit", MessageID: "CAMQADAA", ID: plain},
-		},
-		"ack with unpadded id kept exactly": {
-			frame: `{"messageId":"CAAQAw"}`,
-			want:  ConsumerCommand{Type: CommandAck, MessageID: "CAAQAw", ID: MessageID{EntryID: 3, Partition: -1, BatchIndex: -1, BatchSize: -1}},
-		},
-		"ackType ignored": {
-			frame: `{"messageId":"CAMQADAA","ackType":"cumulative"}`,
-			want:  ConsumerCommand{Type: CommandAck, MessageID: "CAMQADAA", ID: plain},
-		},
-		"negative ack": {
-			frame: `{"type":"negativeAcknowledge","messageId":"CAMQADAA"}`,
-			want:  ConsumerCommand{Type: CommandNegativeAck, TypeName: "negativeAcknowledge", MessageID: "CAMQADAA", ID: plain},
-		},
-		"permit": {
-			frame: `{"type":"permit","permitMessages":10}`,
-			want:  ConsumerCommand{Type: CommandPermit, TypeName: "permit", PermitMessages: 10},
-		},
-		"permit string and negative": {
-			frame: `{"type":"permit","permitMessages":"-2"}`,
-			want:  ConsumerCommand{Type: CommandPermit, TypeName: "permit", PermitMessages: -2},
-		},
-		"permit zero": {
-			frame: `{"type":"permit","permitMessages":0,"messageId":"garbage"}`,
-			want:  ConsumerCommand{Type: CommandPermit, TypeName: "permit"},
-		},
-		"isEndOfTopic": {
-			frame: `{"type":"isEndOfTopic"}`,
-			want:  ConsumerCommand{Type: CommandIsEndOfTopic, TypeName: "isEndOfTopic"},
-		},
-		"unsubscribe": {
-			frame: `{"type":"unsubscribe"} trailing`,
-			want:  ConsumerCommand{Type: CommandUnsubscribe, TypeName: "unsubscribe"},
-		},
-	}
+	tests := consumerCommandTests
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -155,28 +158,30 @@ func TestDecodeConsumerCommand(t *testing.T) {
 	}
 }
 
+var consumerCommandErrorTests = map[string]struct {
+	frame     string
+	wantClose int
+	wantIs    error
+}{
+	"bad json":                 {frame: `{"messageId":`, wantClose: CloseFailedToDeserializeFromJSON},
+	"empty":                    {frame: ``, wantClose: CloseFailedToDeserializeFromJSON},
+	"array":                    {frame: `[]`, wantClose: CloseFailedToDeserializeFromJSON},
+	"object type":              {frame: `{"type":{}}`, wantClose: CloseFailedToDeserializeFromJSON},
+	"permitMessages not a num": {frame: `{"type":"permit","permitMessages":"x"}`, wantClose: CloseFailedToDeserializeFromJSON},
+	"permitMessages overflow":  {frame: `{"type":"permit","permitMessages":2147483648}`, wantClose: CloseFailedToDeserializeFromJSON},
+	"permit without permits":   {frame: `{"type":"permit"}`, wantClose: CloseFailedToDeserializeFromJSON, wantIs: ErrMissingPermitMessages},
+	"permit with null permits": {frame: `{"type":"permit","permitMessages":null}`, wantClose: CloseFailedToDeserializeFromJSON, wantIs: ErrMissingPermitMessages},
+	"bad protobuf id":          {frame: `{"messageId":"AAAA"}`, wantClose: CloseFailedToDeserializeFromJSON, wantIs: ErrInvalidMessageID},
+	"json null":                {frame: `null`, wantClose: CloseInternalError},
+	"ack without messageId":    {frame: `{}`, wantClose: CloseInternalError},
+	"nack without messageId":   {frame: `{"type":"negativeAcknowledge"}`, wantClose: CloseInternalError},
+	"bad base64 id":            {frame: `{"messageId":"CAMQ-DAA"}`, wantClose: CloseInternalError},
+	"url-safe base64 id":       {frame: `{"type":"negativeAcknowledge","messageId":"CAMQADAA_"}`, wantClose: CloseInternalError},
+}
+
 func TestDecodeConsumerCommandErrors(t *testing.T) {
 	t.Parallel()
-	tests := map[string]struct {
-		frame     string
-		wantClose int
-		wantIs    error
-	}{
-		"bad json":                 {frame: `{"messageId":`, wantClose: CloseFailedToDeserializeFromJSON},
-		"empty":                    {frame: ``, wantClose: CloseFailedToDeserializeFromJSON},
-		"array":                    {frame: `[]`, wantClose: CloseFailedToDeserializeFromJSON},
-		"object type":              {frame: `{"type":{}}`, wantClose: CloseFailedToDeserializeFromJSON},
-		"permitMessages not a num": {frame: `{"type":"permit","permitMessages":"x"}`, wantClose: CloseFailedToDeserializeFromJSON},
-		"permitMessages overflow":  {frame: `{"type":"permit","permitMessages":2147483648}`, wantClose: CloseFailedToDeserializeFromJSON},
-		"permit without permits":   {frame: `{"type":"permit"}`, wantClose: CloseFailedToDeserializeFromJSON, wantIs: ErrMissingPermitMessages},
-		"permit with null permits": {frame: `{"type":"permit","permitMessages":null}`, wantClose: CloseFailedToDeserializeFromJSON, wantIs: ErrMissingPermitMessages},
-		"bad protobuf id":          {frame: `{"messageId":"AAAA"}`, wantClose: CloseFailedToDeserializeFromJSON, wantIs: ErrInvalidMessageID},
-		"json null":                {frame: `null`, wantClose: CloseInternalError},
-		"ack without messageId":    {frame: `{}`, wantClose: CloseInternalError},
-		"nack without messageId":   {frame: `{"type":"negativeAcknowledge"}`, wantClose: CloseInternalError},
-		"bad base64 id":            {frame: `{"messageId":"CAMQ-DAA"}`, wantClose: CloseInternalError},
-		"url-safe base64 id":       {frame: `{"type":"negativeAcknowledge","messageId":"CAMQADAA_"}`, wantClose: CloseInternalError},
-	}
+	tests := consumerCommandErrorTests
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -195,23 +200,25 @@ func TestDecodeConsumerCommandErrors(t *testing.T) {
 	}
 }
 
+var readerCommandTests = map[string]struct {
+	frame   string
+	want    ReaderCommand
+	wantErr bool
+}{
+	"isEndOfTopic":          {frame: `{"type":"isEndOfTopic"}`, want: ReaderCommand{IsEndOfTopic: true}},
+	"ack is not validated":  {frame: `{"messageId":"not base64!"}`},
+	"anything is an ack":    {frame: `{}`},
+	"permit is an ack":      {frame: `{"type":"permit"}`},
+	"bad json":              {frame: `nope`, wantErr: true},
+	"null":                  {frame: `null`, wantErr: true},
+	"wrong field type":      {frame: `{"type":[]}`, wantErr: true},
+	"numeric type coerced":  {frame: `{"type":1}`},
+	"trailing data ignored": {frame: `{"type":"isEndOfTopic"}}}`, want: ReaderCommand{IsEndOfTopic: true}},
+}
+
 func TestDecodeReaderCommand(t *testing.T) {
 	t.Parallel()
-	tests := map[string]struct {
-		frame   string
-		want    ReaderCommand
-		wantErr bool
-	}{
-		"isEndOfTopic":          {frame: `{"type":"isEndOfTopic"}`, want: ReaderCommand{IsEndOfTopic: true}},
-		"ack is not validated":  {frame: `{"messageId":"not base64!"}`},
-		"anything is an ack":    {frame: `{}`},
-		"permit is an ack":      {frame: `{"type":"permit"}`},
-		"bad json":              {frame: `nope`, wantErr: true},
-		"null":                  {frame: `null`, wantErr: true},
-		"wrong field type":      {frame: `{"type":[]}`, wantErr: true},
-		"numeric type coerced":  {frame: `{"type":1}`},
-		"trailing data ignored": {frame: `{"type":"isEndOfTopic"}}}`, want: ReaderCommand{IsEndOfTopic: true}},
-	}
+	tests := readerCommandTests
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -233,15 +240,17 @@ func TestDecodeReaderCommand(t *testing.T) {
 	}
 }
 
+var commandFuzzSeeds = []string{
+	`{"messageId":"CAMQADAA"}`,
+	`{"type":"negativeAcknowledge","messageId":"CAEQAhgBIAMwBQ=="}`,
+	`{"type":"permit","permitMessages":10}`,
+	`{"type":"isEndOfTopic"}`,
+	`{"type":"unsubscribe"}`,
+	`{"type":"permit"}`, `null`, `[]`, ``, `{"messageId":"AAAA"}`,
+}
+
 func FuzzDecodeConsumerCommand(f *testing.F) {
-	for _, s := range []string{
-		`{"messageId":"CAMQADAA"}`,
-		`{"type":"negativeAcknowledge","messageId":"CAEQAhgBIAMwBQ=="}`,
-		`{"type":"permit","permitMessages":10}`,
-		`{"type":"isEndOfTopic"}`,
-		`{"type":"unsubscribe"}`,
-		`{"type":"permit"}`, `null`, `[]`, ``, `{"messageId":"AAAA"}`,
-	} {
+	for _, s := range commandFuzzSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {

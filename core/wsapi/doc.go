@@ -19,11 +19,17 @@
 //   - Frames: [DecodeProducerMessage] (Jackson-like leniency), [ProducerAck],
 //     [ConsumerMessage], [DecodeConsumerCommand], [DecodeReaderCommand] and
 //     [EndOfTopicResponse], with Pulsar's exact field order and omission rules.
+//     Frames are read in one pass over their bytes, without reflection,
+//     with encoding/json's syntax errors (the decoders they replaced are kept
+//     as the oracle of differential fuzz tests). [ProducerMessage.Decode]
+//     decodes into a reused message within [FrameLimits], the per-frame
+//     bounds; the encoders append to a caller's buffer without allocating.
 //   - Message ids: [EncodeMessageID] writes the bytes Java's
 //     MessageIdImpl.toByteArray writes; [DecodeMessageID] accepts any valid
 //     MessageIdData.
 //   - Java compatibility helpers: [DecodeJavaBase64] (java.util.Base64 basic
-//     decoder), [FormatJavaTime] and [ParseJavaOffsetDateTime]
+//     decoder; [AppendJavaBase64] is its fast path into a caller's buffer),
+//     [FormatJavaTime], [AppendJavaTime] and [ParseJavaOffsetDateTime]
 //     (ISO_OFFSET_DATE_TIME).
 //
 // Every error caused by client input carries an HTTP status ([Error]) or a

@@ -3,7 +3,6 @@ package wsapi
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -14,52 +13,54 @@ import (
 // "+hh:mm" otherwise, with ":ss" only when the offset has seconds; years
 // beyond 9999 get a '+' sign. Examples: "2018-11-26T14:22:59.84+01:00",
 // "2024-06-19T08:00:00Z".
-func FormatJavaTime(t time.Time) string {
-	var b strings.Builder
-	b.Grow(35)
+func FormatJavaTime(t time.Time) string { return string(AppendJavaTime(make([]byte, 0, 35), t)) }
+
+// AppendJavaTime appends FormatJavaTime(t) to b.
+func AppendJavaTime(b []byte, t time.Time) []byte {
 	year := t.Year()
 	switch {
 	case year > 9999:
-		b.WriteByte('+')
+		b = append(b, '+')
 	case year < 0:
-		b.WriteByte('-')
+		b = append(b, '-')
 		year = -year
 	}
-	writePadded(&b, year, 4)
-	b.WriteByte('-')
-	writePadded(&b, int(t.Month()), 2)
-	b.WriteByte('-')
-	writePadded(&b, t.Day(), 2)
-	b.WriteByte('T')
-	writePadded(&b, t.Hour(), 2)
-	b.WriteByte(':')
-	writePadded(&b, t.Minute(), 2)
-	b.WriteByte(':')
-	writePadded(&b, t.Second(), 2)
+	b = appendPadded(b, year, 4)
+	b = append(b, '-')
+	b = appendPadded(b, int(t.Month()), 2)
+	b = append(b, '-')
+	b = appendPadded(b, t.Day(), 2)
+	b = append(b, 'T')
+	b = appendPadded(b, t.Hour(), 2)
+	b = append(b, ':')
+	b = appendPadded(b, t.Minute(), 2)
+	b = append(b, ':')
+	b = appendPadded(b, t.Second(), 2)
 	if ns := t.Nanosecond(); ns != 0 {
-		frac := fmt.Sprintf("%09d", ns)
-		b.WriteByte('.')
-		b.WriteString(strings.TrimRight(frac, "0"))
+		b = append(b, '.')
+		b = appendPadded(b, ns, 9)
+		for b[len(b)-1] == '0' {
+			b = b[:len(b)-1]
+		}
 	}
 	_, off := t.Zone()
 	if off == 0 {
-		b.WriteByte('Z')
-		return b.String()
+		return append(b, 'Z')
 	}
 	if off < 0 {
-		b.WriteByte('-')
+		b = append(b, '-')
 		off = -off
 	} else {
-		b.WriteByte('+')
+		b = append(b, '+')
 	}
-	writePadded(&b, off/3600, 2)
-	b.WriteByte(':')
-	writePadded(&b, off/60%60, 2)
+	b = appendPadded(b, off/3600, 2)
+	b = append(b, ':')
+	b = appendPadded(b, off/60%60, 2)
 	if s := off % 60; s != 0 {
-		b.WriteByte(':')
-		writePadded(&b, s, 2)
+		b = append(b, ':')
+		b = appendPadded(b, s, 2)
 	}
-	return b.String()
+	return b
 }
 
 // FormatJavaMillis formats epoch milliseconds like Pulsar's
@@ -71,12 +72,14 @@ func FormatJavaMillis(ms int64, loc *time.Location) string {
 	return FormatJavaTime(time.UnixMilli(ms).In(loc))
 }
 
-func writePadded(b *strings.Builder, v, width int) {
-	s := strconv.Itoa(v)
-	for i := len(s); i < width; i++ {
-		b.WriteByte('0')
+// appendPadded appends v >= 0 in decimal, left-padded with zeros to width.
+func appendPadded(b []byte, v, width int) []byte {
+	for d, x := 1, 10; d < width; d, x = d+1, x*10 {
+		if v < x {
+			b = append(b, '0')
+		}
 	}
-	b.WriteString(s)
+	return strconv.AppendInt(b, int64(v), 10)
 }
 
 // ParseJavaOffsetDateTime parses s as Java's ISO_OFFSET_DATE_TIME does

@@ -1,15 +1,13 @@
 package wsapi
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
-	"strings"
 )
 
 // ProducerMessage is a message frame sent by a producer client
-// (Pulsar's data/ProducerMessage), decoded by DecodeProducerMessage.
+// (Pulsar's data/ProducerMessage), decoded by DecodeProducerMessage or
+// ProducerMessage.Decode.
 type ProducerMessage struct {
 	// Payload is the decoded payload; empty (not nil) for "".
 	Payload []byte
@@ -50,157 +48,6 @@ func (e *FrameError) Error() string { return "send-error:" + strconv.Itoa(e.Code
 
 // Ack returns the error ack Pulsar sends for e.
 func (e *FrameError) Ack() ProducerAck { return AckError(e.Code, e.Msg, e.Context) }
-
-// DecodeProducerMessage decodes a producer's text frame with the leniency of
-// Pulsar's Jackson mapper:
-//
-//   - unknown fields are ignored, and so is anything after the first JSON
-//     value; a repeated field keeps its last value;
-//   - string fields accept numbers and booleans, kept as their literal text
-//     (a numeric context 5 is echoed as "5");
-//   - integer fields accept numeric strings and floats (truncated);
-//   - sequenceId, disableReplication, schemaVersion, keySchema and
-//     valueSchema are type-checked and ignored, as Pulsar ignores them;
-//   - payload is decoded with DecodeJavaBase64; eventTime with
-//     ParseJavaOffsetDateTime (an offset is required); deliverAt and
-//     deliverAfterMs apply only when > 0.
-//
-// Errors give the ack Pulsar sends: code 3 (no context) when the frame is not
-// a ProducerMessage at all (bad JSON, not an object, a field of the wrong
-// shape); code 7 (with the context) for JSON null, a missing or null
-// payload, bad base64 and a bad eventTime.
-//
-// Deviations (Pulsar kills the session with 1011 and sends no ack): a null
-// property value, a null replicationClusters element and an eventTime at or
-// before the epoch are code-7 errors here.
-func DecodeProducerMessage(frame []byte) (ProducerMessage, *FrameError) {
-	raw, err := firstValue(frame)
-	if err != nil {
-		return ProducerMessage{}, &FrameError{Code: ErrorFailedToDeserializeFromJSON, Msg: "cannot parse producer message: " + err.Error()}
-	}
-	switch k := kind(raw); k {
-	case 'n':
-		return ProducerMessage{}, &FrameError{Code: ErrorPayloadEncoding, Msg: "producer message is JSON null"}
-	case '{':
-	default:
-		return ProducerMessage{}, &FrameError{Code: ErrorFailedToDeserializeFromJSON,
-			Msg: "cannot parse producer message: expected a JSON object, got " + describe(k)}
-	}
-	entries, err := orderedObject(raw)
-	if err != nil {
-		return ProducerMessage{}, &FrameError{Code: ErrorFailedToDeserializeFromJSON, Msg: "cannot parse producer message: " + err.Error()}
-	}
-	var (
-		m                      ProducerMessage
-		payload, eventTime     *string
-		nullProp, nullCluster  bool
-		deliverAt, deliverAftr int64
-	)
-	for _, e := range entries {
-		var err error
-		switch e.key {
-		case "payload":
-			payload, err = lenientString(e.key, e.value)
-		case "properties":
-			m.Properties, nullProp, err = lenientStringMap(e.key, e.value)
-		case "context":
-			m.Context, err = lenientString(e.key, e.value)
-		case "key":
-			m.Key, err = lenientString(e.key, e.value)
-		case "replicationClusters":
-			m.ReplicationClusters, nullCluster, err = lenientStringList(e.key, e.value)
-		case "eventTime":
-			eventTime, err = lenientString(e.key, e.value)
-		case "deliverAt":
-			deliverAt, _, err = lenientInt(e.key, e.value, 64)
-		case "deliverAfterMs":
-			deliverAftr, _, err = lenientInt(e.key, e.value, 64)
-		case "encryptionParam":
-			var s *string
-			s, err = lenientString(e.key, e.value)
-			if s != nil {
-				m.EncryptionParam = *s
-			}
-		case "compressionType":
-			m.CompressionType, err = lenientCompressionType(e.key, e.value)
-		case "uncompressedMessageSize":
-			var v int64
-			var ok bool
-			v, ok, err = lenientInt(e.key, e.value, 32)
-			if ok {
-				m.UncompressedMessageSize = ptr(int32(v)) //nolint:gosec // range checked by lenientInt.
-			}
-		case "sequenceId", "schemaVersion":
-			_, _, err = lenientInt(e.key, e.value, 64)
-		case "disableReplication":
-			_, err = lenientBool(e.key, e.value)
-		case "keySchema", "valueSchema":
-			_, err = lenientString(e.key, e.value)
-		}
-		if err != nil {
-			return ProducerMessage{}, &FrameError{Code: ErrorFailedToDeserializeFromJSON, Msg: "cannot parse producer message: " + err.Error()}
-		}
-	}
-	fail := func(msg string) (ProducerMessage, *FrameError) {
-		return ProducerMessage{}, &FrameError{Code: ErrorPayloadEncoding, Msg: msg, Context: m.Context}
-	}
-	if payload == nil {
-		return fail("missing payload: the payload field is absent or null")
-	}
-	if m.Payload, err = DecodeJavaBase64(*payload); err != nil {
-		return fail("Invalid Base64 message-payload error=" + err.Error())
-	}
-	if nullProp {
-		return fail("invalid properties: a property value is null")
-	}
-	if nullCluster {
-		return fail("invalid replicationClusters: an element is null")
-	}
-	if eventTime != nil {
-		t, err := ParseJavaOffsetDateTime(*eventTime)
-		if err != nil {
-			return fail(err.Error())
-		}
-		// Instant.toEpochMilli overflows beyond about ±292 million years.
-		if sec := t.Unix(); sec < 0 || sec > 9_223_372_036_854_775 {
-			return fail(fmt.Sprintf("invalid eventTime %q: it must be after 1970-01-01T00:00:00Z", *eventTime))
-		}
-		if m.EventTimeMillis = t.UnixMilli(); m.EventTimeMillis <= 0 {
-			return fail(fmt.Sprintf("invalid eventTime %q: it must be after 1970-01-01T00:00:00Z", *eventTime))
-		}
-	}
-	m.DeliverAtMillis = max(deliverAt, 0)
-	m.DeliverAfterMillis = max(deliverAftr, 0)
-	return m, nil
-}
-
-func lenientCompressionType(field string, raw json.RawMessage) (*CompressionType, error) {
-	switch k := kind(raw); k {
-	case 'n':
-		return nil, nil
-	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, mappingErr("field %q: %v", field, err)
-		}
-		for _, c := range compressionTypes {
-			if string(c) == s {
-				return &c, nil
-			}
-		}
-		return nil, nil // READ_UNKNOWN_ENUM_VALUES_AS_NULL
-	case '{', '[', 't', 'f':
-		return nil, mappingErr("field %q: cannot read a compression type from %s", field, describe(k))
-	}
-	text := strings.TrimSpace(string(raw))
-	if i, err := strconv.Atoi(text); err == nil {
-		if i >= 0 && i < len(compressionTypes) {
-			return &compressionTypes[i], nil
-		}
-		return nil, nil
-	}
-	return nil, mappingErr("field %q: cannot read a compression type from %s", field, text)
-}
 
 // MessageEncryption is the per-message encryption metadata a client sends in
 // client-side encryption mode.

@@ -7,105 +7,107 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+var producerMessageTests = map[string]struct {
+	frame string
+	want  ProducerMessage
+}{
+	"integration test frame": {
+		frame: `{"payload":"SGVsbG8gV29ybGQ=","properties":{"k1":"v1","k2":"v2"},"context":"1"}`,
+		want:  ProducerMessage{Payload: []byte("Hello World"), Properties: map[string]string{"k1": "v1", "k2": "v2"}, Context: ptr("1")},
+	},
+	"docs python example: numeric context": {
+		frame: `{"payload":"SGVsbG8=","properties":{"key1":"value1"},"context":5}`,
+		want:  ProducerMessage{Payload: []byte("Hello"), Properties: map[string]string{"key1": "value1"}, Context: ptr("5")},
+	},
+	"number literal text kept": {
+		frame: `{"payload":"","context":1.50e3}`,
+		want:  ProducerMessage{Payload: []byte{}, Context: ptr("1.50e3")},
+	},
+	"boolean context": {
+		frame: `{"payload":"","context":false}`,
+		want:  ProducerMessage{Payload: []byte{}, Context: ptr("false")},
+	},
+	"empty context is kept": {
+		frame: `{"payload":"","context":""}`,
+		want:  ProducerMessage{Payload: []byte{}, Context: ptr("")},
+	},
+	"null context": {
+		frame: `{"payload":"","context":null}`,
+		want:  ProducerMessage{Payload: []byte{}},
+	},
+	"java serialized defaults (SimpleProducerSocket)": {
+		frame: `{"payload":"dGVzdDA=","properties":null,"context":null,"key":"0","replicationClusters":null,"eventTime":null,"sequenceId":0,"disableReplication":false,"deliverAt":0,"deliverAfterMs":0,"schemaVersion":0,"keySchema":null,"valueSchema":null}`,
+		want:  ProducerMessage{Payload: []byte("test0"), Key: ptr("0")},
+	},
+	"unpadded payload": {
+		frame: `{"payload":"dGVzdDA"}`,
+		want:  ProducerMessage{Payload: []byte("test0")},
+	},
+	"unknown fields and trailing garbage ignored": {
+		frame: `{"payload":"AA==","foo":{"bar":[1,2]},"payloadX":1} trailing {{{`,
+		want:  ProducerMessage{Payload: []byte{0}},
+	},
+	"repeated field last wins": {
+		frame: `{"payload":"AA==","key":"a","key":"b"}`,
+		want:  ProducerMessage{Payload: []byte{0}, Key: ptr("b")},
+	},
+	"numeric key and property values coerced": {
+		frame: `{"payload":"","key":12,"properties":{"n":1,"b":true}}`,
+		want:  ProducerMessage{Payload: []byte{}, Key: ptr("12"), Properties: map[string]string{"n": "1", "b": "true"}},
+	},
+	"replication clusters": {
+		frame: `{"payload":"","replicationClusters":["us-west",2]}`,
+		want:  ProducerMessage{Payload: []byte{}, ReplicationClusters: []string{"us-west", "2"}},
+	},
+	"empty replication clusters kept": {
+		frame: `{"payload":"","replicationClusters":[]}`,
+		want:  ProducerMessage{Payload: []byte{}, ReplicationClusters: []string{}},
+	},
+	"event time with offset": {
+		frame: `{"payload":"","eventTime":"2021-10-29T16:01:38.967-07:00"}`,
+		want:  ProducerMessage{Payload: []byte{}, EventTimeMillis: 1635548498967},
+	},
+	"event time Z": {
+		frame: `{"payload":"","eventTime":"1970-01-01T00:00:00.001Z"}`,
+		want:  ProducerMessage{Payload: []byte{}, EventTimeMillis: 1},
+	},
+	"deliverAt and deliverAfterMs": {
+		frame: `{"payload":"","deliverAt":1700000000000,"deliverAfterMs":"5000"}`,
+		want:  ProducerMessage{Payload: []byte{}, DeliverAtMillis: 1700000000000, DeliverAfterMillis: 5000},
+	},
+	"non-positive delivery ignored": {
+		frame: `{"payload":"","deliverAt":-5,"deliverAfterMs":0}`,
+		want:  ProducerMessage{Payload: []byte{}},
+	},
+	"float delivery truncated": {
+		frame: `{"payload":"","deliverAfterMs":1500.9}`,
+		want:  ProducerMessage{Payload: []byte{}, DeliverAfterMillis: 1500},
+	},
+	"null primitives are zero": {
+		frame: `{"payload":"","deliverAt":null,"sequenceId":null,"disableReplication":null}`,
+		want:  ProducerMessage{Payload: []byte{}},
+	},
+	"encryption fields kept raw": {
+		frame: `{"payload":"","encryptionParam":"AAEC","compressionType":"LZ4","uncompressedMessageSize":10}`,
+		want:  ProducerMessage{Payload: []byte{}, EncryptionParam: "AAEC", CompressionType: ptr(CompressionLZ4), UncompressedMessageSize: ptr(int32(10))},
+	},
+	"unknown compression type is null": {
+		frame: `{"payload":"","compressionType":"BROTLI"}`,
+		want:  ProducerMessage{Payload: []byte{}},
+	},
+	"compression type by ordinal": {
+		frame: `{"payload":"","compressionType":3}`,
+		want:  ProducerMessage{Payload: []byte{}, CompressionType: ptr(CompressionZSTD)},
+	},
+	"whitespace around": {
+		frame: " \n {\"payload\" : \"QQ\"} \n",
+		want:  ProducerMessage{Payload: []byte("A")},
+	},
+}
+
 func TestDecodeProducerMessage(t *testing.T) {
 	t.Parallel()
-	tests := map[string]struct {
-		frame string
-		want  ProducerMessage
-	}{
-		"integration test frame": {
-			frame: `{"payload":"SGVsbG8gV29ybGQ=","properties":{"k1":"v1","k2":"v2"},"context":"1"}`,
-			want:  ProducerMessage{Payload: []byte("Hello World"), Properties: map[string]string{"k1": "v1", "k2": "v2"}, Context: ptr("1")},
-		},
-		"docs python example: numeric context": {
-			frame: `{"payload":"SGVsbG8=","properties":{"key1":"value1"},"context":5}`,
-			want:  ProducerMessage{Payload: []byte("Hello"), Properties: map[string]string{"key1": "value1"}, Context: ptr("5")},
-		},
-		"number literal text kept": {
-			frame: `{"payload":"","context":1.50e3}`,
-			want:  ProducerMessage{Payload: []byte{}, Context: ptr("1.50e3")},
-		},
-		"boolean context": {
-			frame: `{"payload":"","context":false}`,
-			want:  ProducerMessage{Payload: []byte{}, Context: ptr("false")},
-		},
-		"empty context is kept": {
-			frame: `{"payload":"","context":""}`,
-			want:  ProducerMessage{Payload: []byte{}, Context: ptr("")},
-		},
-		"null context": {
-			frame: `{"payload":"","context":null}`,
-			want:  ProducerMessage{Payload: []byte{}},
-		},
-		"java serialized defaults (SimpleProducerSocket)": {
-			frame: `{"payload":"dGVzdDA=","properties":null,"context":null,"key":"0","replicationClusters":null,"eventTime":null,"sequenceId":0,"disableReplication":false,"deliverAt":0,"deliverAfterMs":0,"schemaVersion":0,"keySchema":null,"valueSchema":null}`,
-			want:  ProducerMessage{Payload: []byte("test0"), Key: ptr("0")},
-		},
-		"unpadded payload": {
-			frame: `{"payload":"dGVzdDA"}`,
-			want:  ProducerMessage{Payload: []byte("test0")},
-		},
-		"unknown fields and trailing garbage ignored": {
-			frame: `{"payload":"AA==","foo":{"bar":[1,2]},"payloadX":1} trailing {{{`,
-			want:  ProducerMessage{Payload: []byte{0}},
-		},
-		"repeated field last wins": {
-			frame: `{"payload":"AA==","key":"a","key":"b"}`,
-			want:  ProducerMessage{Payload: []byte{0}, Key: ptr("b")},
-		},
-		"numeric key and property values coerced": {
-			frame: `{"payload":"","key":12,"properties":{"n":1,"b":true}}`,
-			want:  ProducerMessage{Payload: []byte{}, Key: ptr("12"), Properties: map[string]string{"n": "1", "b": "true"}},
-		},
-		"replication clusters": {
-			frame: `{"payload":"","replicationClusters":["us-west",2]}`,
-			want:  ProducerMessage{Payload: []byte{}, ReplicationClusters: []string{"us-west", "2"}},
-		},
-		"empty replication clusters kept": {
-			frame: `{"payload":"","replicationClusters":[]}`,
-			want:  ProducerMessage{Payload: []byte{}, ReplicationClusters: []string{}},
-		},
-		"event time with offset": {
-			frame: `{"payload":"","eventTime":"2021-10-29T16:01:38.967-07:00"}`,
-			want:  ProducerMessage{Payload: []byte{}, EventTimeMillis: 1635548498967},
-		},
-		"event time Z": {
-			frame: `{"payload":"","eventTime":"1970-01-01T00:00:00.001Z"}`,
-			want:  ProducerMessage{Payload: []byte{}, EventTimeMillis: 1},
-		},
-		"deliverAt and deliverAfterMs": {
-			frame: `{"payload":"","deliverAt":1700000000000,"deliverAfterMs":"5000"}`,
-			want:  ProducerMessage{Payload: []byte{}, DeliverAtMillis: 1700000000000, DeliverAfterMillis: 5000},
-		},
-		"non-positive delivery ignored": {
-			frame: `{"payload":"","deliverAt":-5,"deliverAfterMs":0}`,
-			want:  ProducerMessage{Payload: []byte{}},
-		},
-		"float delivery truncated": {
-			frame: `{"payload":"","deliverAfterMs":1500.9}`,
-			want:  ProducerMessage{Payload: []byte{}, DeliverAfterMillis: 1500},
-		},
-		"null primitives are zero": {
-			frame: `{"payload":"","deliverAt":null,"sequenceId":null,"disableReplication":null}`,
-			want:  ProducerMessage{Payload: []byte{}},
-		},
-		"encryption fields kept raw": {
-			frame: `{"payload":"","encryptionParam":"AAEC","compressionType":"LZ4","uncompressedMessageSize":10}`,
-			want:  ProducerMessage{Payload: []byte{}, EncryptionParam: "AAEC", CompressionType: ptr(CompressionLZ4), UncompressedMessageSize: ptr(int32(10))},
-		},
-		"unknown compression type is null": {
-			frame: `{"payload":"","compressionType":"BROTLI"}`,
-			want:  ProducerMessage{Payload: []byte{}},
-		},
-		"compression type by ordinal": {
-			frame: `{"payload":"","compressionType":3}`,
-			want:  ProducerMessage{Payload: []byte{}, CompressionType: ptr(CompressionZSTD)},
-		},
-		"whitespace around": {
-			frame: " \n {\"payload\" : \"QQ\"} \n",
-			want:  ProducerMessage{Payload: []byte("A")},
-		},
-	}
+	tests := producerMessageTests
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -120,47 +122,49 @@ func TestDecodeProducerMessage(t *testing.T) {
 	}
 }
 
+var producerMessageErrorTests = map[string]struct {
+	frame       string
+	wantCode    int
+	wantContext *string
+	wantMsg     string
+}{
+	"empty text":                 {frame: "", wantCode: 3, wantMsg: "end-of-input"},
+	"blank text":                 {frame: "  \n", wantCode: 3, wantMsg: "end-of-input"},
+	"bad json":                   {frame: `{"payload":`, wantCode: 3},
+	"bad json with context":      {frame: `{"context":"c","payload":}`, wantCode: 3},
+	"array":                      {frame: `[{"payload":""}]`, wantCode: 3, wantMsg: "JSON array"},
+	"string":                     {frame: `"x"`, wantCode: 3},
+	"number":                     {frame: `5`, wantCode: 3},
+	"object context":             {frame: `{"context":{},"payload":""}`, wantCode: 3, wantMsg: `"context"`},
+	"array payload":              {frame: `{"context":"c","payload":["AA=="]}`, wantCode: 3},
+	"properties not an object":   {frame: `{"context":"c","payload":"","properties":"a=b"}`, wantCode: 3},
+	"property value object":      {frame: `{"context":"c","payload":"","properties":{"a":{}}}`, wantCode: 3},
+	"replicationClusters str":    {frame: `{"context":"c","payload":"","replicationClusters":"a"}`, wantCode: 3},
+	"deliverAt not a number":     {frame: `{"context":"c","payload":"","deliverAt":"soon"}`, wantCode: 3},
+	"deliverAt boolean":          {frame: `{"context":"c","payload":"","deliverAt":true}`, wantCode: 3},
+	"deliverAt overflow":         {frame: `{"context":"c","payload":"","deliverAt":9223372036854775808}`, wantCode: 3},
+	"uncompressed size overflow": {frame: `{"context":"c","payload":"","uncompressedMessageSize":2147483648}`, wantCode: 3},
+	"sequenceId bad type":        {frame: `{"context":"c","payload":"","sequenceId":"x"}`, wantCode: 3},
+	"disableReplication bad":     {frame: `{"context":"c","payload":"","disableReplication":"maybe"}`, wantCode: 3},
+	"json null":                  {frame: `null`, wantCode: 7, wantMsg: "null"},
+	"missing payload":            {frame: `{"context":"c"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "payload"},
+	"null payload":               {frame: `{"context":"c","payload":null}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "payload"},
+	"url-safe payload":           {frame: `{"context":"c","payload":"-_8"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "Invalid Base64 message-payload error=Illegal base64 character 2d"},
+	"payload with newline":       {frame: `{"context":"c","payload":"QU\nFB"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "Illegal base64 character a"},
+	"numeric payload":            {frame: `{"context":"c","payload":5}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "Input byte[] should at least have 2 bytes"},
+	"null property value":        {frame: `{"context":"c","payload":"","properties":{"a":null}}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "null"},
+	"null replication cluster":   {frame: `{"context":"c","payload":"","replicationClusters":[null]}`, wantCode: 7, wantContext: ptr("c")},
+	"event time without offset":  {frame: `{"context":"c","payload":"","eventTime":"2021-10-29T16:01:38.967"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "could not be parsed at index 23"},
+	"event time garbage":         {frame: `{"context":"c","payload":"","eventTime":"yesterday"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "Text 'yesterday' could not be parsed at index 0"},
+	"event time at epoch":        {frame: `{"context":"c","payload":"","eventTime":"1970-01-01T00:00:00Z"}`, wantCode: 7, wantContext: ptr("c")},
+	"event time before epoch":    {frame: `{"context":"c","payload":"","eventTime":"1969-12-31T23:59:59.999Z"}`, wantCode: 7, wantContext: ptr("c")},
+	"event time sub-millisecond": {frame: `{"context":"c","payload":"","eventTime":"1970-01-01T00:00:00.000999Z"}`, wantCode: 7, wantContext: ptr("c")},
+	"event time overflow":        {frame: `{"context":"c","payload":"","eventTime":"+999999999-12-31T23:59:59Z"}`, wantCode: 7, wantContext: ptr("c")},
+}
+
 func TestDecodeProducerMessageErrors(t *testing.T) {
 	t.Parallel()
-	tests := map[string]struct {
-		frame       string
-		wantCode    int
-		wantContext *string
-		wantMsg     string
-	}{
-		"empty text":                 {frame: "", wantCode: 3, wantMsg: "end-of-input"},
-		"blank text":                 {frame: "  \n", wantCode: 3, wantMsg: "end-of-input"},
-		"bad json":                   {frame: `{"payload":`, wantCode: 3},
-		"bad json with context":      {frame: `{"context":"c","payload":}`, wantCode: 3},
-		"array":                      {frame: `[{"payload":""}]`, wantCode: 3, wantMsg: "JSON array"},
-		"string":                     {frame: `"x"`, wantCode: 3},
-		"number":                     {frame: `5`, wantCode: 3},
-		"object context":             {frame: `{"context":{},"payload":""}`, wantCode: 3, wantMsg: `"context"`},
-		"array payload":              {frame: `{"context":"c","payload":["AA=="]}`, wantCode: 3},
-		"properties not an object":   {frame: `{"context":"c","payload":"","properties":"a=b"}`, wantCode: 3},
-		"property value object":      {frame: `{"context":"c","payload":"","properties":{"a":{}}}`, wantCode: 3},
-		"replicationClusters str":    {frame: `{"context":"c","payload":"","replicationClusters":"a"}`, wantCode: 3},
-		"deliverAt not a number":     {frame: `{"context":"c","payload":"","deliverAt":"soon"}`, wantCode: 3},
-		"deliverAt boolean":          {frame: `{"context":"c","payload":"","deliverAt":true}`, wantCode: 3},
-		"deliverAt overflow":         {frame: `{"context":"c","payload":"","deliverAt":9223372036854775808}`, wantCode: 3},
-		"uncompressed size overflow": {frame: `{"context":"c","payload":"","uncompressedMessageSize":2147483648}`, wantCode: 3},
-		"sequenceId bad type":        {frame: `{"context":"c","payload":"","sequenceId":"x"}`, wantCode: 3},
-		"disableReplication bad":     {frame: `{"context":"c","payload":"","disableReplication":"maybe"}`, wantCode: 3},
-		"json null":                  {frame: `null`, wantCode: 7, wantMsg: "null"},
-		"missing payload":            {frame: `{"context":"c"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "payload"},
-		"null payload":               {frame: `{"context":"c","payload":null}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "payload"},
-		"url-safe payload":           {frame: `{"context":"c","payload":"-_8"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "Invalid Base64 message-payload error=Illegal base64 character 2d"},
-		"payload with newline":       {frame: `{"context":"c","payload":"QU\nFB"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "Illegal base64 character a"},
-		"numeric payload":            {frame: `{"context":"c","payload":5}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "Input byte[] should at least have 2 bytes"},
-		"null property value":        {frame: `{"context":"c","payload":"","properties":{"a":null}}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "null"},
-		"null replication cluster":   {frame: `{"context":"c","payload":"","replicationClusters":[null]}`, wantCode: 7, wantContext: ptr("c")},
-		"event time without offset":  {frame: `{"context":"c","payload":"","eventTime":"2021-10-29T16:01:38.967"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "could not be parsed at index 23"},
-		"event time garbage":         {frame: `{"context":"c","payload":"","eventTime":"yesterday"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "Text 'yesterday' could not be parsed at index 0"},
-		"event time at epoch":        {frame: `{"context":"c","payload":"","eventTime":"1970-01-01T00:00:00Z"}`, wantCode: 7, wantContext: ptr("c")},
-		"event time before epoch":    {frame: `{"context":"c","payload":"","eventTime":"1969-12-31T23:59:59.999Z"}`, wantCode: 7, wantContext: ptr("c")},
-		"event time sub-millisecond": {frame: `{"context":"c","payload":"","eventTime":"1970-01-01T00:00:00.000999Z"}`, wantCode: 7, wantContext: ptr("c")},
-		"event time overflow":        {frame: `{"context":"c","payload":"","eventTime":"+999999999-12-31T23:59:59Z"}`, wantCode: 7, wantContext: ptr("c")},
-	}
+	tests := producerMessageErrorTests
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -181,24 +185,26 @@ func TestDecodeProducerMessageErrors(t *testing.T) {
 	}
 }
 
+var producerEncryptionTests = map[string]struct {
+	frame   string
+	want    MessageEncryption
+	wantErr string
+}{
+	"nothing":            {frame: `{"payload":""}`},
+	"blank param":        {frame: `{"payload":"","encryptionParam":"  "}`},
+	"param":              {frame: `{"payload":"","encryptionParam":"AAEC"}`, want: MessageEncryption{Param: []byte{0, 1, 2}}},
+	"both":               {frame: `{"payload":"","compressionType":"ZLIB","uncompressedMessageSize":100}`, want: MessageEncryption{HasCompression: true, CompressionType: CompressionZLIB, UncompressedSize: 100}},
+	"NONE alone":         {frame: `{"payload":"","compressionType":"NONE"}`},
+	"NONE with size":     {frame: `{"payload":"","compressionType":"NONE","uncompressedMessageSize":5}`, want: MessageEncryption{HasCompression: true, CompressionType: CompressionNone, UncompressedSize: 5}},
+	"type alone":         {frame: `{"payload":"","context":"c","compressionType":"LZ4"}`, wantErr: "the params compressionType and uncompressedMessageSize should both empty or both non-empty"},
+	"size alone":         {frame: `{"payload":"","context":"c","uncompressedMessageSize":5}`, wantErr: "should both empty or both non-empty"},
+	"bad param":          {frame: `{"payload":"","context":"c","encryptionParam":"A"}`, wantErr: "Invalid Base64 encryptionParam error=Input byte[] should at least have 2 bytes for base64 bytes"},
+	"unknown type alone": {frame: `{"payload":"","compressionType":"BROTLI"}`},
+}
+
 func TestProducerMessageEncryption(t *testing.T) {
 	t.Parallel()
-	tests := map[string]struct {
-		frame   string
-		want    MessageEncryption
-		wantErr string
-	}{
-		"nothing":            {frame: `{"payload":""}`},
-		"blank param":        {frame: `{"payload":"","encryptionParam":"  "}`},
-		"param":              {frame: `{"payload":"","encryptionParam":"AAEC"}`, want: MessageEncryption{Param: []byte{0, 1, 2}}},
-		"both":               {frame: `{"payload":"","compressionType":"ZLIB","uncompressedMessageSize":100}`, want: MessageEncryption{HasCompression: true, CompressionType: CompressionZLIB, UncompressedSize: 100}},
-		"NONE alone":         {frame: `{"payload":"","compressionType":"NONE"}`},
-		"NONE with size":     {frame: `{"payload":"","compressionType":"NONE","uncompressedMessageSize":5}`, want: MessageEncryption{HasCompression: true, CompressionType: CompressionNone, UncompressedSize: 5}},
-		"type alone":         {frame: `{"payload":"","context":"c","compressionType":"LZ4"}`, wantErr: "the params compressionType and uncompressedMessageSize should both empty or both non-empty"},
-		"size alone":         {frame: `{"payload":"","context":"c","uncompressedMessageSize":5}`, wantErr: "should both empty or both non-empty"},
-		"bad param":          {frame: `{"payload":"","context":"c","encryptionParam":"A"}`, wantErr: "Invalid Base64 encryptionParam error=Input byte[] should at least have 2 bytes for base64 bytes"},
-		"unknown type alone": {frame: `{"payload":"","compressionType":"BROTLI"}`},
-	}
+	tests := producerEncryptionTests
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -285,15 +291,17 @@ func TestFrameErrorAck(t *testing.T) {
 	}
 }
 
+var producerFuzzSeeds = []string{
+	`{"payload":"SGVsbG8gV29ybGQ=","properties":{"k1":"v1"},"context":"1"}`,
+	`{"payload":"SGVsbG8=","context":5,"key":"k","replicationClusters":["a"]}`,
+	`{"payload":"","eventTime":"2021-10-29T16:01:38.967-07:00","deliverAt":1,"deliverAfterMs":"2"}`,
+	`{"payload":"AA","encryptionParam":"AAEC","compressionType":"LZ4","uncompressedMessageSize":10}`,
+	`null`, `[]`, ``, `{"payload":null}`, `{"payload":"-_"}`,
+	`{"payload":"","deliverAt":1e400}`,
+}
+
 func FuzzDecodeProducerMessage(f *testing.F) {
-	for _, s := range []string{
-		`{"payload":"SGVsbG8gV29ybGQ=","properties":{"k1":"v1"},"context":"1"}`,
-		`{"payload":"SGVsbG8=","context":5,"key":"k","replicationClusters":["a"]}`,
-		`{"payload":"","eventTime":"2021-10-29T16:01:38.967-07:00","deliverAt":1,"deliverAfterMs":"2"}`,
-		`{"payload":"AA","encryptionParam":"AAEC","compressionType":"LZ4","uncompressedMessageSize":10}`,
-		`null`, `[]`, ``, `{"payload":null}`, `{"payload":"-_"}`,
-		`{"payload":"","deliverAt":1e400}`,
-	} {
+	for _, s := range producerFuzzSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {

@@ -1,0 +1,392 @@
+package wsapi
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// This file reads a client frame the way Pulsar's Jackson ObjectMapper does
+// with its default coercions: scalars coerce to strings, strings and floats
+// coerce to integers, null becomes the zero value, unknown fields are
+// ignored and anything after the first JSON value is never looked at. A
+// repeated field keeps its last value, and the field whose value is of the
+// wrong shape is reported in the order fields first appear (Jackson's
+// LinkedHashMap order).
+
+// mappingError is a Jackson mapping error: a value of the wrong shape.
+type mappingError struct{ msg string }
+
+func (e *mappingError) Error() string { return e.msg }
+
+func mappingErr(format string, args ...any) error {
+	return &mappingError{msg: fmt.Sprintf(format, args...)}
+}
+
+// errNoContent is Jackson's error for a frame with nothing but whitespace.
+var errNoContent = errors.New("no content to map due to end-of-input")
+
+// jvalue is a scanned JSON value. For a string, raw is the text between the
+// quotes and flags its scan flags; for a number, true and false, raw is the
+// literal text; for a container, its bytes.
+type jvalue struct {
+	raw   []byte
+	kind  byte // '"', '0' (a number), 't', 'f', 'n', '{' or '['
+	flags uint8
+}
+
+func kindOf(c byte) byte {
+	if c == '-' || isDigit(c) {
+		return '0'
+	}
+	return c
+}
+
+func (v *jvalue) container() bool { return v.kind == '{' || v.kind == '[' }
+
+// text is Jackson's String coercion of a non-null scalar: the string, or
+// the literal text of a number or boolean.
+func (v *jvalue) text() string {
+	if v.kind == '"' {
+		return decodeString(v.raw, v.flags)
+	}
+	return string(v.raw)
+}
+
+// textLen is len(v.text()).
+func (v *jvalue) textLen() int {
+	if v.kind == '"' {
+		return decodedLen(v.raw, v.flags)
+	}
+	return len(v.raw)
+}
+
+// checkString is the shape check of Jackson's String coercion.
+func (v *jvalue) checkString(field string) error {
+	if v.container() {
+		return mappingErr("field %q: cannot read a string from %s", field, describe(v.kind))
+	}
+	return nil
+}
+
+// toInt is Jackson's coercion to a Java long (bits 64) or int (bits 32):
+// integers, floats (truncated toward zero), numeric strings (trimmed; empty
+// is zero); null gives ok=false. Booleans, objects and arrays are errors.
+func (v *jvalue) toInt(field string, bits int) (n int64, ok bool, err error) {
+	switch v.kind {
+	case 'n':
+		return 0, false, nil
+	case '"':
+		s := javaTrim(v.text())
+		if s == "" {
+			return 0, false, nil
+		}
+		n, err := javaParseInt(s, bits)
+		if err != nil {
+			return 0, false, mappingErr("field %q: cannot read an integer from String %q", field, s)
+		}
+		return n, true, nil
+	case '0':
+	default:
+		return 0, false, mappingErr("field %q: cannot read an integer from %s", field, describe(v.kind))
+	}
+	if n, ok := smallInt(v.raw); ok {
+		return n, true, nil
+	}
+	text := string(v.raw)
+	if !strings.ContainsAny(text, ".eE") {
+		n, err := strconv.ParseInt(text, 10, bits)
+		if err != nil {
+			return 0, false, mappingErr("field %q: numeric value (%s) out of range", field, text)
+		}
+		return n, true, nil
+	}
+	f, err := strconv.ParseFloat(text, 64)
+	limit := math.Ldexp(1, bits-1)
+	if err != nil || f >= limit || f < -limit {
+		return 0, false, mappingErr("field %q: numeric value (%s) out of range", field, text)
+	}
+	return int64(f), true, nil
+}
+
+// smallInt parses a JSON integer of at most 9 digits, which fits every
+// Java int and long.
+func smallInt(raw []byte) (int64, bool) {
+	digits := raw
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 9 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range digits {
+		if !isDigit(c) {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if len(digits) < len(raw) {
+		n = -n
+	}
+	return n, true
+}
+
+// toBool is Jackson's coercion to a Java boolean: true/false, integers (0 is
+// false), "true"/"false" (also "True", "TRUE"...); empty string and null are
+// false.
+func (v *jvalue) toBool(field string) (bool, error) {
+	switch v.kind {
+	case 'n', 'f':
+		return false, nil
+	case 't':
+		return true, nil
+	case '"':
+		s := v.text()
+		switch strings.TrimSpace(s) {
+		case "true", "True", "TRUE":
+			return true, nil
+		case "false", "False", "FALSE", "":
+			return false, nil
+		}
+		return false, mappingErr("field %q: cannot read a boolean from String %q", field, s)
+	case '{', '[':
+		return false, mappingErr("field %q: cannot read a boolean from %s", field, describe(v.kind))
+	}
+	text := string(v.raw)
+	if strings.ContainsAny(text, ".eE") {
+		return false, mappingErr("field %q: cannot read a boolean from a floating-point number", field)
+	}
+	return strings.TrimLeft(text, "-0") != "", nil
+}
+
+// toCompressionType reads a CompressionType enum: a name (unknown names are
+// null, READ_UNKNOWN_ENUM_VALUES_AS_NULL) or an ordinal.
+func (v *jvalue) toCompressionType(field string) (*CompressionType, error) {
+	switch v.kind {
+	case 'n':
+		return nil, nil
+	case '"':
+		s := v.text()
+		for i := range compressionTypes {
+			if string(compressionTypes[i]) == s {
+				return ptr(compressionTypes[i]), nil
+			}
+		}
+		return nil, nil
+	case '0':
+		text := string(v.raw)
+		if i, err := strconv.Atoi(text); err == nil {
+			if i >= 0 && i < len(compressionTypes) {
+				return ptr(compressionTypes[i]), nil
+			}
+			return nil, nil
+		}
+		return nil, mappingErr("field %q: cannot read a compression type from %s", field, text)
+	}
+	return nil, mappingErr("field %q: cannot read a compression type from %s", field, describe(v.kind))
+}
+
+// frameStatus is what a frame is at the top level.
+type frameStatus int
+
+const (
+	frameObject    frameStatus = iota // an object, scanned
+	frameBlank                        // nothing but whitespace
+	frameInvalid                      // not JSON (frameScan.s.err())
+	frameNull                         // the literal null
+	frameNotObject                    // another value; frameScan.top is its kind
+)
+
+// maxFrameFields is the most known fields a frame type has.
+const maxFrameFields = 16
+
+// frameScan is one pass over a frame that should be a JSON object. It keeps
+// the last value of each known field and the order in which the fields
+// first appear; the values of other fields are only checked for syntax.
+type frameScan struct {
+	s     scanner
+	top   byte
+	vals  [maxFrameFields]jvalue
+	seen  uint32
+	order [maxFrameFields]uint8
+	n     int
+
+	// commands selects the known fields: a consumer or reader command's
+	// (commandField) or a producer message's (producerField).
+	commands bool
+	// objField is the field whose object value is read member by member
+	// (a producer's properties, see scanProperties), or -1.
+	objField int
+	lim      FrameLimits
+	props    propertiesScan
+}
+
+func (fs *frameScan) scan() frameStatus {
+	s := &fs.s
+	b := s.b
+	p := s.ws(0)
+	if p == len(b) {
+		return frameBlank
+	}
+	fs.top = kindOf(b[p])
+	switch b[p] {
+	case '{':
+	case 'n':
+		if s.literal(p, "null") < 0 {
+			return frameInvalid
+		}
+		return frameNull
+	default:
+		if p, _ = s.value(p, 0); p < 0 {
+			return frameInvalid
+		}
+		return frameNotObject
+	}
+	p, more := s.objectStart(p, 0)
+	for more && p >= 0 {
+		raw, kflags, vp := s.key(p)
+		if vp < 0 {
+			return frameInvalid
+		}
+		f := -1
+		if kflags&strHigh == 0 { // known keys are ASCII
+			if kflags == 0 {
+				f = fs.field(raw)
+			} else {
+				var kb [64]byte
+				f = fs.field(appendUnquoted(kb[:0], raw))
+			}
+		}
+		if p = fs.member(f, vp); p < 0 {
+			return frameInvalid
+		}
+		p, more = s.objectStep(p)
+	}
+	if p < 0 {
+		return frameInvalid
+	}
+	return frameObject
+}
+
+// field returns the index of the known field named key, or -1.
+func (fs *frameScan) field(key []byte) int {
+	if fs.commands {
+		return commandField(key)
+	}
+	return producerField(key)
+}
+
+// member reads the value at p of a member whose key is field f (or -1).
+func (fs *frameScan) member(f, p int) int {
+	b := fs.s.b
+	if f < 0 {
+		end, _ := fs.s.value(p, 1)
+		return end
+	}
+	if fs.seen&(1<<f) == 0 {
+		fs.seen |= 1 << f
+		fs.order[fs.n] = uint8(f) //nolint:gosec // f < maxFrameFields.
+		fs.n++
+	}
+	v := &fs.vals[f]
+	if f == fs.objField {
+		fs.props = propertiesScan{}
+		if b[p] == '{' {
+			end := fs.scanProperties(p)
+			if end >= 0 {
+				*v = jvalue{raw: b[p:end], kind: '{'}
+			}
+			return end
+		}
+	}
+	end, val := fs.s.read(p, 1)
+	*v = val
+	return end
+}
+
+// get returns the last value of field f, or nil if the field is absent.
+func (fs *frameScan) get(f int) *jvalue {
+	if fs.seen&(1<<f) == 0 {
+		return nil
+	}
+	return &fs.vals[f]
+}
+
+// members iterates over the members of a scanned object (trusted to be
+// valid JSON).
+type members struct {
+	s    scanner
+	p    int
+	more bool
+}
+
+func newMembers(obj []byte) members {
+	m := members{s: newScanner(obj)}
+	m.p, m.more = m.s.objectStart(0, 0)
+	return m
+}
+
+// next returns the next member's raw key, the key's flags and the value.
+func (m *members) next() (key []byte, kflags uint8, v jvalue, ok bool) {
+	if !m.more || m.p < 0 {
+		return nil, 0, v, false
+	}
+	key, kflags, vp := m.s.key(m.p)
+	if vp < 0 {
+		return nil, 0, v, false
+	}
+	if m.p, v = m.s.read(vp, 1); m.p < 0 {
+		return nil, 0, v, false
+	}
+	m.p, m.more = m.s.objectStep(m.p)
+	return key, kflags, v, true
+}
+
+// elements iterates over the elements of a scanned array (trusted to be
+// valid JSON).
+type elements struct {
+	s scanner
+	p int
+}
+
+func newElements(arr []byte) elements {
+	e := elements{s: newScanner(arr)}
+	if e.p = e.s.ws(1); arr[e.p] == ']' {
+		e.p = -1
+	}
+	return e
+}
+
+func (e *elements) next() (v jvalue, ok bool) {
+	if e.p < 0 {
+		return v, false
+	}
+	if e.p, v = e.s.read(e.p, 1); e.p < 0 {
+		return v, false
+	}
+	if e.p = e.s.ws(e.p); e.s.b[e.p] == ']' {
+		e.p = -1
+	} else {
+		e.p = e.s.ws(e.p + 1) // after ','
+	}
+	return v, true
+}
+
+// read reads any value at p, inside depth open containers, as a jvalue.
+func (s *scanner) read(p, depth int) (int, jvalue) {
+	v := jvalue{kind: kindOf(s.b[p])}
+	end, flags := s.value(p, depth)
+	if end < 0 {
+		return end, v
+	}
+	v.flags = flags
+	if v.kind == '"' {
+		v.raw = s.b[p+1 : end-1]
+	} else {
+		v.raw = s.b[p:end]
+	}
+	return end, v
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package wsapi
+
+const raceEnabled = false

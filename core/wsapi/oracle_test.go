@@ -1,0 +1,555 @@
+package wsapi
+
+// The frame decoders as they were before the single-pass decoder (scan.go,
+// frame.go): encoding/json's Decoder into a RawMessage, an ordered-object
+// token walk and json.Unmarshal per field. They are kept, renamed and
+// otherwise unchanged, as the oracle of the differential fuzz tests
+// (differential_test.go): the new decoders must give the same result and
+// the same error for every frame.
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// firstValue returns the first JSON value of frame, checking its syntax but
+// ignoring whatever follows it (Jackson's FAIL_ON_TRAILING_TOKENS is off).
+func oracleFirstValue(frame []byte) (json.RawMessage, error) {
+	if len(bytes.TrimLeft(frame, " \t\r\n")) == 0 {
+		return nil, errors.New("no content to map due to end-of-input")
+	}
+	dec := json.NewDecoder(bytes.NewReader(frame))
+	dec.UseNumber()
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	return raw, nil
+}
+
+// lenientInt is Jackson's coercion to a Java long (bits 64) or int (bits 32):
+// integers, floats (truncated toward zero), numeric strings (trimmed; empty
+// is zero); null gives ok=false. Booleans, objects and arrays are errors.
+func oracleLenientInt(field string, raw json.RawMessage, bits int) (v int64, ok bool, err error) {
+	switch k := kind(raw); k {
+	case 'n':
+		return 0, false, nil
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return 0, false, mappingErr("field %q: %v", field, err)
+		}
+		s = javaTrim(s)
+		if s == "" {
+			return 0, false, nil
+		}
+		v, err := javaParseInt(s, bits)
+		if err != nil {
+			return 0, false, mappingErr("field %q: cannot read an integer from String %q", field, s)
+		}
+		return v, true, nil
+	case 't', 'f', '{', '[':
+		return 0, false, mappingErr("field %q: cannot read an integer from %s", field, describe(k))
+	}
+	text := strings.TrimSpace(string(raw))
+	if !strings.ContainsAny(text, ".eE") {
+		v, err := strconv.ParseInt(text, 10, bits)
+		if err != nil {
+			return 0, false, mappingErr("field %q: numeric value (%s) out of range", field, text)
+		}
+		return v, true, nil
+	}
+	f, err := strconv.ParseFloat(text, 64)
+	limit := math.Ldexp(1, bits-1)
+	if err != nil || f >= limit || f < -limit {
+		return 0, false, mappingErr("field %q: numeric value (%s) out of range", field, text)
+	}
+	return int64(f), true, nil
+}
+
+// lenientBool is Jackson's coercion to a Java boolean: true/false, integers
+// (0 is false), "true"/"false" (also "True", "TRUE"...), empty string and
+// null are false.
+func oracleLenientBool(field string, raw json.RawMessage) (bool, error) {
+	switch k := kind(raw); k {
+	case 'n', 'f':
+		return false, nil
+	case 't':
+		return true, nil
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return false, mappingErr("field %q: %v", field, err)
+		}
+		switch strings.TrimSpace(s) {
+		case "true", "True", "TRUE":
+			return true, nil
+		case "false", "False", "FALSE", "":
+			return false, nil
+		}
+		return false, mappingErr("field %q: cannot read a boolean from String %q", field, s)
+	case '{', '[':
+		return false, mappingErr("field %q: cannot read a boolean from %s", field, describe(k))
+	}
+	text := strings.TrimSpace(string(raw))
+	if strings.ContainsAny(text, ".eE") {
+		return false, mappingErr("field %q: cannot read a boolean from a floating-point number", field)
+	}
+	return strings.TrimLeft(text, "-0") != "", nil
+}
+
+// lenientStringList is a List<String>: null is nil; a non-array is an error;
+// elements coerce as strings; hasNull reports a null element (kept as "").
+func oracleLenientStringList(field string, raw json.RawMessage) (l []string, hasNull bool, err error) {
+	switch k := kind(raw); k {
+	case 'n':
+		return nil, false, nil
+	case '[':
+	default:
+		return nil, false, mappingErr("field %q: cannot read a list from %s", field, describe(k))
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return nil, false, mappingErr("field %q: %v", field, err)
+	}
+	l = make([]string, 0, len(elems))
+	for i, e := range elems {
+		s, err := lenientString(fmt.Sprintf("%s[%d]", field, i), e)
+		if err != nil {
+			return nil, false, err
+		}
+		if s == nil {
+			hasNull = true
+			l = append(l, "")
+			continue
+		}
+		l = append(l, *s)
+	}
+	return l, hasNull, nil
+}
+
+// DecodeProducerMessage decodes a producer's text frame with the leniency of
+// Pulsar's Jackson mapper:
+//
+//   - unknown fields are ignored, and so is anything after the first JSON
+//     value; a repeated field keeps its last value;
+//   - string fields accept numbers and booleans, kept as their literal text
+//     (a numeric context 5 is echoed as "5");
+//   - integer fields accept numeric strings and floats (truncated);
+//   - sequenceId, disableReplication, schemaVersion, keySchema and
+//     valueSchema are type-checked and ignored, as Pulsar ignores them;
+//   - payload is decoded with DecodeJavaBase64; eventTime with
+//     ParseJavaOffsetDateTime (an offset is required); deliverAt and
+//     deliverAfterMs apply only when > 0.
+//
+// Errors give the ack Pulsar sends: code 3 (no context) when the frame is not
+// a ProducerMessage at all (bad JSON, not an object, a field of the wrong
+// shape); code 7 (with the context) for JSON null, a missing or null
+// payload, bad base64 and a bad eventTime.
+//
+// Deviations (Pulsar kills the session with 1011 and sends no ack): a null
+// property value, a null replicationClusters element and an eventTime at or
+// before the epoch are code-7 errors here.
+func oracleDecodeProducerMessage(frame []byte) (ProducerMessage, *FrameError) {
+	raw, err := oracleFirstValue(frame)
+	if err != nil {
+		return ProducerMessage{}, &FrameError{Code: ErrorFailedToDeserializeFromJSON, Msg: "cannot parse producer message: " + err.Error()}
+	}
+	switch k := kind(raw); k {
+	case 'n':
+		return ProducerMessage{}, &FrameError{Code: ErrorPayloadEncoding, Msg: "producer message is JSON null"}
+	case '{':
+	default:
+		return ProducerMessage{}, &FrameError{Code: ErrorFailedToDeserializeFromJSON,
+			Msg: "cannot parse producer message: expected a JSON object, got " + describe(k)}
+	}
+	entries, err := orderedObject(raw)
+	if err != nil {
+		return ProducerMessage{}, &FrameError{Code: ErrorFailedToDeserializeFromJSON, Msg: "cannot parse producer message: " + err.Error()}
+	}
+	var (
+		m                      ProducerMessage
+		payload, eventTime     *string
+		nullProp, nullCluster  bool
+		deliverAt, deliverAftr int64
+	)
+	for _, e := range entries {
+		var err error
+		switch e.key {
+		case "payload":
+			payload, err = lenientString(e.key, e.value)
+		case "properties":
+			m.Properties, nullProp, err = lenientStringMap(e.key, e.value)
+		case "context":
+			m.Context, err = lenientString(e.key, e.value)
+		case "key":
+			m.Key, err = lenientString(e.key, e.value)
+		case "replicationClusters":
+			m.ReplicationClusters, nullCluster, err = oracleLenientStringList(e.key, e.value)
+		case "eventTime":
+			eventTime, err = lenientString(e.key, e.value)
+		case "deliverAt":
+			deliverAt, _, err = oracleLenientInt(e.key, e.value, 64)
+		case "deliverAfterMs":
+			deliverAftr, _, err = oracleLenientInt(e.key, e.value, 64)
+		case "encryptionParam":
+			var s *string
+			s, err = lenientString(e.key, e.value)
+			if s != nil {
+				m.EncryptionParam = *s
+			}
+		case "compressionType":
+			m.CompressionType, err = oracleLenientCompressionType(e.key, e.value)
+		case "uncompressedMessageSize":
+			var v int64
+			var ok bool
+			v, ok, err = oracleLenientInt(e.key, e.value, 32)
+			if ok {
+				m.UncompressedMessageSize = ptr(int32(v)) //nolint:gosec // range checked by lenientInt.
+			}
+		case "sequenceId", "schemaVersion":
+			_, _, err = oracleLenientInt(e.key, e.value, 64)
+		case "disableReplication":
+			_, err = oracleLenientBool(e.key, e.value)
+		case "keySchema", "valueSchema":
+			_, err = lenientString(e.key, e.value)
+		}
+		if err != nil {
+			return ProducerMessage{}, &FrameError{Code: ErrorFailedToDeserializeFromJSON, Msg: "cannot parse producer message: " + err.Error()}
+		}
+	}
+	fail := func(msg string) (ProducerMessage, *FrameError) {
+		return ProducerMessage{}, &FrameError{Code: ErrorPayloadEncoding, Msg: msg, Context: m.Context}
+	}
+	if payload == nil {
+		return fail("missing payload: the payload field is absent or null")
+	}
+	if m.Payload, err = DecodeJavaBase64(*payload); err != nil {
+		return fail("Invalid Base64 message-payload error=" + err.Error())
+	}
+	if nullProp {
+		return fail("invalid properties: a property value is null")
+	}
+	if nullCluster {
+		return fail("invalid replicationClusters: an element is null")
+	}
+	if eventTime != nil {
+		t, err := ParseJavaOffsetDateTime(*eventTime)
+		if err != nil {
+			return fail(err.Error())
+		}
+		// Instant.toEpochMilli overflows beyond about ±292 million years.
+		if sec := t.Unix(); sec < 0 || sec > 9_223_372_036_854_775 {
+			return fail(fmt.Sprintf("invalid eventTime %q: it must be after 1970-01-01T00:00:00Z", *eventTime))
+		}
+		if m.EventTimeMillis = t.UnixMilli(); m.EventTimeMillis <= 0 {
+			return fail(fmt.Sprintf("invalid eventTime %q: it must be after 1970-01-01T00:00:00Z", *eventTime))
+		}
+	}
+	m.DeliverAtMillis = max(deliverAt, 0)
+	m.DeliverAfterMillis = max(deliverAftr, 0)
+	return m, nil
+}
+
+func oracleLenientCompressionType(field string, raw json.RawMessage) (*CompressionType, error) {
+	switch k := kind(raw); k {
+	case 'n':
+		return nil, nil
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, mappingErr("field %q: %v", field, err)
+		}
+		for _, c := range compressionTypes {
+			if string(c) == s {
+				return &c, nil
+			}
+		}
+		return nil, nil // READ_UNKNOWN_ENUM_VALUES_AS_NULL
+	case '{', '[', 't', 'f':
+		return nil, mappingErr("field %q: cannot read a compression type from %s", field, describe(k))
+	}
+	text := strings.TrimSpace(string(raw))
+	if i, err := strconv.Atoi(text); err == nil {
+		if i >= 0 && i < len(compressionTypes) {
+			return &compressionTypes[i], nil
+		}
+		return nil, nil
+	}
+	return nil, mappingErr("field %q: cannot read a compression type from %s", field, text)
+}
+
+type oracleRawCommand struct {
+	typ, messageID *string
+	permits        *int32
+}
+
+func oracleDecodeRawCommand(frame []byte) (oracleRawCommand, *CommandError) {
+	raw, err := oracleFirstValue(frame)
+	if err != nil {
+		return oracleRawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON, Msg: "cannot parse command: " + err.Error(), Err: err}
+	}
+	switch k := kind(raw); k {
+	case 'n':
+		return oracleRawCommand{}, &CommandError{PulsarCloseCode: CloseInternalError, Msg: "command is JSON null"}
+	case '{':
+	default:
+		return oracleRawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON,
+			Msg: "cannot parse command: expected a JSON object, got " + describe(k)}
+	}
+	entries, err := orderedObject(raw)
+	if err != nil {
+		return oracleRawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON, Msg: "cannot parse command: " + err.Error(), Err: err}
+	}
+	var c oracleRawCommand
+	for _, e := range entries {
+		var err error
+		switch e.key {
+		case "type":
+			c.typ, err = lenientString(e.key, e.value)
+		case "messageId":
+			c.messageID, err = lenientString(e.key, e.value)
+		case "ackType":
+			_, err = lenientString(e.key, e.value)
+		case "permitMessages":
+			var v int64
+			var ok bool
+			v, ok, err = oracleLenientInt(e.key, e.value, 32)
+			c.permits = nil
+			if ok {
+				c.permits = ptr(int32(v)) //nolint:gosec // range checked by lenientInt.
+			}
+		}
+		if err != nil {
+			return oracleRawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON, Msg: "cannot parse command: " + err.Error(), Err: err}
+		}
+	}
+	return c, nil
+}
+
+// DecodeConsumerCommand decodes a consumer's text frame. The type field
+// selects the command: "negativeAcknowledge", "permit", "isEndOfTopic",
+// "unsubscribe"; anything else, or no type, is an ack. Acks and negative
+// acks need a messageId (Java-basic base64 of a MessageIdData, see
+// DecodeMessageID); a permit needs permitMessages. JSON is read as leniently
+// as Pulsar's Jackson mapper does (unknown fields ignored, numeric strings
+// accepted, trailing data ignored). Errors are *CommandError.
+func oracleDecodeConsumerCommand(frame []byte) (ConsumerCommand, error) {
+	c, cerr := oracleDecodeRawCommand(frame)
+	if cerr != nil {
+		return ConsumerCommand{}, cerr
+	}
+	var cmd ConsumerCommand
+	if c.typ != nil {
+		cmd.TypeName = *c.typ
+	}
+	switch cmd.TypeName {
+	case "permit":
+		cmd.Type = CommandPermit
+		if c.permits == nil {
+			return ConsumerCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON,
+				Msg: ErrMissingPermitMessages.Error(), Err: ErrMissingPermitMessages}
+		}
+		cmd.PermitMessages = *c.permits
+		return cmd, nil
+	case "unsubscribe":
+		cmd.Type = CommandUnsubscribe
+		return cmd, nil
+	case "isEndOfTopic":
+		cmd.Type = CommandIsEndOfTopic
+		return cmd, nil
+	case "negativeAcknowledge":
+		cmd.Type = CommandNegativeAck
+	default:
+		cmd.Type = CommandAck
+	}
+	if c.messageID == nil {
+		return ConsumerCommand{}, &CommandError{PulsarCloseCode: CloseInternalError,
+			Msg: fmt.Sprintf("missing messageId in %s command", cmd.Type)}
+	}
+	cmd.MessageID = *c.messageID
+	id, err := DecodeMessageID(cmd.MessageID)
+	if err != nil {
+		code := CloseFailedToDeserializeFromJSON
+		var b64 *Base64Error
+		if errors.As(err, &b64) {
+			code = CloseInternalError
+		}
+		return ConsumerCommand{}, &CommandError{PulsarCloseCode: code,
+			Msg: fmt.Sprintf("invalid messageId %q: %v", cmd.MessageID, err), Err: err}
+	}
+	cmd.ID = id
+	return cmd, nil
+}
+
+// DecodeReaderCommand decodes a reader's text frame. Unparseable JSON is a
+// *CommandError (Pulsar attempts close code 3, yet still counts the frame as
+// an ack); JSON null is a *CommandError too (Pulsar: 1011).
+func oracleDecodeReaderCommand(frame []byte) (ReaderCommand, error) {
+	c, cerr := oracleDecodeRawCommand(frame)
+	if cerr != nil {
+		return ReaderCommand{}, cerr
+	}
+	return ReaderCommand{IsEndOfTopic: c.typ != nil && *c.typ == "isEndOfTopic"}, nil
+}
+
+// oracleFormatJavaTime is FormatJavaTime before AppendJavaTime.
+func oracleFormatJavaTime(t time.Time) string {
+	var b strings.Builder
+	b.Grow(35)
+	year := t.Year()
+	switch {
+	case year > 9999:
+		b.WriteByte('+')
+	case year < 0:
+		b.WriteByte('-')
+		year = -year
+	}
+	writePadded(&b, year, 4)
+	b.WriteByte('-')
+	writePadded(&b, int(t.Month()), 2)
+	b.WriteByte('-')
+	writePadded(&b, t.Day(), 2)
+	b.WriteByte('T')
+	writePadded(&b, t.Hour(), 2)
+	b.WriteByte(':')
+	writePadded(&b, t.Minute(), 2)
+	b.WriteByte(':')
+	writePadded(&b, t.Second(), 2)
+	if ns := t.Nanosecond(); ns != 0 {
+		frac := fmt.Sprintf("%09d", ns)
+		b.WriteByte('.')
+		b.WriteString(strings.TrimRight(frac, "0"))
+	}
+	_, off := t.Zone()
+	if off == 0 {
+		b.WriteByte('Z')
+		return b.String()
+	}
+	if off < 0 {
+		b.WriteByte('-')
+		off = -off
+	} else {
+		b.WriteByte('+')
+	}
+	writePadded(&b, off/3600, 2)
+	b.WriteByte(':')
+	writePadded(&b, off/60%60, 2)
+	if s := off % 60; s != 0 {
+		b.WriteByte(':')
+		writePadded(&b, s, 2)
+	}
+	return b.String()
+}
+
+func writePadded(b *strings.Builder, v, width int) {
+	s := strconv.Itoa(v)
+	for i := len(s); i < width; i++ {
+		b.WriteByte('0')
+	}
+	b.WriteString(s)
+}
+
+// oracleConsumerMessageJSON is ConsumerMessage.AppendJSON before it was
+// made allocation-free. It appends the message's JSON encoding, with Pulsar's field order:
+// messageId, payload, properties, publishTime, redeliveryCount, eventTime,
+// encryptionContext, key.
+func oracleConsumerMessageJSON(m ConsumerMessage, b []byte) []byte {
+	b = append(b, `{"messageId":`...)
+	b = appendJSONString(b, m.MessageID)
+	b = append(b, `,"payload":`...)
+	b = appendJSONString(b, base64.StdEncoding.EncodeToString(m.Payload))
+	b = append(b, `,"properties":`...)
+	b = oracleAppendStringMap(b, m.Properties)
+	b = append(b, `,"publishTime":`...)
+	b = appendJSONString(b, oracleFormatJavaTime(m.PublishTime))
+	b = append(b, `,"redeliveryCount":`...)
+	b = strconv.AppendInt(b, int64(m.RedeliveryCount), 10)
+	if !m.EventTime.IsZero() {
+		b = append(b, `,"eventTime":`...)
+		b = appendJSONString(b, oracleFormatJavaTime(m.EventTime))
+	}
+	if m.EncryptionContext != nil {
+		b = append(b, `,"encryptionContext":`...)
+		b = oracleEncryptionContextJSON(m.EncryptionContext, b)
+	}
+	if m.Key != nil {
+		b = append(b, `,"key":`...)
+		b = appendJSONString(b, *m.Key)
+	}
+	return append(b, '}')
+}
+
+func oracleEncryptionContextJSON(c *EncryptionContext, b []byte) []byte {
+	b = append(b, `{"keys":{`...)
+	for i, name := range oracleSortedKeys(c.Keys) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k := c.Keys[name]
+		b = appendJSONString(b, name)
+		b = append(b, ':', '{')
+		sep := false
+		if k.KeyValue != nil {
+			b = append(b, `"keyValue":`...)
+			b = appendJSONString(b, base64.StdEncoding.EncodeToString(k.KeyValue))
+			sep = true
+		}
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"metadata":`...)
+		b = oracleAppendStringMap(b, k.Metadata)
+		b = append(b, '}')
+	}
+	b = append(b, '}')
+	if c.Param != nil {
+		b = append(b, `,"param":`...)
+		b = appendJSONString(b, base64.StdEncoding.EncodeToString(c.Param))
+	}
+	if c.Algorithm != "" {
+		b = append(b, `,"algorithm":`...)
+		b = appendJSONString(b, c.Algorithm)
+	}
+	b = append(b, `,"compressionType":`...)
+	b = appendJSONString(b, string(c.CompressionType))
+	b = append(b, `,"uncompressedMessageSize":`...)
+	b = strconv.AppendInt(b, int64(c.UncompressedMessageSize), 10)
+	b = append(b, `,"batchSize":`...)
+	if c.BatchSize == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, int64(*c.BatchSize), 10)
+	}
+	return append(b, '}')
+}
+
+func oracleSortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func oracleAppendStringMap(b []byte, m map[string]string) []byte {
+	b = append(b, '{')
+	for i, k := range oracleSortedKeys(m) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		b = appendJSONString(b, m[k])
+	}
+	return append(b, '}')
+}

@@ -1,0 +1,547 @@
+package wsapi
+
+import (
+	"fmt"
+	"strings"
+)
+
+// FrameLimits bounds what one producer frame may make the edge hold. Zero
+// means unbounded. Pulsar has no such bounds; these keep what one frame can
+// make the edge hold, and the CPU it spends decoding it, bounded by more
+// than the frame size alone (a 1 MiB frame can carry 50,000 properties,
+// which cost far more as a map than as text).
+//
+// A frame over a bound gets an error ack with code 7
+// (ErrorPayloadEncoding) naming the bound, its value and its configuration
+// key; it echoes the context unless the context is what is too large.
+type FrameLimits struct {
+	// MaxContextBytes bounds the length of the context, in bytes once
+	// decoded (websocket.max_context_size).
+	MaxContextBytes int
+	// MaxProperties bounds the number of properties, counted as written: a
+	// repeated key counts each time (websocket.max_properties).
+	MaxProperties int
+	// MaxPropertyBytes bounds the sum of the lengths of the properties' keys
+	// and values, in bytes once decoded, counted as written
+	// (websocket.max_properties_size).
+	MaxPropertyBytes int
+}
+
+// Default per-frame bounds. Pulsar has none; these are generous for real
+// clients (a context is an id for correlating acks, properties are a few
+// headers) and keep what one frame can make the edge hold and spend bounded:
+// at most 1000 map entries and 256 KiB of strings beyond the payload.
+const (
+	DefaultMaxContextBytes  = 16 << 10
+	DefaultMaxProperties    = 1000
+	DefaultMaxPropertyBytes = 256 << 10
+)
+
+// Configuration keys of the bounds, named in the error acks.
+const (
+	keyMaxContextSize    = "websocket.max_context_size"
+	keyMaxProperties     = "websocket.max_properties"
+	keyMaxPropertiesSize = "websocket.max_properties_size"
+)
+
+// Known fields of a producer frame.
+const (
+	pfPayload = iota
+	pfProperties
+	pfContext
+	pfKey
+	pfReplicationClusters
+	pfEventTime
+	pfDeliverAt
+	pfDeliverAfterMs
+	pfEncryptionParam
+	pfCompressionType
+	pfUncompressedMessageSize
+	pfSequenceID
+	pfSchemaVersion
+	pfDisableReplication
+	pfKeySchema
+	pfValueSchema
+	numProducerFields
+)
+
+var producerFieldNames = [numProducerFields]string{
+	"payload", "properties", "context", "key", "replicationClusters", "eventTime",
+	"deliverAt", "deliverAfterMs", "encryptionParam", "compressionType",
+	"uncompressedMessageSize", "sequenceId", "schemaVersion", "disableReplication",
+	"keySchema", "valueSchema",
+}
+
+func producerField(key []byte) int {
+	switch string(key) {
+	case "payload":
+		return pfPayload
+	case "properties":
+		return pfProperties
+	case "context":
+		return pfContext
+	case "key":
+		return pfKey
+	case "replicationClusters":
+		return pfReplicationClusters
+	case "eventTime":
+		return pfEventTime
+	case "deliverAt":
+		return pfDeliverAt
+	case "deliverAfterMs":
+		return pfDeliverAfterMs
+	case "encryptionParam":
+		return pfEncryptionParam
+	case "compressionType":
+		return pfCompressionType
+	case "uncompressedMessageSize":
+		return pfUncompressedMessageSize
+	case "sequenceId":
+		return pfSequenceID
+	case "schemaVersion":
+		return pfSchemaVersion
+	case "disableReplication":
+		return pfDisableReplication
+	case "keySchema":
+		return pfKeySchema
+	case "valueSchema":
+		return pfValueSchema
+	}
+	return -1
+}
+
+// Which bound a properties object is over.
+const (
+	boundNone = iota
+	boundCount
+	boundBytes
+)
+
+// propertiesScan is what the scan learnt of the last properties object.
+type propertiesScan struct {
+	// count and bytes are counted until a bound is passed.
+	count, bytes int
+	over         int
+	// nulls and containers report null and object or array values.
+	nulls, containers bool
+}
+
+// scanProperties reads the properties object at p, counting it against the
+// bounds as it goes; past a bound, the rest is only checked for syntax.
+func (fs *frameScan) scanProperties(p int) int {
+	s := &fs.s
+	ps := &fs.props
+	p, more := s.objectStart(p, 1)
+	for more && p >= 0 {
+		raw, kflags, vp := s.key(p)
+		if vp < 0 {
+			return vp
+		}
+		var v jvalue
+		if p, v = s.read(vp, 2); p < 0 {
+			return p
+		}
+		if ps.over == boundNone {
+			fs.countProperty(raw, kflags, &v)
+		}
+		p, more = s.objectStep(p)
+	}
+	return p
+}
+
+func (fs *frameScan) countProperty(key []byte, kflags uint8, v *jvalue) {
+	ps := &fs.props
+	ps.count++
+	if fs.lim.MaxProperties > 0 && ps.count > fs.lim.MaxProperties {
+		ps.over = boundCount
+		return
+	}
+	ps.bytes += decodedLen(key, kflags)
+	switch v.kind {
+	case 'n':
+		ps.nulls = true
+	case '{', '[':
+		ps.containers = true
+		ps.bytes += len(v.raw)
+	default:
+		ps.bytes += v.textLen()
+	}
+	if fs.lim.MaxPropertyBytes > 0 && ps.bytes > fs.lim.MaxPropertyBytes {
+		ps.over = boundBytes
+	}
+}
+
+// DecodeProducerMessage decodes a producer's text frame with the leniency of
+// Pulsar's Jackson mapper:
+//
+//   - unknown fields are ignored, and so is anything after the first JSON
+//     value (whose syntax is checked in full); a repeated field keeps its
+//     last value;
+//   - string fields accept numbers and booleans, kept as their literal text
+//     (a numeric context 5 is echoed as "5");
+//   - integer fields accept numeric strings and floats (truncated);
+//   - sequenceId, disableReplication, schemaVersion, keySchema and
+//     valueSchema are type-checked and ignored, as Pulsar ignores them;
+//   - payload is decoded with DecodeJavaBase64; eventTime with
+//     ParseJavaOffsetDateTime (an offset is required); deliverAt and
+//     deliverAfterMs apply only when > 0;
+//   - strings are decoded as encoding/json decodes them: invalid UTF-8 and
+//     lone surrogate escapes become U+FFFD.
+//
+// Errors give the ack Pulsar sends: code 3 (no context) when the frame is not
+// a ProducerMessage at all (bad JSON, not an object, a field of the wrong
+// shape, reported for the field that appears first); code 7 (with the
+// context) for JSON null, a missing or null payload, bad base64 and a bad
+// eventTime. The texts of JSON syntax errors are encoding/json's.
+//
+// Deviations (Pulsar kills the session with 1011 and sends no ack): a null
+// property value, a null replicationClusters element and an eventTime at or
+// before the epoch are code-7 errors here.
+//
+// DecodeProducerMessage applies no FrameLimits; see ProducerMessage.Decode.
+func DecodeProducerMessage(frame []byte) (ProducerMessage, *FrameError) {
+	var m ProducerMessage
+	if ferr := m.Decode(frame, FrameLimits{}); ferr != nil {
+		return ProducerMessage{}, ferr
+	}
+	return m, nil
+}
+
+// Decode decodes frame into m as DecodeProducerMessage does, within lim. It
+// reuses m.Payload's capacity for the payload, so that a caller can pool
+// payload buffers; every other field is newly allocated (the caller may
+// hand them on). On error, m is the zero message but for Payload, which is
+// empty and keeps its capacity.
+//
+// The bounds are checked while the frame is scanned: a properties object
+// past a bound is never decoded. A frame that is not a ProducerMessage at
+// all (code 3) is reported as such before any bound.
+func (m *ProducerMessage) Decode(frame []byte, lim FrameLimits) *FrameError {
+	buf := m.Payload[:0]
+	*m = ProducerMessage{Payload: buf}
+	d := producerDecoder{m: m, fs: frameScan{
+		s: newScanner(frame), objField: pfProperties, lim: lim,
+	}}
+	ferr := d.decode()
+	if ferr != nil {
+		if cap(m.Payload) > cap(buf) {
+			buf = m.Payload[:0]
+		}
+		*m = ProducerMessage{Payload: buf}
+	}
+	return ferr
+}
+
+type producerDecoder struct {
+	m  *ProducerMessage
+	fs frameScan
+
+	deliverAt, deliverAfter int64
+	nullCluster             bool
+}
+
+func code3(msg string) *FrameError {
+	return &FrameError{Code: ErrorFailedToDeserializeFromJSON, Msg: "cannot parse producer message: " + msg}
+}
+
+func (d *producerDecoder) code7(msg string) *FrameError {
+	return &FrameError{Code: ErrorPayloadEncoding, Msg: msg, Context: d.m.Context}
+}
+
+func (d *producerDecoder) decode() *FrameError {
+	fs := &d.fs
+	switch fs.scan() {
+	case frameBlank:
+		return code3(errNoContent.Error())
+	case frameInvalid:
+		return code3("invalid JSON: " + fs.s.err().Error())
+	case frameNull:
+		return &FrameError{Code: ErrorPayloadEncoding, Msg: "producer message is JSON null"}
+	case frameNotObject:
+		return code3("expected a JSON object, got " + describe(fs.top))
+	}
+	for _, f := range fs.order[:fs.n] {
+		if err := d.check(int(f)); err != nil {
+			return code3(err.Error())
+		}
+	}
+	return d.build()
+}
+
+// check is the shape check of field f, and the decoding of the fields that
+// cannot fail later.
+func (d *producerDecoder) check(f int) error {
+	m, v, name := d.m, &d.fs.vals[f], producerFieldNames[f]
+	var err error
+	switch f {
+	case pfPayload, pfContext, pfKey, pfEventTime, pfEncryptionParam, pfKeySchema, pfValueSchema:
+		return v.checkString(name)
+	case pfProperties:
+		return d.checkProperties(v)
+	case pfReplicationClusters:
+		return d.readClusters(v)
+	case pfDeliverAt:
+		d.deliverAt, _, err = v.toInt(name, 64)
+	case pfDeliverAfterMs:
+		d.deliverAfter, _, err = v.toInt(name, 64)
+	case pfCompressionType:
+		m.CompressionType, err = v.toCompressionType(name)
+	case pfUncompressedMessageSize:
+		n, ok, ierr := v.toInt(name, 32)
+		if ok {
+			m.UncompressedMessageSize = ptr(int32(n)) //nolint:gosec // range checked by toInt.
+		}
+		err = ierr
+	case pfSequenceID, pfSchemaVersion:
+		_, _, err = v.toInt(name, 64)
+	case pfDisableReplication:
+		_, err = v.toBool(name)
+	}
+	return err
+}
+
+func (d *producerDecoder) checkProperties(v *jvalue) error {
+	switch v.kind {
+	case 'n':
+		return nil
+	case '{':
+	default:
+		return mappingErr("field %q: cannot read a map from %s", "properties", describe(v.kind))
+	}
+	if d.fs.props.over != boundNone || !d.fs.props.containers {
+		return nil
+	}
+	// Rare: find which property Jackson reports (the first key, by first
+	// appearance, whose last value is an object or array).
+	var order []string
+	last := map[string]byte{}
+	for it := newMembers(v.raw); ; {
+		raw, kflags, pv, ok := it.next()
+		if !ok {
+			break
+		}
+		k := decodeString(raw, kflags)
+		if _, ok := last[k]; !ok {
+			order = append(order, k)
+		}
+		last[k] = pv.kind
+	}
+	for _, k := range order {
+		if kd := last[k]; kd == '{' || kd == '[' {
+			return mappingErr("field %q: cannot read a string from %s", "properties."+k, describe(kd))
+		}
+	}
+	return nil
+}
+
+func (d *producerDecoder) readClusters(v *jvalue) error {
+	switch v.kind {
+	case 'n':
+		d.m.ReplicationClusters, d.nullCluster = nil, false
+		return nil
+	case '[':
+	default:
+		return mappingErr("field %q: cannot read a list from %s", "replicationClusters", describe(v.kind))
+	}
+	l := []string{}
+	it := newElements(v.raw)
+	for i := 0; ; i++ {
+		e, ok := it.next()
+		if !ok {
+			break
+		}
+		switch e.kind {
+		case '{', '[':
+			return mappingErr("field %q: cannot read a string from %s", fmt.Sprintf("replicationClusters[%d]", i), describe(e.kind))
+		case 'n':
+			d.nullCluster = true
+			l = append(l, "")
+		default:
+			l = append(l, e.text())
+		}
+	}
+	d.m.ReplicationClusters = l
+	return nil
+}
+
+// build decodes the checked fields into d.m, with the code-7 checks in
+// Pulsar's order after the bounds.
+func (d *producerDecoder) build() *FrameError {
+	m, fs, lim := d.m, &d.fs, d.fs.lim
+	ctx, key, props := fs.get(pfContext), fs.get(pfKey), fs.get(pfProperties)
+	if isNull(ctx) {
+		ctx = nil
+	}
+	if isNull(key) {
+		key = nil
+	}
+	if isNull(props) {
+		props = nil
+	}
+	// One allocation holds the context, key and properties strings.
+	var a arena
+	size := 0
+	if ctx != nil {
+		n := ctx.textLen()
+		if lim.MaxContextBytes > 0 && n > lim.MaxContextBytes {
+			return &FrameError{Code: ErrorPayloadEncoding, Msg: fmt.Sprintf(
+				"context too large: %d bytes, more than %s (%d bytes)", n, keyMaxContextSize, lim.MaxContextBytes)}
+		}
+		size += n
+	}
+	if key != nil {
+		size += key.textLen()
+	}
+	if props != nil && fs.props.over == boundNone {
+		size += fs.props.bytes
+	}
+	a.b.Grow(size)
+	if ctx != nil {
+		m.Context = ptr(a.add(ctx))
+	}
+	switch fs.props.over {
+	case boundCount:
+		return d.code7(fmt.Sprintf("too many properties: more than %s (%d)", keyMaxProperties, lim.MaxProperties))
+	case boundBytes:
+		return d.code7(fmt.Sprintf("properties too large: more than %s (%d bytes) of keys and values",
+			keyMaxPropertiesSize, lim.MaxPropertyBytes))
+	}
+	payload := fs.get(pfPayload)
+	if isNull(payload) {
+		return d.code7("missing payload: the payload field is absent or null")
+	}
+	src := payload.raw
+	if payload.kind == '"' && !plainString(src, payload.flags) {
+		src = appendUnquoted(make([]byte, 0, len(src)), src)
+	}
+	var err error
+	if m.Payload, err = AppendJavaBase64(m.Payload[:0], src); err != nil {
+		return d.code7("Invalid Base64 message-payload error=" + err.Error())
+	}
+	if key != nil {
+		m.Key = ptr(a.add(key))
+	}
+	if props != nil {
+		var nullProp bool
+		m.Properties, nullProp = readProperties(props.raw, fs.props.count, &a)
+		if nullProp {
+			return d.code7("invalid properties: a property value is null")
+		}
+	}
+	if d.nullCluster {
+		return d.code7("invalid replicationClusters: an element is null")
+	}
+	if v := fs.get(pfEventTime); !isNull(v) {
+		if ferr := d.eventTime(v.text()); ferr != nil {
+			return ferr
+		}
+	}
+	if v := fs.get(pfEncryptionParam); !isNull(v) {
+		m.EncryptionParam = v.text()
+	}
+	m.DeliverAtMillis = max(d.deliverAt, 0)
+	m.DeliverAfterMillis = max(d.deliverAfter, 0)
+	return nil
+}
+
+func isNull(v *jvalue) bool { return v == nil || v.kind == 'n' }
+
+func (d *producerDecoder) eventTime(s string) *FrameError {
+	t, err := ParseJavaOffsetDateTime(s)
+	if err != nil {
+		return d.code7(err.Error())
+	}
+	// Instant.toEpochMilli overflows beyond about ±292 million years.
+	if sec := t.Unix(); sec < 0 || sec > 9_223_372_036_854_775 {
+		return d.code7(fmt.Sprintf("invalid eventTime %q: it must be after 1970-01-01T00:00:00Z", s))
+	}
+	if d.m.EventTimeMillis = t.UnixMilli(); d.m.EventTimeMillis <= 0 {
+		return d.code7(fmt.Sprintf("invalid eventTime %q: it must be after 1970-01-01T00:00:00Z", s))
+	}
+	return nil
+}
+
+// readProperties decodes the scanned properties object obj (with n
+// members) into a map whose strings live in a. hasNull reports a key whose
+// last value is null (kept as "").
+func readProperties(obj []byte, n int, a *arena) (props map[string]string, hasNull bool) {
+	props = make(map[string]string, n)
+	var nulls map[string]bool
+	for it := newMembers(obj); ; {
+		raw, kflags, v, ok := it.next()
+		if !ok {
+			break
+		}
+		k := a.add(&jvalue{raw: raw, kind: '"', flags: kflags})
+		if v.kind == 'n' {
+			if nulls == nil {
+				nulls = map[string]bool{}
+			}
+			nulls[k] = true
+			props[k] = ""
+			continue
+		}
+		delete(nulls, k)
+		props[k] = a.add(&v)
+	}
+	return props, len(nulls) > 0
+}
+
+// arena holds a message's strings in one allocation: grow it by their total
+// length first.
+type arena struct{ b strings.Builder }
+
+// add appends the text of the string, number or boolean v and returns it.
+func (a *arena) add(v *jvalue) string {
+	start := a.b.Len()
+	if v.kind != '"' || plainString(v.raw, v.flags) {
+		a.b.Write(v.raw)
+	} else {
+		var tmp [128]byte
+		a.b.Write(appendUnquoted(tmp[:0], v.raw))
+	}
+	return a.b.String()[start:]
+}
+
+// Heap a decoded message's properties cost beyond their keys' and values'
+// bytes. Measured with runtime.ReadMemStats (HeapAlloc after two GCs,
+// before and after holding decoded frames of n properties, n from 1 to
+// 60,000, minus the string bytes; Go 1.26 maps, see
+// TestPropertyOverheadMeasured): 336 bytes up to eight properties (the map
+// and its one group of eight slots), then 43 to 92 bytes a property,
+// depending on how full the map's tables are (a slot holds a 16-byte key
+// and a 16-byte value header; tables double when 7/8 full).
+const (
+	// PropertyEntryOverhead is charged for each property: the most
+	// measured, rounded up.
+	PropertyEntryOverhead = 96
+	// PropertyMapOverhead is charged at least, for a message with
+	// properties.
+	PropertyMapOverhead = 336
+)
+
+// HeldBytes is the heap m holds beyond the ProducerMessage itself, for
+// charging it while it is in flight: the payload's capacity, the key and
+// the context (with their string headers), each property's key and value
+// plus PropertyEntryOverhead (at least PropertyMapOverhead in all), and
+// the replication clusters and encryption parameter.
+func (m *ProducerMessage) HeldBytes() int {
+	const stringHeader = 16
+	n := cap(m.Payload) + len(m.EncryptionParam)
+	if m.Key != nil {
+		n += stringHeader + len(*m.Key)
+	}
+	if m.Context != nil {
+		n += stringHeader + len(*m.Context)
+	}
+	if m.Properties != nil {
+		n += max(len(m.Properties)*PropertyEntryOverhead, PropertyMapOverhead)
+		for k, v := range m.Properties {
+			n += len(k) + len(v)
+		}
+	}
+	for _, c := range m.ReplicationClusters {
+		n += stringHeader + len(c)
+	}
+	return n
+}

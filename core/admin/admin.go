@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -21,6 +20,9 @@ import (
 
 	"github.com/sluicehq/sluice/core/admission"
 	"github.com/sluicehq/sluice/core/gateway"
+	"github.com/sluicehq/sluice/core/policy"
+	"github.com/sluicehq/sluice/core/session"
+	"github.com/sluicehq/sluice/core/wsapi"
 )
 
 // Source is what the admin endpoints report on.
@@ -30,15 +32,24 @@ type Source interface {
 	SessionPool() *admission.Pool
 }
 
-// Metrics is the Prometheus adapter for gateway.Hooks, plus collectors for the pools.
+// Metrics is the Prometheus adapter: gateway.Hooks for refused handshakes, each route's
+// instruments (RouteMetrics) for everything that happens on sessions, and collectors for the
+// pools.
 type Metrics struct {
-	reg      *prometheus.Registry
-	sessions *prometheus.GaugeVec
-	refused  *prometheus.CounterVec
-	messages *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
+	reg        *prometheus.Registry
+	sessions   *prometheus.GaugeVec
+	closed     *prometheus.CounterVec
+	refused    *prometheus.CounterVec
+	messages   *prometheus.CounterVec
+	bytesIn    *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	pauses     *prometheus.CounterVec
+	paused     *prometheus.CounterVec
+	deliveries *prometheus.CounterVec
+	bytesOut   *prometheus.CounterVec
+	acks       *prometheus.CounterVec
 
-	open [3]atomic.Int64 // producer, consumer, reader
+	open [4]atomic.Int64 // by wsapi.Kind
 }
 
 var _ gateway.Hooks = (*Metrics)(nil)
@@ -46,69 +57,105 @@ var _ gateway.Hooks = (*Metrics)(nil)
 // NewMetrics registers the edge's metrics, the pools' collector and the Go and process
 // collectors in a new registry.
 func NewMetrics(src Source) *Metrics {
+	route := []string{"route"}
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		sessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_sessions", Help: "Open WebSocket sessions.",
 		}, []string{"kind", "route"}),
+		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_sessions_closed_total", Help: "Sessions ended, by kind and close code (0: the connection broke without one).",
+		}, []string{"kind", "route", "code"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_handshakes_refused_total", Help: "Refused WebSocket upgrades, by HTTP status.",
 		}, []string{"kind", "status"}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_producer_messages_total", Help: "Published messages by outcome: ok, send_error, rejected, invalid.",
 		}, []string{"route", "result"}),
+		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_producer_bytes_total", Help: "Bytes of the producer frames read.",
+		}, route),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_producer_ack_latency_seconds",
 			Help:    "Time from handing a message to the broker client to its acknowledgement.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
-		}, []string{"route"}),
+		}, route),
+		pauses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_producer_pauses_total", Help: "Times a producer session stopped reading its socket at a limit.",
+		}, route),
+		paused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_producer_paused_seconds_total", Help: "Time producer sessions spent paused at a limit.",
+		}, route),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_consumer_deliveries_total", Help: "Messages written to consumers and readers, by whether they were redeliveries.",
+		}, []string{"route", "redelivery"}),
+		bytesOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_consumer_bytes_total", Help: "Bytes of the message frames written to consumers and readers.",
+		}, route),
+		acks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_consumer_acks_total", Help: "Acknowledgements from consumer clients, by type: ack or nack.",
+		}, []string{"route", "type"}),
 	}
-	m.reg.MustRegister(m.sessions, m.refused, m.messages, m.latency,
+	m.reg.MustRegister(m.sessions, m.closed, m.refused, m.messages, m.bytesIn, m.latency, m.pauses, m.paused,
+		m.deliveries, m.bytesOut, m.acks,
 		poolCollector{src: src},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-// SessionOpened implements gateway.Hooks.
-func (m *Metrics) SessionOpened(kind, route string) {
-	m.sessions.WithLabelValues(kind, route).Inc()
-	if i := kindIndex(kind); i >= 0 {
-		m.open[i].Add(1)
-	}
-}
-
-// SessionClosed implements gateway.Hooks.
-func (m *Metrics) SessionClosed(kind, route string) {
-	m.sessions.WithLabelValues(kind, route).Dec()
-	if i := kindIndex(kind); i >= 0 {
-		m.open[i].Add(-1)
-	}
-}
-
 // HandshakeRefused implements gateway.Hooks.
-func (m *Metrics) HandshakeRefused(kind string, status int) {
-	m.refused.WithLabelValues(kind, strconv.Itoa(status)).Inc()
+func (m *Metrics) HandshakeRefused(kind wsapi.Kind, status int) {
+	m.refused.WithLabelValues(kindLabel(kind), strconv.Itoa(status)).Inc()
 }
 
-// ProducerAck implements gateway.Hooks.
-func (m *Metrics) ProducerAck(route, result string, latency time.Duration) {
-	m.messages.WithLabelValues(route, result).Inc()
-	if latency > 0 {
-		m.latency.WithLabelValues(route).Observe(latency.Seconds())
+func kindLabel(k wsapi.Kind) string {
+	if k == 0 {
+		return "unknown"
 	}
+	return k.String()
 }
 
-func kindIndex(kind string) int {
-	switch kind {
-	case "producer":
-		return 0
-	case "consumer":
-		return 1
-	case "reader":
-		return 2
+// RouteMetrics returns one route's instruments, their labels resolved now so that nothing is
+// looked up per message.
+func (m *Metrics) RouteMetrics(route string) policy.Metrics {
+	rm := policy.Metrics{
+		BytesIn:       m.bytesIn.WithLabelValues(route),
+		AckLatency:    m.latency.WithLabelValues(route),
+		Pauses:        m.pauses.WithLabelValues(route),
+		PausedSeconds: m.paused.WithLabelValues(route),
+		Deliveries:    m.deliveries.WithLabelValues(route, "false"),
+		Redeliveries:  m.deliveries.WithLabelValues(route, "true"),
+		BytesOut:      m.bytesOut.WithLabelValues(route),
+		Acks:          m.acks.WithLabelValues(route, "ack"),
+		Nacks:         m.acks.WithLabelValues(route, "nack"),
+		Closed: func(kind wsapi.Kind, code int) {
+			m.closed.WithLabelValues(kind.String(), route, strconv.Itoa(code)).Inc()
+		},
 	}
-	return -1
+	for _, r := range session.Results() {
+		rm.Results[r] = m.messages.WithLabelValues(route, r.String())
+	}
+	for _, k := range []wsapi.Kind{wsapi.Producer, wsapi.Consumer, wsapi.Reader} {
+		rm.Sessions[k] = sessionGauge{g: m.sessions.WithLabelValues(k.String(), route), open: &m.open[k]}
+	}
+	return rm
+}
+
+// sessionGauge is a route's open sessions of one kind; it also counts the edge's, for /stats.
+type sessionGauge struct {
+	g    prometheus.Gauge
+	open *atomic.Int64
+}
+
+func (s sessionGauge) Inc() {
+	s.g.Inc()
+	s.open.Add(1)
+}
+
+func (s sessionGauge) Dec() {
+	s.g.Dec()
+	s.open.Add(-1)
 }
 
 // poolCollector reports the pools' layers at scrape time.
@@ -176,7 +223,7 @@ func (m *Metrics) Snapshot(src Source) Stats {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	s := Stats{
-		Sessions: map[string]int64{"producer": m.open[0].Load(), "consumer": m.open[1].Load(), "reader": m.open[2].Load()},
+		Sessions: map[string]int64{"producer": m.open[wsapi.Producer].Load(), "consumer": m.open[wsapi.Consumer].Load(), "reader": m.open[wsapi.Reader].Load()},
 		Go: GoStats{HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse, StackInuse: ms.StackInuse, Sys: ms.Sys, NumGC: ms.NumGC,
 			Goroutines: runtime.NumGoroutine()},
 		Process: readProcStatus(),

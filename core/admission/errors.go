@@ -13,7 +13,8 @@ type Layer string
 const (
 	LayerEdge     Layer = "edge"     // the process-wide pool
 	LayerRoute    Layer = "route"    // one route's pool
-	LayerProducer Layer = "producer" // one session's gate
+	LayerProducer Layer = "producer" // one producer session's gate
+	LayerConsumer Layer = "consumer" // one consumer or reader session's gate
 )
 
 // Unit is what a limit counts.
@@ -47,7 +48,7 @@ func invalidf(format string, args ...any) error {
 // expiry.
 type LimitError struct {
 	Layer Layer
-	Name  string // pool name for LayerEdge, route name for LayerRoute, empty for LayerProducer
+	Name  string // pool name for LayerEdge, route name for LayerRoute, empty for a gate
 	Unit  Unit
 	Limit int64
 	Used  int64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 )
 
 // GateConfig configures a session's gate.
@@ -95,8 +96,8 @@ func (g *Gate) Snapshot() GateStats {
 	g.p.mu.Lock()
 	defer g.p.mu.Unlock()
 	s := GateStats{
-		Messages: LayerStats{Layer: LayerProducer, Unit: UnitMessages, Limit: g.maxMsgs, Used: g.msgs, Waiters: g.nwait, Paused: g.pausedMsgs},
-		Bytes:    LayerStats{Layer: LayerProducer, Unit: UnitBytes, Limit: g.maxBytes, Used: g.bytes, Waiters: g.nwait, Paused: g.pausedBytes},
+		Messages: LayerStats{Layer: g.p.gateLayer, Unit: UnitMessages, Limit: g.maxMsgs, Used: g.msgs, Waiters: g.nwait, Paused: g.pausedMsgs},
+		Bytes:    LayerStats{Layer: g.p.gateLayer, Unit: UnitBytes, Limit: g.maxBytes, Used: g.bytes, Waiters: g.nwait, Paused: g.pausedBytes},
 	}
 	g.msgStats.fill(&s.Messages)
 	g.byteStats.fill(&s.Bytes)
@@ -223,8 +224,15 @@ func (g *Gate) tryAcquire(n, msgs int64) (*Charge, error) {
 // ctx.Err(); if admission and ctx end race, admission wins and the charge is
 // returned.
 func (g *Gate) Acquire(ctx context.Context, n int64) (*Charge, error) {
+	c, _, err := g.AcquireTimed(ctx, n)
+	return c, err
+}
+
+// AcquireTimed is Acquire, also returning how long the caller waited: zero when it was
+// admitted at once.
+func (g *Gate) AcquireTimed(ctx context.Context, n int64) (*Charge, time.Duration, error) {
 	if n < 0 {
-		return nil, errNegative
+		return nil, 0, errNegative
 	}
 	p := g.p
 	p.mu.Lock()
@@ -232,11 +240,12 @@ func (g *Gate) Acquire(ctx context.Context, n int64) (*Charge, error) {
 	if v == admit {
 		p.commit(g, n, 1)
 		p.mu.Unlock()
-		return &Charge{g: g, n: n, msgs: 1}, nil
+		return &Charge{g: g, n: n, msgs: 1}, 0, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, p.abandon(g, v, err)
+		return nil, 0, p.abandon(g, v, err)
 	}
+	start := time.Now()
 	w := &waiter{g: g, n: n, v: v, ready: make(chan struct{})}
 	p.enqueue(w)
 	p.hold(g, v)
@@ -245,13 +254,13 @@ func (g *Gate) Acquire(ctx context.Context, n int64) (*Charge, error) {
 
 	select {
 	case <-w.ready:
-		return w.c, nil
+		return w.c, time.Since(start), nil
 	case <-ctx.Done():
 	}
 	p.mu.Lock()
 	if w.c != nil { // admitted between ctx ending and the lock
 		p.mu.Unlock()
-		return w.c, nil
+		return w.c, time.Since(start), nil
 	}
 	p.dequeue(w)
 	// The waiter may have been holding layers that later waiters are queued
@@ -260,7 +269,7 @@ func (g *Gate) Acquire(ctx context.Context, n int64) (*Charge, error) {
 	g.r.held = admit
 	p.held = false
 	p.dispatch()
-	return nil, p.abandon(g, w.v, ctx.Err())
+	return nil, time.Since(start), p.abandon(g, w.v, ctx.Err())
 }
 
 // abandon counts a wait that ended unadmitted, unlocks p.mu and returns the
@@ -487,9 +496,9 @@ func (p *Pool) limitError(g *Gate, v verdict) *LimitError {
 	case refusedRoute:
 		return &LimitError{Layer: LayerRoute, Name: g.r.name, Unit: UnitBytes, Limit: g.r.cap, Used: g.r.used}
 	case refusedGateMsgs:
-		return &LimitError{Layer: LayerProducer, Unit: UnitMessages, Limit: g.maxMsgs, Used: g.msgs}
+		return &LimitError{Layer: p.gateLayer, Unit: UnitMessages, Limit: g.maxMsgs, Used: g.msgs}
 	default:
-		return &LimitError{Layer: LayerProducer, Unit: UnitBytes, Limit: g.maxBytes, Used: g.bytes}
+		return &LimitError{Layer: p.gateLayer, Unit: UnitBytes, Limit: g.maxBytes, Used: g.bytes}
 	}
 }
 

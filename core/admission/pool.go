@@ -20,6 +20,9 @@ type PoolConfig struct {
 	// Limit is the soft byte limit of the whole pool. Zero means unbounded
 	// (usage is still tracked); negative is invalid.
 	Limit int64
+	// GateLayer names this pool's gates in errors and stats: LayerProducer or
+	// LayerConsumer. Zero means LayerProducer.
+	GateLayer Layer
 	// LowWatermark is the fraction of each limit at or below which a layer
 	// paused by waiters resumes admitting them. It applies to every layer of
 	// the pool (edge, routes, gates). Zero means [DefaultLowWatermark]; 1
@@ -34,8 +37,9 @@ type PoolConfig struct {
 // pool with all its routes and gates; see the package documentation for the
 // lock order.
 type Pool struct {
-	name string
-	wm   float64
+	name      string
+	wm        float64
+	gateLayer Layer
 
 	mu       sync.Mutex
 	limit    int64 // L; 0 = unbounded
@@ -65,7 +69,11 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	if !(wm > 0 && wm <= 1) {
 		return nil, invalidf("low watermark %v: must be in [0, 1]", cfg.LowWatermark)
 	}
-	return &Pool{name: cfg.Name, wm: wm, limit: cfg.Limit}, nil
+	gl := cfg.GateLayer
+	if gl == "" {
+		gl = LayerProducer
+	}
+	return &Pool{name: cfg.Name, wm: wm, limit: cfg.Limit, gateLayer: gl}, nil
 }
 
 // SetLimit changes the edge limit. Zero makes the pool unbounded. A limit

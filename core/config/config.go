@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/sdk/strategy"
+)
 
 // Config is the whole edge configuration. Routes are dynamic (they reload
 // when the file changes); everything else is static and needs a restart.
@@ -226,12 +230,15 @@ type WebSocket struct {
 	WriteTimeout time.Duration `koanf:"write_timeout" json:"write_timeout"`
 	// MaxContextSize bounds a producer message's context, which the edge holds until the ack
 	// is written and echoes in it; a larger one is answered with an error ack. Pulsar has no
-	// such bound. Zero means 16KiB.
+	// such bound. When the key is absent Load uses 16KiB (as does Defaults); zero means
+	// unbounded.
 	MaxContextSize Size `koanf:"max_context_size" json:"max_context_size"`
-	// MaxProperties bounds the number of properties of a producer message. Zero means 1000.
+	// MaxProperties bounds the number of properties of a producer message, counted as
+	// written. When the key is absent Load uses 1000 (as does Defaults); zero means unbounded.
 	MaxProperties int `koanf:"max_properties" json:"max_properties"`
 	// MaxPropertiesSize bounds the bytes of a producer message's property keys and values
-	// together. Zero means 256KiB.
+	// together. When the key is absent Load uses 256KiB (as does Defaults); zero means
+	// unbounded.
 	MaxPropertiesSize Size `koanf:"max_properties_size" json:"max_properties_size"`
 }
 
@@ -263,7 +270,7 @@ type Route struct {
 	Fallback string `koanf:"fallback" json:"fallback"`
 	// OnFull is what happens to a message that finds a limit full. Zero
 	// means reject.
-	OnFull OnFull `koanf:"on_full" json:"on_full"`
+	OnFull strategy.OnFull `koanf:"on_full" json:"on_full"`
 	// MaxPause is the longest a paused session waits before the message is
 	// rejected; it applies only when OnFull is pause. Zero means 30s.
 	MaxPause time.Duration `koanf:"max_pause" json:"max_pause"`
@@ -322,15 +329,3 @@ type StrategyRef struct {
 	// none.
 	Params map[string]any `koanf:"params" json:"params"`
 }
-
-// OnFull is a route's action at a full limit.
-type OnFull string
-
-// OnFull values. The zero value means OnFullReject.
-const (
-	// OnFullReject answers the message at once with an error ack.
-	OnFullReject OnFull = "reject"
-	// OnFullPause stops reading the socket until usage falls below the
-	// low watermark, for at most MaxPause; then it rejects.
-	OnFullPause OnFull = "pause"
-)

@@ -3,6 +3,8 @@ package config
 import (
 	"slices"
 	"time"
+
+	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
 // Default values. Fields whose zero value means "use the default" get them
@@ -58,7 +60,10 @@ func defaultLayer() map[string]any {
 			"session_limit":  DefaultSessionLimit.String(),
 		},
 		"websocket": map[string]any{
-			"idle_timeout": DefaultIdleTimeout.String(),
+			"idle_timeout":        DefaultIdleTimeout.String(),
+			"max_context_size":    DefaultMaxContextSize.String(),
+			"max_properties":      DefaultMaxProperties,
+			"max_properties_size": DefaultMaxPropertiesSize.String(),
 		},
 	}
 }
@@ -69,7 +74,10 @@ func Defaults() *Config {
 	c := &Config{
 		Memory: Memory{ProducerLimit: DefaultMemoryLimit, ConsumerLimit: DefaultMemoryLimit, SessionLimit: DefaultSessionLimit},
 		WebSocket: WebSocket{
-			IdleTimeout: DefaultIdleTimeout,
+			IdleTimeout:       DefaultIdleTimeout,
+			MaxContextSize:    DefaultMaxContextSize,
+			MaxProperties:     DefaultMaxProperties,
+			MaxPropertiesSize: DefaultMaxPropertiesSize,
 		},
 	}
 	c.Broker.Embedded.AllowAutoTopicCreation = true
@@ -89,9 +97,6 @@ func (c *Config) SetDefaults() {
 	setDefault(&c.Broker.Embedded.Retention, DefaultRetention)
 	setDefault(&c.WebSocket.MaxTextMessageSize, DefaultMaxTextMessageSize)
 	setDefault(&c.WebSocket.WriteTimeout, DefaultWriteTimeout)
-	setDefault(&c.WebSocket.MaxContextSize, DefaultMaxContextSize)
-	setDefault(&c.WebSocket.MaxProperties, DefaultMaxProperties)
-	setDefault(&c.WebSocket.MaxPropertiesSize, DefaultMaxPropertiesSize)
 	setDefault(&c.Auth.Token.AuthClaim, DefaultAuthClaim)
 	setDefault(&c.Auth.Token.AudienceClaim, DefaultAudienceClaim)
 	ph := &c.PluginHost
@@ -110,7 +115,7 @@ func (c *Config) SetDefaults() {
 
 // SetDefaults replaces r's zero fields with their defaults (see Route).
 func (r *Route) SetDefaults() {
-	setDefault(&r.OnFull, OnFullReject)
+	setDefault(&r.OnFull, strategy.Reject)
 	setDefault(&r.MaxPause, DefaultMaxPause)
 	setDefault(&r.SlowConsumer.Action, SlowConsumerWait)
 	setDefault(&r.SlowConsumer.Timeout, DefaultSlowConsumerTimeout)

@@ -27,6 +27,9 @@ const EnvPrefix = "SLUICE_"
 type LoadOptions struct {
 	// Files are YAML files, merged in order. Zero means none.
 	Files []string
+	// YAML is configuration text in the files' format, merged after Files; its relative
+	// paths resolve against the working directory. Zero means none.
+	YAML []byte
 	// Env is the environment, as os.Environ returns it. Only the variables
 	// that are settings are read (see IsSetting), and each must name a key
 	// (see EnvKey). Zero (nil) means no environment layer: pass os.Environ()
@@ -75,6 +78,11 @@ func load(ctx context.Context, opts LoadOptions) (*loaded, error) {
 	user := koanf.New(".")
 	for _, f := range opts.Files {
 		if err := l.addFile(user, f); err != nil {
+			return nil, err
+		}
+	}
+	if len(opts.YAML) > 0 {
+		if err := l.addText(user, opts.YAML); err != nil {
 			return nil, err
 		}
 	}
@@ -139,6 +147,22 @@ func (l *loaded) addFile(user *koanf.Koanf, f string) error {
 	}
 	resolvePaths(m, reflect.TypeFor[Config](), dir)
 	return l.add(user, Source{Kind: FromFile, Name: f}, m, "")
+}
+
+// addText adds configuration text as a layer, resolving its relative paths against the
+// working directory.
+func (l *loaded) addText(user *koanf.Koanf, b []byte) error {
+	const name = "configuration text"
+	m, err := parseYAML(b)
+	if err != nil {
+		return fmt.Errorf("parsing %s: %w", name, err)
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	resolvePaths(m, reflect.TypeFor[Config](), dir)
+	return l.add(user, Source{Kind: FromFile, Name: name}, m, "")
 }
 
 // add loads m (nested when delim is "", flat with delim otherwise) onto

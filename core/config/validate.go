@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/route"
+	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
 // nameRE is the form of plugin and strategy names: a short lowercase word.
@@ -114,8 +115,8 @@ func ValidateRoutes(routes []Route, hasPlugin func(name string) bool) error {
 		}
 		v.check(r.Fallback == "" || nameRE.MatchString(r.Fallback), path+".fallback",
 			"%q: must be a builtin strategy name", r.Fallback)
-		v.check(r.OnFull == "" || r.OnFull == OnFullReject || r.OnFull == OnFullPause, path+".on_full",
-			"must be %s or %s", OnFullReject, OnFullPause)
+		v.check(r.OnFull == "" || r.OnFull == strategy.Reject || r.OnFull == strategy.Pause, path+".on_full",
+			"must be %s or %s", strategy.Reject, strategy.Pause)
 		v.nonNegativeDuration(path+".max_pause", r.MaxPause)
 		for j, role := range r.Roles {
 			v.check(role != "", fmt.Sprintf("%s.roles[%d]", path, j), "must not be empty")

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/core/broker"
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/gateway"
+	"github.com/sluicehq/sluice/core/session"
 )
 
 // edge is a gateway in front of an embedded broker, served by httptest on loopback.
@@ -36,7 +37,7 @@ type edge struct {
 
 type edgeOptions struct {
 	broker   embedded.Config
-	gateway  gateway.Config
+	conn     session.ConnConfig
 	prodPool int64
 }
 
@@ -72,13 +73,15 @@ func startEdge(t *testing.T, o edgeOptions) *edge {
 	}
 	pr, _ := pp.Route(admission.RouteConfig{Name: "default"})
 	cr, _ := cp.Route(admission.RouteConfig{Name: "default"})
-	pol := &staticPolicies{producers: pr, consumers: cr}
-	cfg := o.gateway
-	if cfg.CreateTimeout == 0 {
-		cfg.CreateTimeout = 10 * time.Second
+	conn := o.conn
+	if conn.ReadLimit == 0 {
+		conn.ReadLimit = 1 << 20
 	}
-	cfg.Location = time.UTC
-	gw := gateway.New(client, pol, cfg, gateway.WithTopicInspector(inspector{b}))
+	if conn.WriteTimeout == 0 {
+		conn.WriteTimeout = 10 * time.Second
+	}
+	grants := &staticGrants{producers: pr, consumers: cr, conn: conn}
+	gw := gateway.New(client, grants, gateway.Config{CreateTimeout: 10 * time.Second}, gateway.WithTopicInspector(inspector{b}))
 	srv := httptest.NewServer(gw)
 	e := &edge{t: t, broker: b, client: client, gw: gw, srv: srv, producers: pp, consumers: cp}
 	t.Cleanup(func() {
@@ -257,16 +260,6 @@ func checkFor(t *testing.T, timeout time.Duration, f func() error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// closeCode is the close code in a read error, or -1 when the read failed otherwise (a
-// timeout, for instance).
-func closeCode(err error) int {
-	var ce *websocket.CloseError
-	if errors.As(err, &ce) {
-		return ce.Code
-	}
-	return -1
 }
 
 func urlEscape(s string) string { return url.QueryEscape(s) }

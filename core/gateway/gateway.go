@@ -22,70 +22,18 @@ import (
 
 // Config configures the gateway. Zero values are documented per field.
 type Config struct {
-	// MaxTextMessageSize is the largest message a client may send, after reassembly; a
-	// larger one closes the session with 1009. Zero means 1 MiB, Pulsar's default.
-	MaxTextMessageSize int64
-	// IdleTimeout closes a session with no frame read or written for this long. Zero means
-	// no idle timeout; Pulsar's default of 5 minutes is set by the config layer.
-	IdleTimeout time.Duration
-	// PingInterval sends server pings; zero means none (Pulsar's default).
-	PingInterval time.Duration
-	// WriteTimeout bounds one frame write; zero means 10s.
-	WriteTimeout time.Duration
 	// CreateTimeout bounds creating the broker-side producer, consumer or reader during the
 	// handshake; past it the handshake fails with 504. Zero means 30s.
 	CreateTimeout time.Duration
-	// Location is the time zone of publishTime and eventTime in consumer messages; nil means
-	// time.Local, as Pulsar formats in the proxy's zone.
-	Location *time.Location
-	// FrameLimits bounds what one producer frame may contain. Zero fields are unbounded.
-	FrameLimits session.FrameLimits
 }
 
-// Policies decides, per request, how a session is admitted. The route table implements it.
-type Policies interface {
-	// Producer returns the producer session's policy, or an error with an HTTP status
-	// (*wsapi.Error) that refuses the handshake.
-	Producer(ctx context.Context, req Request, p wsapi.ProducerParams) (ProducerPolicy, error)
-	// Consumer returns a consumer or reader session's policy. receiverQueueSize is what the
-	// client sent (nil: nothing); applied is Pulsar's value after its cap of 1000.
-	Consumer(ctx context.Context, req Request, receiverQueueSize *int, applied int) (ConsumerPolicy, error)
-}
-
-// Request is what policies see of a handshake.
-type Request struct {
-	// Role is the authenticated client's role; empty without authentication.
-	Role string
-	// Path is the request's escaped path, for logs; routes never match it.
-	Path       string
-	RemoteAddr string
-	Endpoint   wsapi.Endpoint
-	// Resources are the topics the session accesses, which routes and roles are decided on:
-	// the endpoint's (wsapi.Endpoint.Resources) and, for a consumer with a dead-letter
-	// policy, its dead-letter topic, which the edge writes to. Nil means the endpoint's.
-	Resources []wsapi.Resource
-	// PullMode is the consumer's pullMode.
-	PullMode bool
-}
-
-// ProducerPolicy is what a producer session is admitted under.
-type ProducerPolicy struct {
-	Route string
-	// Session carries the Gate, OnFull, MaxPause and MaxInflight; the gateway fills in the
-	// rest.
-	Session session.ProducerConfig
-	// Release is called when the session ends, to free per-session policy state; nil is none.
-	Release func()
-}
-
-// ConsumerPolicy is what a consumer or reader session is admitted under.
-type ConsumerPolicy struct {
-	Route string
-	// Session carries the Gate (consumer pool charge) and the write queue bound.
-	Session session.ConsumerConfig
-	// ReceiverQueueSize is the broker client's prefetch for this session.
-	ReceiverQueueSize int
-	Release           func()
+// Grants decides, per handshake, what a session is admitted under: everything it needs, so
+// that the gateway fills in nothing. The route table (core/policy) implements it. An error
+// refuses the handshake, with the HTTP status of a *wsapi.Error.
+type Grants interface {
+	Producer(ctx context.Context, h session.Handshake, p wsapi.ProducerParams) (session.ProducerGrant, error)
+	Consumer(ctx context.Context, h session.Handshake, p wsapi.ConsumerParams) (session.ConsumerGrant, error)
+	Reader(ctx context.Context, h session.Handshake, p wsapi.ReaderParams) (session.ConsumerGrant, error)
 }
 
 // Authenticator returns the role of a client from its Authorization value (the header, or
@@ -101,29 +49,23 @@ type TopicInspector interface {
 	TopicTerminated(ctx context.Context, topic string) (bool, error)
 }
 
-// Hooks observe the gateway, for metrics. Methods are called on session goroutines and must
-// not block. The Prometheus adapter in core/admin implements it.
+// Hooks observe what the gateway decides before a session exists, for metrics; what happens
+// on sessions goes to their grant's observer. Methods must not block. The Prometheus adapter
+// in core/admin implements it.
 type Hooks interface {
-	// SessionOpened and SessionClosed bracket every session; kind is producer, consumer or
-	// reader.
-	SessionOpened(kind, route string)
-	SessionClosed(kind, route string)
-	// HandshakeRefused counts refused upgrades by HTTP status.
-	HandshakeRefused(kind string, status int)
-	// ProducerAck is called once per published message with its outcome (a session.Result*
-	// constant) and the broker's acknowledgement latency for sent messages.
-	ProducerAck(route, result string, latency time.Duration)
+	// HandshakeRefused counts a refused upgrade by HTTP status.
+	HandshakeRefused(kind wsapi.Kind, status int)
 }
 
 // Gateway is the edge's WebSocket handler.
 type Gateway struct {
-	client   *broker.Client
-	cfg      Config
-	policies Policies
-	inspect  TopicInspector
-	auth     Authenticator
-	hooks    Hooks
-	log      *slog.Logger
+	client  *broker.Client
+	cfg     Config
+	grants  Grants
+	inspect TopicInspector
+	auth    Authenticator
+	hooks   Hooks
+	log     *slog.Logger
 
 	ctx      context.Context // sessions' lifetime; cancelled by Shutdown
 	cancel   context.CancelFunc
@@ -162,9 +104,9 @@ func WithTopicInspector(ti TopicInspector) Option {
 	return optionFunc(func(g *Gateway) { g.inspect = ti })
 }
 
-// New returns a gateway forwarding to client under policies.
-func New(client *broker.Client, policies Policies, cfg Config, opts ...Option) *Gateway {
-	g := &Gateway{client: client, cfg: cfg, policies: policies, hooks: nopHooks{}, log: slog.New(slog.DiscardHandler)}
+// New returns a gateway forwarding to client, admitting sessions under grants.
+func New(client *broker.Client, grants Grants, cfg Config, opts ...Option) *Gateway {
+	g := &Gateway{client: client, cfg: cfg, grants: grants, hooks: nopHooks{}, log: slog.New(slog.DiscardHandler)}
 	if g.cfg.CreateTimeout <= 0 {
 		g.cfg.CreateTimeout = 30 * time.Second
 	}
@@ -197,14 +139,6 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	}
 }
 
-func (g *Gateway) connOptions() wsconn.Options {
-	return wsconn.Options{ReadLimit: g.cfg.MaxTextMessageSize, WriteTimeout: g.cfg.WriteTimeout}
-}
-
-func (g *Gateway) sessionConn() session.ConnConfig {
-	return session.ConnConfig{PingInterval: g.cfg.PingInterval, IdleTimeout: g.cfg.IdleTimeout}
-}
-
 // ServeHTTP serves one WebSocket upgrade request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.closed.Load() {
@@ -213,7 +147,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ep, err := wsapi.ParseEndpoint(r.URL.EscapedPath(), r.URL.Query())
 	if err != nil {
-		g.writeError(w, "unknown", err)
+		g.writeError(w, 0, err)
 		return
 	}
 	if !wsconn.IsUpgrade(r) {
@@ -236,38 +170,43 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // start runs a session on a goroutine the gateway owns.
-func (g *Gateway) start(kind, route string, run func(ctx context.Context)) {
+func (g *Gateway) start(run func(ctx context.Context)) {
 	g.sessions.Add(1)
-	g.hooks.SessionOpened(kind, route)
 	go func() {
 		defer g.sessions.Done()
-		defer g.hooks.SessionClosed(kind, route)
 		run(g.ctx)
 	}()
 }
 
-// authenticate returns the client's role, or answers 401 and returns false.
-func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, kind string) (string, bool) {
+// handshake authenticates the client and describes its handshake to the route table, or
+// answers 401 and returns false.
+func (g *Gateway) handshake(w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint) (session.Handshake, bool) {
+	h := session.Handshake{Endpoint: ep, RemoteAddr: r.RemoteAddr, Path: r.URL.EscapedPath()}
 	if g.auth == nil {
-		return "", true
+		return h, true
 	}
-	role, err := g.auth.Authenticate(wsapi.BearerToken(r.Header.Get("Authorization"), r.URL.Query().Get("token")))
+	authz := wsapi.BearerToken(r.Header.Get("Authorization"), r.URL.Query().Get("token"))
+	role, err := g.auth.Authenticate(authz)
 	if err != nil {
-		g.log.Info("client refused", "kind", kind, "remote", r.RemoteAddr, "err", err)
-		g.refuse(w, kind, http.StatusUnauthorized, "Failed to authenticate: "+err.Error())
-		return "", false
+		g.log.Info("client refused", "kind", ep.Kind.String(), "remote", r.RemoteAddr, "err", err)
+		g.refuse(w, ep.Kind, http.StatusUnauthorized, "Failed to authenticate: "+err.Error())
+		return h, false
 	}
-	return role, true
+	h.Role, h.AuthMethod = role, "token"
+	if authz == "" {
+		h.AuthMethod = "anonymous"
+	}
+	return h, true
 }
 
 // refuse answers a refused handshake with status and message.
-func (g *Gateway) refuse(w http.ResponseWriter, kind string, status int, msg string) {
+func (g *Gateway) refuse(w http.ResponseWriter, kind wsapi.Kind, status int, msg string) {
 	g.hooks.HandshakeRefused(kind, status)
 	http.Error(w, msg, status)
 }
 
 // writeError answers a refused handshake with the error's HTTP status.
-func (g *Gateway) writeError(w http.ResponseWriter, kind string, err error) {
+func (g *Gateway) writeError(w http.ResponseWriter, kind wsapi.Kind, err error) {
 	var we *wsapi.Error
 	if errors.As(err, &we) {
 		g.refuse(w, kind, we.Status, we.Message)
@@ -278,10 +217,7 @@ func (g *Gateway) writeError(w http.ResponseWriter, kind string, err error) {
 
 type nopHooks struct{}
 
-func (nopHooks) SessionOpened(string, string)              {}
-func (nopHooks) SessionClosed(string, string)              {}
-func (nopHooks) HandshakeRefused(string, int)              {}
-func (nopHooks) ProducerAck(string, string, time.Duration) {}
+func (nopHooks) HandshakeRefused(wsapi.Kind, int) {}
 
 // creationStatus maps a broker creation error to Pulsar's HTTP status
 // (AbstractWebSocketHandler.getErrorCode).

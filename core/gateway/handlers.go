@@ -13,49 +13,59 @@ import (
 )
 
 func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint, log *slog.Logger) {
-	const kind = "producer"
 	// As Pulsar's producer handler: authentication before the parameters.
-	role, ok := g.authenticate(w, r, kind)
+	h, ok := g.handshake(w, r, ep)
 	if !ok {
 		return
 	}
 	params, err := wsapi.ParseProducerParams(r.URL.Query())
 	if err != nil {
-		g.writeError(w, kind, err)
+		g.writeError(w, ep.Kind, err)
 		return
 	}
 	if len(params.EncryptionKeys) > 0 {
 		// Pulsar's answer when no CryptoKeyReader is configured; Sluice has none.
-		g.refuse(w, kind, http.StatusInternalServerError,
+		g.refuse(w, ep.Kind, http.StatusInternalServerError,
 			"Failed to create producer: Can't add encryption key without configuring a crypto key reader")
 		return
 	}
 	if params.ClientSideEncryption() {
-		g.refuse(w, kind, http.StatusBadRequest,
+		g.refuse(w, ep.Kind, http.StatusBadRequest,
 			"Invalid query params: client-side encryption (encryptionKeys as base64 JSON) is not supported by Sluice")
 		return
 	}
-	pol, err := g.policies.Producer(ctx, request(r, ep, false, role), params)
+	grant, err := g.grants.Producer(ctx, h, params)
 	if err != nil {
-		g.writeError(w, kind, err)
+		g.writeError(w, ep.Kind, err)
 		return
 	}
-	release := pol.Release
-	if release == nil {
-		release = func() {}
+	p, err := g.client.CreateProducer(ctx, producerOptions(ep, params, grant.MaxInflight))
+	if err != nil {
+		grant.Release()
+		log.Info("producer refused", "err", err)
+		g.refuse(w, ep.Kind, creationStatus(err), "Failed to create producer: "+err.Error())
+		return
 	}
-	maxInflight := pol.Session.MaxInflight
-	if maxInflight <= 0 {
-		maxInflight = session.DefaultMaxInflight
+	conn, err := wsconn.Upgrade(w, r, grant.Conn.Options())
+	if err != nil {
+		p.Close()
+		grant.Release()
+		return
 	}
+	log = log.With("route", grant.Route, "producer", p.Name())
+	g.start(func(ctx context.Context) { session.RunProducer(ctx, conn, p, grant, log) })
+}
+
+// producerOptions are the broker-side producer's options: the client's parameters, with the
+// library's queue sized to what the session lets be in flight, so that it never refuses a
+// send the edge admitted.
+func producerOptions(ep wsapi.Endpoint, params wsapi.ProducerParams, maxInflight int) broker.ProducerOptions {
 	opts := broker.ProducerOptions{
-		Topic:    ep.TopicName(),
-		Name:     params.ProducerName,
-		Hashing:  broker.JavaStringHash,
-		Routing:  broker.SinglePartition,
-		Batching: params.BatchingEnabled,
-		// The library's queue is sized to what the session lets be in flight, so it never
-		// refuses a send the edge admitted.
+		Topic:              ep.TopicName(),
+		Name:               params.ProducerName,
+		Hashing:            broker.JavaStringHash,
+		Routing:            broker.SinglePartition,
+		Batching:           params.BatchingEnabled,
 		MaxPendingMessages: maxInflight,
 		Compression:        toCompression(params.CompressionType),
 	}
@@ -71,72 +81,62 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 	if params.BatchingMaxPublishDelayMillis != nil {
 		opts.BatchingMaxPublishDelay = time.Duration(*params.BatchingMaxPublishDelayMillis) * time.Millisecond
 	}
-	p, err := g.client.CreateProducer(ctx, opts)
-	if err != nil {
-		release()
-		log.Info("producer refused", "err", err)
-		g.refuse(w, kind, creationStatus(err), "Failed to create producer: "+err.Error())
-		return
-	}
-	conn, err := wsconn.Upgrade(w, r, g.connOptions())
-	if err != nil {
-		p.Close()
-		release()
-		return
-	}
-	cfg := pol.Session
-	cfg.MaxInflight = maxInflight
-	// Pulsar: 0 disables the timeout.
-	cfg.SendTimeout = time.Duration(params.SendTimeoutMillis) * time.Millisecond
-	cfg.Limits = g.cfg.FrameLimits
-	cfg.Conn = g.sessionConn()
-	cfg.Log = log.With("route", pol.Route, "producer", p.Name())
-	route := pol.Route
-	cfg.OnAck = func(result string, latency time.Duration) { g.hooks.ProducerAck(route, result, latency) }
-	g.start(kind, route, func(ctx context.Context) {
-		defer release()
-		session.RunProducer(ctx, conn, p, cfg)
-	})
+	return opts
 }
 
 func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint, log *slog.Logger) {
-	const kind = "consumer"
 	// As Pulsar's consumer handler: the parameters before authentication.
 	params, err := wsapi.ParseConsumerParams(r.URL.Query())
 	if err != nil {
-		g.writeError(w, kind, err)
+		g.writeError(w, ep.Kind, err)
 		return
 	}
-	role, ok := g.authenticate(w, r, kind)
+	h, ok := g.handshake(w, r, ep)
 	if !ok {
 		return
 	}
-	req := request(r, ep, params.PullMode, role)
 	if dlq := params.DeadLetterTopicFor(ep.TopicName(), ep.Subscription); dlq != "" {
 		// The edge writes dead letters for the consumer: the dead-letter topic is a topic the
 		// session produces to, and routes and roles decide on it too.
 		res, err := wsapi.TopicResource(wsapi.Producer, dlq)
 		if err != nil {
-			g.writeError(w, kind, &wsapi.Error{Status: http.StatusBadRequest, Message: "Invalid query params: deadLetterTopic: " + err.Error()})
+			g.writeError(w, ep.Kind, &wsapi.Error{Status: http.StatusBadRequest, Message: "Invalid query params: deadLetterTopic: " + err.Error()})
 			return
 		}
-		req.Resources = append(ep.Resources(), res)
+		h.Resources = append(ep.Resources(), res)
 	}
-	pol, err := g.policies.Consumer(ctx, req, params.RequestedReceiverQueueSize, params.ReceiverQueueSize)
+	grant, err := g.grants.Consumer(ctx, h, params)
 	if err != nil {
-		g.writeError(w, kind, err)
+		g.writeError(w, ep.Kind, err)
 		return
 	}
-	release := pol.Release
-	if release == nil {
-		release = func() {}
+	c, err := g.client.Subscribe(ctx, consumerOptions(ep, params, grant.Prefetch))
+	if err != nil {
+		grant.Release()
+		log.Info("consumer refused", "err", err)
+		g.refuse(w, ep.Kind, creationStatus(err), "Failed to subscribe: "+err.Error())
+		return
 	}
+	conn, err := wsconn.Upgrade(w, r, grant.Conn.Options())
+	if err != nil {
+		c.Close()
+		grant.Release()
+		return
+	}
+	log = log.With("route", grant.Route, "subscription", ep.Subscription)
+	eot := g.consumerEndOfTopic(ep.TopicName(), c)
+	g.start(func(ctx context.Context) { session.RunConsumer(ctx, conn, c, grant, eot, log) })
+}
+
+// consumerOptions are the broker-side consumer's options, from the client's parameters and
+// the grant's prefetch.
+func consumerOptions(ep wsapi.Endpoint, params wsapi.ConsumerParams, prefetch int) broker.ConsumerOptions {
 	opts := broker.ConsumerOptions{
 		Subscription:        ep.Subscription,
 		Name:                params.ConsumerName,
 		Type:                toSubscriptionType(params.SubscriptionType),
 		NonDurable:          params.SubscriptionMode == wsapi.NonDurable,
-		ReceiverQueueSize:   pol.ReceiverQueueSize,
+		ReceiverQueueSize:   prefetch,
 		NackRedeliveryDelay: max(time.Duration(params.NegativeAckRedeliveryDelayMillis)*time.Millisecond, time.Millisecond),
 		CryptoFailure:       toCryptoFailure(params.CryptoFailureAction),
 	}
@@ -157,59 +157,28 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 		opts.MaxDeliveries = uint32(params.MaxRedeliverCount) + 1
 		opts.DeadLetterTopic = params.DeadLetterTopicFor(ep.TopicName(), ep.Subscription)
 	}
-	c, err := g.client.Subscribe(ctx, opts)
-	if err != nil {
-		release()
-		log.Info("consumer refused", "err", err)
-		g.refuse(w, kind, creationStatus(err), "Failed to subscribe: "+err.Error())
-		return
-	}
-	conn, err := wsconn.Upgrade(w, r, g.consumerConnOptions(pol))
-	if err != nil {
-		c.Close()
-		release()
-		return
-	}
-	cfg := pol.Session
-	cfg.PullMode = params.PullMode
-	if cfg.MaxPending <= 0 {
-		cfg.MaxPending = params.PendingLimit()
-	}
-	cfg.AckTimeout = time.Duration(params.AckTimeoutMillis) * time.Millisecond
-	cfg.Conn = g.sessionConn()
-	cfg.Location = g.cfg.Location
-	cfg.Log = log.With("route", pol.Route, "subscription", ep.Subscription)
-	cfg.EndOfTopic = g.consumerEndOfTopic(ep.TopicName(), c)
-	g.start(kind, pol.Route, func(ctx context.Context) {
-		defer release()
-		session.RunConsumer(ctx, conn, c, cfg)
-	})
+	return opts
 }
 
 func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint, log *slog.Logger) {
-	const kind = "reader"
 	params, err := wsapi.ParseReaderParams(r.URL.Query())
 	if err != nil {
-		g.writeError(w, kind, err)
+		g.writeError(w, ep.Kind, err)
 		return
 	}
-	role, ok := g.authenticate(w, r, kind)
+	h, ok := g.handshake(w, r, ep)
 	if !ok {
 		return
 	}
-	pol, err := g.policies.Consumer(ctx, request(r, ep, false, role), params.RequestedReceiverQueueSize, params.ReceiverQueueSize)
+	grant, err := g.grants.Reader(ctx, h, params)
 	if err != nil {
-		g.writeError(w, kind, err)
+		g.writeError(w, ep.Kind, err)
 		return
-	}
-	release := pol.Release
-	if release == nil {
-		release = func() {}
 	}
 	opts := broker.ReaderOptions{
 		Topic:             ep.TopicName(),
 		Name:              params.ReaderName,
-		ReceiverQueueSize: pol.ReceiverQueueSize,
+		ReceiverQueueSize: grant.Prefetch,
 		CryptoFailure:     toCryptoFailure(params.CryptoFailureAction),
 	}
 	switch params.Start {
@@ -223,52 +192,28 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	}
 	rd, err := g.client.CreateReader(ctx, opts)
 	if err != nil {
-		release()
+		grant.Release()
 		log.Info("reader refused", "err", err)
 		// Pulsar answers every reader creation failure with 500.
-		g.refuse(w, kind, http.StatusInternalServerError, "Failed to create reader: "+err.Error())
+		g.refuse(w, ep.Kind, http.StatusInternalServerError, "Failed to create reader: "+err.Error())
 		return
 	}
-	conn, err := wsconn.Upgrade(w, r, g.consumerConnOptions(pol))
+	conn, err := wsconn.Upgrade(w, r, grant.Conn.Options())
 	if err != nil {
 		rd.Close()
-		release()
+		grant.Release()
 		return
 	}
-	cfg := pol.Session
-	if cfg.MaxPending <= 0 {
-		cfg.MaxPending = params.PendingLimit()
-	}
-	cfg.Conn = g.sessionConn()
-	cfg.Location = g.cfg.Location
-	cfg.Log = log.With("route", pol.Route)
+	log = log.With("route", grant.Route)
 	topic := ep.TopicName()
-	cfg.EndOfTopic = func(ctx context.Context, _ map[string]broker.MessageID) (bool, error) {
+	eot := func(ctx context.Context, _ map[string]broker.MessageID) (bool, error) {
 		terminated, err := g.terminated(ctx, topic)
 		if err != nil || !terminated {
 			return false, err
 		}
 		return !rd.HasNext(), nil
 	}
-	g.start(kind, pol.Route, func(ctx context.Context) {
-		defer release()
-		session.RunReader(ctx, conn, rd, cfg)
-	})
-}
-
-// consumerConnOptions sets the write timeout from the route's slow-consumer policy: none when
-// the session waits for its client, the policy's timeout when it closes slow ones.
-func (g *Gateway) consumerConnOptions(pol ConsumerPolicy) wsconn.Options {
-	o := g.connOptions()
-	o.WriteTimeout = -1
-	if d := pol.Session.SlowConsumerTimeout; d > 0 {
-		o.WriteTimeout = d
-	}
-	return o
-}
-
-func request(r *http.Request, ep wsapi.Endpoint, pullMode bool, role string) Request {
-	return Request{Path: r.URL.EscapedPath(), RemoteAddr: r.RemoteAddr, Endpoint: ep, PullMode: pullMode, Role: role}
+	g.start(func(ctx context.Context) { session.RunReader(ctx, conn, rd, grant, eot, log) })
 }
 
 func (g *Gateway) terminated(ctx context.Context, topic string) (bool, error) {
@@ -280,7 +225,7 @@ func (g *Gateway) terminated(ctx context.Context, topic string) (bool, error) {
 
 // consumerEndOfTopic answers isEndOfTopic for a consumer: the topic is terminated and the
 // session has been delivered the last message of every topic it reads.
-func (g *Gateway) consumerEndOfTopic(topic string, c *broker.Consumer) func(context.Context, map[string]broker.MessageID) (bool, error) {
+func (g *Gateway) consumerEndOfTopic(topic string, c *broker.Consumer) session.EndOfTopic {
 	return func(ctx context.Context, delivered map[string]broker.MessageID) (bool, error) {
 		terminated, err := g.terminated(ctx, topic)
 		if err != nil || !terminated {

@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
-	"github.com/sluicehq/sluice/core/gateway"
+	"github.com/sluicehq/sluice/core/internal/edgetest"
+	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
 
@@ -438,11 +439,11 @@ func TestReaderPositions(t *testing.T) {
 
 func TestIdleTimeoutAndPings(t *testing.T) {
 	t.Parallel()
-	idle := startEdge(t, edgeOptions{gateway: gateway.Config{IdleTimeout: 600 * time.Millisecond}})
+	idle := startEdge(t, edgeOptions{conn: session.ConnConfig{IdleTimeout: 600 * time.Millisecond}})
 	p := idle.dial("/ws/v2/producer/persistent/public/default/" + uniqueTopic(t))
 	start := time.Now()
 	_, err := p.tryRecv(5 * time.Second)
-	if code := closeCode(err); code != 1001 {
+	if code := edgetest.CloseCode(err); code != 1001 {
 		t.Fatalf("idle session: %v (code %d)", err, code)
 	}
 	if d := time.Since(start); d > 3*time.Second {
@@ -450,9 +451,9 @@ func TestIdleTimeoutAndPings(t *testing.T) {
 	}
 
 	// Server pings more often than the idle timeout keep the session open.
-	pinged := startEdge(t, edgeOptions{gateway: gateway.Config{IdleTimeout: 600 * time.Millisecond, PingInterval: 150 * time.Millisecond}})
+	pinged := startEdge(t, edgeOptions{conn: session.ConnConfig{IdleTimeout: 600 * time.Millisecond, PingInterval: 150 * time.Millisecond}})
 	q := pinged.dial("/ws/v2/producer/persistent/public/default/" + uniqueTopic(t))
-	if _, err := q.tryRecv(1500 * time.Millisecond); closeCode(err) != -1 {
+	if _, err := q.tryRecv(1500 * time.Millisecond); edgetest.CloseCode(err) != -1 {
 		t.Fatalf("pinged session closed: %v", err)
 	}
 	if q.pings.Load() == 0 {
@@ -511,10 +512,10 @@ func TestLegacyV1Paths(t *testing.T) {
 
 func TestMessageTooBigClosesWith1009(t *testing.T) {
 	t.Parallel()
-	e := startEdge(t, edgeOptions{gateway: gateway.Config{MaxTextMessageSize: 4096}})
+	e := startEdge(t, edgeOptions{conn: session.ConnConfig{ReadLimit: 4096}})
 	p := e.dial("/ws/v2/producer/persistent/public/default/" + uniqueTopic(t))
 	p.send(map[string]any{"payload": b64(strings.Repeat("x", 8192)), "context": "big"})
-	if _, err := p.tryRecv(wait); closeCode(err) != 1009 {
+	if _, err := p.tryRecv(wait); edgetest.CloseCode(err) != 1009 {
 		t.Errorf("oversized message: %v, want close 1009", err)
 	}
 }

@@ -40,7 +40,7 @@ func newPressure() *pressure {
 }
 
 // observe records one producer message's outcome.
-func (p *pressure) observe(result string, latency time.Duration) {
+func (p *pressure) observe(result session.Result, latency time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch result {
@@ -75,14 +75,6 @@ func (p *pressure) take(route string, r *Route) strategy.Pressure {
 	ps.Producers = strategy.PoolPressure{Limit: prod.Limit, Used: prod.Used, Waiters: prod.Waiters}
 	ps.Consumers = strategy.PoolPressure{Limit: cons.Limit, Used: cons.Used, Waiters: cons.Waiters}
 	return ps
-}
-
-// ObserveAck records a producer message's outcome on its route, for adaptive strategies. The
-// gateway's hooks call it; it never blocks for long.
-func (m *Manager) ObserveAck(route, result string, latency time.Duration) {
-	if e, ok := m.table.Load().Lookup(route); ok && e.Value.adjuster != nil {
-		e.Value.pressure.observe(result, latency)
-	}
 }
 
 // adjustLoop asks every adaptive route's strategy to adjust, every interval, until ctx ends.

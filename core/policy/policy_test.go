@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice/core/admission"
 	"github.com/sluicehq/sluice/core/config"
-	"github.com/sluicehq/sluice/core/gateway"
 	"github.com/sluicehq/sluice/core/policy"
 	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/wsapi"
@@ -32,7 +31,7 @@ func newManager(t *testing.T, producerLimit int64, opts ...policy.Option) (*poli
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := policy.New(reg, prod, cons, opts...)
+	m := policy.New(reg, prod, cons, policy.Settings{WebSocket: config.Defaults().WebSocket}, opts...)
 	t.Cleanup(m.Close)
 	return m, reg, prod
 }
@@ -43,12 +42,12 @@ func route(name, match, strat string, params map[string]any) config.Route {
 	return r
 }
 
-func producerReq(path string) gateway.Request {
+func producerReq(path string) session.Handshake {
 	ep, err := wsapi.ParsePath(path)
 	if err != nil {
 		panic(err)
 	}
-	return gateway.Request{Path: path, Endpoint: ep}
+	return session.Handshake{Path: path, Endpoint: ep}
 }
 
 func status(err error) int {
@@ -63,7 +62,7 @@ func TestRoutesMatchInOrder(t *testing.T) {
 	t.Parallel()
 	m, _, _ := newManager(t, 0)
 	iot := route("iot", "/ws/v2/producer/persistent/iot/**", "count", map[string]any{"max_pending_messages": 7})
-	iot.OnFull = config.OnFullPause
+	iot.OnFull = strategy.Pause
 	if err := m.Apply(context.Background(), []config.Route{iot, route("v2", "/ws/v2/**", "hybrid", nil)}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +71,7 @@ func TestRoutesMatchInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pol.Route != "iot" || pol.Session.MaxInflight != 7 || pol.Session.OnFull != session.Pause {
+	if pol.Route != "iot" || pol.MaxInflight != 7 || pol.OnFull != strategy.Pause {
 		t.Errorf("iot policy %+v", pol)
 	}
 	pol.Release()
@@ -80,7 +79,7 @@ func TestRoutesMatchInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pol.Route != "v2" || pol.Session.MaxInflight != strategies.DefaultMaxPendingMessages || pol.Session.OnFull != session.Reject {
+	if pol.Route != "v2" || pol.MaxInflight != strategies.DefaultMaxPendingMessages || pol.OnFull != strategy.Reject {
 		t.Errorf("v2 policy %+v", pol)
 	}
 	pol.Release()
@@ -141,8 +140,8 @@ func TestClientParamsThroughPolicy(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer pol.Release()
-			if pol.Session.MaxInflight != tc.want {
-				t.Errorf("max pending %d, want %d", pol.Session.MaxInflight, tc.want)
+			if pol.MaxInflight != tc.want {
+				t.Errorf("max pending %d, want %d", pol.MaxInflight, tc.want)
 			}
 		})
 	}
@@ -172,19 +171,19 @@ func TestReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pol.Release()
-	if pol.Route != "b" || pol.Session.MaxInflight != 9 {
+	if pol.Route != "b" || pol.MaxInflight != 9 {
 		t.Errorf("after reload: %+v", pol)
 	}
 	// The old session's gate still admits, up to its own bound.
 	var charges []*admission.Charge
 	for range 3 {
-		c, err := old.Session.Gate.TryAcquire(10)
+		c, err := old.Gate.TryAcquire(10)
 		if err != nil {
 			t.Fatalf("old gate after reload: %v", err)
 		}
 		charges = append(charges, c)
 	}
-	if _, err := old.Session.Gate.TryAcquire(10); err == nil {
+	if _, err := old.Gate.TryAcquire(10); err == nil {
 		t.Error("old gate admitted past its bound of 3")
 	}
 	for _, c := range charges {
@@ -253,10 +252,11 @@ func TestAdjusterGetsPressureAndSetsLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pol.Release()
+	// The session reports to its grant's observer, the route.
 	for range 100 {
-		m.ObserveAck("r", session.ResultOK, 3*time.Millisecond)
+		pol.Observer.Published(session.ResultOK, 1024, 3*time.Millisecond)
 	}
-	m.ObserveAck("r", session.ResultRejected, 0)
+	pol.Observer.Published(session.ResultRejected, 1024, 0)
 
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -284,7 +284,7 @@ func TestAdjusterGetsPressureAndSetsLimits(t *testing.T) {
 	if got := pool.Snapshot().Routes[0].Limit; got > 512<<10 {
 		t.Errorf("route cap %d after Adjust, want it halved from 1 MiB at least once", got)
 	}
-	if got := pol.Session.Gate.Config().MaxMessages; got != 50 {
+	if got := pol.Gate.Config().MaxMessages; got != 50 {
 		t.Errorf("open session's message bound %d after Adjust, want 50", got)
 	}
 }

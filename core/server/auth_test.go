@@ -8,6 +8,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/gorilla/websocket"
+
+	"github.com/sluicehq/sluice/core/internal/edgetest"
 )
 
 // Clients authenticate with a Pulsar token, in the Authorization header or the token query
@@ -19,7 +21,7 @@ func TestClientTokenAuthentication(t *testing.T) {
 	if err := os.WriteFile(keyFile, secret, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, base := startServer(t, fmt.Sprintf(`
+	_, base := edgetest.Start(t, fmt.Sprintf(`
 auth:
   token: { secret_key_file: %s }
 routes:

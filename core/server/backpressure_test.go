@@ -1,10 +1,7 @@
 package server_test
 
 import (
-	"context"
 	"encoding/base64"
-	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,62 +11,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
 	"github.com/sluicehq/sluice/core/session"
 )
-
-// startServer runs an edge with the embedded broker from a YAML configuration.
-func startServer(t *testing.T, yaml string) (*server.Server, string) {
-	t.Helper()
-	ctx := context.Background()
-	path := t.TempDir() + "/sluice.yaml"
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(ctx, config.LoadOptions{Files: []string{path}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return startServerWith(t, cfg)
-}
-
-// startServerWith runs an edge from cfg and serves it on a loopback httptest server.
-func startServerWith(t *testing.T, cfg *config.Config) (*server.Server, string) {
-	t.Helper()
-	ctx := context.Background()
-	srv, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(ctx, false); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	return srv, "ws" + strings.TrimPrefix(hs.URL, "http")
-}
-
-func dial(t *testing.T, url string) *websocket.Conn {
-	t.Helper()
-	c, resp, err := websocket.DefaultDialer.Dial(url, nil)
-	if err != nil {
-		status := 0
-		if resp != nil {
-			status = resp.StatusCode
-		}
-		t.Fatalf("dial %s: %d %v", url, status, err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
 
 type ack struct {
 	Result    string `json:"result"`
@@ -103,22 +48,11 @@ func message(i, size int) map[string]any {
 
 func producerUsage(srv *server.Server) int64 { return srv.ProducerPool().Snapshot().Edge.Used }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // Under reject, once the limit is reached every further message gets an error ack naming the
 // limit at once, every message gets exactly one ack, and everything drains once receipts flow.
 func TestRejectAtLimitEveryMessageOneAck(t *testing.T) {
 	t.Parallel()
-	srv, base := startServer(t, `
+	srv, base := edgetest.Start(t, `
 memory: { producer_limit: 64KiB }
 routes:
   - name: all
@@ -129,7 +63,7 @@ routes:
 	faults := srv.Embedded().Faults()
 	faults.HoldReceipts()
 	t.Cleanup(faults.ReleaseReceipts)
-	p := dial(t, base+"/ws/v2/producer/persistent/public/default/reject-"+strconv.FormatInt(time.Now().UnixNano(), 10))
+	p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/reject-"+strconv.FormatInt(time.Now().UnixNano(), 10))
 	const n, size = 200, 1024
 	acks := readAcks(p, n)
 	for i := range n {
@@ -174,14 +108,14 @@ routes:
 		t.Fatalf("%d messages acked, want %d", len(seen), n)
 	}
 	t.Logf("%d accepted, %d rejected", n-rejected, rejected)
-	waitFor(t, 5*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
+	edgetest.WaitFor(t, 5*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
 }
 
 // Under pause, the session stops reading its socket at the limit: the client's writes block,
 // nothing is rejected before max_pause, and once receipts flow every message is accepted.
 func TestPauseBlocksWritesThenDrains(t *testing.T) {
 	t.Parallel()
-	srv, base := startServer(t, `
+	srv, base := edgetest.Start(t, `
 memory: { producer_limit: 64KiB }
 routes:
   - name: all
@@ -193,7 +127,7 @@ routes:
 	faults := srv.Embedded().Faults()
 	faults.HoldReceipts()
 	t.Cleanup(faults.ReleaseReceipts)
-	p := dial(t, base+"/ws/v2/producer/persistent/public/default/pause-"+strconv.FormatInt(time.Now().UnixNano(), 10))
+	p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/pause-"+strconv.FormatInt(time.Now().UnixNano(), 10))
 	const n, size = 400, 16 << 10 // 6.4 MiB in all: more than socket buffers can hide
 	acks := readAcks(p, n)
 	var written sync.WaitGroup
@@ -246,13 +180,13 @@ routes:
 	if got != n {
 		t.Fatalf("%d acks, want %d", got, n)
 	}
-	waitFor(t, 5*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
+	edgetest.WaitFor(t, 5*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
 }
 
 // A client's maxPendingMessages goes through the route's client_params policy.
 func TestClientParamsPolicy(t *testing.T) {
 	t.Parallel()
-	_, base := startServer(t, `
+	_, base := edgetest.Start(t, `
 routes:
   - name: all
     match: /ws/**
@@ -288,7 +222,7 @@ routes:
 // Count strategy: the session gate rejects past its message bound.
 func TestCountStrategyGate(t *testing.T) {
 	t.Parallel()
-	srv, base := startServer(t, `
+	srv, base := edgetest.Start(t, `
 routes:
   - name: all
     match: /ws/**
@@ -296,7 +230,7 @@ routes:
 `)
 	srv.Embedded().Faults().HoldReceipts()
 	t.Cleanup(srv.Embedded().Faults().ReleaseReceipts)
-	p := dial(t, base+"/ws/v2/producer/persistent/public/default/count-"+strconv.FormatInt(time.Now().UnixNano(), 10))
+	p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/count-"+strconv.FormatInt(time.Now().UnixNano(), 10))
 	acks := readAcks(p, 15)
 	for i := range 15 {
 		if err := p.WriteJSON(message(i, 10)); err != nil {

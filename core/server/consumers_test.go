@@ -1,12 +1,9 @@
 package server_test
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/sluicehq/sluice/core/admission"
+	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/session"
 )
 
@@ -32,7 +30,7 @@ func publish(t *testing.T, base, topic string, n, size int, prefix string) {
 	if !strings.Contains(topic, "/") {
 		topic = "public/default/" + topic
 	}
-	p := dial(t, base+"/ws/v2/producer/persistent/"+topic)
+	p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/"+topic)
 	acks := readAcks(p, n)
 	go func() {
 		for i := range n {
@@ -150,7 +148,7 @@ func TestSlowConsumerBoundedAndOthersUnaffected(t *testing.T) {
 		msgSize  = 8 << 10
 		slowMsgs = 1500 // 12 MiB: far more than socket buffers hold
 	)
-	srv, base := startServer(t, fmt.Sprintf(`
+	srv, base := edgetest.Start(t, fmt.Sprintf(`
 memory: { consumer_limit: %d }
 routes:
   - name: slow
@@ -163,11 +161,11 @@ routes:
 	id := strconv.FormatInt(time.Now().UnixNano(), 10)
 	slowTopic, fastTopic := "public/slow/t-"+id, "public/default/fast-"+id
 
-	slow := startReader(dialSmallBuffer(t, base+"/ws/v2/consumer/persistent/"+slowTopic+"/sub"), true)
+	slow := startReader(edgetest.DialSmallBuffer(t, base+"/ws/v2/consumer/persistent/"+slowTopic+"/sub"), true)
 	// A second consumer on the slow route (another subscription): it reads, but its route is
 	// full, so it is starved of messages; its pings must still be answered.
-	sameRoute := startReader(dial(t, base+"/ws/v2/consumer/persistent/"+slowTopic+"/other"), false)
-	fast := startReader(dial(t, base+"/ws/v2/consumer/persistent/"+fastTopic+"/sub"), false)
+	sameRoute := startReader(edgetest.Dial(t, base+"/ws/v2/consumer/persistent/"+slowTopic+"/other"), false)
+	fast := startReader(edgetest.Dial(t, base+"/ws/v2/consumer/persistent/"+fastTopic+"/sub"), false)
 	resumed := false
 	defer func() {
 		if !resumed {
@@ -188,7 +186,7 @@ routes:
 	// Full: sessions wait on the route, which stays paused until its usage falls to the low
 	// watermark; only the slow consumer's queued messages hold it, so it stays full.
 	full := func() bool { r := slowRoute(); return r.Paused && r.Waiters > 0 }
-	waitFor(t, 20*time.Second, "slow route's consumer share full", full)
+	edgetest.WaitFor(t, 20*time.Second, "slow route's consumer share full", full)
 
 	// While the slow route is full: the pool stays within its limit, the other route
 	// receives, and pings are answered within 100 ms.
@@ -221,7 +219,7 @@ routes:
 		t.Errorf("ping round trip %s while the pool is full", max)
 	}
 	fastDone.Wait()
-	waitFor(t, 20*time.Second, "fast consumer received all 200", func() bool { return fast.count() == 200 })
+	edgetest.WaitFor(t, 20*time.Second, "fast consumer received all 200", func() bool { return fast.count() == 200 })
 	if r := slowRoute(); !full() || r.Used > slowCap+session.ConsumerCharge(msgSize) {
 		t.Errorf("slow route %+v: want it still full, within its cap plus one message", r)
 	}
@@ -229,7 +227,7 @@ routes:
 	// The slow consumer resumes: every message, in order, none lost.
 	close(slow.resume)
 	resumed = true
-	waitFor(t, 60*time.Second, "slow consumer received every message", func() bool {
+	edgetest.WaitFor(t, 60*time.Second, "slow consumer received every message", func() bool {
 		if slow.count() >= slowMsgs {
 			return true
 		}
@@ -246,8 +244,8 @@ routes:
 			t.Fatalf("message %d is %q, want %q", i, m, want)
 		}
 	}
-	waitFor(t, 20*time.Second, "same-route consumer received every message", func() bool { return sameRoute.count() >= slowMsgs })
-	waitFor(t, 5*time.Second, "consumer pool drained", func() bool { return srv.ConsumerPool().Snapshot().Edge.Used == 0 })
+	edgetest.WaitFor(t, 20*time.Second, "same-route consumer received every message", func() bool { return sameRoute.count() >= slowMsgs })
+	edgetest.WaitFor(t, 5*time.Second, "consumer pool drained", func() bool { return srv.ConsumerPool().Snapshot().Edge.Used == 0 })
 }
 
 // By default each consumer session gets a sixteenth of the consumer pool: a slow consumer
@@ -255,13 +253,13 @@ routes:
 func TestSlowConsumerShareLeavesRoomForOthers(t *testing.T) {
 	t.Parallel()
 	const limit, msgSize, n = 1 << 20, 8 << 10, 1000
-	srv, base := startServer(t, fmt.Sprintf("memory: { consumer_limit: %d }\n", limit))
+	srv, base := edgetest.Start(t, fmt.Sprintf("memory: { consumer_limit: %d }\n", limit))
 	topic := "public/default/share-" + strconv.FormatInt(time.Now().UnixNano(), 10)
-	slow := startReader(dialSmallBuffer(t, base+"/ws/v2/consumer/persistent/"+topic+"/slow"), true)
+	slow := startReader(edgetest.DialSmallBuffer(t, base+"/ws/v2/consumer/persistent/"+topic+"/slow"), true)
 	defer close(slow.resume)
-	healthy := startReader(dial(t, base+"/ws/v2/consumer/persistent/"+topic+"/healthy"), false)
+	healthy := startReader(edgetest.Dial(t, base+"/ws/v2/consumer/persistent/"+topic+"/healthy"), false)
 	publish(t, base, topic, n, msgSize, "m")
-	waitFor(t, 30*time.Second, "healthy consumer received every message", func() bool { return healthy.count() >= n })
+	edgetest.WaitFor(t, 30*time.Second, "healthy consumer received every message", func() bool { return healthy.count() >= n })
 	share := int64(limit / 16)
 	if used := srv.ConsumerPool().Snapshot().Edge.Used; used > share+session.ConsumerCharge(msgSize) {
 		t.Errorf("consumer pool holds %d bytes for one slow consumer, want at most its share %d plus one message", used, share)
@@ -274,7 +272,7 @@ func TestSlowConsumerShareLeavesRoomForOthers(t *testing.T) {
 // enough that a consumer that reads is never closed, even on a loaded machine under -race.)
 func TestSlowConsumerClosed(t *testing.T) {
 	t.Parallel()
-	srv, base := startServer(t, `
+	srv, base := edgetest.Start(t, `
 routes:
   - name: all
     match: /ws/**
@@ -283,16 +281,16 @@ routes:
 `)
 	const n = 1000
 	topic := "close-" + strconv.FormatInt(time.Now().UnixNano(), 10)
-	slow := startReader(dialSmallBuffer(t, base+"/ws/v2/consumer/persistent/public/default/"+topic+"/sub?subscriptionType=Shared"), true)
+	slow := startReader(edgetest.DialSmallBuffer(t, base+"/ws/v2/consumer/persistent/public/default/"+topic+"/sub?subscriptionType=Shared"), true)
 	publish(t, base, topic, n, 16<<10, "m")
-	waitFor(t, 30*time.Second, "the slow consumer's session closed", func() bool {
+	edgetest.WaitFor(t, 30*time.Second, "the slow consumer's session closed", func() bool {
 		return srv.Stats().Sessions["consumer"] == 0
 	})
 	// What the client finds once it reads again: the frames that were in flight, then the
 	// close frame (4010) or, if the close frame could not be written, a dropped connection.
 	close(slow.resume)
 	<-slow.done
-	if code := closeCodeOf(slow.err); code != 4010 && code != websocket.CloseAbnormalClosure {
+	if code := edgetest.CloseCode(slow.err); code != 4010 && code != websocket.CloseAbnormalClosure {
 		t.Errorf("slow consumer ended with %v, want close code 4010", slow.err)
 	}
 	// The next consumer of the subscription gets every message. On a loaded machine it may be
@@ -300,7 +298,7 @@ routes:
 	got := map[string]bool{}
 	deadline := time.Now().Add(120 * time.Second)
 	for len(got) < n && time.Now().Before(deadline) {
-		next := startReader(dial(t, base+"/ws/v2/consumer/persistent/public/default/"+topic+"/sub?subscriptionType=Shared"), false)
+		next := startReader(edgetest.Dial(t, base+"/ws/v2/consumer/persistent/public/default/"+topic+"/sub?subscriptionType=Shared"), false)
 		for closed := false; !closed && time.Now().Before(deadline); {
 			select {
 			case <-next.done:
@@ -319,38 +317,4 @@ routes:
 	if len(got) != n {
 		t.Fatalf("the subscription's next consumers got %d distinct messages, want %d", len(got), n)
 	}
-}
-
-func closeCodeOf(err error) int {
-	var ce *websocket.CloseError
-	if errors.As(err, &ce) {
-		return ce.Code
-	}
-	return -1
-}
-
-// dialSmallBuffer dials with a small TCP receive buffer, so that a client that stops reading
-// makes the edge's writes block after little data rather than after megabytes of kernel
-// buffering.
-func dialSmallBuffer(t *testing.T, url string) *websocket.Conn {
-	t.Helper()
-	d := websocket.Dialer{
-		HandshakeTimeout: 10 * time.Second,
-		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			if tc, ok := c.(*net.TCPConn); ok {
-				_ = tc.SetReadBuffer(128 << 10)
-			}
-			return c, nil
-		},
-	}
-	c, _, err := d.Dial(url, nil)
-	if err != nil {
-		t.Fatalf("dial %s: %v", url, err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/session"
 )
 
@@ -35,7 +36,7 @@ const mib = 1 << 20
 // nothing, 2.9 MiB charged for a 706 MiB heap). A session owes at most about 1 MiB of acks, so
 // each holds two such messages; twenty sessions hold forty.
 func TestLargeContextsCharged(t *testing.T) {
-	srv, base := startServer(t, `
+	srv, base := edgetest.Start(t, `
 memory: { producer_limit: 512MiB }
 websocket: { max_context_size: 2MiB, max_text_message_size: 4MiB }
 `)
@@ -44,7 +45,7 @@ websocket: { max_context_size: 2MiB, max_text_message_size: 4MiB }
 	conns := make([]*websocket.Conn, sessions)
 	for i := range conns {
 		// No send timeout: receipts are held for as long as the test takes.
-		conns[i] = dial(t, topicURL(base, "big-context-"+strconv.Itoa(i), "?sendTimeoutMillis=0"))
+		conns[i] = edgetest.Dial(t, topicURL(base, "big-context-"+strconv.Itoa(i), "?sendTimeoutMillis=0"))
 	}
 	before := liveHeap()
 	faults.HoldReceipts()
@@ -60,7 +61,7 @@ websocket: { max_context_size: 2MiB, max_text_message_size: 4MiB }
 	}
 	// Each is charged its payload and overhead and its context twice: held, and echoed.
 	charge := session.ProducerCharge(1) + 2*(size-session.SmallContext)
-	waitFor(t, 20*time.Second, "every message charged", func() bool {
+	edgetest.WaitFor(t, 20*time.Second, "every message charged", func() bool {
 		return producerUsage(srv) >= sessions*each*int64(charge)
 	})
 	time.Sleep(200 * time.Millisecond) // let the last frames reach the broker client
@@ -86,14 +87,14 @@ websocket: { max_context_size: 2MiB, max_text_message_size: 4MiB }
 			}
 		}
 	}
-	waitFor(t, 10*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
+	edgetest.WaitFor(t, 10*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
 }
 
 // A client that never reads its acks is paused (its socket is no longer read) once its acks
 // hold the session's bound, and cannot grow the heap (issue 9: three such clients added
 // 275 MiB of heap in 8 s with the pool near zero).
 func TestClientNotReadingAcksPaused(t *testing.T) {
-	srv, base := startServer(t, `
+	srv, base := edgetest.Start(t, `
 memory: { producer_limit: 512MiB }
 websocket: { max_context_size: 300KiB, write_timeout: 1m }
 `)
@@ -107,7 +108,7 @@ websocket: { max_context_size: 300KiB, write_timeout: 1m }
 	var wg sync.WaitGroup
 	blocked := make(chan int, clients)
 	for c := range clients {
-		conn := dialSmallBuffer(t, topicURL(base, "no-reader-"+strconv.Itoa(c), ""))
+		conn := edgetest.DialSmallBuffer(t, topicURL(base, "no-reader-"+strconv.Itoa(c), ""))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -134,14 +135,14 @@ websocket: { max_context_size: 300KiB, write_timeout: 1m }
 	}
 	// The sessions read what the sockets still buffer until each owes its bound of acks; then
 	// they are paused, holding what they owe.
-	waitFor(t, 30*time.Second, "every session paused at its ack bound", func() bool {
-		return producerUsage(srv) >= clients*session.DefaultMaxQueuedAckBytes
+	edgetest.WaitFor(t, 30*time.Second, "every session paused at its ack bound", func() bool {
+		return producerUsage(srv) >= clients*session.DefaultMaxOwedAckBytes
 	})
 	time.Sleep(200 * time.Millisecond)
 	grown := liveHeap() - before
 	t.Logf("heap grew %.1f MiB with %d paused clients; producer pool %.1f MiB", float64(grown)/mib, clients, float64(producerUsage(srv))/mib)
 	// Each session holds at most its queued acks' bound plus one frame being read.
-	bound := int64(clients) * (session.DefaultMaxQueuedAckBytes + 1064*128 + 2*int64(len(frame)) + session.ProducerSessionCost)
+	bound := int64(clients) * (session.DefaultMaxOwedAckBytes + 1064*128 + 2*int64(len(frame)) + session.ProducerSessionCost)
 	if grown > bound+4*mib {
 		t.Errorf("heap grew %d bytes, want at most %d (the sessions' ack bounds) plus 4 MiB", grown, bound)
 	}
@@ -160,8 +161,8 @@ func TestManyPropertiesBoundedAndCharged(t *testing.T) {
 	}
 
 	t.Run("default bound", func(t *testing.T) {
-		_, base := startServer(t, "websocket: { max_text_message_size: 4MiB }\n")
-		p := dial(t, topicURL(base, "props", ""))
+		_, base := edgetest.Start(t, "websocket: { max_text_message_size: 4MiB }\n")
+		p := edgetest.Dial(t, topicURL(base, "props", ""))
 		if err := p.WriteMessage(websocket.TextMessage, frame); err != nil {
 			t.Fatal(err)
 		}
@@ -176,12 +177,12 @@ func TestManyPropertiesBoundedAndCharged(t *testing.T) {
 	})
 
 	t.Run("raised bound", func(t *testing.T) {
-		srv, base := startServer(t, `
+		srv, base := edgetest.Start(t, `
 memory: { producer_limit: 1GiB }
 websocket: { max_text_message_size: 4MiB, max_properties: 100000, max_properties_size: 4MiB }
 `)
 		faults := srv.Embedded().Faults()
-		p := dial(t, topicURL(base, "props-raised", ""))
+		p := edgetest.Dial(t, topicURL(base, "props-raised", ""))
 		before := liveHeap()
 		faults.HoldReceipts()
 		defer faults.ReleaseReceipts()
@@ -191,7 +192,7 @@ websocket: { max_text_message_size: 4MiB, max_properties: 100000, max_properties
 				t.Fatal(err)
 			}
 		}
-		waitFor(t, 30*time.Second, "every message charged", func() bool {
+		edgetest.WaitFor(t, 30*time.Second, "every message charged", func() bool {
 			return producerUsage(srv) >= n*session.ProducerCharge(1)
 		})
 		time.Sleep(500 * time.Millisecond)
@@ -208,7 +209,7 @@ websocket: { max_text_message_size: 4MiB, max_properties: 100000, max_properties
 // heap are back to where they started (issue 9: each closed session lingered ~30 s, and churn
 // reached 28,000 goroutines).
 func TestSessionChurnReleasesEverything(t *testing.T) {
-	srv, base := startServer(t, "")
+	srv, base := edgetest.Start(t, "")
 	const cycles, parallel = 5000, 8
 	warm := func(n int) {
 		var wg sync.WaitGroup
@@ -274,19 +275,19 @@ func churnOnce(t *testing.T, base string, i int) {
 // than being altered (issue 9).
 func TestInvalidUTF8Closes1007(t *testing.T) {
 	t.Parallel()
-	_, base := startServer(t, "")
+	_, base := edgetest.Start(t, "")
 	for _, path := range []string{
 		"/ws/v2/producer/persistent/public/default/utf8",
 		"/ws/v2/consumer/persistent/public/default/utf8/s",
 	} {
-		c := dial(t, base+path)
+		c := edgetest.Dial(t, base+path)
 		bad := []byte(`{"payload":"eA==","context":"` + "\xff\xfe" + `"}`)
 		if err := c.WriteMessage(websocket.TextMessage, bad); err != nil {
 			t.Fatal(err)
 		}
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		_, _, err := c.ReadMessage()
-		if code := closeCodeOf(err); code != websocket.CloseInvalidFramePayloadData {
+		if code := edgetest.CloseCode(err); code != websocket.CloseInvalidFramePayloadData {
 			t.Errorf("%s: read after invalid UTF-8: %v (code %d), want 1007", path, err, code)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/plugins"
 	"github.com/sluicehq/sluice/sdk/plugin"
 	"github.com/sluicehq/sluice/sdk/strategy"
@@ -55,7 +56,7 @@ func pluginScript(t *testing.T) string {
 // how many were rejected at once (the session's message limit shows in it).
 func rejectedOf(t *testing.T, url string, n int) (int, *websocket.Conn, <-chan ack) {
 	t.Helper()
-	p := dial(t, url)
+	p := edgetest.Dial(t, url)
 	acks := readAcks(p, n)
 	for i := range n {
 		if err := p.WriteJSON(message(i, 10)); err != nil {
@@ -81,7 +82,7 @@ func rejectedOf(t *testing.T, url string, n int) (int, *websocket.Conn, <-chan a
 // plugin is restarted, and the route switches back to it. Every message gets one ack.
 func TestPluginKilledFallbackAndBack(t *testing.T) {
 	t.Parallel()
-	srv, base := startServer(t, fmt.Sprintf(`
+	srv, base := edgetest.Start(t, fmt.Sprintf(`
 plugins:
   - { name: tiers, path: %s }
 routes:
@@ -132,7 +133,7 @@ routes:
 	}
 
 	// The host restarts the plugin and the route switches back.
-	waitFor(t, 20*time.Second, "plugin restarted and healthy", func() bool {
+	edgetest.WaitFor(t, 20*time.Second, "plugin restarted and healthy", func() bool {
 		st, _ := srv.Plugins().State("tiers")
 		return st.Status == plugins.Healthy && st.Restarts >= 1
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/internal/edgetest"
 )
 
 // TestRealPulsar runs a producer and a consumer through the edge against a real Pulsar
@@ -23,10 +24,10 @@ func TestRealPulsar(t *testing.T) {
 	cfg.Broker.URL = url
 	cfg.Broker.AuthToken = os.Getenv("SLUICE_PULSAR_TOKEN")
 	cfg.Broker.TLSTrustCertsFile = os.Getenv("SLUICE_PULSAR_TRUST_CERTS")
-	_, base := startServerWith(t, cfg)
+	_, base := edgetest.StartWith(t, cfg)
 	topic := fmt.Sprintf("sluice-it-%d", time.Now().UnixNano())
-	c := dial(t, base+"/ws/v2/consumer/persistent/public/default/"+topic+"/it")
-	p := dial(t, base+"/ws/v2/producer/persistent/public/default/"+topic)
+	c := edgetest.Dial(t, base+"/ws/v2/consumer/persistent/public/default/"+topic+"/it")
+	p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/"+topic)
 	const n = 20
 	acks := readAcks(p, n)
 	for i := range n {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/sluicehq/sluice/core/internal/edgetest"
 )
 
 // Every release path of a producer charge, end to end: whatever ends a message's life, it
@@ -84,11 +86,11 @@ func results(acks map[string]ack) map[string]int {
 // time; the race is upstream's, not the edge's.
 func TestReleaseOnSendError(t *testing.T) {
 	t.Parallel()
-	srv, base := startServer(t, releaseConfig)
+	srv, base := edgetest.Start(t, releaseConfig)
 	if err := srv.Embedded().Faults().FailSends("PersistenceError", 5); err != nil {
 		t.Fatal(err)
 	}
-	p := dial(t, topicURL(base, "send-error", ""))
+	p := edgetest.Dial(t, topicURL(base, "send-error", ""))
 	outcomes := map[string]int{}
 	for i := range 20 {
 		if err := p.WriteJSON(message(i, mixedSize(i))); err != nil {
@@ -108,16 +110,16 @@ func TestReleaseOnSendError(t *testing.T) {
 	if srv.Embedded().Faults().State().FailSendsRemaining != 0 {
 		t.Errorf("fault state %+v: not every failure was used", srv.Embedded().Faults().State())
 	}
-	waitFor(t, 10*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
+	edgetest.WaitFor(t, 10*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
 }
 
 func TestReleaseOnSendTimeout(t *testing.T) {
 	t.Parallel()
-	srv, base := startServer(t, releaseConfig)
+	srv, base := edgetest.Start(t, releaseConfig)
 	faults := srv.Embedded().Faults()
 	faults.HoldReceipts()
 	t.Cleanup(faults.ReleaseReceipts)
-	p := dial(t, topicURL(base, "timeout", "?sendTimeoutMillis=300"))
+	p := edgetest.Dial(t, topicURL(base, "timeout", "?sendTimeoutMillis=300"))
 	got := sendAll(t, p, 100, nil)
 	r := results(got)
 	if r["send-error:8"] != 100 {
@@ -135,7 +137,7 @@ func TestReleaseOnSendTimeout(t *testing.T) {
 		t.Error("timed-out messages the client library still holds are not charged")
 	}
 	faults.ReleaseReceipts()
-	waitFor(t, 10*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
+	edgetest.WaitFor(t, 10*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
 	_ = p.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 	if _, extra, err := p.ReadMessage(); err == nil {
 		t.Errorf("a second ack after the timeout ack: %s", extra)
@@ -150,11 +152,11 @@ func TestReleaseOnSendTimeout(t *testing.T) {
 // that the send's metadata points to), which -race reports. It is upstream's, not the edge's.
 func TestReleaseOnConnectionDrop(t *testing.T) {
 	t.Parallel()
-	srv, base := startServer(t, releaseConfig)
+	srv, base := edgetest.Start(t, releaseConfig)
 	faults := srv.Embedded().Faults()
 	faults.HoldReceipts()
 	t.Cleanup(faults.ReleaseReceipts)
-	p := dial(t, topicURL(base, "drop", ""))
+	p := edgetest.Dial(t, topicURL(base, "drop", ""))
 	const n = 300
 	acks := readAcks(p, n)
 	for i := range n {
@@ -162,47 +164,47 @@ func TestReleaseOnConnectionDrop(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 20*time.Second, "every message stored, its receipt held", func() bool {
+	edgetest.WaitFor(t, 20*time.Second, "every message stored, its receipt held", func() bool {
 		return srv.Embedded().Stats().ReceiptsQueued >= n
 	})
 	faults.DropConnections()
 	faults.ReleaseReceipts()
 	got := collectAcks(t, acks, n)
 	t.Logf("outcomes after a dropped broker connection: %v", results(got))
-	waitFor(t, 10*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
+	edgetest.WaitFor(t, 10*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
 }
 
 func TestReleaseOnSocketClose(t *testing.T) {
 	t.Parallel()
-	srv, base := startServer(t, releaseConfig)
+	srv, base := edgetest.Start(t, releaseConfig)
 	faults := srv.Embedded().Faults()
 	faults.HoldReceipts()
 	t.Cleanup(faults.ReleaseReceipts)
-	p := dial(t, topicURL(base, "close", ""))
+	p := edgetest.Dial(t, topicURL(base, "close", ""))
 	for i := range 100 {
 		if err := p.WriteJSON(message(i, 5000)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "messages charged", func() bool { return producerUsage(srv) > 0 })
+	edgetest.WaitFor(t, 10*time.Second, "messages charged", func() bool { return producerUsage(srv) > 0 })
 	_ = p.Close()
 	time.Sleep(200 * time.Millisecond)
 	if producerUsage(srv) == 0 {
 		t.Error("charges released before the broker answered: in-flight messages must stay charged")
 	}
 	faults.ReleaseReceipts()
-	waitFor(t, 10*time.Second, "producer usage back to zero after the client left", func() bool { return producerUsage(srv) == 0 })
+	edgetest.WaitFor(t, 10*time.Second, "producer usage back to zero after the client left", func() bool { return producerUsage(srv) == 0 })
 }
 
 // Shutting the edge down closes producer sessions only after their in-flight messages are
 // answered: the client gets every ack, then a 1001 close.
 func TestShutdownFlushesInflight(t *testing.T) {
 	t.Parallel()
-	srv, base := startServer(t, releaseConfig)
+	srv, base := edgetest.Start(t, releaseConfig)
 	faults := srv.Embedded().Faults()
 	faults.HoldReceipts()
 	t.Cleanup(faults.ReleaseReceipts)
-	p := dial(t, topicURL(base, "shutdown", ""))
+	p := edgetest.Dial(t, topicURL(base, "shutdown", ""))
 	acks := readAcks(p, 50)
 	for i := range 50 {
 		if err := p.WriteJSON(message(i, 100)); err != nil {
@@ -211,7 +213,7 @@ func TestShutdownFlushesInflight(t *testing.T) {
 	}
 	// Frames the edge has not read when it shuts down are not processed (the client sees 1001
 	// and resends what was not acknowledged): wait until all 50 are in flight.
-	waitFor(t, 10*time.Second, "messages in flight", func() bool { return srv.Embedded().Stats().ReceiptsQueued >= 50 })
+	edgetest.WaitFor(t, 10*time.Second, "messages in flight", func() bool { return srv.Embedded().Stats().ReceiptsQueued >= 50 })
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -231,7 +233,7 @@ func TestShutdownFlushesInflight(t *testing.T) {
 		t.Errorf("%d acks before the close, want 50", ok)
 	}
 	var m map[string]any
-	if err := p.ReadJSON(&m); closeCodeOf(err) != websocket.CloseGoingAway {
+	if err := p.ReadJSON(&m); edgetest.CloseCode(err) != websocket.CloseGoingAway {
 		t.Errorf("after the acks: %v, want close 1001", err)
 	}
 	if err := <-done; err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
 )
 
@@ -66,7 +67,7 @@ func TestWatchConfigReloadsRoutes(t *testing.T) {
 	})
 
 	write("admin_listen: \"off\"\nroutes:\n  - { name: second, match: /ws/v2/**, strategy: { name: count } }\n  - { name: rest, match: /ws/**, strategy: { name: hybrid } }\n")
-	waitFor(t, 10*time.Second, "routes reloaded", func() bool {
+	edgetest.WaitFor(t, 10*time.Second, "routes reloaded", func() bool {
 		n := routeNames(srv)
 		return len(n) == 2 && n[0] == "second"
 	})

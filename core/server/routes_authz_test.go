@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
 )
 
@@ -25,7 +26,7 @@ func TestRouteRolesOnEveryEndpointForm(t *testing.T) {
 	if err := os.WriteFile(keyFile, secret, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, base := startServer(t, fmt.Sprintf(`
+	_, base := edgetest.Start(t, fmt.Sprintf(`
 auth:
   token: { secret_key_file: %s }
 routes:

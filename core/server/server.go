@@ -24,7 +24,6 @@ import (
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/gateway"
 	"github.com/sluicehq/sluice/core/policy"
-	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/plugins"
 	"github.com/sluicehq/sluice/sdk/strategy"
 	"github.com/sluicehq/sluice/strategies"
@@ -45,6 +44,7 @@ type Server struct {
 	plugins   *plugins.Host // nil when no plugins are configured
 	policies  *policy.Manager
 	gw        *gateway.Gateway
+	handler   http.Handler
 	metrics   *admin.Metrics
 
 	mu       sync.Mutex
@@ -205,36 +205,26 @@ func (s *Server) startBroker(ctx context.Context) error {
 
 func (s *Server) buildGateway(ctx context.Context) error {
 	var err error
-	s.producers, err = admission.NewPool(admission.PoolConfig{Name: "producer", Limit: s.cfg.Memory.ProducerLimit.Bytes()})
-	if err != nil {
+	if s.producers, s.consumers, s.sessions, err = newPools(s.cfg.Memory); err != nil {
 		return err
 	}
-	s.consumers, err = admission.NewPool(admission.PoolConfig{Name: "consumer", Limit: s.cfg.Memory.ConsumerLimit.Bytes()})
-	if err != nil {
-		return err
-	}
-	s.sessions, err = admission.NewPool(admission.PoolConfig{Name: "session", Limit: s.cfg.Memory.SessionLimit.Bytes()})
-	if err != nil {
-		return err
-	}
-	popts := append(policyOptions(s.cfg), policy.WithLogger(s.log.With("component", "policy")), policy.WithSessionPool(s.sessions))
+	s.metrics = admin.NewMetrics(s)
+	popts := append(policyOptions(s.cfg), policy.WithLogger(s.log.With("component", "policy")),
+		policy.WithSessionPool(s.sessions), policy.WithMetrics(s.metrics.RouteMetrics))
 	if s.plugins, err = StartPlugins(ctx, s.cfg, s.log); err != nil {
 		return err
 	}
 	if s.plugins != nil {
 		popts = append(popts, policy.WithPlugins(s.plugins, plugins.Fallback))
 	}
-	s.policies = policy.New(s.registry, s.producers, s.consumers, popts...)
+	s.policies = policy.New(s.registry, s.producers, s.consumers, policySettings(s.cfg), popts...)
 	if err := s.policies.Apply(ctx, s.cfg.Routes); err != nil {
 		return fmt.Errorf("routes: %w", err)
 	}
 	s.mu.Lock()
 	s.routes = s.cfg.Routes
 	s.mu.Unlock()
-	ws := s.cfg.WebSocket
-	s.metrics = admin.NewMetrics(s)
-	opts := []gateway.Option{gateway.WithLogger(s.log.With("component", "gateway")),
-		gateway.WithHooks(hooks{Metrics: s.metrics, policies: s.policies})}
+	opts := []gateway.Option{gateway.WithLogger(s.log.With("component", "gateway")), gateway.WithHooks(s.metrics)}
 	authn, err := auth.New(s.cfg.Auth)
 	if err != nil {
 		return err
@@ -251,19 +241,28 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	if s.embedded != nil {
 		opts = append(opts, gateway.WithTopicInspector(embeddedInspector{s.embedded}))
 	}
-	s.gw = gateway.New(s.client, s.policies, gateway.Config{
-		MaxTextMessageSize: ws.MaxTextMessageSize.Bytes(),
-		IdleTimeout:        ws.IdleTimeout,
-		PingInterval:       ws.PingInterval,
-		WriteTimeout:       ws.WriteTimeout,
-		CreateTimeout:      s.cfg.Broker.OperationTimeout,
-		FrameLimits: session.FrameLimits{
-			MaxContextBytes:  int(ws.MaxContextSize.Bytes()),
-			MaxProperties:    ws.MaxProperties,
-			MaxPropertyBytes: int(ws.MaxPropertiesSize.Bytes()),
-		},
-	}, opts...)
+	s.gw = gateway.New(s.client, s.policies, gateway.Config{CreateTimeout: s.cfg.Broker.OperationTimeout}, opts...)
+	s.handler = s.newHandler()
 	return nil
+}
+
+// newPools makes the edge pools: producers', consumers' and sessions' own memory.
+func newPools(m config.Memory) (prod, cons, sess *admission.Pool, err error) {
+	if prod, err = admission.NewPool(admission.PoolConfig{Name: "producer", Limit: m.ProducerLimit.Bytes()}); err != nil {
+		return nil, nil, nil, err
+	}
+	if cons, err = admission.NewPool(admission.PoolConfig{Name: "consumer", Limit: m.ConsumerLimit.Bytes(), GateLayer: admission.LayerConsumer}); err != nil {
+		return nil, nil, nil, err
+	}
+	if sess, err = admission.NewPool(admission.PoolConfig{Name: "session", Limit: m.SessionLimit.Bytes()}); err != nil {
+		return nil, nil, nil, err
+	}
+	return prod, cons, sess, nil
+}
+
+// policySettings are the grants' edge-wide settings.
+func policySettings(cfg *config.Config) policy.Settings {
+	return policy.Settings{WebSocket: cfg.WebSocket}
 }
 
 // Reload applies a new configuration's routes; open sessions keep the routes they started on.
@@ -391,11 +390,7 @@ func Validate(ctx context.Context, cfg *config.Config, reg *strategy.Registry) e
 			return err
 		}
 	}
-	prod, err := admission.NewPool(admission.PoolConfig{Name: "producer", Limit: cfg.Memory.ProducerLimit.Bytes()})
-	if err != nil {
-		return err
-	}
-	cons, err := admission.NewPool(admission.PoolConfig{Name: "consumer", Limit: cfg.Memory.ConsumerLimit.Bytes()})
+	prod, cons, _, err := newPools(cfg.Memory)
 	if err != nil {
 		return err
 	}
@@ -408,7 +403,7 @@ func Validate(ctx context.Context, cfg *config.Config, reg *strategy.Registry) e
 		defer host.Close()
 		opts = append(opts, policy.WithPlugins(host, plugins.Fallback))
 	}
-	m := policy.New(reg, prod, cons, opts...)
+	m := policy.New(reg, prod, cons, policySettings(cfg), opts...)
 	defer m.Close()
 	if err := m.Apply(ctx, cfg.Routes); err != nil {
 		return fmt.Errorf("routes: %w", err)
@@ -416,8 +411,11 @@ func Validate(ctx context.Context, cfg *config.Config, reg *strategy.Registry) e
 	return nil
 }
 
-// Handler is the edge's HTTP handler: the WebSocket API under /ws/ and a health check.
-func (s *Server) Handler() http.Handler {
+// Handler is the edge's HTTP handler, built once by Start: the WebSocket API under /ws/ and a
+// health check.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) newHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/ws/", s.gw)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -530,18 +528,6 @@ func (s *Server) closeBackends() {
 			s.log.Warn("closing embedded broker", "err", err)
 		}
 	}
-}
-
-// hooks sends the gateway's observations to the metrics and, for adaptive strategies, to the
-// route table.
-type hooks struct {
-	*admin.Metrics
-	policies *policy.Manager
-}
-
-func (h hooks) ProducerAck(route, result string, latency time.Duration) {
-	h.Metrics.ProducerAck(route, result, latency)
-	h.policies.ObserveAck(route, result, latency)
 }
 
 // embeddedInspector lets isEndOfTopic see topic termination in the embedded broker.

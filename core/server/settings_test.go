@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
 	"github.com/sluicehq/sluice/sdk/strategy"
 	"github.com/sluicehq/sluice/strategies"
@@ -86,15 +87,15 @@ func TestWatchConfigReports(t *testing.T) {
 
 	// Only a static key changes: the routes stay, and the change is reported.
 	write("admin_listen: \"off\"\nwebsocket: { write_timeout: 3s }\n" + routes)
-	waitFor(t, 10*time.Second, "the static change reported", func() bool {
+	edgetest.WaitFor(t, 10*time.Second, "the static change reported", func() bool {
 		return strings.Contains(logs.String(), "need a restart were not applied") && strings.Contains(logs.String(), "keys=[websocket]")
 	})
 	write("admin_listen: \"off\"\nwebsocket: { write_timeout: nope }\n" + routes)
-	waitFor(t, 10*time.Second, "the broken file reported", func() bool {
+	edgetest.WaitFor(t, 10*time.Second, "the broken file reported", func() bool {
 		return strings.Contains(logs.String(), "configuration reload failed")
 	})
 	write("admin_listen: \"off\"\n" + routes)
-	waitFor(t, 10*time.Second, "the fixed file reported", func() bool {
+	edgetest.WaitFor(t, 10*time.Second, "the fixed file reported", func() bool {
 		return strings.Contains(logs.String(), "configuration is valid again")
 	})
 	if n := routeNames(srv); len(n) != 1 || n[0] != "all" {

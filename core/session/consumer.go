@@ -16,48 +16,9 @@ import (
 	"github.com/sluicehq/sluice/core/wsconn"
 )
 
-// ConsumerConfig configures a consumer or reader session. Zero values are documented per field.
-type ConsumerConfig struct {
-	// PullMode delivers only against permits granted by the client (consumers only). Zero is
-	// push mode: at most MaxPending messages are delivered and not yet acknowledged.
-	PullMode bool
-	// MaxPending is push mode's limit of delivered, unacknowledged messages. Zero means 1,
-	// as Pulsar treats receiverQueueSize=0.
-	MaxPending int
-	// Gate charges each message's bytes from when it is taken from the broker until its frame
-	// has been written; nil charges nothing. The session waits for admission (it stops pulling,
-	// which stops the broker's flow permits) rather than rejecting.
-	Gate *admission.Gate
-	// WriteQueue bounds messages taken from the broker and waiting for the socket. Zero means 16.
-	WriteQueue int
-	// SlowConsumerTimeout closes the session with CloseSlowConsumer when one frame cannot be
-	// written within it; the broker then redelivers the session's unacknowledged messages.
-	// Zero means the session waits for the client however long it takes. The connection's
-	// write timeout must match (the gateway sets it).
-	SlowConsumerTimeout time.Duration
-	// AckTimeout negatively acknowledges a delivered message that the client has not
-	// acknowledged within it, so the broker redelivers it after the negative-ack delay
-	// (consumers only; pulsar-client-go has no ack timeout of its own). As in Pulsar, such a
-	// redelivery does not return push-mode credit. Zero means no ack timeout.
-	AckTimeout time.Duration
-	// Memory is charged what the session holds besides messages as it grows: the ids of
-	// delivered messages kept for acks (IDCharge each). Nil charges nothing.
-	Memory *admission.Gate
-	// EndOfTopic answers isEndOfTopic, given the last message id delivered from each topic;
-	// nil answers false.
-	EndOfTopic func(ctx context.Context, delivered map[string]broker.MessageID) (bool, error)
-	// Conn is the connection's keepalive policy.
-	Conn ConnConfig
-	// Log receives the session's logs; nil discards them.
-	Log *slog.Logger
-	// Location is the time zone of publishTime and eventTime; nil means time.Local, as Pulsar
-	// formats in the proxy's zone.
-	Location *time.Location
-}
-
-// CloseSlowConsumer is the close code of a consumer or reader session closed because its
-// client did not read a frame within the route's slow_consumer.timeout.
-const CloseSlowConsumer = 4010
+// EndOfTopic answers a consumer's or reader's isEndOfTopic, given the last message id
+// delivered from each topic. The gateway builds it, as it needs the broker.
+type EndOfTopic func(ctx context.Context, delivered map[string]broker.MessageID) (bool, error)
 
 // source is what a session pulls messages from: a consumer or a reader.
 type source interface {
@@ -73,23 +34,29 @@ func (s readerSource) Receive(ctx context.Context) (*broker.Message, error) { re
 // dropped id is resolved by decoding its bytes instead.
 const maxIDCache = 10000
 
-// RunConsumer serves one consumer socket until the client goes away or ctx ends. It owns conn
-// and c and closes both before returning; unacknowledged messages are then redelivered by the
-// broker.
-func RunConsumer(ctx context.Context, conn *wsconn.Conn, c *broker.Consumer, cfg ConsumerConfig) {
-	s := newDeliverySession(conn, cfg)
+// RunConsumer serves one consumer socket under g until the client goes away or ctx ends. It
+// owns conn and c and closes both before returning, then releases g; unacknowledged messages
+// are then redelivered by the broker. eot answers isEndOfTopic; nil answers false.
+func RunConsumer(ctx context.Context, conn *wsconn.Conn, c *broker.Consumer, g ConsumerGrant, eot EndOfTopic, log *slog.Logger) {
+	defer g.Release()
+	s := newDeliverySession(conn, g, eot, log)
 	s.consumer = c
-	s.run(ctx, c)
+	g.Observer.SessionOpened(wsapi.Consumer)
+	code := s.run(ctx, c)
 	c.Close()
+	g.Observer.SessionClosed(wsapi.Consumer, code)
 }
 
-// RunReader serves one reader socket until the client goes away or ctx ends. It owns conn and r
-// and closes both before returning.
-func RunReader(ctx context.Context, conn *wsconn.Conn, r *broker.Reader, cfg ConsumerConfig) {
-	cfg.PullMode = false
-	s := newDeliverySession(conn, cfg)
-	s.run(ctx, readerSource{r})
+// RunReader serves one reader socket under g until the client goes away or ctx ends. It owns
+// conn and r and closes both before returning, then releases g.
+func RunReader(ctx context.Context, conn *wsconn.Conn, r *broker.Reader, g ConsumerGrant, eot EndOfTopic, log *slog.Logger) {
+	defer g.Release()
+	g.PullMode = false
+	s := newDeliverySession(conn, g, eot, log)
+	g.Observer.SessionOpened(wsapi.Reader)
+	code := s.run(ctx, readerSource{r})
 	r.Close()
+	g.Observer.SessionClosed(wsapi.Reader, code)
 }
 
 // delivered is a message delivered to the client and not yet acknowledged.
@@ -99,13 +66,15 @@ type delivered struct {
 }
 
 type outFrame struct {
-	frame  []byte
-	charge *admission.Charge
+	frame       []byte
+	charge      *admission.Charge
+	redelivered bool
 }
 
 type deliverySession struct {
 	conn     *wsconn.Conn
-	cfg      ConsumerConfig
+	g        ConsumerGrant
+	eot      EndOfTopic
 	log      *slog.Logger
 	consumer *broker.Consumer // nil for a reader
 
@@ -126,35 +95,29 @@ type deliverySession struct {
 	readErr error
 }
 
-func newDeliverySession(conn *wsconn.Conn, cfg ConsumerConfig) *deliverySession {
-	log := cfg.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	q := cfg.WriteQueue
-	if q <= 0 {
-		q = 16
-	}
+func newDeliverySession(conn *wsconn.Conn, g ConsumerGrant, eot EndOfTopic, log *slog.Logger) *deliverySession {
 	s := &deliverySession{
 		conn: conn,
-		cfg:  cfg,
+		g:    g,
+		eot:  eot,
 		log:  log,
-		out:  make(chan outFrame, q),
+		out:  make(chan outFrame, g.WriteQueue),
 		ctrl: make(chan []byte, 4),
 		wake: make(chan struct{}, 1),
 		ids:  make(map[string]delivered),
 
-		idsHeld: heldIDs{gate: cfg.Memory},
+		idsHeld: heldIDs{gate: g.Memory},
 
 		delivered: make(map[string]broker.MessageID),
 	}
-	if !cfg.PullMode {
-		s.credit = int64(max(cfg.MaxPending, 1))
+	if !g.PullMode {
+		s.credit = int64(g.MaxPending)
 	}
 	return s
 }
 
-func (s *deliverySession) run(ctx context.Context, src source) {
+// run serves the session until it ends and returns the close code it ended with.
+func (s *deliverySession) run(ctx context.Context, src source) int {
 	stopRead := context.AfterFunc(ctx, s.conn.InterruptRead)
 	defer stopRead()
 	ctx, cancel := context.WithCancel(ctx)
@@ -172,7 +135,7 @@ func (s *deliverySession) run(ctx context.Context, src source) {
 	code, reason := s.readLoop(ctx)
 	cancel()
 	if slow := s.slow.Load(); slow != nil {
-		code, reason = CloseSlowConsumer, *slow
+		code, reason = wsapi.CloseSlowConsumer, *slow
 	}
 	if code > 0 {
 		_ = s.conn.WriteClose(code, reason)
@@ -193,6 +156,7 @@ func (s *deliverySession) run(ctx context.Context, src source) {
 		}
 		break
 	}
+	return endCode(code, s.readErr)
 }
 
 // pullLoop takes messages from the broker while the client has credit and the gate admits them.
@@ -209,8 +173,8 @@ func (s *deliverySession) pullLoop(ctx context.Context, src source) {
 			return
 		}
 		var charge *admission.Charge
-		if s.cfg.Gate != nil {
-			charge, err = s.cfg.Gate.Acquire(ctx, DeliveryCharge(m))
+		if s.g.Gate != nil {
+			charge, err = s.g.Gate.Acquire(ctx, DeliveryCharge(m))
 			if err != nil {
 				return // ctx ended; the message is redelivered after close
 			}
@@ -236,7 +200,7 @@ func (s *deliverySession) pullLoop(ctx context.Context, src source) {
 		}
 		frame := cm.Encode()
 		select {
-		case s.out <- outFrame{frame: frame, charge: charge}:
+		case s.out <- outFrame{frame: frame, charge: charge, redelivered: m.RedeliveryCount > 0}:
 		case <-ctx.Done():
 			charge.Release()
 			return
@@ -244,12 +208,7 @@ func (s *deliverySession) pullLoop(ctx context.Context, src source) {
 	}
 }
 
-func (s *deliverySession) location() *time.Location {
-	if s.cfg.Location != nil {
-		return s.cfg.Location
-	}
-	return time.Local
-}
+func (s *deliverySession) location() *time.Location { return s.g.Location }
 
 // takeCredit waits for one unit of credit.
 func (s *deliverySession) takeCredit(ctx context.Context) bool {
@@ -273,10 +232,10 @@ func (s *deliverySession) takeCredit(ctx context.Context) bool {
 func (s *deliverySession) addCredit(n int64) {
 	s.mu.Lock()
 	s.credit += n
-	if !s.cfg.PullMode {
+	if !s.g.PullMode {
 		// Deviation from Pulsar: acks for unknown or repeated ids cannot push credit above
 		// the pending limit, so a client can never have more than MaxPending outstanding.
-		s.credit = min(s.credit, int64(max(s.cfg.MaxPending, 1)))
+		s.credit = min(s.credit, int64(s.g.MaxPending))
 	}
 	s.mu.Unlock()
 	select {
@@ -366,7 +325,8 @@ func (s *deliverySession) readLoop(ctx context.Context) (int, string) {
 			if err := s.consumer.Ack(mid); err != nil {
 				s.log.Debug("ack", "err", err)
 			}
-			if !s.cfg.PullMode {
+			s.g.Observer.Acknowledged(false)
+			if !s.g.PullMode {
 				s.addCredit(1)
 			}
 		case wsapi.CommandNegativeAck:
@@ -375,16 +335,17 @@ func (s *deliverySession) readLoop(ctx context.Context) (int, string) {
 				return wsapi.CloseFailedToDeserializeFromJSON, "invalid messageId: " + err.Error()
 			}
 			s.consumer.Nack(mid)
-			if !s.cfg.PullMode {
+			s.g.Observer.Acknowledged(true)
+			if !s.g.PullMode {
 				s.addCredit(1)
 			}
 		case wsapi.CommandPermit:
-			if s.cfg.PullMode {
+			if s.g.PullMode {
 				s.addCredit(int64(cmd.PermitMessages))
 			}
 		case wsapi.CommandIsEndOfTopic:
 			if !s.endOfTopic(ctx) {
-				return wsconn.CloseGoingAway, "server shutting down"
+				return wsapi.CloseGoingAway, "server shutting down"
 			}
 		case wsapi.CommandUnsubscribe:
 			if err := s.consumer.Unsubscribe(); err != nil {
@@ -400,7 +361,7 @@ func (s *deliverySession) readerCommand(ctx context.Context, data []byte) (int, 
 	cmd, err := wsapi.DecodeReaderCommand(data)
 	if err == nil && cmd.IsEndOfTopic {
 		if !s.endOfTopic(ctx) {
-			return wsconn.CloseGoingAway, "server shutting down"
+			return wsapi.CloseGoingAway, "server shutting down"
 		}
 		return 0, ""
 	}
@@ -411,12 +372,12 @@ func (s *deliverySession) readerCommand(ctx context.Context, data []byte) (int, 
 // endOfTopic queues the isEndOfTopic reply; false when ctx ended first.
 func (s *deliverySession) endOfTopic(ctx context.Context) bool {
 	end := false
-	if s.cfg.EndOfTopic != nil {
+	if s.eot != nil {
 		s.mu.Lock()
 		delivered := maps.Clone(s.delivered)
 		s.mu.Unlock()
 		var err error
-		end, err = s.cfg.EndOfTopic(ctx, delivered)
+		end, err = s.eot(ctx, delivered)
 		if err != nil {
 			s.log.Warn("checking end of topic", "err", err)
 		}
@@ -431,11 +392,11 @@ func (s *deliverySession) endOfTopic(ctx context.Context) bool {
 
 // writeLoop writes control replies first, then messages, plus pings and the idle timeout.
 func (s *deliverySession) writeLoop(ctx context.Context) {
-	keep := newKeepalive(s.cfg.Conn, s.conn)
+	keep := newKeepalive(s.g.Conn, s.conn)
 	defer keep.stop()
 	var ackTimeout <-chan time.Time
-	if s.consumer != nil && s.cfg.AckTimeout > 0 {
-		t := time.NewTicker(max(s.cfg.AckTimeout/4, 10*time.Millisecond))
+	if s.consumer != nil && s.g.AckTimeout > 0 {
+		t := time.NewTicker(max(s.g.AckTimeout/4, 10*time.Millisecond))
 		defer t.Stop()
 		ackTimeout = t.C
 	}
@@ -459,6 +420,7 @@ func (s *deliverySession) writeLoop(ctx context.Context) {
 			if !ok {
 				return
 			}
+			s.g.Observer.Delivered(len(f.frame), f.redelivered)
 		case <-keep.C():
 			if !keep.tick() {
 				return
@@ -476,7 +438,7 @@ func (s *deliverySession) expireUnacked(now time.Time) {
 	var expired []broker.MessageID
 	s.mu.Lock()
 	for k, d := range s.ids {
-		if now.Sub(d.at) >= s.cfg.AckTimeout {
+		if now.Sub(d.at) >= s.g.AckTimeout {
 			expired = append(expired, d.id)
 			delete(s.ids, k)
 		}
@@ -489,10 +451,10 @@ func (s *deliverySession) expireUnacked(now time.Time) {
 
 func (s *deliverySession) write(b []byte) bool {
 	if err := s.conn.WriteText(b); err != nil {
-		if s.cfg.SlowConsumerTimeout > 0 && wsconn.IsTimeout(err) {
-			reason := fmt.Sprintf("slow consumer: a frame could not be written within %s", s.cfg.SlowConsumerTimeout)
+		if s.g.SlowConsumerTimeout > 0 && wsconn.IsTimeout(err) {
+			reason := fmt.Sprintf("slow consumer: a frame could not be written within %s", s.g.SlowConsumerTimeout)
 			s.slow.Store(&reason)
-			s.log.Info("closing slow consumer", "timeout", s.cfg.SlowConsumerTimeout)
+			s.log.Info("closing slow consumer", "timeout", s.g.SlowConsumerTimeout)
 		} else {
 			s.log.Debug("writing frame", "err", err)
 		}

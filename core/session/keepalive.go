@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sluicehq/sluice/core/wsapi"
 	"github.com/sluicehq/sluice/core/wsconn"
 )
 
@@ -44,7 +45,7 @@ func (k *keepalive) C() <-chan time.Time {
 func (k *keepalive) tick() bool {
 	now := time.Now()
 	if k.cfg.IdleTimeout > 0 && now.Sub(k.conn.LastActivity()) >= k.cfg.IdleTimeout {
-		_ = k.conn.WriteClose(wsconn.CloseGoingAway, "Idle Timeout")
+		_ = k.conn.WriteClose(wsapi.CloseGoingAway, "Idle Timeout")
 		_ = k.conn.Close()
 		return false
 	}
@@ -70,9 +71,9 @@ func (k *keepalive) stop() {
 func readCloseCode(ctx context.Context, err error) (int, string) {
 	switch {
 	case ctx.Err() != nil:
-		return wsconn.CloseGoingAway, "server shutting down"
+		return wsapi.CloseGoingAway, "server shutting down"
 	case errors.Is(err, wsconn.ErrInvalidUTF8):
-		return wsconn.CloseInvalidPayload, "invalid UTF-8 in a text message"
+		return wsapi.CloseInvalidPayload, "invalid UTF-8 in a text message"
 	}
 	return 0, ""
 }
@@ -86,4 +87,17 @@ func closeConn(conn *wsconn.Conn, readErr error) {
 		return
 	}
 	_ = conn.Close()
+}
+
+// endCode is the close code a session ended with, for its observer: the one it sent, else
+// the one its peer sent, 1009 for a message over the read limit, or 0 when the connection
+// broke without one.
+func endCode(sent int, readErr error) int {
+	switch {
+	case sent > 0:
+		return sent
+	case wsconn.IsTooBig(readErr):
+		return wsapi.CloseTooBig
+	}
+	return wsconn.PeerCloseCode(readErr)
 }

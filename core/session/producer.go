@@ -13,18 +13,7 @@ import (
 	"github.com/sluicehq/sluice/core/broker"
 	"github.com/sluicehq/sluice/core/wsapi"
 	"github.com/sluicehq/sluice/core/wsconn"
-)
-
-// OnFull is what a producer session does when admission refuses a message.
-type OnFull int
-
-// At-limit actions.
-const (
-	// Reject answers the message at once with a send-error:8 ack naming the limit.
-	Reject OnFull = iota
-	// Pause stops reading the socket until the message is admitted, up to MaxPause, and then
-	// rejects it as Reject does.
-	Pause
+	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
 // DefaultMaxInflight bounds the unacknowledged messages of a producer session whose policy sets
@@ -35,60 +24,12 @@ const DefaultMaxInflight = 1000
 // in-flight sends. Past it, the session stops reading its socket until the client reads acks.
 const ackHeadroom = 64
 
-// DefaultMaxQueuedAckBytes bounds the bytes of the acks one producer session owes its client:
+// DefaultMaxOwedAckBytes bounds the bytes of the acks one producer session owes its client:
 // those waiting to be written and, by estimate, those of its messages in flight. A client that
 // does not read its acks makes the session stop reading its socket once this much is owed, so
 // it cannot grow the edge's heap; the session resumes below half. It also bounds the contexts
 // a session holds in flight.
-const DefaultMaxQueuedAckBytes = 1 << 20
-
-// ProducerConfig configures a producer session. Zero values are documented per field.
-type ProducerConfig struct {
-	// Gate admits messages; nil admits everything (tests only).
-	Gate *admission.Gate
-	// OnFull is the at-limit action. Zero is Reject.
-	OnFull OnFull
-	// MaxPause bounds one Pause; zero means 30s.
-	MaxPause time.Duration
-	// MaxInflight bounds unacknowledged messages, and so the acks waiting to be written. It
-	// must not exceed the broker producer's MaxPendingMessages. Zero means DefaultMaxInflight.
-	MaxInflight int
-	// SendTimeout answers a message the broker has not acknowledged within it with an error
-	// ack, as Pulsar's sendTimeoutMillis does. The message stays charged until the broker
-	// answers or the producer closes, since the client library holds it until then. Zero means
-	// no timeout.
-	SendTimeout time.Duration
-	// MaxQueuedAckBytes bounds the ack bytes owed to the client beyond their fixed part; see
-	// DefaultMaxQueuedAckBytes. Zero means DefaultMaxQueuedAckBytes.
-	MaxQueuedAckBytes int64
-	// Limits bounds what one frame may contain. Zero fields are unbounded.
-	Limits FrameLimits
-	// Conn is the connection's keepalive policy.
-	Conn ConnConfig
-	// Log receives the session's logs; nil discards them.
-	Log *slog.Logger
-	// OnAck, when set, is called once per message with its outcome (one of the Result
-	// constants) and, for sent messages, the broker's acknowledgement latency. It runs on the
-	// client library's goroutines and must not block.
-	OnAck func(result string, latency time.Duration)
-}
-
-// ConnConfig is the keepalive policy of a session's socket. Zero values are documented.
-type ConnConfig struct {
-	// PingInterval sends a server ping this often. Zero means no server pings (Pulsar's default).
-	PingInterval time.Duration
-	// IdleTimeout closes the session with 1001 after this long without any frame read or
-	// written. Zero means no idle timeout.
-	IdleTimeout time.Duration
-}
-
-// Outcomes of a producer message, as passed to ProducerConfig.OnAck.
-const (
-	ResultOK        = "ok"         // the broker acknowledged it
-	ResultSendError = "send_error" // the broker or the client library failed it
-	ResultRejected  = "rejected"   // admission refused it at a limit
-	ResultInvalid   = "invalid"    // the frame was not a valid message
-)
+const DefaultMaxOwedAckBytes = 1 << 20
 
 // ack is one producer ack waiting to be written, with the charge that holds its bytes and
 // what it counted in the session's owed bytes.
@@ -126,44 +67,29 @@ type inflight struct {
 	ctx    *string
 	charge *admission.Charge
 	owed   int64 // its ack's estimate, counted in owed since the frame was read
+	size   int   // its frame's bytes
 }
 
-// RunProducer serves one producer socket until the client goes away or ctx ends. It owns conn
-// and p and closes both before returning. Every message read from the socket gets exactly one
-// ack, ok or error, unless the socket closes first; messages already handed to the broker are
-// still sent and their outcome logged.
-func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, cfg ProducerConfig) {
-	log := cfg.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	maxInflight := cfg.MaxInflight
-	if maxInflight <= 0 {
-		maxInflight = DefaultMaxInflight
-	}
-	maxPause := cfg.MaxPause
-	if maxPause <= 0 {
-		maxPause = 30 * time.Second
-	}
-	maxQueued := cfg.MaxQueuedAckBytes
-	if maxQueued <= 0 {
-		maxQueued = DefaultMaxQueuedAckBytes
-	}
-	// The acks' fixed part is bounded by the slots; the bound is on what clients choose to
-	// send (contexts) and on error texts.
-	maxQueued += int64(maxInflight+ackHeadroom) * ackBase
+// RunProducer serves one producer socket under g until the client goes away or ctx ends. It
+// owns conn and p and closes both before returning, then releases g. Every message read from
+// the socket gets exactly one ack, ok or error, unless the socket closes first; messages
+// already handed to the broker are still sent and their outcome logged.
+func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g ProducerGrant, log *slog.Logger) {
+	defer g.Release()
+	g.Observer.SessionOpened(wsapi.Producer)
 	s := &producerSession{
-		conn:      conn,
-		p:         p,
-		cfg:       cfg,
-		log:       log,
-		maxPause:  maxPause,
-		maxQueued: maxQueued,
+		conn: conn,
+		p:    p,
+		g:    g,
+		log:  log,
+		// The acks' fixed part is bounded by the slots; the bound is on what clients choose
+		// to send (contexts) and on error texts.
+		maxOwed: g.MaxOwedAckBytes + int64(g.MaxInflight+ackHeadroom)*ackBase,
 		// slots counts acks owed: taken when a frame is read, returned when its ack is
-		// written (or dropped after the socket closed). acks can therefore never hold more
-		// than cap(slots) entries, and a send callback never blocks on it. The headroom above
-		// maxInflight lets rejections be answered while maxInflight sends are in flight.
-		slots:   make(chan struct{}, maxInflight+ackHeadroom),
+		// written (or dropped after the socket closed). The acks queued can therefore never
+		// be more than cap(slots), and a send callback never waits. The headroom above
+		// MaxInflight lets rejections be answered while MaxInflight sends are in flight.
+		slots:   make(chan struct{}, g.MaxInflight+ackHeadroom),
 		ready:   make(chan struct{}, 1),
 		drained: make(chan struct{}, 1),
 		kick:    make(chan struct{}, 1),
@@ -199,15 +125,15 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, cfg
 		_ = conn.WriteClose(closeCode, reason)
 	}
 	closeConn(conn, s.readErr)
+	g.Observer.SessionClosed(wsapi.Producer, endCode(closeCode, s.readErr))
 }
 
 type producerSession struct {
-	conn      *wsconn.Conn
-	p         *broker.Producer
-	cfg       ProducerConfig
-	log       *slog.Logger
-	maxPause  time.Duration
-	maxQueued int64
+	conn    *wsconn.Conn
+	p       *broker.Producer
+	g       ProducerGrant
+	log     *slog.Logger
+	maxOwed int64
 
 	slots chan struct{}
 	// acks are the acks waiting for the writer, in the order they were answered; ready (cap
@@ -218,7 +144,7 @@ type producerSession struct {
 	ready   chan struct{}
 	owed    atomic.Int64  // ack bytes owed to the client: queued, or estimated for sends in flight
 	waiting atomic.Bool   // the reader waits for owed to fall
-	drained chan struct{} // cap 1: owed fell to half of maxQueued
+	drained chan struct{} // cap 1: owed fell to half of maxOwed
 
 	// pending holds the messages in flight in send order, for the send timeout; kick (cap 1)
 	// tells the writer that pending went from empty to not empty.
@@ -233,8 +159,8 @@ type producerSession struct {
 // flushTimeout bounds the wait for in-flight answers when the session ends: the send timeout
 // and a margin, or 35s without one.
 func (s *producerSession) flushTimeout() time.Duration {
-	if s.cfg.SendTimeout > 0 {
-		return s.cfg.SendTimeout + 5*time.Second
+	if s.g.SendTimeout > 0 {
+		return s.g.SendTimeout + 5*time.Second
 	}
 	return 35 * time.Second
 }
@@ -243,8 +169,8 @@ func (s *producerSession) flushTimeout() time.Duration {
 // or 0 when none should be sent.
 func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 	for {
-		if !s.waitQueued(ctx) {
-			return wsconn.CloseGoingAway, "server shutting down"
+		if !s.waitOwed(ctx) {
+			return wsapi.CloseGoingAway, "server shutting down"
 		}
 		typ, data, err := s.conn.Read()
 		if err != nil {
@@ -256,35 +182,32 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 		select {
 		case s.slots <- struct{}{}:
 		case <-ctx.Done():
-			return wsconn.CloseGoingAway, "server shutting down"
+			return wsapi.CloseGoingAway, "server shutting down"
 		}
 		if ctx.Err() != nil {
 			<-s.slots
-			return wsconn.CloseGoingAway, "server shutting down"
+			return wsapi.CloseGoingAway, "server shutting down"
 		}
 		if typ != wsconn.Text {
 			s.reply(wsapi.AckError(wsapi.ErrorFailedToDeserializeFromJSON,
-				"binary frames are not supported: send each message as a JSON text frame", nil), ResultInvalid)
+				"binary frames are not supported: send each message as a JSON text frame", nil), ResultInvalid, len(data))
 			continue
 		}
-		msg, ferr := wsapi.DecodeProducerMessage(data)
-		if ferr == nil {
-			ferr = s.cfg.Limits.check(&msg)
-		}
-		if ferr != nil {
-			s.reply(ferr.Ack(), ResultInvalid)
+		var msg wsapi.ProducerMessage
+		if ferr := msg.Decode(data, s.g.Limits); ferr != nil {
+			s.reply(ferr.Ack(), ResultInvalid, len(data))
 			continue
 		}
-		s.publish(ctx, msg)
+		s.publish(ctx, &msg, len(data))
 	}
 }
 
-// waitQueued waits while the session owes its client more than maxQueued bytes of acks, so a
+// waitOwed waits while the session owes its client more than maxOwed bytes of acks, so a
 // client that does not read its acks stops being read. It returns false when ctx ends first.
-func (s *producerSession) waitQueued(ctx context.Context) bool {
-	for s.owed.Load() > s.maxQueued {
+func (s *producerSession) waitOwed(ctx context.Context) bool {
+	for s.owed.Load() > s.maxOwed {
 		s.waiting.Store(true)
-		if s.owed.Load() <= s.maxQueued/2 { // the writer drained it meanwhile
+		if s.owed.Load() <= s.maxOwed/2 { // the writer drained it meanwhile
 			break
 		}
 		select {
@@ -297,7 +220,7 @@ func (s *producerSession) waitQueued(ctx context.Context) bool {
 	return true
 }
 
-func (s *producerSession) publish(ctx context.Context, msg wsapi.ProducerMessage) {
+func (s *producerSession) publish(ctx context.Context, msg *wsapi.ProducerMessage, size int) {
 	out := &broker.OutMessage{
 		Payload:             msg.Payload,
 		Properties:          msg.Properties,
@@ -315,12 +238,12 @@ func (s *producerSession) publish(ctx context.Context, msg wsapi.ProducerMessage
 	if msg.DeliverAfterMillis > 0 {
 		out.DeliverAfter = time.Duration(msg.DeliverAfterMillis) * time.Millisecond
 	}
-	charge, err := s.admit(ctx, MessageCharge(&msg))
+	charge, err := s.admit(ctx, MessageCharge(msg))
 	if err != nil {
-		s.reply(wsapi.AckError(wsapi.ErrorUnknown, err.Error(), msg.Context), ResultRejected)
+		s.reply(wsapi.AckError(wsapi.ErrorUnknown, err.Error(), msg.Context), ResultRejected, size)
 		return
 	}
-	m := &inflight{start: time.Now(), ctx: msg.Context, charge: charge, owed: ackEstimate(msg.Context)}
+	m := &inflight{start: time.Now(), ctx: msg.Context, charge: charge, owed: ackEstimate(msg.Context), size: size}
 	s.owed.Add(m.owed)
 	s.unanswered.Add(1)
 	s.track(m)
@@ -339,9 +262,7 @@ func (s *producerSession) publish(ctx context.Context, msg wsapi.ProducerMessage
 		} else {
 			a = wsapi.AckOK(wsapi.EncodeMessageID(toWireID(id)), m.ctx)
 		}
-		if s.cfg.OnAck != nil {
-			s.cfg.OnAck(result, time.Since(m.start))
-		}
+		s.g.Observer.Published(result, m.size, time.Since(m.start))
 		frame := a.Encode()
 		m.ctx = nil // only the timeout reads it, and it can no longer fire for m
 		// The client library has let go of the message; what stays held is the ack.
@@ -353,7 +274,7 @@ func (s *producerSession) publish(ctx context.Context, msg wsapi.ProducerMessage
 
 // track records m for the send timeout.
 func (s *producerSession) track(m *inflight) {
-	if s.cfg.SendTimeout <= 0 {
+	if s.g.SendTimeout <= 0 {
 		return
 	}
 	s.mu.Lock()
@@ -381,7 +302,7 @@ func (s *producerSession) expire(now time.Time) time.Duration {
 	for len(s.pending) > 0 {
 		m := s.pending[0]
 		if m.state.Load() == sending {
-			if wait := m.start.Add(s.cfg.SendTimeout).Sub(now); wait > 0 {
+			if wait := m.start.Add(s.g.SendTimeout).Sub(now); wait > 0 {
 				return wait
 			}
 			if m.state.CompareAndSwap(sending, timedOut) {
@@ -398,51 +319,39 @@ func (s *producerSession) expire(now time.Time) time.Duration {
 // timeoutAck queues the error ack of a message whose send timed out. Its charge stays with
 // the message until the broker answers; the ack holds a charge of its own.
 func (s *producerSession) timeoutAck(m *inflight) {
-	text := fmt.Sprintf("send failed: message send timeout: the broker did not acknowledge it within %s", s.cfg.SendTimeout)
+	text := fmt.Sprintf("send failed: message send timeout: the broker did not acknowledge it within %s", s.g.SendTimeout)
 	a := wsapi.AckError(wsapi.ErrorUnknown, text, m.ctx)
-	if s.cfg.OnAck != nil {
-		s.cfg.OnAck(ResultSendError, 0)
-	}
+	s.g.Observer.Published(ResultSendError, m.size, 0)
 	frame := a.Encode()
-	s.queue(ack{frame: frame, charge: s.hold(AckCharge(len(frame))), owed: m.owed})
+	s.queue(ack{frame: frame, charge: s.g.Gate.Hold(AckCharge(len(frame))), owed: m.owed})
 	s.unanswered.Done()
 }
 
 // admit charges size against the session's gate under the at-limit action.
 func (s *producerSession) admit(ctx context.Context, size int64) (*admission.Charge, error) {
-	if s.cfg.Gate == nil {
-		return nil, nil
+	if s.g.OnFull != strategy.Pause {
+		return s.g.Gate.TryAcquire(size)
 	}
-	if s.cfg.OnFull == Reject {
-		return s.cfg.Gate.TryAcquire(size)
-	}
-	pctx, cancel := context.WithTimeout(ctx, s.maxPause)
+	pctx, cancel := context.WithTimeout(ctx, s.g.MaxPause)
 	defer cancel()
-	c, err := s.cfg.Gate.Acquire(pctx, size)
+	c, waited, err := s.g.Gate.AcquireTimed(pctx, size)
+	if waited > 0 {
+		s.g.Observer.Paused(waited)
+	}
 	if err != nil && ctx.Err() == nil {
-		return nil, fmt.Errorf("%w (paused for %s)", err, s.maxPause)
+		return nil, fmt.Errorf("%w (paused for %s)", err, s.g.MaxPause)
 	}
 	return c, err
 }
 
-// hold charges an ack that cannot be refused: its frame has been read and must be answered.
-func (s *producerSession) hold(n int64) *admission.Charge {
-	if s.cfg.Gate == nil {
-		return nil
-	}
-	return s.cfg.Gate.Hold(n)
-}
-
 // reply queues an immediate ack (an error for a frame that was not sent). The caller holds a
-// slot for it.
-func (s *producerSession) reply(a wsapi.ProducerAck, result string) {
-	if s.cfg.OnAck != nil {
-		s.cfg.OnAck(result, 0)
-	}
+// slot for it; the ack is held, not admitted: the frame has been read and must be answered.
+func (s *producerSession) reply(a wsapi.ProducerAck, result Result, size int) {
+	s.g.Observer.Published(result, size, 0)
 	frame := a.Encode()
 	n := int64(len(frame))
 	s.owed.Add(n)
-	s.queue(ack{frame: frame, charge: s.hold(AckCharge(len(frame))), owed: n})
+	s.queue(ack{frame: frame, charge: s.g.Gate.Hold(AckCharge(len(frame))), owed: n})
 }
 
 // queue hands an ack to the writer. A slot is held for it, so it never blocks.
@@ -470,7 +379,7 @@ func (s *producerSession) takeAcks(spare []ack) []ack {
 // until ctx ends; then it writes the acks still queued. After a write error it keeps draining
 // acks (dropping them) so that slots and charges are returned and the reader unblocks.
 func (s *producerSession) writeLoop(ctx context.Context) {
-	keep := newKeepalive(s.cfg.Conn, s.conn)
+	keep := newKeepalive(s.g.Conn, s.conn)
 	defer keep.stop()
 	expiry := time.NewTimer(time.Hour)
 	expiry.Stop()
@@ -485,7 +394,7 @@ func (s *producerSession) writeLoop(ctx context.Context) {
 			}
 		}
 		a.charge.Release()
-		if q := s.owed.Add(-a.owed); q <= s.maxQueued/2 && s.waiting.Load() {
+		if q := s.owed.Add(-a.owed); q <= s.maxOwed/2 && s.waiting.Load() {
 			select {
 			case s.drained <- struct{}{}:
 			default:

@@ -63,6 +63,23 @@ const (
 	CloseInternalError = 1011
 )
 
+// The other close codes Sluice sends. Every close code a session sends is one of these or of
+// the 4000+n codes above.
+const (
+	// CloseGoingAway (1001) closes a session when the edge shuts down or the session is idle,
+	// as Pulsar's proxy does.
+	CloseGoingAway = 1001
+	// CloseInvalidPayload (1007) closes a session that sent a text message that is not UTF-8,
+	// as RFC 6455 requires.
+	CloseInvalidPayload = 1007
+	// CloseTooBig (1009) closes a session that sent a message larger than the edge's
+	// websocket.max_text_message_size.
+	CloseTooBig = 1009
+	// CloseSlowConsumer (4010) closes a consumer or reader session whose client did not read
+	// a frame within its route's slow_consumer.timeout.
+	CloseSlowConsumer = 4010
+)
+
 // CloseCode returns the Sluice close code for a Pulsar WebSocketError code
 // (1–8), or CloseInternalError for any other value.
 func CloseCode(pulsarError int) int {

@@ -16,13 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// CloseGoingAway (1001) closes a session when the edge shuts down or the session is idle. The
-// 4000-range codes, Sluice's mapping of Pulsar's WebSocketError numbers, are in wsapi.
-const CloseGoingAway = websocket.CloseGoingAway
-
-// CloseInvalidPayload (1007) closes a session that sent a text message that is not UTF-8, as
-// RFC 6455 requires.
-const CloseInvalidPayload = websocket.CloseInvalidFramePayloadData
+// The close codes sessions send are in wsapi.
 
 // ErrInvalidUTF8 is returned by Read for a text message that is not valid UTF-8.
 var ErrInvalidUTF8 = errors.New("invalid UTF-8 in a text message")
@@ -140,7 +134,7 @@ func (c *Conn) LastActivity() time.Time { return time.Unix(0, c.lastActivity.Loa
 
 // Read returns the next data message. Control frames are handled inside it: pings are
 // answered with a pong carrying the same payload. A text message that is not UTF-8 is an
-// ErrInvalidUTF8 error; the connection must then be closed with CloseInvalidPayload.
+// ErrInvalidUTF8 error; the connection must then be closed with 1007.
 func (c *Conn) Read() (MessageType, []byte, error) {
 	t, b, err := c.ws.ReadMessage()
 	if err != nil {
@@ -227,3 +221,13 @@ const lingerMax = 64 << 20
 
 // IsTooBig reports whether err came from a message larger than Options.ReadLimit.
 func IsTooBig(err error) bool { return errors.Is(err, websocket.ErrReadLimit) }
+
+// PeerCloseCode is the close code of a close frame the peer sent, as Read reports it, or 0
+// when err is not one.
+func PeerCloseCode(err error) int {
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return 0
+}

@@ -49,6 +49,14 @@ func (r *Registry) New(name string, params map[string]any) (Strategy, error) {
 	return s, nil
 }
 
+// Factory returns the factory registered under name.
+func (r *Registry) Factory(name string) (Factory, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	f, ok := r.factories[name]
+	return f, ok
+}
+
 // Has reports whether name is registered.
 func (r *Registry) Has(name string) bool {
 	r.mu.RLock()

@@ -1,0 +1,125 @@
+// Package edgetest is the engine's test support, shared by the tests of every core package:
+// an edge with its embedded broker served on a loopback httptest server, WebSocket dials,
+// polling with a deadline and close codes. Nothing outside tests imports it.
+package edgetest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/server"
+)
+
+// Start runs an edge with the embedded broker from a YAML configuration (written to a file, so
+// that relative paths and every layer behave as for `sluice serve -c`) and serves it on
+// loopback. It returns the server and the ws:// base URL; both are shut down when the test
+// ends.
+func Start(t testing.TB, yaml string) (*server.Server, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(context.Background(), config.LoadOptions{Files: []string{path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return StartWith(t, cfg)
+}
+
+// StartWith runs an edge from cfg, as Start does.
+func StartWith(t testing.TB, cfg *config.Config, opts ...server.Option) (*server.Server, string) {
+	t.Helper()
+	srv, err := server.New(cfg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return srv, "ws" + strings.TrimPrefix(hs.URL, "http")
+}
+
+// Dial opens a WebSocket, failing the test unless the upgrade succeeds; it is closed when
+// the test ends.
+func Dial(t testing.TB, url string) *websocket.Conn {
+	t.Helper()
+	c, resp, err := websocket.DefaultDialer.Dial(url, nil)
+	if err != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		t.Fatalf("dial %s: %d %v", url, status, err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// DialSmallBuffer dials with a small TCP receive buffer, so that a client that stops reading
+// makes the edge's writes block after little data rather than after megabytes of kernel
+// buffering.
+func DialSmallBuffer(t testing.TB, url string) *websocket.Conn {
+	t.Helper()
+	d := websocket.Dialer{
+		HandshakeTimeout: 10 * time.Second,
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetReadBuffer(128 << 10)
+			}
+			return c, nil
+		},
+	}
+	c, _, err := d.Dial(url, nil)
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// WaitFor polls f every 20 ms until it reports true, failing the test with what after
+// timeout.
+func WaitFor(t testing.TB, timeout time.Duration, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// CloseCode is the close code of the close frame behind a read error, or -1 when there was
+// none.
+func CloseCode(err error) int {
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return -1
+}

@@ -1,0 +1,293 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice/core/admission"
+	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/session"
+	"github.com/sluicehq/sluice/core/wsapi"
+	"github.com/sluicehq/sluice/sdk/strategy"
+)
+
+// The defaults a grant gets when neither its strategy nor its route sets them. This file is
+// the one place they are applied.
+const (
+	// DefaultConsumerShareDivisor sets a consumer session's default share of the consumer
+	// pool (when its strategy sets none): the pool's limit divided by it.
+	DefaultConsumerShareDivisor = 16
+	// DefaultPrefetch is the broker client's prefetch per consumer session when the strategy
+	// sets none: min(receiverQueueSize, DefaultPrefetch).
+	DefaultPrefetch = 100
+	// WriteQueue bounds the messages a consumer session has taken from the broker and not
+	// yet written; they are charged to the consumer pool.
+	WriteQueue = 16
+)
+
+// Settings are the edge-wide settings every grant carries, from the static configuration.
+type Settings struct {
+	// WebSocket is the configuration's websocket section, defaults applied (config.Load,
+	// config.Defaults).
+	WebSocket config.WebSocket
+	// Location is the time zone of publishTime and eventTime in consumer messages; nil means
+	// time.Local, as Pulsar formats in the proxy's zone.
+	Location *time.Location
+}
+
+// conn is the socket settings of a grant: write timeout writeTimeout.
+func (s Settings) conn(writeTimeout time.Duration) session.ConnConfig {
+	ws := s.WebSocket
+	return session.ConnConfig{
+		ReadLimit:    ws.MaxTextMessageSize.Bytes(),
+		WriteTimeout: writeTimeout,
+		PingInterval: ws.PingInterval,
+		IdleTimeout:  ws.IdleTimeout,
+	}
+}
+
+func (s Settings) frameLimits() wsapi.FrameLimits {
+	ws := s.WebSocket
+	return wsapi.FrameLimits{
+		MaxContextBytes:  int(ws.MaxContextSize.Bytes()),
+		MaxProperties:    ws.MaxProperties,
+		MaxPropertyBytes: int(ws.MaxPropertiesSize.Bytes()),
+	}
+}
+
+func (s Settings) location() *time.Location {
+	if s.Location != nil {
+		return s.Location
+	}
+	return time.Local
+}
+
+// Producer decides a producer session's grant: its route (by the topics it accesses), the
+// strategy's decision under the route's client-parameter policy, its gate and every limit.
+// An error is a *wsapi.Error with the HTTP status that refuses the handshake.
+func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.ProducerParams) (session.ProducerGrant, error) {
+	r, err := m.match(h)
+	if err != nil {
+		return session.ProducerGrant{}, err
+	}
+	pending, err := clientValue(r, "maxPendingMessages", p.RequestedMaxPendingMessages, MaxSessionPending)
+	if err != nil {
+		return session.ProducerGrant{}, err
+	}
+	ep := h.Endpoint
+	dctx, cancel := context.WithTimeout(ctx, m.timeout)
+	dec, err := r.strat.OpenProducer(dctx, strategy.ProducerRequest{
+		Route:              r.cfg.Name,
+		Topic:              ep.TopicName(),
+		Tenant:             ep.Tenant,
+		Namespace:          ep.Namespace,
+		ProducerName:       p.ProducerName,
+		RemoteAddr:         h.RemoteAddr,
+		MaxPendingMessages: pending,
+	})
+	cancel()
+	if err != nil {
+		return session.ProducerGrant{}, m.decisionError(r, err)
+	}
+	if dec.Deny != nil {
+		return session.ProducerGrant{}, denial(dec.Deny)
+	}
+	own := dec.MaxPendingMessages > 0
+	maxMsgs := dec.MaxPendingMessages
+	if !own {
+		r.pressure.mu.Lock()
+		maxMsgs = r.pressure.maxPending // set by an adaptive strategy, or 0
+		r.pressure.mu.Unlock()
+	}
+	if maxMsgs <= 0 {
+		maxMsgs = session.DefaultMaxInflight
+	}
+	// The bound also sizes the broker client's queue for the session: cap it.
+	maxMsgs = min(maxMsgs, MaxSessionPending)
+	gate, err := r.prod.Gate(admission.GateConfig{MaxMessages: maxMsgs, MaxBytes: max(dec.MaxPendingBytes, 0)})
+	if err != nil {
+		return session.ProducerGrant{}, m.decisionError(r, err)
+	}
+	cost, err := m.holdSession(session.ProducerSessionCost)
+	if err != nil {
+		return session.ProducerGrant{}, memoryFull(err)
+	}
+	r.pressure.mu.Lock()
+	r.pressure.gates[gate] = own
+	r.pressure.mu.Unlock()
+	onFull := r.cfg.OnFull
+	if dec.OnFull != "" {
+		onFull = dec.OnFull
+	}
+	return session.ProducerGrant{
+		Route:       r.cfg.Name,
+		Observer:    r,
+		Gate:        gate,
+		OnFull:      onFull,
+		MaxPause:    r.cfg.MaxPause,
+		MaxInflight: maxMsgs,
+		// Pulsar: 0 disables the timeout.
+		SendTimeout:     time.Duration(p.SendTimeoutMillis) * time.Millisecond,
+		MaxOwedAckBytes: session.DefaultMaxOwedAckBytes,
+		Limits:          m.settings.frameLimits(),
+		Conn:            m.settings.conn(m.settings.WebSocket.WriteTimeout),
+		Release: func() {
+			r.pressure.mu.Lock()
+			delete(r.pressure.gates, gate)
+			r.pressure.mu.Unlock()
+			cost.Release()
+		},
+	}, nil
+}
+
+// Consumer decides a consumer session's grant.
+func (m *Manager) Consumer(ctx context.Context, h session.Handshake, p wsapi.ConsumerParams) (session.ConsumerGrant, error) {
+	g, err := m.delivery(ctx, h, p.RequestedReceiverQueueSize, p.ReceiverQueueSize, p.PullMode)
+	if err != nil {
+		return g, err
+	}
+	g.PullMode = p.PullMode
+	g.AckTimeout = time.Duration(p.AckTimeoutMillis) * time.Millisecond
+	return g, nil
+}
+
+// Reader decides a reader session's grant.
+func (m *Manager) Reader(ctx context.Context, h session.Handshake, p wsapi.ReaderParams) (session.ConsumerGrant, error) {
+	return m.delivery(ctx, h, p.RequestedReceiverQueueSize, p.ReceiverQueueSize, false)
+}
+
+// delivery decides what consumer and reader grants share. requested is the client's
+// receiverQueueSize (nil: none) and applied Pulsar's value after its cap of 1000.
+func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *int, applied int, pullMode bool) (session.ConsumerGrant, error) {
+	r, err := m.match(h)
+	if err != nil {
+		return session.ConsumerGrant{}, err
+	}
+	queue, err := clientValue(r, "receiverQueueSize", requested, wsapi.MaxReceiverQueueSize)
+	if err != nil {
+		return session.ConsumerGrant{}, err
+	}
+	if queue.Value == 0 {
+		queue.Value = applied
+	}
+	ep := h.Endpoint
+	dctx, cancel := context.WithTimeout(ctx, m.timeout)
+	dec, err := r.strat.OpenConsumer(dctx, strategy.ConsumerRequest{
+		Route:             r.cfg.Name,
+		Topic:             ep.TopicName(),
+		Tenant:            ep.Tenant,
+		Namespace:         ep.Namespace,
+		Subscription:      ep.Subscription,
+		Reader:            ep.Kind == wsapi.Reader,
+		PullMode:          pullMode,
+		RemoteAddr:        h.RemoteAddr,
+		ReceiverQueueSize: queue,
+	})
+	cancel()
+	if err != nil {
+		return session.ConsumerGrant{}, m.decisionError(r, err)
+	}
+	if dec.Deny != nil {
+		return session.ConsumerGrant{}, denial(dec.Deny)
+	}
+	share := dec.MaxBytes
+	if share == 0 {
+		share = m.consumers.Snapshot().Edge.Limit / DefaultConsumerShareDivisor
+	}
+	gate, err := r.cons.Gate(admission.GateConfig{MaxBytes: max(share, 0)})
+	if err != nil {
+		return session.ConsumerGrant{}, m.decisionError(r, err)
+	}
+	prefetch := dec.Prefetch
+	if prefetch <= 0 {
+		prefetch = min(max(queue.Value, 1), DefaultPrefetch)
+	}
+	cost, err := m.holdSession(session.ConsumerSessionCost)
+	if err != nil {
+		return session.ConsumerGrant{}, memoryFull(err)
+	}
+	r.pressure.mu.Lock()
+	r.pressure.consumers++
+	r.pressure.mu.Unlock()
+	// A consumer's socket waits for its client as long as it takes, unless the route closes
+	// slow consumers: then a write may take at most the slow-consumer timeout.
+	writeTimeout := time.Duration(-1)
+	if r.slowTimeout > 0 {
+		writeTimeout = r.slowTimeout
+	}
+	return session.ConsumerGrant{
+		Route:               r.cfg.Name,
+		Observer:            r,
+		Gate:                gate,
+		Memory:              m.sessions,
+		MaxPending:          pendingLimit(queue.Value),
+		Prefetch:            prefetch,
+		WriteQueue:          WriteQueue,
+		SlowConsumerTimeout: r.slowTimeout,
+		Location:            m.settings.location(),
+		Conn:                m.settings.conn(writeTimeout),
+		Release: func() {
+			r.pressure.mu.Lock()
+			r.pressure.consumers--
+			r.pressure.mu.Unlock()
+			cost.Release()
+		},
+	}, nil
+}
+
+// pendingLimit is Pulsar's push-mode limit for a receiver queue size: capped at 1000, and 1
+// for 0.
+func pendingLimit(queue int) int {
+	return min(max(queue, 1), wsapi.MaxReceiverQueueSize)
+}
+
+// clientValue applies the route's client_params policy for name to what the client sent.
+func clientValue(r *Route, name string, given *int, maxDefault int) (strategy.ClientValue, error) {
+	cv := strategy.ClientValue{Requested: given}
+	if p, ok := r.cfg.ClientParams[name]; ok {
+		v, err := p.Resolve(name, given)
+		if err != nil {
+			return cv, &wsapi.Error{Status: http.StatusBadRequest, Message: "Invalid query params: " + err.Error()}
+		}
+		cv.Value = v
+		return cv, nil
+	}
+	// No policy: a positive value is taken, up to maxDefault; zero (Pulsar's "unbounded")
+	// and negative values leave the choice to the strategy.
+	if given != nil && *given > 0 {
+		cv.Value = min(*given, maxDefault)
+	}
+	return cv, nil
+}
+
+func denial(d *strategy.Denial) error {
+	status := d.Status
+	switch status {
+	case http.StatusForbidden, http.StatusTooManyRequests, http.StatusServiceUnavailable:
+	default:
+		status = http.StatusForbidden
+	}
+	return &wsapi.Error{Status: status, Message: d.Reason}
+}
+
+// holdSession charges a new session's own memory to the session pool.
+func (m *Manager) holdSession(cost int64) (*admission.Charge, error) {
+	if m.sessions == nil {
+		return nil, nil
+	}
+	return m.sessions.TryHold(cost)
+}
+
+// memoryFull refuses a session whose own memory does not fit the session pool
+// (memory.session_limit): it bounds what open sessions cost, as the other pools bound what
+// their messages hold.
+func memoryFull(err error) error {
+	return &wsapi.Error{Status: http.StatusServiceUnavailable, Message: "Service unavailable: no memory for a new session (memory.session_limit): " + err.Error()}
+}
+
+func (m *Manager) decisionError(r *Route, err error) error {
+	m.log.Warn("strategy decision failed", "route", r.cfg.Name, "err", err)
+	return &wsapi.Error{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("route %s: strategy unavailable: %v", r.cfg.Name, err)}
+}

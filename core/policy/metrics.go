@@ -1,0 +1,63 @@
+package policy
+
+import (
+	"github.com/sluicehq/sluice/core/session"
+	"github.com/sluicehq/sluice/core/wsapi"
+)
+
+// Instruments a route's metrics are made of: the shape of a Prometheus counter, gauge and
+// histogram, so that the route feeds them directly and core/policy imports no metrics library.
+type (
+	Counter interface {
+		Inc()
+		Add(float64)
+	}
+	Gauge interface {
+		Inc()
+		Dec()
+	}
+	Histogram interface{ Observe(float64) }
+)
+
+// Metrics are one route's instruments, made when the route is built (core/admin makes them,
+// with their labels resolved), so that an outcome costs an increment and no lookup.
+type Metrics struct {
+	// Results counts producer frames by outcome, indexed by session.Result.
+	Results [session.NumResults]Counter
+	// BytesIn counts the bytes of producer frames read.
+	BytesIn Counter
+	// AckLatency observes, in seconds, the broker's answer to each sent message.
+	AckLatency Histogram
+	// Pauses counts producer pauses at a limit, PausedSeconds their length.
+	Pauses, PausedSeconds Counter
+	// Deliveries and Redeliveries count messages written to consumers and readers, BytesOut
+	// their frames' bytes.
+	Deliveries, Redeliveries, BytesOut Counter
+	// Acks and Nacks count consumer clients' acknowledgements.
+	Acks, Nacks Counter
+	// Sessions are the open sessions, indexed by wsapi.Kind.
+	Sessions [4]Gauge
+	// Closed counts a session's end; it runs once per session and may resolve labels.
+	Closed func(kind wsapi.Kind, code int)
+}
+
+type nopInstrument struct{}
+
+func (nopInstrument) Inc()            {}
+func (nopInstrument) Dec()            {}
+func (nopInstrument) Add(float64)     {}
+func (nopInstrument) Observe(float64) {}
+
+// nopMetrics measures nothing: a route's metrics without WithMetrics.
+func nopMetrics() Metrics {
+	var n nopInstrument
+	m := Metrics{BytesIn: n, AckLatency: n, Pauses: n, PausedSeconds: n, Deliveries: n, Redeliveries: n,
+		BytesOut: n, Acks: n, Nacks: n, Closed: func(wsapi.Kind, int) {}}
+	for i := range m.Results {
+		m.Results[i] = n
+	}
+	for i := range m.Sessions {
+		m.Sessions[i] = n
+	}
+	return m
+}

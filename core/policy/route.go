@@ -1,0 +1,77 @@
+package policy
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/core/admission"
+	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/session"
+	"github.com/sluicehq/sluice/core/wsapi"
+	"github.com/sluicehq/sluice/sdk/strategy"
+)
+
+// Route is one route of the live table. It is the Observer of every session granted on it:
+// outcomes feed its metrics, made with their labels resolved when the route was built, and,
+// for an adaptive strategy, the pressure its Adjuster sees. Nothing is looked up per message.
+type Route struct {
+	cfg   config.Route
+	strat strategy.Strategy
+	prod  *admission.Route
+	cons  *admission.Route
+	// slowTimeout closes consumers that cannot take a frame within it; 0: wait for them.
+	slowTimeout time.Duration
+	// adjuster is the strategy's Adjuster, nil when it is not adaptive.
+	adjuster strategy.Adjuster
+	pressure *pressure
+	m        Metrics
+}
+
+// Name is the route's name.
+func (r *Route) Name() string { return r.cfg.Name }
+
+var _ session.Observer = (*Route)(nil)
+
+// SessionOpened implements session.Observer.
+func (r *Route) SessionOpened(kind wsapi.Kind) { r.m.Sessions[kind].Inc() }
+
+// SessionClosed implements session.Observer.
+func (r *Route) SessionClosed(kind wsapi.Kind, code int) {
+	r.m.Sessions[kind].Dec()
+	r.m.Closed(kind, code)
+}
+
+// Published implements session.Observer.
+func (r *Route) Published(res session.Result, n int, latency time.Duration) {
+	r.m.Results[res].Inc()
+	r.m.BytesIn.Add(float64(n))
+	if latency > 0 {
+		r.m.AckLatency.Observe(latency.Seconds())
+	}
+	if r.adjuster != nil {
+		r.pressure.observe(res, latency)
+	}
+}
+
+// Paused implements session.Observer.
+func (r *Route) Paused(d time.Duration) {
+	r.m.Pauses.Inc()
+	r.m.PausedSeconds.Add(d.Seconds())
+}
+
+// Delivered implements session.Observer.
+func (r *Route) Delivered(n int, redelivered bool) {
+	r.m.Deliveries.Inc()
+	if redelivered {
+		r.m.Redeliveries.Inc()
+	}
+	r.m.BytesOut.Add(float64(n))
+}
+
+// Acknowledged implements session.Observer.
+func (r *Route) Acknowledged(negative bool) {
+	if negative {
+		r.m.Nacks.Inc()
+		return
+	}
+	r.m.Acks.Inc()
+}

@@ -1,0 +1,175 @@
+package session
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/core/admission"
+	"github.com/sluicehq/sluice/core/wsapi"
+	"github.com/sluicehq/sluice/core/wsconn"
+	"github.com/sluicehq/sluice/sdk/strategy"
+)
+
+// Handshake is what the route table sees of a session asking to open: the endpoint the
+// client named, the topics it accesses and who it is.
+type Handshake struct {
+	Endpoint wsapi.Endpoint
+	// Resources are the topics the session accesses, which routes and roles are decided on:
+	// the endpoint's (wsapi.Endpoint.Resources) and, for a consumer with a dead-letter
+	// policy, its dead-letter topic, which the edge writes to. Nil means the endpoint's.
+	Resources []wsapi.Resource
+	// Role is the authenticated client's role; empty without authentication.
+	Role string
+	// AuthMethod is how the client authenticated ("token", "anonymous"); empty without
+	// authentication.
+	AuthMethod string
+	// RemoteAddr is the client's address.
+	RemoteAddr string
+	// Path is the request's escaped path, for logs; routes never match it.
+	Path string
+}
+
+// A grant is everything a session is admitted under, decided once at its handshake by the
+// route table (core/policy), which applies every default: the session uses each field as it is
+// and applies none of its own.
+
+// ProducerGrant is what a producer session is admitted under.
+type ProducerGrant struct {
+	// Route is the route's name, for logs.
+	Route string
+	// Observer receives the session's outcomes. Never nil.
+	Observer Observer
+	// Gate admits the session's messages; the acks it owes are held on it too.
+	Gate *admission.Gate
+	// OnFull is the at-limit action.
+	OnFull strategy.OnFull
+	// MaxPause bounds one pause (OnFull pause), after which the message is rejected.
+	MaxPause time.Duration
+	// MaxInflight bounds unacknowledged messages; the broker producer's queue is as large.
+	MaxInflight int
+	// SendTimeout answers a message the broker has not acknowledged within it with an error
+	// ack; zero means none.
+	SendTimeout time.Duration
+	// MaxOwedAckBytes bounds the ack bytes the session owes its client beyond each ack's
+	// fixed part: past it the session stops reading its socket.
+	MaxOwedAckBytes int64
+	// Limits bounds what one frame may contain.
+	Limits wsapi.FrameLimits
+	// Conn is the socket's settings.
+	Conn ConnConfig
+	// Release frees what the grant holds (its route's per-session state, the session's
+	// memory charge). The session calls it once, when it ends. Never nil.
+	Release func()
+}
+
+// ConsumerGrant is what a consumer or reader session is admitted under.
+type ConsumerGrant struct {
+	Route    string
+	Observer Observer
+	// Gate charges each message from when it is taken from the broker until its frame has
+	// been written: the session's share of the consumer pool.
+	Gate *admission.Gate
+	// Memory is charged what the session holds besides messages: the ids of delivered
+	// messages kept for acks (IDCharge each).
+	Memory *admission.Gate
+	// PullMode delivers only against permits granted by the client (consumers only);
+	// otherwise at most MaxPending messages are delivered and not yet acknowledged.
+	PullMode   bool
+	MaxPending int
+	// Prefetch is the broker client's receiver queue for the session, outside the pool.
+	Prefetch int
+	// WriteQueue bounds messages taken from the broker and waiting for the socket.
+	WriteQueue int
+	// SlowConsumerTimeout closes the session with CloseSlowConsumer when one frame cannot be
+	// written within it; zero means the session waits for its client.
+	SlowConsumerTimeout time.Duration
+	// AckTimeout negatively acknowledges a delivered message not acknowledged within it
+	// (consumers only); zero means none.
+	AckTimeout time.Duration
+	// Location is the time zone of publishTime and eventTime, as Pulsar formats in the
+	// proxy's zone.
+	Location *time.Location
+	Conn     ConnConfig
+	Release  func()
+}
+
+// ConnConfig is a session's socket: its limits and keepalive.
+type ConnConfig struct {
+	// ReadLimit is the largest message a client may send; a larger one closes with 1009.
+	ReadLimit int64
+	// WriteTimeout bounds one frame write; negative means none.
+	WriteTimeout time.Duration
+	// PingInterval sends a server ping this often; zero means none.
+	PingInterval time.Duration
+	// IdleTimeout closes the session with 1001 after this long without a frame; zero means
+	// none.
+	IdleTimeout time.Duration
+}
+
+// Options are the connection options to upgrade with.
+func (c ConnConfig) Options() wsconn.Options {
+	return wsconn.Options{ReadLimit: c.ReadLimit, WriteTimeout: c.WriteTimeout}
+}
+
+// Result is the outcome of a producer frame.
+type Result uint8
+
+// Outcomes of a producer frame.
+const (
+	ResultOK        Result = iota // the broker acknowledged it
+	ResultSendError               // the broker or the client library failed it, or it timed out
+	ResultRejected                // admission refused it at a limit
+	ResultInvalid                 // the frame was not a valid message
+
+	// NumResults is the number of Results, for tables indexed by them.
+	NumResults = 4
+)
+
+// Results lists every Result, for observers that resolve labels up front.
+func Results() []Result { return []Result{ResultOK, ResultSendError, ResultRejected, ResultInvalid} }
+
+func (r Result) String() string {
+	switch r {
+	case ResultOK:
+		return "ok"
+	case ResultSendError:
+		return "send_error"
+	case ResultRejected:
+		return "rejected"
+	case ResultInvalid:
+		return "invalid"
+	}
+	return "unknown"
+}
+
+// Observer receives what happens on a route's sessions: metrics and adaptive strategies' pressure
+// are fed from it. Its methods run on the sessions' and the client library's goroutines and
+// must not block.
+type Observer interface {
+	// SessionOpened and SessionClosed bracket a session; code is the close code it ended
+	// with, sent or received (0 when the connection broke without one).
+	SessionOpened(kind wsapi.Kind)
+	SessionClosed(kind wsapi.Kind, code int)
+	// Published is called once per producer frame with its outcome, its size, and for a
+	// message the broker answered the time from handing it over to the answer (else 0).
+	Published(r Result, frameBytes int, latency time.Duration)
+	// Paused is called when a paused producer session goes on (admitted or given up), with
+	// how long it waited.
+	Paused(d time.Duration)
+	// Delivered is called once per message written to a consumer or reader, with the frame's
+	// size and whether the message is a redelivery.
+	Delivered(frameBytes int, redelivered bool)
+	// Acknowledged is called once per ack (or negative ack) a consumer client sends.
+	Acknowledged(negative bool)
+}
+
+// NopObserver observes nothing.
+type NopObserver struct{}
+
+func (NopObserver) SessionOpened(wsapi.Kind)             {}
+func (NopObserver) SessionClosed(wsapi.Kind, int)        {}
+func (NopObserver) Published(Result, int, time.Duration) {}
+func (NopObserver) Paused(time.Duration)                 {}
+func (NopObserver) Delivered(int, bool)                  {}
+func (NopObserver) Acknowledged(bool)                    {}
+
+var _ Observer = NopObserver{}

@@ -104,11 +104,13 @@ func (g *Gate) Snapshot() GateStats {
 	return s
 }
 
-// Charge is an admitted message's hold on every layer of its chain. Release
-// it exactly once, when the message's memory is no longer held (receipt, send
-// error, socket or producer close). A second Release is a no-op, counted in
-// [PoolStats].DoubleReleases, so an accounting bug in a caller cannot corrupt
-// the pool or crash the edge. A nil *Charge's Release is a no-op too.
+// Charge is an admitted message's hold on every layer of its chain; the zero
+// Charge holds nothing. Release it exactly once, when the message's memory is
+// no longer held (receipt, send error, socket or producer close). A second
+// Release is a no-op, counted in [PoolStats].DoubleReleases, so an accounting
+// bug in a caller cannot corrupt the pool or crash the edge. A nil *Charge's
+// Release is a no-op too. A Charge reused with TryAcquireInto or AcquireInto
+// must be released by its current holder only.
 type Charge struct {
 	g        *Gate
 	n        int64 // guarded by the pool's mutex once the charge is shared
@@ -127,7 +129,7 @@ func (c *Charge) Bytes() int64 {
 // layer: a message whose broker send has completed still holds its ack until the ack is
 // written, and no more. A nil or released charge, or n at or above the charge, is a no-op.
 func (c *Charge) Shrink(n int64) {
-	if c == nil || c.released.Load() {
+	if c == nil || c.g == nil || c.released.Load() {
 		return
 	}
 	p := c.g.p
@@ -143,7 +145,7 @@ func (c *Charge) Shrink(n int64) {
 // Release returns the charge to every layer and admits waiters that now fit.
 // It is safe to call from any goroutine.
 func (c *Charge) Release() {
-	if c == nil {
+	if c == nil || c.g == nil {
 		return
 	}
 	p := c.g.p
@@ -176,12 +178,35 @@ var errNegative = invalidf("negative charge")
 // blocks. A layer refuses when its usage is at or above its limit, or when an
 // Acquire waiter is queued on it (no barging past paused waiters); the low
 // watermark does not apply otherwise.
-func (g *Gate) TryAcquire(n int64) (*Charge, error) { return g.tryAcquire(n, 1) }
+func (g *Gate) TryAcquire(n int64) (*Charge, error) {
+	c := &Charge{}
+	if err := g.TryAcquireInto(c, n); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// TryAcquireInto is TryAcquire charging into c, which the caller owns and reuses: a session
+// keeps one per message it holds, so that admission allocates nothing. c must not hold a
+// charge (the zero Charge, or one released).
+func (g *Gate) TryAcquireInto(c *Charge, n int64) error { return g.tryAcquire(c, n, 1) }
+
+// set makes c a live charge of n bytes and msgs messages through g.
+func (c *Charge) set(g *Gate, n, msgs int64) {
+	c.g, c.n, c.msgs = g, n, msgs
+	c.released.Store(false)
+}
 
 // TryHold charges n bytes against the gate's byte limit, its route and its pool, without
 // counting a message, or returns a *LimitError as TryAcquire does. It charges memory that is
 // not a message but must fit the limits all the same: a session's own buffers when it opens.
-func (g *Gate) TryHold(n int64) (*Charge, error) { return g.tryAcquire(n, 0) }
+func (g *Gate) TryHold(n int64) (*Charge, error) {
+	c := &Charge{}
+	if err := g.tryAcquire(c, n, 0); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
 
 // Hold charges n bytes against every layer without checking any limit and without counting a
 // message. It accounts for memory the edge already holds and cannot refuse, such as an error
@@ -198,9 +223,9 @@ func (g *Gate) Hold(n int64) *Charge {
 	return &Charge{g: g, n: n}
 }
 
-func (g *Gate) tryAcquire(n, msgs int64) (*Charge, error) {
+func (g *Gate) tryAcquire(c *Charge, n, msgs int64) error {
 	if n < 0 {
-		return nil, errNegative
+		return errNegative
 	}
 	p := g.p
 	p.mu.Lock()
@@ -208,11 +233,12 @@ func (g *Gate) tryAcquire(n, msgs int64) (*Charge, error) {
 		err := p.limitError(g, v)
 		p.layerStats(g, v).rejected++
 		p.mu.Unlock()
-		return nil, err
+		return err
 	}
 	p.commit(g, n, msgs)
 	p.mu.Unlock()
-	return &Charge{g: g, n: n, msgs: msgs}, nil
+	c.set(g, n, msgs)
+	return nil
 }
 
 // Acquire charges n bytes and one message against the gate, its route and
@@ -224,15 +250,18 @@ func (g *Gate) tryAcquire(n, msgs int64) (*Charge, error) {
 // ctx.Err(); if admission and ctx end race, admission wins and the charge is
 // returned.
 func (g *Gate) Acquire(ctx context.Context, n int64) (*Charge, error) {
-	c, _, err := g.AcquireTimed(ctx, n)
-	return c, err
+	c := &Charge{}
+	if _, err := g.AcquireInto(ctx, c, n); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
-// AcquireTimed is Acquire, also returning how long the caller waited: zero when it was
-// admitted at once.
-func (g *Gate) AcquireTimed(ctx context.Context, n int64) (*Charge, time.Duration, error) {
+// AcquireInto is Acquire charging into c (see TryAcquireInto), also returning how long the
+// caller waited: zero when it was admitted at once.
+func (g *Gate) AcquireInto(ctx context.Context, c *Charge, n int64) (time.Duration, error) {
 	if n < 0 {
-		return nil, 0, errNegative
+		return 0, errNegative
 	}
 	p := g.p
 	p.mu.Lock()
@@ -240,13 +269,14 @@ func (g *Gate) AcquireTimed(ctx context.Context, n int64) (*Charge, time.Duratio
 	if v == admit {
 		p.commit(g, n, 1)
 		p.mu.Unlock()
-		return &Charge{g: g, n: n, msgs: 1}, 0, nil
+		c.set(g, n, 1)
+		return 0, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, 0, p.abandon(g, v, err)
+		return 0, p.abandon(g, v, err)
 	}
 	start := time.Now()
-	w := &waiter{g: g, n: n, v: v, ready: make(chan struct{})}
+	w := &waiter{g: g, n: n, v: v, c: c, ready: make(chan struct{})}
 	p.enqueue(w)
 	p.hold(g, v)
 	p.layerStats(g, v).waited++
@@ -254,13 +284,13 @@ func (g *Gate) AcquireTimed(ctx context.Context, n int64) (*Charge, time.Duratio
 
 	select {
 	case <-w.ready:
-		return w.c, time.Since(start), nil
+		return time.Since(start), nil
 	case <-ctx.Done():
 	}
 	p.mu.Lock()
-	if w.c != nil { // admitted between ctx ending and the lock
+	if w.admitted { // admitted between ctx ending and the lock
 		p.mu.Unlock()
-		return w.c, time.Since(start), nil
+		return time.Since(start), nil
 	}
 	p.dequeue(w)
 	// The waiter may have been holding layers that later waiters are queued
@@ -269,7 +299,7 @@ func (g *Gate) AcquireTimed(ctx context.Context, n int64) (*Charge, time.Duratio
 	g.r.held = admit
 	p.held = false
 	p.dispatch()
-	return nil, time.Since(start), p.abandon(g, w.v, ctx.Err())
+	return time.Since(start), p.abandon(g, w.v, ctx.Err())
 }
 
 // abandon counts a wait that ended unadmitted, unlocks p.mu and returns the
@@ -406,7 +436,8 @@ type waiter struct {
 	g          *Gate
 	n          int64
 	v          verdict // the layer that refused it last
-	c          *Charge // set, and ready closed, on admission
+	c          *Charge // filled in, admitted set and ready closed on admission
+	admitted   bool
 	ready      chan struct{}
 	prev, next *waiter
 }
@@ -481,7 +512,8 @@ func (p *Pool) dispatch() {
 		} else {
 			p.dequeue(w)
 			p.commit(w.g, w.n, 1)
-			w.c = &Charge{g: w.g, n: w.n, msgs: 1}
+			w.c.set(w.g, w.n, 1)
+			w.admitted = true
 			close(w.ready)
 		}
 		w = next

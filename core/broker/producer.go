@@ -67,7 +67,9 @@ type ProducerOptions struct {
 	Compression Compression
 }
 
-// OutMessage is one message to publish.
+// OutMessage is one message to publish. A caller may reuse it for one message after
+// another, once Done has been called for the previous one: sending allocates nothing of its
+// own then.
 type OutMessage struct {
 	Payload             []byte
 	Properties          map[string]string
@@ -76,6 +78,30 @@ type OutMessage struct {
 	ReplicationClusters []string
 	DeliverAt           time.Time     // zero means unset
 	DeliverAfter        time.Duration // zero means unset
+	// Done is called exactly once per Send, with the message's id or an error, possibly
+	// before Send returns and otherwise on the client library's connection goroutine: it
+	// must not block.
+	Done func(MessageID, error)
+
+	pm       pulsar.ProducerMessage // the library's message, reused
+	producer *Producer              // the producer of the send in progress
+	sent     func(pulsar.MessageID, *pulsar.ProducerMessage, error)
+}
+
+// Reset clears the message for the next one, keeping Done.
+func (m *OutMessage) Reset() {
+	*m = OutMessage{Done: m.Done, sent: m.sent}
+}
+
+// done adapts the library's callback to Done.
+func (m *OutMessage) done(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+	p := m.producer
+	m.producer = nil
+	if err != nil {
+		m.Done(MessageID{}, err)
+		return
+	}
+	m.Done(MessageID{id: id, partitioned: p.partitioned}, nil)
 }
 
 // Producer publishes to one topic. SendAsync may be called from one goroutine at a time per
@@ -135,11 +161,15 @@ func (c *Client) CreateProducer(ctx context.Context, o ProducerOptions) (*Produc
 // Name is the producer's name, as assigned by the broker when none was asked for.
 func (p *Producer) Name() string { return p.p.Name() }
 
-// SendAsync hands m to the client library. done is called exactly once, with the message's id
-// or an error, possibly before SendAsync returns, and otherwise on the client's connection
-// goroutine: done must not block.
-func (p *Producer) SendAsync(ctx context.Context, m *OutMessage, done func(MessageID, error)) {
-	pm := &pulsar.ProducerMessage{
+// Send hands m to the client library; m.Done is called exactly once with the outcome. ctx
+// bounds nothing once the message is queued (the library's queue never blocks: it is sized
+// by MaxPendingMessages and full queues fail at once).
+func (p *Producer) Send(ctx context.Context, m *OutMessage) {
+	if m.sent == nil {
+		m.sent = m.done // a method value is made once per OutMessage, not per send
+	}
+	m.producer = p
+	m.pm = pulsar.ProducerMessage{
 		Payload:             m.Payload,
 		Properties:          m.Properties,
 		Key:                 m.Key,
@@ -148,13 +178,7 @@ func (p *Producer) SendAsync(ctx context.Context, m *OutMessage, done func(Messa
 		DeliverAt:           m.DeliverAt,
 		DeliverAfter:        m.DeliverAfter,
 	}
-	p.p.SendAsync(ctx, pm, func(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-		if err != nil {
-			done(MessageID{}, err)
-			return
-		}
-		done(MessageID{id: id, partitioned: p.partitioned}, nil)
-	})
+	p.p.SendAsync(ctx, &m.pm, m.sent)
 }
 
 // Close closes the producer. Sends still pending fail with an error through their callbacks.

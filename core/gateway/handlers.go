@@ -39,7 +39,7 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 		g.writeError(w, ep.Kind, err)
 		return
 	}
-	p, err := g.client.CreateProducer(ctx, producerOptions(ep, params, grant.MaxInflight))
+	p, err := g.client.CreateProducer(ctx, producerOptions(ep, params, grant.LibraryQueue))
 	if err != nil {
 		grant.Release()
 		log.Info("producer refused", "err", err)
@@ -57,16 +57,16 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 }
 
 // producerOptions are the broker-side producer's options: the client's parameters, with the
-// library's queue sized to what the session lets be in flight, so that it never refuses a
-// send the edge admitted.
-func producerOptions(ep wsapi.Endpoint, params wsapi.ProducerParams, maxInflight int) broker.ProducerOptions {
+// library's queue of the grant's size; the session never hands it more, so it never refuses
+// a send the edge admitted.
+func producerOptions(ep wsapi.Endpoint, params wsapi.ProducerParams, queue int) broker.ProducerOptions {
 	opts := broker.ProducerOptions{
 		Topic:              ep.TopicName(),
 		Name:               params.ProducerName,
 		Hashing:            broker.JavaStringHash,
 		Routing:            broker.SinglePartition,
 		Batching:           params.BatchingEnabled,
-		MaxPendingMessages: maxInflight,
+		MaxPendingMessages: queue,
 		Compression:        toCompression(params.CompressionType),
 	}
 	if params.HashingScheme == wsapi.Murmur3_32Hash {

@@ -5,6 +5,7 @@ package gateway_test
 // embedded broker with a real WebSocket client.
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
@@ -514,7 +517,10 @@ func TestMessageTooBigClosesWith1009(t *testing.T) {
 	t.Parallel()
 	e := startEdge(t, edgeOptions{conn: session.ConnConfig{ReadLimit: 4096}})
 	p := e.dial("/ws/v2/producer/persistent/public/default/" + uniqueTopic(t))
-	p.send(map[string]any{"payload": b64(strings.Repeat("x", 8192)), "context": "big"})
+	big, _ := json.Marshal(map[string]any{"payload": b64(strings.Repeat("x", 8192)), "context": "big"})
+	// The edge answers the frame's header with its close frame, which may reach the client
+	// while it is still writing the frame: the write can fail, the close code is what counts.
+	_ = p.conn.WriteMessage(websocket.TextMessage, big)
 	if _, err := p.tryRecv(wait); edgetest.CloseCode(err) != 1009 {
 		t.Errorf("oversized message: %v, want close 1009", err)
 	}

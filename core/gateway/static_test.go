@@ -34,6 +34,7 @@ func (s *staticGrants) Producer(_ context.Context, _ session.Handshake, p wsapi.
 		OnFull:          strategy.Reject,
 		MaxPause:        30 * time.Second,
 		MaxInflight:     session.DefaultMaxInflight,
+		LibraryQueue:    128,
 		SendTimeout:     time.Duration(p.SendTimeoutMillis) * time.Millisecond,
 		MaxOwedAckBytes: session.DefaultMaxOwedAckBytes,
 		Conn:            s.conn,

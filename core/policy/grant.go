@@ -25,6 +25,13 @@ const (
 	// WriteQueue bounds the messages a consumer session has taken from the broker and not
 	// yet written; they are charged to the consumer pool.
 	WriteQueue = 16
+	// LibraryQueue is the most messages a producer session hands the client library at once
+	// (its MaxPendingMessages), whatever its message bound: the library allocates its queue
+	// when the producer is created, so this keeps an idle session small; 128 messages in
+	// flight to the broker keep a session's throughput up to the broker's latency. With
+	// batching the library needs a whole batch in its queue: BatchLibraryQueue.
+	LibraryQueue      = 128
+	BatchLibraryQueue = 1000
 )
 
 // Settings are the edge-wide settings every grant carries, from the static configuration.
@@ -110,7 +117,8 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 	if err != nil {
 		return session.ProducerGrant{}, m.decisionError(r, err)
 	}
-	cost, err := m.holdSession(session.ProducerSessionCost)
+	queue := libraryQueue(maxMsgs, p.BatchingEnabled)
+	cost, err := m.holdSession(session.ProducerSessionCost(queue))
 	if err != nil {
 		return session.ProducerGrant{}, memoryFull(err)
 	}
@@ -122,12 +130,13 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 		onFull = dec.OnFull
 	}
 	return session.ProducerGrant{
-		Route:       r.cfg.Name,
-		Observer:    r,
-		Gate:        gate,
-		OnFull:      onFull,
-		MaxPause:    r.cfg.MaxPause,
-		MaxInflight: maxMsgs,
+		Route:        r.cfg.Name,
+		Observer:     r,
+		Gate:         gate,
+		OnFull:       onFull,
+		MaxPause:     r.cfg.MaxPause,
+		MaxInflight:  maxMsgs,
+		LibraryQueue: queue,
 		// Pulsar: 0 disables the timeout.
 		SendTimeout:     time.Duration(p.SendTimeoutMillis) * time.Millisecond,
 		MaxOwedAckBytes: session.DefaultMaxOwedAckBytes,
@@ -204,7 +213,7 @@ func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *
 	if prefetch <= 0 {
 		prefetch = min(max(queue.Value, 1), DefaultPrefetch)
 	}
-	cost, err := m.holdSession(session.ConsumerSessionCost)
+	cost, err := m.holdSession(session.ConsumerSessionCost(prefetch))
 	if err != nil {
 		return session.ConsumerGrant{}, memoryFull(err)
 	}
@@ -235,6 +244,14 @@ func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *
 			cost.Release()
 		},
 	}, nil
+}
+
+// libraryQueue is a producer session's queue in the client library.
+func libraryQueue(maxInflight int, batching bool) int {
+	if batching {
+		return min(maxInflight, BatchLibraryQueue)
+	}
+	return min(maxInflight, LibraryQueue)
 }
 
 // pendingLimit is Pulsar's push-mode limit for a receiver queue size: capped at 1000, and 1

@@ -142,7 +142,7 @@ websocket: { max_context_size: 300KiB, write_timeout: 1m }
 	grown := liveHeap() - before
 	t.Logf("heap grew %.1f MiB with %d paused clients; producer pool %.1f MiB", float64(grown)/mib, clients, float64(producerUsage(srv))/mib)
 	// Each session holds at most its queued acks' bound plus one frame being read.
-	bound := int64(clients) * (session.DefaultMaxOwedAckBytes + 1064*128 + 2*int64(len(frame)) + session.ProducerSessionCost)
+	bound := int64(clients) * (session.DefaultMaxOwedAckBytes + 1064*128 + 2*int64(len(frame)) + session.ProducerSessionCost(128))
 	if grown > bound+4*mib {
 		t.Errorf("heap grew %d bytes, want at most %d (the sessions' ack bounds) plus 4 MiB", grown, bound)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/sluicehq/sluice/core/internal/edgetest"
+	"github.com/sluicehq/sluice/core/policy"
 )
 
 // Every release path of a producer charge, end to end: whatever ends a message's life, it
@@ -164,8 +165,10 @@ func TestReleaseOnConnectionDrop(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	edgetest.WaitFor(t, 20*time.Second, "every message stored, its receipt held", func() bool {
-		return srv.Embedded().Stats().ReceiptsQueued >= n
+	// The session hands the client library at most policy.LibraryQueue messages at once: those
+	// are stored with their receipts held, the rest wait in the session.
+	edgetest.WaitFor(t, 20*time.Second, "every message handed over stored, its receipt held", func() bool {
+		return srv.Embedded().Stats().ReceiptsQueued >= min(n, policy.LibraryQueue)
 	})
 	faults.DropConnections()
 	faults.ReleaseReceipts()

@@ -40,12 +40,18 @@ const AckOverhead = 64
 
 // What an open session costs while it is open, whatever it holds in messages: its goroutines'
 // stacks, its socket's buffers, its queues and the broker client's producer or consumer,
-// measured as the heap and stack an idle session adds to the process (docs/backpressure.md).
-// A session is charged it to its route and pool from the handshake until it ends.
-const (
-	ProducerSessionCost = 52 << 10
-	ConsumerSessionCost = 48 << 10
-)
+// measured as the heap (in use) and stack 2,000 idle sessions added to `sluice serve` with its
+// embedded broker (docs/backpressure.md). The client library's queues are sized by the grant:
+// 24 bytes per place in a producer's queue, about 48 per message of a consumer's prefetch.
+// A session is charged it to the session pool from the handshake until it ends.
+
+// ProducerSessionCost is what a producer session whose library queue holds queue messages
+// costs: 36 KiB with the default queue of 128.
+func ProducerSessionCost(queue int) int64 { return 33<<10 + 24*int64(queue) }
+
+// ConsumerSessionCost is what a consumer or reader session with a prefetch of prefetch
+// messages costs: 57 KiB with the default of 100.
+func ConsumerSessionCost(prefetch int) int64 { return 52<<10 + 48*int64(prefetch) }
 
 // ProducerCharge is what a producer message of payload bytes, with no key or properties and a
 // small context, is charged until the broker answers.

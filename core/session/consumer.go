@@ -65,11 +65,33 @@ type delivered struct {
 	at time.Time
 }
 
-type outFrame struct {
+// delivery is a message on its way to the client: its frame and its charge. Deliveries are
+// pooled across sessions, buffers and all, so that a message costs the session no allocation
+// of its own.
+type delivery struct {
 	frame       []byte
-	charge      *admission.Charge
+	charge      admission.Charge
 	redelivered bool
 }
+
+var deliveries = sync.Pool{New: func() any { return &delivery{} }}
+
+// maxPooledFrame is the largest frame buffer kept for reuse.
+const maxPooledFrame = 64 << 10
+
+// done releases d's charge and returns it to the pool.
+func (d *delivery) done() {
+	d.charge.Release()
+	d.redelivered = false
+	d.frame = d.frame[:0]
+	if cap(d.frame) > maxPooledFrame {
+		d.frame = nil
+	}
+	deliveries.Put(d)
+}
+
+// maxBatch bounds the frames one write takes.
+const maxBatch = 64
 
 type deliverySession struct {
 	conn     *wsconn.Conn
@@ -78,8 +100,8 @@ type deliverySession struct {
 	log      *slog.Logger
 	consumer *broker.Consumer // nil for a reader
 
-	out  chan outFrame // messages, bounded by WriteQueue
-	ctrl chan []byte   // control replies (isEndOfTopic); never behind messages
+	out  chan *delivery // messages, bounded by WriteQueue
+	ctrl chan []byte    // control replies (isEndOfTopic); never behind messages
 
 	mu      sync.Mutex
 	credit  int64         // push: MaxPending - delivered-unacked; pull: permits left
@@ -101,7 +123,7 @@ func newDeliverySession(conn *wsconn.Conn, g ConsumerGrant, eot EndOfTopic, log 
 		g:    g,
 		eot:  eot,
 		log:  log,
-		out:  make(chan outFrame, g.WriteQueue),
+		out:  make(chan *delivery, g.WriteQueue),
 		ctrl: make(chan []byte, 4),
 		wake: make(chan struct{}, 1),
 		ids:  make(map[string]delivered),
@@ -149,8 +171,8 @@ func (s *deliverySession) run(ctx context.Context, src source) int {
 	// Release what the writer did not get to.
 	for {
 		select {
-		case f := <-s.out:
-			f.charge.Release()
+		case d := <-s.out:
+			d.done()
 			continue
 		default:
 		}
@@ -172,12 +194,10 @@ func (s *deliverySession) pullLoop(ctx context.Context, src source) {
 			}
 			return
 		}
-		var charge *admission.Charge
-		if s.g.Gate != nil {
-			charge, err = s.g.Gate.Acquire(ctx, DeliveryCharge(m))
-			if err != nil {
-				return // ctx ended; the message is redelivered after close
-			}
+		d := deliveries.Get().(*delivery)
+		if _, err := s.g.Gate.AcquireInto(ctx, &d.charge, DeliveryCharge(m)); err != nil {
+			deliveries.Put(d)
+			return // ctx ended; the message is redelivered after close
 		}
 		id := wsapi.EncodeMessageID(toWireID(m.ID))
 		s.remember(id, m.Topic, m.ID)
@@ -198,11 +218,12 @@ func (s *deliverySession) pullLoop(ctx context.Context, src source) {
 			// Pulsar's reader never writes the encryption context.
 			cm.EncryptionContext = toWireEncryption(m.Encryption)
 		}
-		frame := cm.Encode()
+		d.frame = cm.AppendJSON(d.frame[:0])
+		d.redelivered = m.RedeliveryCount > 0
 		select {
-		case s.out <- outFrame{frame: frame, charge: charge, redelivered: m.RedeliveryCount > 0}:
+		case s.out <- d:
 		case <-ctx.Done():
-			charge.Release()
+			d.done()
 			return
 		}
 	}
@@ -297,8 +318,10 @@ func (s *deliverySession) resolve(id string, forget bool) (broker.MessageID, err
 // readLoop reads client commands until the socket fails or a command is malformed; it returns
 // the close code to send, or 0 for none.
 func (s *deliverySession) readLoop(ctx context.Context) (int, string) {
+	var buf []byte // the frame read, reused: commands keep nothing of it
 	for {
-		typ, data, err := s.conn.Read()
+		typ, data, err := s.conn.ReadInto(buf)
+		buf = data
 		if err != nil {
 			s.readErr = err
 			return readCloseCode(ctx, err)
@@ -390,7 +413,8 @@ func (s *deliverySession) endOfTopic(ctx context.Context) bool {
 	}
 }
 
-// writeLoop writes control replies first, then messages, plus pings and the idle timeout.
+// writeLoop writes control replies first, then messages, plus pings, pongs and the idle
+// timeout. Every frame ready when it wakes (up to maxBatch) leaves in one write.
 func (s *deliverySession) writeLoop(ctx context.Context) {
 	keep := newKeepalive(s.g.Conn, s.conn)
 	defer keep.stop()
@@ -400,37 +424,68 @@ func (s *deliverySession) writeLoop(ctx context.Context) {
 		defer t.Stop()
 		ackTimeout = t.C
 	}
+	var batch []*delivery
+	var frames [][]byte
 	for {
+		batch, frames = batch[:0], frames[:0]
 		select {
 		case b := <-s.ctrl:
-			if !s.write(b) {
-				return
-			}
-			continue
-		default:
-		}
-		select {
-		case b := <-s.ctrl:
-			if !s.write(b) {
-				return
-			}
-		case f := <-s.out:
-			ok := s.write(f.frame)
-			f.charge.Release()
-			if !ok {
-				return
-			}
-			s.g.Observer.Delivered(len(f.frame), f.redelivered)
+			frames = append(frames, b)
+		case d := <-s.out:
+			batch = append(batch, d)
+		case <-s.conn.Wake(): // a pong is due
 		case <-keep.C():
 			if !keep.tick() {
 				return
 			}
+			continue
 		case now := <-ackTimeout:
 			s.expireUnacked(now)
+			continue
 		case <-ctx.Done():
 			return
 		}
+		frames = s.takeReady(frames, &batch)
+		ok := s.write(frames)
+		for i, d := range batch {
+			if ok {
+				s.g.Observer.Delivered(len(d.frame), d.redelivered)
+			}
+			d.done()
+			batch[i] = nil
+		}
+		clear(frames)
+		if !ok {
+			return
+		}
 	}
+}
+
+// takeReady adds the control replies and messages ready now to what one write takes: the
+// replies first, which never wait behind messages.
+func (s *deliverySession) takeReady(frames [][]byte, batch *[]*delivery) [][]byte {
+	for len(frames) < maxBatch {
+		select {
+		case b := <-s.ctrl:
+			frames = append(frames, b)
+			continue
+		default:
+		}
+		break
+	}
+	for len(*batch) < maxBatch {
+		select {
+		case d := <-s.out:
+			*batch = append(*batch, d)
+			continue
+		default:
+		}
+		break
+	}
+	for _, d := range *batch {
+		frames = append(frames, d.frame)
+	}
+	return frames
 }
 
 // expireUnacked negatively acknowledges messages delivered more than AckTimeout ago.
@@ -449,8 +504,8 @@ func (s *deliverySession) expireUnacked(now time.Time) {
 	}
 }
 
-func (s *deliverySession) write(b []byte) bool {
-	if err := s.conn.WriteText(b); err != nil {
+func (s *deliverySession) write(frames [][]byte) bool {
+	if err := s.conn.WriteTexts(frames...); err != nil {
 		if s.g.SlowConsumerTimeout > 0 && wsconn.IsTimeout(err) {
 			reason := fmt.Sprintf("slow consumer: a frame could not be written within %s", s.g.SlowConsumerTimeout)
 			s.slow.Store(&reason)

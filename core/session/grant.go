@@ -44,8 +44,12 @@ type ProducerGrant struct {
 	OnFull strategy.OnFull
 	// MaxPause bounds one pause (OnFull pause), after which the message is rejected.
 	MaxPause time.Duration
-	// MaxInflight bounds unacknowledged messages; the broker producer's queue is as large.
+	// MaxInflight bounds unacknowledged messages.
 	MaxInflight int
+	// LibraryQueue is the client library's queue for the session (the broker producer's
+	// MaxPendingMessages), at most MaxInflight: admitted messages beyond it wait in the
+	// session. The library allocates it when the producer is created, 24 bytes a message.
+	LibraryQueue int
 	// SendTimeout answers a message the broker has not acknowledged within it with an error
 	// ack; zero means none.
 	SendTimeout time.Duration

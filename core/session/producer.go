@@ -16,8 +16,8 @@ import (
 	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
-// DefaultMaxInflight bounds the unacknowledged messages of a producer session whose policy sets
-// no message limit of its own.
+// DefaultMaxInflight bounds the unacknowledged messages of a producer session whose strategy
+// sets no message limit of its own, as Pulsar's clients do.
 const DefaultMaxInflight = 1000
 
 // ackHeadroom is how many immediate (error) acks may wait to be written on top of the acks of
@@ -30,14 +30,6 @@ const ackHeadroom = 64
 // it cannot grow the edge's heap; the session resumes below half. It also bounds the contexts
 // a session holds in flight.
 const DefaultMaxOwedAckBytes = 1 << 20
-
-// ack is one producer ack waiting to be written, with the charge that holds its bytes and
-// what it counted in the session's owed bytes.
-type ack struct {
-	frame  []byte
-	charge *admission.Charge
-	owed   int64
-}
 
 // ackBase is what an ack frame holds besides its context: an ok ack is about 70 bytes.
 const ackBase = 128
@@ -52,22 +44,65 @@ func ackEstimate(ctx *string) int64 {
 	return n
 }
 
-// States of an in-flight message. Exactly one of the broker's answer and the send timeout
-// moves it out of sending, and that one writes its ack.
+// States of a record's current use. Exactly one of the broker's answer and the send timeout
+// moves a message out of sending, and that one queues its ack. A record's state word holds
+// the number of its use beside its state, so that a stale reference to a reused record (in the
+// send-timeout list) can never change the state of the record's next message.
 const (
-	sending int32 = iota
+	idle uint64 = iota
+	sending
 	answered
 	timedOut
+	stateBits = 2
+	stateMask = 1<<stateBits - 1
 )
 
-// inflight is a message handed to the broker and not yet answered.
-type inflight struct {
-	state  atomic.Int32
+// record is one frame from the moment it is read until its ack is written: the decoded
+// message, what is sent, its charge and its ack. Records are pooled across sessions, buffers
+// and all, so that a message costs the session no allocation of its own.
+type record struct {
+	s      *producerSession
+	state  atomic.Uint64 // use<<stateBits | state
+	use    uint64        // owned by whoever holds the record
 	start  time.Time
-	ctx    *string
-	charge *admission.Charge
-	owed   int64 // its ack's estimate, counted in owed since the frame was read
-	size   int   // its frame's bytes
+	msg    wsapi.ProducerMessage
+	out    broker.OutMessage
+	charge admission.Charge
+	held   *admission.Charge // an error ack's charge, when the record is only an ack
+	ack    []byte            // the encoded ack
+	owed   int64             // what the ack counts in the session's owed bytes
+	size   int               // the frame's bytes
+}
+
+var records = sync.Pool{New: func() any { return &record{} }}
+
+// maxPooledPayload is the largest payload buffer a record keeps when it goes back to the
+// pool: a large message's buffer is left to the collector.
+const maxPooledPayload = 64 << 10
+
+func newRecord(s *producerSession, size int) *record {
+	r := records.Get().(*record)
+	if r.out.Done == nil {
+		r.out.Done = r.sent // made once per record, not per message
+	}
+	r.s, r.size = s, size
+	r.use++
+	r.state.Store(r.use<<stateBits | idle)
+	return r
+}
+
+// free returns r to the pool once its ack is written, or once the client library let go of a
+// message whose send timed out.
+func (r *record) free() {
+	r.s, r.held, r.owed, r.size = nil, nil, 0, 0
+	payload := r.msg.Payload[:0]
+	if cap(payload) > maxPooledPayload {
+		payload = nil
+	}
+	r.msg = wsapi.ProducerMessage{Payload: payload}
+	r.out.Reset()
+	r.ack = r.ack[:0]
+	records.Put(r)
 }
 
 // RunProducer serves one producer socket under g until the client goes away or ctx ends. It
@@ -82,17 +117,18 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g P
 		p:    p,
 		g:    g,
 		log:  log,
-		// The acks' fixed part is bounded by the slots; the bound is on what clients choose
-		// to send (contexts) and on error texts.
-		maxOwed: g.MaxOwedAckBytes + int64(g.MaxInflight+ackHeadroom)*ackBase,
-		// slots counts acks owed: taken when a frame is read, returned when its ack is
-		// written (or dropped after the socket closed). The acks queued can therefore never
-		// be more than cap(slots), and a send callback never waits. The headroom above
-		// MaxInflight lets rejections be answered while MaxInflight sends are in flight.
-		slots:   make(chan struct{}, g.MaxInflight+ackHeadroom),
-		ready:   make(chan struct{}, 1),
-		drained: make(chan struct{}, 1),
-		kick:    make(chan struct{}, 1),
+		// Admitted messages are sent even if the session ends meanwhile: cancelling them
+		// would turn a message the client may already consider sent into a lost one.
+		sendCtx: context.WithoutCancel(ctx),
+		// Acks owed: at most MaxInflight of sends in flight plus ackHeadroom of error acks
+		// answered at once. Their fixed part is bounded so; the byte bound is on what
+		// clients choose to send (contexts) and on error texts.
+		maxSlots: int64(g.MaxInflight + ackHeadroom),
+		maxOwed:  g.MaxOwedAckBytes + int64(g.MaxInflight+ackHeadroom)*ackBase,
+		ready:    make(chan struct{}, 1),
+		wakeRead: make(chan struct{}, 1),
+		kick:     make(chan struct{}, 1),
+		room:     g.LibraryQueue,
 	}
 	// When the edge shuts down, stop reading the socket; the acks of messages in flight are
 	// still written before the session closes.
@@ -133,24 +169,36 @@ type producerSession struct {
 	p       *broker.Producer
 	g       ProducerGrant
 	log     *slog.Logger
-	maxOwed int64
+	sendCtx context.Context //nolint:containedctx // the sends' context, made once: they outlive the session's
 
-	slots chan struct{}
-	// acks are the acks waiting for the writer, in the order they were answered; ready (cap
-	// 1) tells the writer there are some. A slot is held for each, so there are at most
-	// cap(slots), and queueing one never blocks a send callback.
-	acksMu  sync.Mutex
-	acks    []ack
-	ready   chan struct{}
-	owed    atomic.Int64  // ack bytes owed to the client: queued, or estimated for sends in flight
-	waiting atomic.Bool   // the reader waits for owed to fall
-	drained chan struct{} // cap 1: owed fell to half of maxOwed
+	// The acks the session owes its client, counted when a frame is read and discounted when
+	// its ack is written: slots in number, owed in bytes (an estimate until the ack exists).
+	// The reader waits while either is at its bound; room (cap 1) wakes it.
+	slots, owed       atomic.Int64
+	maxSlots, maxOwed int64
+	waiting           atomic.Bool
+	wakeRead          chan struct{}
+
+	// acks are the records whose ack is ready, in the order they were answered; ready (cap
+	// 1) tells the writer there are some. Queueing one never blocks a send callback.
+	acksMu sync.Mutex
+	acks   []*record
+	ready  chan struct{}
 
 	// pending holds the messages in flight in send order, for the send timeout; kick (cap 1)
 	// tells the writer that pending went from empty to not empty.
 	mu      sync.Mutex
-	pending []*inflight
+	pending []pendingSend
 	kick    chan struct{}
+
+	// The client library's queue for the session holds room more messages; backlog are
+	// admitted messages waiting for room, in frame order. Guarded by sendMu; freed is room
+	// released while sendMu was held.
+	sendMu  sync.Mutex
+	room    int
+	backlog []*record // backlog[head:] wait
+	head    int
+	freed   atomic.Int64
 
 	unanswered sync.WaitGroup // sends handed to the broker and not yet answered
 	readErr    error          // why the reader stopped; written by the reader before it returns
@@ -168,50 +216,50 @@ func (s *producerSession) flushTimeout() time.Duration {
 // readLoop reads frames until the socket fails or ctx ends and returns the close code to send,
 // or 0 when none should be sent.
 func (s *producerSession) readLoop(ctx context.Context) (int, string) {
+	var buf []byte // the frame read, reused: the decoder copies what it keeps
 	for {
-		if !s.waitOwed(ctx) {
+		if !s.waitRoom(ctx) {
 			return wsapi.CloseGoingAway, "server shutting down"
 		}
-		typ, data, err := s.conn.Read()
+		typ, data, err := s.conn.ReadInto(buf)
+		buf = data
 		if err != nil {
 			s.readErr = err
 			return readCloseCode(ctx, err)
 		}
-		// One slot per frame: when the client does not read its acks, this blocks and the
-		// session stops reading its socket.
-		select {
-		case s.slots <- struct{}{}:
-		case <-ctx.Done():
-			return wsapi.CloseGoingAway, "server shutting down"
-		}
 		if ctx.Err() != nil {
-			<-s.slots
 			return wsapi.CloseGoingAway, "server shutting down"
 		}
-		if typ != wsconn.Text {
-			s.reply(wsapi.AckError(wsapi.ErrorFailedToDeserializeFromJSON,
-				"binary frames are not supported: send each message as a JSON text frame", nil), ResultInvalid, len(data))
-			continue
+		s.slots.Add(1)
+		r := newRecord(s, len(data))
+		switch {
+		case typ != wsconn.Text:
+			s.reply(r, wsapi.AckError(wsapi.ErrorFailedToDeserializeFromJSON,
+				"binary frames are not supported: send each message as a JSON text frame", nil), ResultInvalid)
+		default:
+			if ferr := r.msg.Decode(data, s.g.Limits); ferr != nil {
+				s.reply(r, ferr.Ack(), ResultInvalid)
+			} else {
+				s.publish(ctx, r)
+			}
 		}
-		var msg wsapi.ProducerMessage
-		if ferr := msg.Decode(data, s.g.Limits); ferr != nil {
-			s.reply(ferr.Ack(), ResultInvalid, len(data))
-			continue
+		if cap(buf) > maxPooledPayload {
+			buf = nil // a large frame's buffer is not kept between frames
 		}
-		s.publish(ctx, &msg, len(data))
 	}
 }
 
-// waitOwed waits while the session owes its client more than maxOwed bytes of acks, so a
-// client that does not read its acks stops being read. It returns false when ctx ends first.
-func (s *producerSession) waitOwed(ctx context.Context) bool {
-	for s.owed.Load() > s.maxOwed {
+// waitRoom waits while the session owes its client as many acks, or as many bytes of acks,
+// as it may, so that a client that does not read its acks stops being read. It returns false
+// when ctx ends first.
+func (s *producerSession) waitRoom(ctx context.Context) bool {
+	for s.full() {
 		s.waiting.Store(true)
-		if s.owed.Load() <= s.maxOwed/2 { // the writer drained it meanwhile
+		if !s.full() { // the writer made room meanwhile
 			break
 		}
 		select {
-		case <-s.drained:
+		case <-s.wakeRead:
 		case <-ctx.Done():
 			return false
 		}
@@ -220,70 +268,161 @@ func (s *producerSession) waitOwed(ctx context.Context) bool {
 	return true
 }
 
-func (s *producerSession) publish(ctx context.Context, msg *wsapi.ProducerMessage, size int) {
-	out := &broker.OutMessage{
-		Payload:             msg.Payload,
-		Properties:          msg.Properties,
-		ReplicationClusters: msg.ReplicationClusters,
-	}
-	if msg.Key != nil {
-		out.Key = *msg.Key
-	}
-	if msg.EventTimeMillis > 0 {
-		out.EventTime = time.UnixMilli(msg.EventTimeMillis)
-	}
-	if msg.DeliverAtMillis > 0 {
-		out.DeliverAt = time.UnixMilli(msg.DeliverAtMillis)
-	}
-	if msg.DeliverAfterMillis > 0 {
-		out.DeliverAfter = time.Duration(msg.DeliverAfterMillis) * time.Millisecond
-	}
-	charge, err := s.admit(ctx, MessageCharge(msg))
-	if err != nil {
-		s.reply(wsapi.AckError(wsapi.ErrorUnknown, err.Error(), msg.Context), ResultRejected, size)
-		return
-	}
-	m := &inflight{start: time.Now(), ctx: msg.Context, charge: charge, owed: ackEstimate(msg.Context), size: size}
-	s.owed.Add(m.owed)
-	s.unanswered.Add(1)
-	s.track(m)
-	// Admitted messages are sent even if the session ends meanwhile: cancelling them would
-	// turn a message the client may already consider sent into a lost one.
-	s.p.SendAsync(context.WithoutCancel(ctx), out, func(id broker.MessageID, err error) {
-		// Runs on the client library's connection goroutine: release and hand off, no more.
-		if !m.state.CompareAndSwap(sending, answered) {
-			m.charge.Release() // its timeout ack has been written already
-			return
-		}
-		var a wsapi.ProducerAck
-		result := ResultOK
-		if err != nil {
-			a, result = wsapi.AckError(wsapi.ErrorUnknown, sendErrorText(err), m.ctx), ResultSendError
-		} else {
-			a = wsapi.AckOK(wsapi.EncodeMessageID(toWireID(id)), m.ctx)
-		}
-		s.g.Observer.Published(result, m.size, time.Since(m.start))
-		frame := a.Encode()
-		m.ctx = nil // only the timeout reads it, and it can no longer fire for m
-		// The client library has let go of the message; what stays held is the ack.
-		m.charge.Shrink(AckCharge(len(frame)))
-		s.queue(ack{frame: frame, charge: m.charge, owed: m.owed}) // never blocks: a slot was taken for it
-		s.unanswered.Done()
-	})
+func (s *producerSession) full() bool {
+	return s.slots.Load() >= s.maxSlots || s.owed.Load() > s.maxOwed
 }
 
-// track records m for the send timeout.
-func (s *producerSession) track(m *inflight) {
+func (s *producerSession) publish(ctx context.Context, r *record) {
+	m := &r.msg
+	if err := s.admit(ctx, r); err != nil {
+		s.reply(r, wsapi.AckError(wsapi.ErrorUnknown, err.Error(), m.Context), ResultRejected)
+		return
+	}
+	out := &r.out
+	out.Payload, out.Properties, out.ReplicationClusters = m.Payload, m.Properties, m.ReplicationClusters
+	if m.Key != nil {
+		out.Key = *m.Key
+	}
+	if m.EventTimeMillis > 0 {
+		out.EventTime = time.UnixMilli(m.EventTimeMillis)
+	}
+	if m.DeliverAtMillis > 0 {
+		out.DeliverAt = time.UnixMilli(m.DeliverAtMillis)
+	}
+	if m.DeliverAfterMillis > 0 {
+		out.DeliverAfter = time.Duration(m.DeliverAfterMillis) * time.Millisecond
+	}
+	r.owed = ackEstimate(m.Context)
+	s.owed.Add(r.owed)
+	r.start = time.Now()
+	r.state.Store(r.use<<stateBits | sending)
+	s.unanswered.Add(1)
+	s.track(r)
+	s.send(r)
+}
+
+// send hands r to the client library in frame order, within the library's queue of
+// LibraryQueue messages: beyond it, messages wait in the session's backlog (already charged)
+// and go as receipts free the queue. Whoever holds sendMu sends; a callback that finds it held
+// leaves the room it freed in freed for the holder to use, so no one waits on the library's
+// goroutine.
+func (s *producerSession) send(r *record) {
+	s.sendMu.Lock()
+	s.backlog = append(s.backlog, r)
+	s.sendBacklog()
+	s.sendMu.Unlock()
+	s.sendFreed()
+}
+
+// sendBacklog sends what the queue has room for. Must hold sendMu.
+func (s *producerSession) sendBacklog() {
+	for {
+		s.room += int(s.freed.Swap(0))
+		if s.room == 0 || s.head == len(s.backlog) {
+			return
+		}
+		r := s.backlog[s.head]
+		s.backlog[s.head] = nil
+		if s.head++; s.head == len(s.backlog) {
+			s.backlog, s.head = s.backlog[:0], 0 // reuse the array from its start
+		}
+		s.room--
+		s.p.Send(s.sendCtx, &r.out) // a synchronous failure's callback only adds to freed
+	}
+}
+
+// sendFreed sends the backlog with room freed by callbacks while sendMu was held.
+func (s *producerSession) sendFreed() {
+	for s.freed.Load() > 0 && s.sendMu.TryLock() {
+		s.sendBacklog()
+		if len(s.backlog) == 0 && cap(s.backlog) > 256 {
+			s.backlog = nil // keep no large array once a burst is over
+		}
+		s.sendMu.Unlock()
+	}
+}
+
+// released frees the library-queue place of an answered message.
+func (s *producerSession) released() {
+	s.freed.Add(1)
+	s.sendFreed()
+}
+
+// pendingSend is a message in flight as the send timeout sees it: a copy of what its timeout
+// ack needs, since its record may be answered, freed and reused at any time.
+type pendingSend struct {
+	r     *record
+	word  uint64 // the record's state word while this message is sending
+	start time.Time
+	ctx   *string
+	size  int
+	owed  int64
+}
+
+func (p pendingSend) sending() bool { return p.r.state.Load() == p.word }
+
+// admit charges the message against the session's gate under the at-limit action.
+func (s *producerSession) admit(ctx context.Context, r *record) error {
+	size := MessageCharge(&r.msg)
+	if s.g.OnFull != strategy.Pause {
+		return s.g.Gate.TryAcquireInto(&r.charge, size)
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.g.MaxPause)
+	defer cancel()
+	waited, err := s.g.Gate.AcquireInto(pctx, &r.charge, size)
+	if waited > 0 {
+		s.g.Observer.Paused(waited)
+	}
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%w (paused for %s)", err, s.g.MaxPause)
+	}
+	return err
+}
+
+// sent is a message's outcome from the client library. It runs on the library's connection
+// goroutine: encode the ack, release what the library held, hand off, no more.
+func (r *record) sent(id broker.MessageID, err error) {
+	s := r.s
+	defer s.released()
+	word := r.use<<stateBits | sending
+	if !r.state.CompareAndSwap(word, word&^stateMask|answered) {
+		r.charge.Release() // its timeout ack has been queued already
+		r.free()
+		return
+	}
+	result := ResultOK
+	if err != nil {
+		result = ResultSendError
+		r.ack = wsapi.AckError(wsapi.ErrorUnknown, sendErrorText(err), r.msg.Context).AppendJSON(r.ack[:0])
+	} else {
+		r.ack = wsapi.AppendAckOK(r.ack[:0], toWireID(id), r.msg.Context)
+	}
+	s.g.Observer.Published(result, r.size, time.Since(r.start))
+	// The client library has let go of the message; what stays held is the ack.
+	r.charge.Shrink(AckCharge(len(r.ack)))
+	s.queue(r)
+	s.unanswered.Done()
+}
+
+// track records r for the send timeout.
+func (s *producerSession) track(r *record) {
 	if s.g.SendTimeout <= 0 {
 		return
 	}
+	p := pendingSend{r: r, word: r.use<<stateBits | sending, start: r.start, ctx: r.msg.Context, size: r.size, owed: r.owed}
 	s.mu.Lock()
-	// Drop answered messages from the front, so that pending holds what can still time out.
+	// Drop answered messages from the front, so that pending holds what can still time out,
+	// moving the rest down so that the array is reused rather than grown.
 	i := 0
-	for i < len(s.pending) && s.pending[i].state.Load() != sending {
+	for i < len(s.pending) && !s.pending[i].sending() {
 		i++
 	}
-	s.pending = append(s.pending[i:], m)
+	if i > 0 {
+		n := copy(s.pending, s.pending[i:])
+		clear(s.pending[n:])
+		s.pending = s.pending[:n]
+	}
+	s.pending = append(s.pending, p)
 	first := len(s.pending) == 1
 	s.mu.Unlock()
 	if first {
@@ -299,65 +438,55 @@ func (s *producerSession) track(m *inflight) {
 func (s *producerSession) expire(now time.Time) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for len(s.pending) > 0 {
-		m := s.pending[0]
-		if m.state.Load() == sending {
-			if wait := m.start.Add(s.g.SendTimeout).Sub(now); wait > 0 {
-				return wait
-			}
-			if m.state.CompareAndSwap(sending, timedOut) {
-				s.timeoutAck(m)
-			}
+	i, wait := 0, time.Duration(0)
+	for ; i < len(s.pending); i++ {
+		p := s.pending[i]
+		if !p.sending() {
+			continue
 		}
-		s.pending[0] = nil
-		s.pending = s.pending[1:]
+		if wait = p.start.Add(s.g.SendTimeout).Sub(now); wait > 0 {
+			break
+		}
+		wait = 0
+		if p.r.state.CompareAndSwap(p.word, p.word&^stateMask|timedOut) {
+			s.timeoutAck(p)
+		}
 	}
-	s.pending = nil
-	return 0
+	// Keep what remains at the front of the array, which is reused.
+	n := copy(s.pending, s.pending[i:])
+	clear(s.pending[n:])
+	s.pending = s.pending[:n]
+	return wait
 }
 
-// timeoutAck queues the error ack of a message whose send timed out. Its charge stays with
-// the message until the broker answers; the ack holds a charge of its own.
-func (s *producerSession) timeoutAck(m *inflight) {
+// timeoutAck queues the error ack of a message whose send timed out, as a record of its own:
+// the message's record and charge stay with the client library until it answers.
+func (s *producerSession) timeoutAck(p pendingSend) {
+	a := newRecord(s, p.size)
+	a.owed = p.owed
 	text := fmt.Sprintf("send failed: message send timeout: the broker did not acknowledge it within %s", s.g.SendTimeout)
-	a := wsapi.AckError(wsapi.ErrorUnknown, text, m.ctx)
-	s.g.Observer.Published(ResultSendError, m.size, 0)
-	frame := a.Encode()
-	s.queue(ack{frame: frame, charge: s.g.Gate.Hold(AckCharge(len(frame))), owed: m.owed})
+	a.ack = wsapi.AckError(wsapi.ErrorUnknown, text, p.ctx).AppendJSON(a.ack[:0])
+	a.held = s.g.Gate.Hold(AckCharge(len(a.ack)))
+	s.g.Observer.Published(ResultSendError, p.size, 0)
+	s.queue(a)
 	s.unanswered.Done()
 }
 
-// admit charges size against the session's gate under the at-limit action.
-func (s *producerSession) admit(ctx context.Context, size int64) (*admission.Charge, error) {
-	if s.g.OnFull != strategy.Pause {
-		return s.g.Gate.TryAcquire(size)
-	}
-	pctx, cancel := context.WithTimeout(ctx, s.g.MaxPause)
-	defer cancel()
-	c, waited, err := s.g.Gate.AcquireTimed(pctx, size)
-	if waited > 0 {
-		s.g.Observer.Paused(waited)
-	}
-	if err != nil && ctx.Err() == nil {
-		return nil, fmt.Errorf("%w (paused for %s)", err, s.g.MaxPause)
-	}
-	return c, err
+// reply queues an immediate ack (an error for a frame that was not sent) in r. The ack is
+// held, not admitted: the frame has been read and must be answered.
+func (s *producerSession) reply(r *record, a wsapi.ProducerAck, result Result) {
+	s.g.Observer.Published(result, r.size, 0)
+	r.ack = a.AppendJSON(r.ack[:0])
+	r.owed = int64(len(r.ack))
+	s.owed.Add(r.owed)
+	r.held = s.g.Gate.Hold(AckCharge(len(r.ack)))
+	s.queue(r)
 }
 
-// reply queues an immediate ack (an error for a frame that was not sent). The caller holds a
-// slot for it; the ack is held, not admitted: the frame has been read and must be answered.
-func (s *producerSession) reply(a wsapi.ProducerAck, result Result, size int) {
-	s.g.Observer.Published(result, size, 0)
-	frame := a.Encode()
-	n := int64(len(frame))
-	s.owed.Add(n)
-	s.queue(ack{frame: frame, charge: s.g.Gate.Hold(AckCharge(len(frame))), owed: n})
-}
-
-// queue hands an ack to the writer. A slot is held for it, so it never blocks.
-func (s *producerSession) queue(a ack) {
+// queue hands a record with its ack to the writer. It never blocks.
+func (s *producerSession) queue(r *record) {
 	s.acksMu.Lock()
-	s.acks = append(s.acks, a)
+	s.acks = append(s.acks, r)
 	s.acksMu.Unlock()
 	select {
 	case s.ready <- struct{}{}:
@@ -365,9 +494,9 @@ func (s *producerSession) queue(a ack) {
 	}
 }
 
-// takeAcks returns the queued acks, leaving spare (emptied) as the queue: the writer and the
-// callbacks swap two slices instead of allocating.
-func (s *producerSession) takeAcks(spare []ack) []ack {
+// takeAcks returns the queued records, leaving spare (emptied) as the queue: the writer and
+// the callbacks swap two slices instead of allocating.
+func (s *producerSession) takeAcks(spare []*record) []*record {
 	s.acksMu.Lock()
 	defer s.acksMu.Unlock()
 	got := s.acks
@@ -375,9 +504,10 @@ func (s *producerSession) takeAcks(spare []ack) []ack {
 	return got
 }
 
-// writeLoop writes acks, server pings and the idle timeout, and answers sends that time out,
-// until ctx ends; then it writes the acks still queued. After a write error it keeps draining
-// acks (dropping them) so that slots and charges are returned and the reader unblocks.
+// writeLoop writes acks, server pings and pongs, enforces the idle timeout and answers sends
+// that time out, until ctx ends; then it writes the acks still queued. Every ack ready when it
+// wakes leaves in one write. After a write error it keeps draining acks (dropping them) so that
+// their charges are returned and the reader unblocks.
 func (s *producerSession) writeLoop(ctx context.Context) {
 	keep := newKeepalive(s.g.Conn, s.conn)
 	defer keep.stop()
@@ -385,43 +515,55 @@ func (s *producerSession) writeLoop(ctx context.Context) {
 	expiry.Stop()
 	defer expiry.Stop()
 	broken := false
-	write := func(a ack) {
-		if !broken {
-			if err := s.conn.WriteText(a.frame); err != nil {
-				s.log.Debug("writing ack", "err", err)
+	var batch []*record
+	var frames [][]byte
+	write := func() {
+		batch = s.takeAcks(batch)
+		frames = frames[:0]
+		for _, r := range batch {
+			frames = append(frames, r.ack)
+		}
+		if !broken { // with no acks, it writes the pong due, if any
+			if err := s.conn.WriteTexts(frames...); err != nil {
+				s.log.Debug("writing acks", "err", err)
 				broken = true
 				_ = s.conn.Close()
 			}
 		}
-		a.charge.Release()
-		if q := s.owed.Add(-a.owed); q <= s.maxOwed/2 && s.waiting.Load() {
-			select {
-			case s.drained <- struct{}{}:
-			default:
+		var slots, owed int64
+		for i, r := range batch {
+			slots++
+			owed += r.owed
+			r.charge.Release()
+			r.held.Release()
+			r.free()
+			batch[i], frames[i] = nil, nil
+		}
+		if slots > 0 {
+			s.slots.Add(-slots)
+			s.owed.Add(-owed)
+			if s.waiting.Load() {
+				select {
+				case s.wakeRead <- struct{}{}:
+				default:
+				}
 			}
 		}
-		<-s.slots
+		if cap(batch) > 256 {
+			batch, frames = nil, nil // a burst is over: an idle session keeps no large buffer
+		}
 	}
 	expire := func() {
 		if wait := s.expire(time.Now()); wait > 0 {
 			expiry.Reset(wait)
 		}
 	}
-	var batch []ack
-	writeQueued := func() {
-		batch = s.takeAcks(batch)
-		for i, a := range batch {
-			write(a)
-			batch[i] = ack{}
-		}
-		if cap(batch) > 256 {
-			batch = nil // a burst is over: an idle session keeps no large buffer
-		}
-	}
 	for {
 		select {
 		case <-s.ready:
-			writeQueued()
+			write()
+		case <-s.conn.Wake():
+			write() // the pong due, with any ack ready
 		case <-keep.C():
 			if !broken && !keep.tick() {
 				broken = true
@@ -433,7 +575,7 @@ func (s *producerSession) writeLoop(ctx context.Context) {
 		case <-ctx.Done():
 			// The session is ending after its sends were answered (or the producer closed):
 			// write what is queued.
-			writeQueued()
+			write()
 			return
 		}
 	}

@@ -1,6 +1,7 @@
 package wsapi
 
 import (
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -107,7 +108,15 @@ var ErrInvalidMessageID = errors.New("invalid message id")
 // DecodeJavaBase64), holding any valid MessageIdData. Base64 errors are
 // *Base64Error; protobuf errors wrap ErrInvalidMessageID.
 func DecodeMessageID(s string) (MessageID, error) {
-	b, err := DecodeJavaBase64(s)
+	var src [128]byte
+	var raw [96]byte
+	var b []byte
+	var err error
+	if len(s) <= len(src) { // an id is short: decode it without allocating
+		b, err = AppendJavaBase64(raw[:0], src[:copy(src[:], s)])
+	} else {
+		b, err = DecodeJavaBase64(s)
+	}
 	if err != nil {
 		return MessageID{}, err
 	}
@@ -242,4 +251,10 @@ func (id MessageID) Equal(o MessageID) bool {
 		return id.FirstChunk == o.FirstChunk
 	}
 	return id.FirstChunk.Equal(*o.FirstChunk)
+}
+
+// AppendMessageID appends EncodeMessageID(id) to b without allocating for a plain id.
+func AppendMessageID(b []byte, id MessageID) []byte {
+	var raw [64]byte
+	return base64.StdEncoding.AppendEncode(b, appendMessageID(raw[:0], id))
 }

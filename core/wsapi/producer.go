@@ -147,6 +147,19 @@ func (a ProducerAck) AppendJSON(b []byte) []byte {
 	return append(b, `,"errorCode":0,"schemaVersion":0}`...)
 }
 
+// AppendAckOK appends the ack of a successful send with the message's id and context (nil:
+// none): the bytes of AckOK(EncodeMessageID(id), context).AppendJSON, without allocating.
+func AppendAckOK(b []byte, id MessageID, context *string) []byte {
+	b = append(b, `{"result":"ok","messageId":"`...)
+	b = AppendMessageID(b, id) // base64 needs no JSON escaping
+	b = append(b, '"')
+	if context != nil {
+		b = append(b, `,"context":`...)
+		b = appendJSONString(b, *context)
+	}
+	return append(b, `,"errorCode":0,"schemaVersion":0}`...)
+}
+
 // Encode returns the ack's JSON encoding (see AppendJSON).
 func (a ProducerAck) Encode() []byte { return a.AppendJSON(make([]byte, 0, 96)) }
 

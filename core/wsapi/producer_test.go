@@ -328,3 +328,26 @@ func FuzzDecodeProducerMessage(f *testing.F) {
 		}
 	})
 }
+
+func TestAppendAckOKMatchesEncode(t *testing.T) {
+	ctx := "ctx \"quoted\" \u00e9"
+	for _, id := range []MessageID{
+		{LedgerID: 3, EntryID: 0, Partition: -1, BatchIndex: -1, BatchSize: -1},
+		{LedgerID: 1 << 40, EntryID: 77, Partition: 2, BatchIndex: 3, BatchSize: 10},
+	} {
+		for _, c := range []*string{nil, &ctx} {
+			want := AckOK(EncodeMessageID(id), c).Encode()
+			if got := AppendAckOK(nil, id, c); string(got) != string(want) {
+				t.Errorf("AppendAckOK(%+v) = %s, want %s", id, got, want)
+			}
+		}
+		if got := AppendMessageID([]byte("x"), id); string(got) != "x"+EncodeMessageID(id) {
+			t.Errorf("AppendMessageID = %s", got)
+		}
+	}
+	id := MessageID{LedgerID: 9, EntryID: 9, Partition: -1, BatchIndex: -1, BatchSize: -1}
+	buf := make([]byte, 0, 256)
+	if n := testing.AllocsPerRun(100, func() { buf = AppendAckOK(buf[:0], id, &ctx) }); n != 0 {
+		t.Errorf("AppendAckOK allocates %.0f times", n)
+	}
+}

@@ -38,7 +38,9 @@ type Options struct {
 	// WriteTimeout bounds one frame write. Zero means 10s; negative means no bound (a write
 	// waits for the peer as long as the connection lives).
 	WriteTimeout time.Duration
-	// BufferSize is gorilla's per-connection read and write buffer. Zero means 4 KiB.
+	// BufferSize is gorilla's per-connection read buffer. Zero means 2 KiB: a typical frame
+	// and the next one's header, without holding a larger buffer per idle connection. (Frames
+	// are written by this package, not through gorilla's write buffer.)
 	BufferSize int
 }
 
@@ -64,12 +66,15 @@ func upgrader(size int) *websocket.Upgrader {
 func IsUpgrade(r *http.Request) bool { return websocket.IsWebSocketUpgrade(r) }
 
 // Conn is one WebSocket connection. Read is for one reader goroutine and Write* for one writer
-// goroutine; WriteClose, Close and LastActivity are safe from any goroutine.
+// goroutine, which also writes the pongs the reader's pings call for (it must select on Wake);
+// WriteClose, Close and LastActivity are safe from any goroutine.
 type Conn struct {
 	ws           *websocket.Conn
 	writeTimeout time.Duration
 	lastActivity atomic.Int64 // unix nanoseconds of the last frame read or written
 	closeOnce    sync.Once
+	pong         atomic.Pointer[[]byte] // the payload of a pong to write; nil: none
+	wake         chan struct{}          // cap 1: a pong is due
 }
 
 // Upgrade completes the WebSocket handshake. On failure gorilla has already answered with an
@@ -77,7 +82,7 @@ type Conn struct {
 func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 	size := o.BufferSize
 	if size <= 0 {
-		size = 4096
+		size = 2048
 	}
 	ws, err := upgrader(size).Upgrade(w, r, nil)
 	if err != nil {
@@ -88,22 +93,22 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 		limit = 1 << 20
 	}
 	ws.SetReadLimit(limit)
-	c := &Conn{ws: ws, writeTimeout: o.WriteTimeout}
+	c := &Conn{ws: ws, writeTimeout: o.WriteTimeout, wake: make(chan struct{}, 1)}
 	if c.writeTimeout == 0 {
 		c.writeTimeout = 10 * time.Second
 	}
 	c.touch()
+	// The pong is written by the connection's writer (WriteTexts), which owns the socket's
+	// writes; the reader only hands it over.
 	ws.SetPingHandler(func(data string) error {
 		c.touch()
-		err := ws.WriteControl(websocket.PongMessage, []byte(data), c.controlDeadline())
-		if err == nil || errors.Is(err, websocket.ErrCloseSent) {
-			return nil
+		p := []byte(data)
+		c.pong.Store(&p)
+		select {
+		case c.wake <- struct{}{}:
+		default:
 		}
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return nil
-		}
-		return err
+		return nil
 	})
 	ws.SetPongHandler(func(string) error {
 		c.touch()
@@ -151,30 +156,8 @@ func (c *Conn) Read() (MessageType, []byte, error) {
 // goroutine; sessions use it to stop reading when the edge shuts down.
 func (c *Conn) InterruptRead() { _ = c.ws.NetConn().SetReadDeadline(time.Now()) }
 
-// WriteText writes one text message.
-func (c *Conn) WriteText(b []byte) error {
-	var deadline time.Time // zero: none
-	if c.writeTimeout > 0 {
-		deadline = time.Now().Add(c.writeTimeout)
-	}
-	if err := c.ws.SetWriteDeadline(deadline); err != nil {
-		return err
-	}
-	if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
-		return err
-	}
-	c.touch()
-	return nil
-}
-
-// WritePing sends a ping with the given payload.
-func (c *Conn) WritePing(payload []byte) error {
-	if err := c.ws.WriteControl(websocket.PingMessage, payload, c.controlDeadline()); err != nil {
-		return err
-	}
-	c.touch()
-	return nil
-}
+// WriteText writes one text message, with any pong due.
+func (c *Conn) WriteText(b []byte) error { return c.WriteTexts(b) }
 
 // WriteClose sends a close frame with code and reason (truncated to fit a control frame). It
 // does not close the TCP connection; the peer's close or Close does.

@@ -94,3 +94,14 @@ func ExampleProducerRequest_role() {
 	// 10000
 	// 100
 }
+
+func ExampleParseOnFull() {
+	for _, s := range []string{"pause", "", "drop"} {
+		o, err := strategy.ParseOnFull(s)
+		fmt.Printf("%q valid=%v or-reject=%s err=%v\n", o, o.Valid(), o.Or(strategy.Reject), err)
+	}
+	// Output:
+	// "pause" valid=true or-reject=pause err=<nil>
+	// "" valid=false or-reject=reject err=<nil>
+	// "" valid=false or-reject=reject err=on_full "drop": want reject or pause
+}

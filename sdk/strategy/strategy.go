@@ -100,18 +100,6 @@ const (
 	AuthAnonymous = "anonymous"
 )
 
-// OnFull is what a producer session does at a full limit.
-type OnFull string
-
-// At-limit actions. The empty OnFull leaves the route's configured action.
-const (
-	// Reject answers the message at once with a send-error ack naming the limit.
-	Reject OnFull = "reject"
-	// Pause stops reading the session's socket until the limit has room (below the low
-	// watermark), for at most the route's max_pause; then the message is rejected.
-	Pause OnFull = "pause"
-)
-
 // ProducerDecision is a strategy's answer for a producer session. Zero values are
 // documented per field; the zero ProducerDecision admits the session under the edge and
 // route pools only, with the edge's default message bound.

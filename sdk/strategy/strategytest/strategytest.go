@@ -439,9 +439,7 @@ func CheckProducerDecision(d strategy.ProducerDecision) error {
 	if d.MaxPendingBytes < 0 {
 		errs = append(errs, fmt.Errorf("MaxPendingBytes %d: must be >= 0", d.MaxPendingBytes))
 	}
-	switch d.OnFull {
-	case "", strategy.Reject, strategy.Pause:
-	default:
+	if d.OnFull != "" && !d.OnFull.Valid() {
 		errs = append(errs, fmt.Errorf("OnFull %q: want \"\", reject or pause", d.OnFull))
 	}
 	return errors.Join(errs...)

@@ -8,6 +8,10 @@ import "fmt"
 //
 // The zero OnFull is unset: in a ProducerDecision it keeps the route's action, and a
 // route's unset action is Reject. Or applies that rule.
+//
+// OnFull has no UnmarshalText on purpose: decoders read any string into it, so that a
+// configuration's validation can report a bad action beside every other problem (check
+// it with Valid) instead of the decoder stopping at the first.
 type OnFull string
 
 // At-limit actions.
@@ -42,17 +46,3 @@ func (o OnFull) Or(def OnFull) OnFull {
 
 // String returns the action's name as written in the configuration, "" when unset.
 func (o OnFull) String() string { return string(o) }
-
-// UnmarshalText decodes with ParseOnFull, so that a configuration or parameter decoder
-// refuses an unknown action.
-func (o *OnFull) UnmarshalText(b []byte) error {
-	v, err := ParseOnFull(string(b))
-	if err != nil {
-		return err
-	}
-	*o = v
-	return nil
-}
-
-// MarshalText encodes the action's name.
-func (o OnFull) MarshalText() ([]byte, error) { return []byte(o), nil }

@@ -23,7 +23,7 @@ func BenchmarkDecision(b *testing.B) {
 	}
 	params := builtinParams["hybrid"]
 	b.Run("inprocess", func(b *testing.B) {
-		s, err := reg.New("hybrid", params)
+		s, err := reg.New(context.Background(), "hybrid", params)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -31,7 +31,7 @@ func BenchmarkDecision(b *testing.B) {
 	})
 	b.Run("plugin", func(b *testing.B) {
 		h := startHost(b, []plugins.Spec{helperSpec("bench", "builtin")})
-		s, err := factory(b, h, "bench", "hybrid")(params)
+		s, err := factory(b, h, "bench", "hybrid")(context.Background(), params)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -8,7 +8,7 @@
 //	h, err := plugins.NewHost(specs, plugins.WithLogger(log), plugins.OnStateChange(f))
 //	err = h.Start(ctx)       // launch all, handshake, or fail with every reason
 //	f, err := h.Factory("tiers", "tenant-tier")
-//	s, err := f(params)      // creates the strategy in the plugin now
+//	s, err := f(ctx, params) // creates the strategy in the plugin now, within ctx
 //	...
 //	h.Close()                // stop every plugin, join every goroutine
 //
@@ -45,8 +45,10 @@
 // # Deadlines
 //
 // Every call is a gRPC call bounded by the caller's ctx: a plugin that hangs holds a call
-// until that ctx's deadline, and the call returns ctx's error. Factory and Close have no
-// ctx in the strategy contract; WithCallTimeout bounds them (default 5s).
+// until that ctx's deadline, and the call returns ctx's error. The deadline travels with
+// the call, so the strategy in the plugin sees it in its own ctx. Creating a strategy (the
+// Factory) and closing it are bounded by WithCallTimeout (default 5s) as well as by the
+// caller's ctx. A creation whose caller gave up is closed again in the plugin.
 //
 // # Logs
 //

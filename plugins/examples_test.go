@@ -57,7 +57,7 @@ func TestExamplePlugins(t *testing.T) {
 		strategytest.Run(t, factory(t, h, "sluice-strategies", "hybrid"), builtinParams["hybrid"])
 	})
 
-	s, err := factory(t, h, "tenant-tiers", "tenant-tier")(tierParams)
+	s, err := factory(t, h, "tenant-tiers", "tenant-tier")(context.Background(), tierParams)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,5 +65,12 @@ func TestExamplePlugins(t *testing.T) {
 	d, err := s.OpenProducer(context.Background(), strategy.ProducerRequest{Tenant: "public", MaxPendingMessages: strategy.ClientValue{Requested: &zero}})
 	if err != nil || d.Deny == nil || d.Deny.Status != http.StatusForbidden {
 		t.Errorf("unbounded producer from an untrusted tenant through the plugin: %+v, %v; want 403", d, err)
+	}
+	// The same request from a role the tiers file trusts is admitted: the role reaches the
+	// plugin and decides.
+	d, err = s.OpenProducer(context.Background(), strategy.ProducerRequest{Tenant: "public", Role: "ingest-service", AuthMethod: strategy.AuthToken,
+		MaxPendingMessages: strategy.ClientValue{Requested: &zero}})
+	if err != nil || d.Deny != nil || d.MaxPendingMessages != 10000 {
+		t.Errorf("unbounded producer of the trusted role ingest-service through the plugin: %+v, %v; want admitted with 10000", d, err)
 	}
 }

@@ -73,11 +73,11 @@ func (f *withFallbackAdjuster) Adjust(ctx context.Context, p strategy.Pressure) 
 	return f.adj.Adjust(ctx, p)
 }
 
-func (f *withFallback) Close() error {
+func (f *withFallback) Close(ctx context.Context) error {
 	var errs []error
 	for _, s := range []strategy.Strategy{f.primary, f.fallback} {
 		if c, ok := s.(strategy.Closer); ok {
-			errs = append(errs, c.Close())
+			errs = append(errs, c.Close(ctx))
 		}
 	}
 	return errors.Join(errs...)

@@ -20,7 +20,7 @@ func TestFallback(t *testing.T) {
 		plugins.WithHealthCheck(200*time.Millisecond, 500*time.Millisecond),
 		plugins.WithBackoff(300*time.Millisecond, time.Second),
 		plugins.OnStateChange(states.record))
-	primary, err := factory(t, h, "f", "pid")(nil)
+	primary, err := factory(t, h, "f", "pid")(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestFallback(t *testing.T) {
 	if err := strategies.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	fb, err := reg.New("count", map[string]any{"max_pending_messages": 7})
+	fb, err := reg.New(context.Background(), "count", map[string]any{"max_pending_messages": 7})
 	if err != nil {
 		t.Fatal(err)
 	}

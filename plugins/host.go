@@ -13,7 +13,8 @@ import (
 	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
-// ProtocolVersion is the strategy plugin protocol version the host speaks.
+// ProtocolVersion is the strategy plugin protocol version the host speaks (plugins/wire
+// defines it).
 const ProtocolVersion = wire.ProtocolVersion
 
 // Spec names a plugin binary to launch: config.Plugin, plus Args for tests and wrappers.
@@ -162,8 +163,8 @@ func WithStartTimeout(d time.Duration) Option {
 	})
 }
 
-// WithCallTimeout bounds the calls that have no ctx of their own: creating a strategy
-// through a Factory and closing it. Zero keeps DefaultCallTimeout.
+// WithCallTimeout bounds creating a strategy through a Factory and closing it, on top of
+// the caller's ctx: each ends when either does. Zero keeps DefaultCallTimeout.
 func WithCallTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
@@ -315,15 +316,16 @@ func (h *Host) Plugins() []State {
 // survives plugin restarts: after a restart it creates its remote instance again from the
 // same params on its next call (remote state starts over). While the plugin is down its
 // calls fail at once with an error wrapping ErrPluginDown. The factory itself creates the
-// remote instance at once (bounded by WithCallTimeout), so bad params, an unknown strategy
-// name (strategy.ErrUnknown) or a plugin that is down fail there.
+// remote instance at once, bounded by its ctx and WithCallTimeout (the plugin's factory
+// gets that deadline), so bad params, an unknown strategy name (strategy.ErrUnknown) or a
+// plugin that is down fail there. Close is bounded the same way.
 func (h *Host) Factory(plugin, name string) (strategy.Factory, error) {
 	p, ok := h.procs[plugin]
 	if !ok {
 		return nil, fmt.Errorf("plugin %q: %w", plugin, ErrUnknownPlugin)
 	}
-	return func(params map[string]any) (strategy.Strategy, error) {
-		return newRemote(p, name, params)
+	return func(ctx context.Context, params map[string]any) (strategy.Strategy, error) {
+		return newRemote(ctx, p, name, params)
 	}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -121,7 +122,7 @@ func TestBuiltins(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, params := range builtinParams {
-		local := func(p map[string]any) (strategy.Strategy, error) { return reg.New(name, p) }
+		local := func(ctx context.Context, p map[string]any) (strategy.Strategy, error) { return reg.New(ctx, name, p) }
 		remote := factory(t, h, "builtin", name)
 		t.Run(name+"/inprocess", func(t *testing.T) { strategytest.Run(t, local, params) })
 		t.Run(name+"/plugin", func(t *testing.T) { strategytest.Run(t, remote, params) })
@@ -132,11 +133,11 @@ func TestBuiltins(t *testing.T) {
 // compareDecisions checks that two factories give identical answers to a table of requests.
 func compareDecisions(t *testing.T, a, b strategy.Factory, params map[string]any) {
 	t.Helper()
-	sa, err := a(params)
+	sa, err := a(context.Background(), params)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := b(params)
+	sb, err := b(context.Background(), params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func compareDecisions(t *testing.T, a, b strategy.Factory, params map[string]any
 
 func closeStrategy(s strategy.Strategy) {
 	if c, ok := s.(strategy.Closer); ok {
-		_ = c.Close()
+		_ = c.Close(context.Background())
 	}
 }
 
@@ -208,10 +209,10 @@ func TestFactoryErrors(t *testing.T) {
 	if _, err := h.Factory("nope", "bytes"); !errors.Is(err, plugins.ErrUnknownPlugin) {
 		t.Errorf("Factory(unknown plugin) = %v, want ErrUnknownPlugin", err)
 	}
-	if _, err := factory(t, h, "p", "nope")(nil); !errors.Is(err, strategy.ErrUnknown) {
+	if _, err := factory(t, h, "p", "nope")(context.Background(), nil); !errors.Is(err, strategy.ErrUnknown) {
 		t.Errorf("unknown strategy: %v, want strategy.ErrUnknown", err)
 	}
-	_, err := factory(t, h, "p", "hybrid")(map[string]any{"hihg_watermark": 1})
+	_, err := factory(t, h, "p", "hybrid")(context.Background(), map[string]any{"hihg_watermark": 1})
 	if err == nil || !strings.Contains(err.Error(), "unknown parameter") {
 		t.Errorf("misspelt parameter: %v, want an unknown parameter error", err)
 	}
@@ -257,7 +258,7 @@ func TestIncompatibleVersion(t *testing.T) {
 	if !errors.Is(err, plugins.ErrIncompatible) {
 		t.Fatalf("Start = %v, want ErrIncompatible", err)
 	}
-	if !strings.Contains(err.Error(), "speaks version 99, this host speaks 1") {
+	if !strings.Contains(err.Error(), fmt.Sprintf("speaks version 99, this host speaks %d", plugins.ProtocolVersion)) {
 		t.Errorf("error %q does not name both versions", err)
 	}
 }
@@ -304,12 +305,12 @@ func TestKill(t *testing.T) {
 		plugins.WithHealthCheck(200*time.Millisecond, 500*time.Millisecond),
 		plugins.WithBackoff(50*time.Millisecond, 2*time.Second),
 		plugins.OnStateChange(states.record))
-	hybrid, err := factory(t, h, "k", "hybrid")(builtinParams["hybrid"])
+	hybrid, err := factory(t, h, "k", "hybrid")(context.Background(), builtinParams["hybrid"])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeStrategy(hybrid)
-	pidStrategy, err := factory(t, h, "k", "pid")(nil)
+	pidStrategy, err := factory(t, h, "k", "pid")(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +398,7 @@ func TestHang(t *testing.T) {
 		plugins.WithHealthCheck(200*time.Millisecond, 300*time.Millisecond),
 		plugins.WithBackoff(50*time.Millisecond, 2*time.Second),
 		plugins.OnStateChange(states.record))
-	hung, err := factory(t, h, "h", "hang")(nil)
+	hung, err := factory(t, h, "h", "hang")(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +447,7 @@ func TestCloseStopsPlugins(t *testing.T) {
 	for _, st := range h.Plugins() {
 		pids = append(pids, st.Pid)
 	}
-	s, err := factory(t, h, "a", "count")(nil)
+	s, err := factory(t, h, "a", "count")(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,8 +27,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// servePlugin serves the builtins plus test strategies; mode "v99" serves them under a
-// protocol version no host speaks.
+// servePlugin serves the builtins plus test strategies. Mode "builtin" is an ordinary
+// plugin; "v99" serves under a protocol version no host speaks; "v1" is a plugin built
+// against protocol version 1 only, as an old sdk/plugin would be; "contract" serves the
+// strategies that check the contract's ctx and request fields across the process.
 func servePlugin(mode string) error {
 	log := plugin.Logger()
 	reg := strategy.NewRegistry()
@@ -47,6 +49,13 @@ func servePlugin(mode string) error {
 		return plugin.Serve(reg, plugin.WithVersion("v0.0.0-test"))
 	case "v99":
 		return wire.Serve(reg, wire.ServeConfig{ProtocolVersion: 99})
+	case "v1":
+		return wire.Serve(reg, wire.ServeConfig{ProtocolVersion: 1})
+	case "contract":
+		if err := registerContract(reg); err != nil {
+			return err
+		}
+		return plugin.Serve(reg, plugin.WithVersion("v0.0.0-test"))
 	}
 	return fmt.Errorf("unknown mode %q", mode)
 }
@@ -54,7 +63,7 @@ func servePlugin(mode string) error {
 // hang never answers OpenProducer, ignoring its ctx: a stuck plugin.
 type hang struct{}
 
-func newHang(map[string]any) (strategy.Strategy, error) { return hang{}, nil }
+func newHang(context.Context, map[string]any) (strategy.Strategy, error) { return hang{}, nil }
 
 func (hang) OpenProducer(context.Context, strategy.ProducerRequest) (strategy.ProducerDecision, error) {
 	select {}
@@ -67,7 +76,7 @@ func (hang) OpenConsumer(context.Context, strategy.ConsumerRequest) (strategy.Co
 // pid answers with the plugin's process id as MaxPendingBytes, to tell processes apart.
 type pid struct{}
 
-func newPid(params map[string]any) (strategy.Strategy, error) {
+func newPid(_ context.Context, params map[string]any) (strategy.Strategy, error) {
 	if err := strategy.DecodeParams(params, &struct{}{}); err != nil {
 		return nil, err
 	}

@@ -338,7 +338,8 @@ func launchError(err error) error {
 		if m := pluginVersionRE.FindStringSubmatch(msg); m != nil {
 			got = m[1]
 		}
-		return fmt.Errorf("%w: the plugin speaks version %s, this host speaks %d; rebuild the plugin against a matching sdk/plugin",
+		return fmt.Errorf("%w: the plugin speaks version %s, this host speaks %d; "+
+			"rebuild the plugin against this edge's sdk/plugin (github.com/sluicehq/sluice/sdk/plugin of the same Sluice release)",
 			ErrIncompatible, got, wire.ProtocolVersion)
 	case errors.Is(err, goplugin.ErrChecksumsDoNotMatch):
 		return fmt.Errorf("%w: the executable changed after it was verified", ErrChecksum)

@@ -27,9 +27,11 @@ type remote struct {
 	closed atomic.Bool
 }
 
-func newRemote(p *proc, name string, params map[string]any) (strategy.Strategy, error) {
+// newRemote creates the strategy in the plugin now, within ctx and the host's call
+// timeout, whichever ends first.
+func newRemote(ctx context.Context, p *proc, name string, params map[string]any) (strategy.Strategy, error) {
 	r := &remote{p: p, name: name, params: params, lock: make(chan struct{}, 1)}
-	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.callTimeout)
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.callTimeout)
 	defer cancel()
 	if _, _, err := r.handle(ctx); err != nil {
 		return nil, err
@@ -176,9 +178,11 @@ func (r *remote) adjust(ctx context.Context, p strategy.Pressure) (strategy.Adju
 	})
 }
 
-// Close releases the plugin-side instance. It is idempotent, and does not fail when the
-// plugin is down (a restarted plugin holds no instance to release).
-func (r *remote) Close() error {
+// Close releases the plugin-side instance, within ctx and the host's call timeout,
+// whichever ends first. It is idempotent, and does not fail when the plugin is down (a
+// restarted plugin holds no instance to release). When ctx ends first it returns ctx's
+// error, and the plugin keeps the instance until it stops.
+func (r *remote) Close(ctx context.Context) error {
 	if !r.closed.CompareAndSwap(false, true) {
 		return nil
 	}
@@ -186,12 +190,12 @@ func (r *remote) Close() error {
 	if err != nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.p.cfg.callTimeout)
+	ctx, cancel := context.WithTimeout(ctx, r.p.cfg.callTimeout)
 	defer cancel()
 	select {
 	case r.lock <- struct{}{}:
 	case <-ctx.Done():
-		return nil
+		return r.wrap("close", ctx.Err())
 	}
 	gen, id := r.gen, r.id
 	r.gen, r.id = 0, 0

@@ -31,6 +31,15 @@ func Register(r *strategy.Registry) error {
 	return nil
 }
 
+// decode decodes a factory's params strictly, unless its ctx has ended already: the
+// builtins do no I/O, but answer an abandoned creation as every Factory should.
+func decode(ctx context.Context, params map[string]any, out any) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return strategy.DecodeParams(params, out)
+}
+
 // DefaultMaxPendingMessages is count's and hybrid's per-session message bound when neither
 // the parameters nor the client give one.
 const DefaultMaxPendingMessages = 1000
@@ -83,9 +92,9 @@ type bytesParams struct {
 	consumerParams
 }
 
-func newBytes(params map[string]any) (strategy.Strategy, error) {
+func newBytes(ctx context.Context, params map[string]any) (strategy.Strategy, error) {
 	var p bytesParams
-	if err := strategy.DecodeParams(params, &p); err != nil {
+	if err := decode(ctx, params, &p); err != nil {
 		return nil, err
 	}
 	if p.RouteLimit > 0 && p.Reserve > p.RouteLimit {
@@ -131,9 +140,9 @@ type countParams struct {
 	consumerParams
 }
 
-func newCount(params map[string]any) (strategy.Strategy, error) {
+func newCount(ctx context.Context, params map[string]any) (strategy.Strategy, error) {
 	var p countParams
-	if err := strategy.DecodeParams(params, &p); err != nil {
+	if err := decode(ctx, params, &p); err != nil {
 		return nil, err
 	}
 	if p.MaxPendingMessages < 0 {
@@ -181,9 +190,9 @@ type hybridParams struct {
 	consumerParams
 }
 
-func newHybrid(params map[string]any) (strategy.Strategy, error) {
+func newHybrid(ctx context.Context, params map[string]any) (strategy.Strategy, error) {
 	var p hybridParams
-	if err := strategy.DecodeParams(params, &p); err != nil {
+	if err := decode(ctx, params, &p); err != nil {
 		return nil, err
 	}
 	if p.RouteLimit > 0 && p.Reserve > p.RouteLimit {

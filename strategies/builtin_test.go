@@ -30,7 +30,9 @@ func TestConformance(t *testing.T) {
 	} {
 		for variant, p := range map[string]map[string]any{"defaults": nil, "params": params} {
 			t.Run(name+"/"+variant, func(t *testing.T) {
-				strategytest.Run(t, func(raw map[string]any) (strategy.Strategy, error) { return reg.New(name, raw) }, p)
+				strategytest.Run(t, func(ctx context.Context, raw map[string]any) (strategy.Strategy, error) {
+					return reg.New(ctx, name, raw)
+				}, p)
 			})
 		}
 	}
@@ -75,7 +77,7 @@ func TestDecisions(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			s, err := reg.New(tc.name, tc.params)
+			s, err := reg.New(context.Background(), tc.name, tc.params)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +114,7 @@ func TestBadParams(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if _, err := reg.New(tc.strategy, tc.params); err == nil {
+			if _, err := reg.New(context.Background(), tc.strategy, tc.params); err == nil {
 				t.Errorf("%s %v accepted", tc.strategy, tc.params)
 			}
 		})

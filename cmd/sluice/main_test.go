@@ -379,7 +379,7 @@ func TestPluginsListShowsBroken(t *testing.T) {
 		t.Errorf("plugins list = %v, want it to fail naming 3 unhealthy plugins", err)
 	}
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^good\s+healthy\s+v0\.0\.0-cmdtest\s+1\s+\S*hybrid`),
+		regexp.MustCompile(fmt.Sprintf(`(?m)^good\s+healthy\s+v0\.0\.0-cmdtest\s+%d\s+\S*hybrid`, plugin.ProtocolVersion)),
 		regexp.MustCompile(`(?m)^tampered\s+checksum-mismatch\s`),
 		regexp.MustCompile(`(?m)^absent\s+missing\s`),
 		regexp.MustCompile(`(?m)^crashes\s+failed\s`),

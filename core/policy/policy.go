@@ -180,7 +180,7 @@ func (m *Manager) Apply(ctx context.Context, routes []config.Route) error {
 		if warning != "" {
 			m.log.Warn(warning, "route", rc.Name)
 		}
-		s, err := m.newStrategy(rc)
+		s, err := m.newStrategy(ctx, rc)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("routes[%d] (%s).strategy: %w", i, rc.Name, err))
 			continue
@@ -259,10 +259,10 @@ func (m *Manager) Apply(ctx context.Context, routes []config.Route) error {
 
 // newStrategy creates a route's strategy: a builtin (or any strategy registered in-process),
 // or one a plugin serves, wrapped with the route's fallback.
-func (m *Manager) newStrategy(rc config.Route) (strategy.Strategy, error) {
+func (m *Manager) newStrategy(ctx context.Context, rc config.Route) (strategy.Strategy, error) {
 	ref := rc.Strategy
 	if ref.Plugin == "" {
-		return m.reg.New(ref.Name, ref.Params)
+		return m.reg.New(ctx, ref.Name, ref.Params)
 	}
 	if m.plugins == nil {
 		return nil, fmt.Errorf("plugin %q: no plugins are loaded", ref.Plugin)
@@ -271,7 +271,7 @@ func (m *Manager) newStrategy(rc config.Route) (strategy.Strategy, error) {
 	if err != nil {
 		return nil, err
 	}
-	primary, err := f(ref.Params)
+	primary, err := f(ctx, ref.Params)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q strategy %q: %w", ref.Plugin, ref.Name, err)
 	}
@@ -280,7 +280,7 @@ func (m *Manager) newStrategy(rc config.Route) (strategy.Strategy, error) {
 	}
 	// The fallback runs with its default parameters: the route's params are the plugin
 	// strategy's.
-	fb, err := m.reg.New(rc.Fallback, nil)
+	fb, err := m.reg.New(ctx, rc.Fallback, nil)
 	if err != nil {
 		closeStrategy(primary, m.log)
 		return nil, fmt.Errorf("fallback: %w", err)
@@ -306,7 +306,7 @@ func checkReservations(limits []strategy.RouteLimits, producers, consumers *admi
 
 func closeStrategy(s strategy.Strategy, log *slog.Logger) {
 	if c, ok := s.(strategy.Closer); ok {
-		if err := c.Close(); err != nil {
+		if err := c.Close(context.Background()); err != nil {
 			log.Warn("closing strategy", "err", err)
 		}
 	}

@@ -240,7 +240,7 @@ func TestAdjusterGetsPressureAndSetsLimits(t *testing.T) {
 	t.Parallel()
 	m, reg, pool := newManager(t, 0, policy.WithAdjustInterval(20*time.Millisecond))
 	a := &adaptive{cap: 1 << 20, calls: make(chan struct{}, 1)}
-	if err := reg.Register("adaptive", func(map[string]any) (strategy.Strategy, error) { return a, nil }); err != nil {
+	if err := reg.Register("adaptive", func(context.Context, map[string]any) (strategy.Strategy, error) { return a, nil }); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()

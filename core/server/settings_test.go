@@ -130,7 +130,7 @@ func TestDecisionTimeoutSetting(t *testing.T) {
 	if err := strategies.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.Register("deadline", func(map[string]any) (strategy.Strategy, error) { return deadlineStrategy{got}, nil }); err != nil {
+	if err := reg.Register("deadline", func(context.Context, map[string]any) (strategy.Strategy, error) { return deadlineStrategy{got}, nil }); err != nil {
 		t.Fatal(err)
 	}
 	cfg := config.Defaults()

@@ -52,6 +52,8 @@ func producerRequestToProto(id uint64, r strategy.ProducerRequest) *strategypb.O
 		Namespace:          r.Namespace,
 		ProducerName:       r.ProducerName,
 		RemoteAddr:         r.RemoteAddr,
+		Role:               r.Role,
+		AuthMethod:         r.AuthMethod,
 		MaxPendingMessages: clientValueToProto(r.MaxPendingMessages),
 	}
 }
@@ -64,6 +66,8 @@ func producerRequestFromProto(r *strategypb.OpenProducerRequest) strategy.Produc
 		Namespace:          r.GetNamespace(),
 		ProducerName:       r.GetProducerName(),
 		RemoteAddr:         r.GetRemoteAddr(),
+		Role:               r.GetRole(),
+		AuthMethod:         r.GetAuthMethod(),
 		MaxPendingMessages: clientValueFromProto(r.GetMaxPendingMessages()),
 	}
 }
@@ -97,6 +101,8 @@ func consumerRequestToProto(id uint64, r strategy.ConsumerRequest) *strategypb.O
 		Reader:            r.Reader,
 		PullMode:          r.PullMode,
 		RemoteAddr:        r.RemoteAddr,
+		Role:              r.Role,
+		AuthMethod:        r.AuthMethod,
 		ReceiverQueueSize: clientValueToProto(r.ReceiverQueueSize),
 	}
 }
@@ -111,6 +117,8 @@ func consumerRequestFromProto(r *strategypb.OpenConsumerRequest) strategy.Consum
 		Reader:            r.GetReader(),
 		PullMode:          r.GetPullMode(),
 		RemoteAddr:        r.GetRemoteAddr(),
+		Role:              r.GetRole(),
+		AuthMethod:        r.GetAuthMethod(),
 		ReceiverQueueSize: clientValueFromProto(r.GetReceiverQueueSize()),
 	}
 }

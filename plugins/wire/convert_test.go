@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -21,6 +22,9 @@ func TestRoundTrip(t *testing.T) {
 		"not sent":  {Route: "r", Topic: "persistent://t/n/x", Tenant: "t", Namespace: "n", ProducerName: "p", RemoteAddr: "127.0.0.1:1", MaxPendingMessages: strategy.ClientValue{Value: 1000}},
 		"sent zero": {MaxPendingMessages: strategy.ClientValue{Requested: intp(0)}},
 		"sent":      {MaxPendingMessages: strategy.ClientValue{Value: 10, Requested: intp(50)}},
+		"token":     {Role: "alice", AuthMethod: strategy.AuthToken, RemoteAddr: "192.0.2.1:443"},
+		"tls":       {Role: "CN=ingest", AuthMethod: strategy.AuthTLS, RemoteAddr: "[2001:db8::1]:443"},
+		"anonymous": {Role: "guest", AuthMethod: strategy.AuthAnonymous},
 	}
 	for name, req := range producers {
 		if diff := cmp.Diff(producerRequestFromProto(producerRequestToProto(7, req)), req); diff != "" {
@@ -31,6 +35,9 @@ func TestRoundTrip(t *testing.T) {
 		"zero":   {},
 		"reader": {Route: "r", Topic: "t", Tenant: "a", Namespace: "b", Reader: true, PullMode: true, RemoteAddr: "x", ReceiverQueueSize: strategy.ClientValue{Value: 3, Requested: intp(0)}},
 		"sub":    {Subscription: "s", ReceiverQueueSize: strategy.ClientValue{Value: 5}},
+		"token":  {Role: "alice", AuthMethod: strategy.AuthToken, RemoteAddr: "192.0.2.1:443"},
+		"tls":    {Reader: true, Role: "CN=reader", AuthMethod: strategy.AuthTLS},
+		"anon":   {Role: "guest", AuthMethod: strategy.AuthAnonymous, PullMode: true},
 	}
 	for name, req := range consumers {
 		if diff := cmp.Diff(consumerRequestFromProto(consumerRequestToProto(7, req)), req); diff != "" {
@@ -80,6 +87,42 @@ func TestRoundTrip(t *testing.T) {
 	for name, a := range adjustments {
 		if diff := cmp.Diff(adjustmentFromProto(adjustmentToProto(a)), a); diff != "" {
 			t.Errorf("adjustment %s (-got +want):\n%s", name, diff)
+		}
+	}
+}
+
+// TestRoundTripEveryField: a request with every field set survives the round trip, so a
+// field added to sdk/strategy's requests without a wire field fails here.
+func TestRoundTripEveryField(t *testing.T) {
+	t.Parallel()
+	var p strategy.ProducerRequest
+	fillEveryField(t, &p)
+	if diff := cmp.Diff(producerRequestFromProto(producerRequestToProto(1, p)), p); diff != "" {
+		t.Errorf("producer request (-got +want):\n%s", diff)
+	}
+	var c strategy.ConsumerRequest
+	fillEveryField(t, &c)
+	if diff := cmp.Diff(consumerRequestFromProto(consumerRequestToProto(1, c)), c); diff != "" {
+		t.Errorf("consumer request (-got +want):\n%s", diff)
+	}
+}
+
+// fillEveryField sets each field of the struct ptr points to: strings to their field's
+// name, bools to true, client values to a sent value.
+func fillEveryField(t *testing.T, ptr any) {
+	t.Helper()
+	v := reflect.ValueOf(ptr).Elem()
+	for i := range v.NumField() {
+		f, name := v.Field(i), v.Type().Field(i).Name
+		switch {
+		case f.Kind() == reflect.String:
+			f.SetString(name)
+		case f.Kind() == reflect.Bool:
+			f.SetBool(true)
+		case f.Type() == reflect.TypeFor[strategy.ClientValue]():
+			f.Set(reflect.ValueOf(strategy.ClientValue{Value: 3, Requested: intp(4)}))
+		default:
+			t.Fatalf("%s.%s: unhandled type %s", v.Type().Name(), name, f.Type())
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
@@ -92,7 +93,8 @@ func (s *server) Info(context.Context, *strategypb.InfoRequest) (*strategypb.Inf
 	return &strategypb.InfoResponse{Version: s.version, Strategies: s.reg.Names()}, nil
 }
 
-func (s *server) Create(_ context.Context, req *strategypb.CreateRequest) (*strategypb.CreateResponse, error) {
+// Create runs the factory with the call's ctx, so that the host's deadline bounds it.
+func (s *server) Create(ctx context.Context, req *strategypb.CreateRequest) (*strategypb.CreateResponse, error) {
 	var params map[string]any
 	if len(req.GetParamsJson()) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(req.GetParamsJson()))
@@ -104,11 +106,20 @@ func (s *server) Create(_ context.Context, req *strategypb.CreateRequest) (*stra
 	if !s.reg.Has(req.GetName()) {
 		return nil, status.Errorf(codes.NotFound, "strategy %q: %v (known: %v)", req.GetName(), strategy.ErrUnknown, s.reg.Names())
 	}
-	st, err := s.reg.New(req.GetName(), params)
+	st, err := s.reg.New(ctx, req.GetName(), params)
 	if err != nil {
+		if ctxEnded(ctx, err) {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
 		// The host names the strategy already; drop the registry's prefix.
 		msg, _ := strings.CutPrefix(err.Error(), fmt.Sprintf("strategy %q: ", req.GetName()))
 		return nil, status.Error(codes.InvalidArgument, msg)
+	}
+	if err := ctx.Err(); err != nil {
+		// The host has given up on this call and will never learn the instance's id:
+		// close it now rather than hold it until the plugin stops.
+		closeOrphan(st)
+		return nil, status.FromContextError(err).Err()
 	}
 	s.mu.Lock()
 	s.next++
@@ -132,10 +143,28 @@ func (s *server) instance(id uint64) (strategy.Strategy, error) {
 
 // callError is a strategy's error as a status: the context's when it ended the call.
 func callError(ctx context.Context, err error) error {
-	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+	if ctxEnded(ctx, err) {
 		return status.FromContextError(ctx.Err()).Err()
 	}
 	return status.Error(codes.Unknown, err.Error())
+}
+
+// ctxEnded reports whether err is ctx's own ending.
+func ctxEnded(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+}
+
+// orphanCloseTimeout bounds closing an instance no host call is waiting for: one created
+// for a caller that gave up, or one left when the host stops the plugin.
+const orphanCloseTimeout = 5 * time.Second
+
+// closeOrphan closes st, if it is a Closer, within orphanCloseTimeout.
+func closeOrphan(st strategy.Strategy) {
+	if c, ok := st.(strategy.Closer); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), orphanCloseTimeout)
+		defer cancel()
+		_ = c.Close(ctx)
+	}
 }
 
 func (s *server) OpenProducer(ctx context.Context, req *strategypb.OpenProducerRequest) (*strategypb.OpenProducerResponse, error) {
@@ -194,14 +223,18 @@ func (s *server) Adjust(ctx context.Context, req *strategypb.AdjustRequest) (*st
 	return adjustmentToProto(a), nil
 }
 
-func (s *server) Close(_ context.Context, req *strategypb.CloseRequest) (*strategypb.CloseResponse, error) {
+// Close closes the instance with the call's ctx, so that the host's deadline bounds it.
+func (s *server) Close(ctx context.Context, req *strategypb.CloseRequest) (*strategypb.CloseResponse, error) {
 	s.mu.Lock()
 	st, ok := s.instances[req.GetId()]
 	delete(s.instances, req.GetId())
 	s.mu.Unlock()
 	if ok {
 		if c, isCloser := st.(strategy.Closer); isCloser {
-			if err := c.Close(); err != nil {
+			if err := c.Close(ctx); err != nil {
+				if ctxEnded(ctx, err) {
+					return nil, status.FromContextError(ctx.Err()).Err()
+				}
 				return nil, status.Error(codes.Unknown, fmt.Sprintf("closing strategy: %v", err))
 			}
 		}
@@ -216,8 +249,6 @@ func (s *server) closeAll() {
 	s.instances = map[uint64]strategy.Strategy{}
 	s.mu.Unlock()
 	for _, st := range left {
-		if c, ok := st.(strategy.Closer); ok {
-			_ = c.Close()
-		}
+		closeOrphan(st)
 	}
 }

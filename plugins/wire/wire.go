@@ -17,9 +17,17 @@ import (
 	"github.com/sluicehq/sluice/plugins/internal/strategypb"
 )
 
-// ProtocolVersion is the strategy plugin protocol this build speaks. A host and a plugin
-// must agree on it; go-plugin negotiates it at the handshake.
-const ProtocolVersion = 1
+// ProtocolVersion is the strategy plugin protocol this build speaks, defined here and
+// nowhere else (sdk/plugin and package plugins re-export it). A host and a plugin must
+// agree on it; go-plugin negotiates it at the handshake, and the host refuses a plugin
+// speaking another with both versions named.
+//
+// Bump it with any change to strategy.proto that alters what a side sends or relies on:
+//
+//	1  the first protocol
+//	2  Create and Close carry the caller's deadline (the contract's Factory and Close
+//	   take a ctx); requests carry the client's role and authentication method
+const ProtocolVersion = 2
 
 // PluginName is the name the strategy service is dispensed under.
 const PluginName = "strategies"

@@ -25,8 +25,13 @@
 // route's strategy again from the same parameters, so a strategy's in-memory state starts
 // over: keep state that must survive elsewhere.
 //
-// Every call carries the edge's deadline in its ctx: honour it. A strategy that blocks past
-// it only delays its own answer, which the edge has already given up on.
+// Every call carries the edge's deadline in its ctx, creating the strategy (its Factory)
+// and closing it included: honour it. A strategy that blocks past it only delays its own
+// answer, which the edge has already given up on.
+//
+// The edge and the plugin must speak the same protocol version (ProtocolVersion). A
+// plugin built against an sdk/plugin of another version is refused when the edge launches
+// it, with both versions named: rebuild it against the edge's release.
 //
 // Logs: write them to standard error. Lines in hclog's JSON form (Logger returns a
 // *slog.Logger that writes them) keep their level and attributes in the edge's log; other

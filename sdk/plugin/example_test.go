@@ -19,7 +19,7 @@ func (f fixed) OpenConsumer(context.Context, strategy.ConsumerRequest) (strategy
 	return strategy.ConsumerDecision{}, nil
 }
 
-func newFixed(params map[string]any) (strategy.Strategy, error) {
+func newFixed(_ context.Context, params map[string]any) (strategy.Strategy, error) {
 	var p struct {
 		Max int `json:"max"`
 	}

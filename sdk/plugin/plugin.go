@@ -9,8 +9,9 @@ import (
 	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
-// ProtocolVersion is the plugin protocol version this package speaks. The edge refuses a
-// plugin whose version it does not speak, with an error naming both.
+// ProtocolVersion is the plugin protocol version this package speaks (plugins/wire
+// defines it). The edge refuses a plugin whose version it does not speak, with an error
+// naming both.
 const ProtocolVersion = wire.ProtocolVersion
 
 // ErrNotLaunchedByHost is returned by Serve when the program was run directly instead of

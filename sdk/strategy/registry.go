@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -34,15 +35,16 @@ func (r *Registry) Register(name string, f Factory) error {
 	return nil
 }
 
-// New creates the named strategy from its raw parameters. An unknown name is ErrUnknown.
-func (r *Registry) New(name string, params map[string]any) (Strategy, error) {
+// New creates the named strategy from its raw parameters, passing ctx to its Factory. An
+// unknown name is ErrUnknown.
+func (r *Registry) New(ctx context.Context, name string, params map[string]any) (Strategy, error) {
 	r.mu.RLock()
 	f, ok := r.factories[name]
 	r.mu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("strategy %q: %w (known: %v)", name, ErrUnknown, r.Names())
 	}
-	s, err := f(params)
+	s, err := f(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("strategy %q: %w", name, err)
 	}

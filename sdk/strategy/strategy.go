@@ -30,15 +30,25 @@ type Adjuster interface {
 }
 
 // Closer is implemented by strategies that hold resources. The edge calls Close when the
-// route is removed or replaced by a reload.
+// route is removed or replaced by a reload, and when it stops. Close must be idempotent.
+//
+// ctx bounds the call: it ends when the edge's call deadline passes (through a plugin,
+// plugin_host.call_timeout) or the edge gives up waiting. Close should release what it
+// can and return by then; what it could not release is its own to clean up later.
 type Closer interface {
-	Close() error
+	Close(ctx context.Context) error
 }
 
 // Factory creates a strategy for one route from its raw parameters (the route's
 // strategy.params in the configuration). It should decode them strictly, with
 // DecodeParams, so that a misspelt parameter is an error.
-type Factory func(params map[string]any) (Strategy, error)
+//
+// ctx bounds the creation (reading a file, dialling a service): it ends when the edge's
+// call deadline passes (through a plugin, plugin_host.call_timeout) or the route is no
+// longer wanted (the edge stops, or a reload is abandoned). It is not the strategy's
+// lifetime: a strategy that starts work of its own must not tie it to ctx, and stops it
+// in Close. A Factory given an ended ctx should return the ctx's error.
+type Factory func(ctx context.Context, params map[string]any) (Strategy, error)
 
 // ClientValue is a numeric parameter a client sent on the handshake (maxPendingMessages,
 // receiverQueueSize), after the route's client_params policy: Value is what the policy
@@ -64,22 +74,30 @@ type ProducerRequest struct {
 	Namespace string
 	// ProducerName is the client's producerName, "" when none.
 	ProducerName string
-	// RemoteAddr is the client's network address.
+	// RemoteAddr is the client's address, host:port. Behind a load balancer it is the
+	// client's real address once the balancer is configured as a trusted proxy
+	// (X-Forwarded-For or the PROXY protocol from a trusted network); otherwise it is the
+	// peer the edge sees.
 	RemoteAddr string
+	// Role is the client's authenticated role: the token's role claim, the role of its
+	// TLS client certificate, or the edge's anonymous role. "" without authentication.
+	Role string
+	// AuthMethod is how Role was established: AuthToken, AuthTLS or AuthAnonymous; ""
+	// when the edge runs without authentication.
+	AuthMethod string
 	// MaxPendingMessages is the client's maxPendingMessages under the route's policy.
 	MaxPendingMessages ClientValue
 }
 
-// OnFull is what a producer session does at a full limit.
-type OnFull string
-
-// At-limit actions. The empty OnFull leaves the route's configured action.
+// The values of ProducerRequest.AuthMethod and ConsumerRequest.AuthMethod.
 const (
-	// Reject answers the message at once with a send-error ack naming the limit.
-	Reject OnFull = "reject"
-	// Pause stops reading the session's socket until the limit has room (below the low
-	// watermark), for at most the route's max_pause; then the message is rejected.
-	Pause OnFull = "pause"
+	// AuthToken: the client presented a valid token; Role is its role claim.
+	AuthToken = "token"
+	// AuthTLS: the client presented a TLS client certificate; Role is taken from it.
+	AuthTLS = "tls"
+	// AuthAnonymous: authentication is on and the client presented no credentials; Role
+	// is the edge's auth.anonymous_role.
+	AuthAnonymous = "anonymous"
 )
 
 // ProducerDecision is a strategy's answer for a producer session. Zero values are
@@ -111,8 +129,10 @@ type ConsumerRequest struct {
 	Reader bool
 	// PullMode is true when the client grants permits itself.
 	PullMode bool
-	// RemoteAddr is the client's network address.
+	// RemoteAddr, Role and AuthMethod are as for ProducerRequest.
 	RemoteAddr string
+	Role       string
+	AuthMethod string
 	// ReceiverQueueSize is the client's receiverQueueSize under the route's policy.
 	ReceiverQueueSize ClientValue
 }

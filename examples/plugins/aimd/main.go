@@ -29,8 +29,8 @@ func main() {
 func run() error {
 	log := plugin.Logger()
 	reg := strategy.NewRegistry()
-	if err := reg.Register("aimd", func(params map[string]any) (strategy.Strategy, error) {
-		return newAIMD(params, log)
+	if err := reg.Register("aimd", func(ctx context.Context, params map[string]any) (strategy.Strategy, error) {
+		return newAIMD(ctx, params, log)
 	}); err != nil {
 		return err
 	}
@@ -114,7 +114,10 @@ var (
 	_ strategy.Adjuster     = (*aimd)(nil)
 )
 
-func newAIMD(raw map[string]any, log *slog.Logger) (*aimd, error) {
+func newAIMD(ctx context.Context, raw map[string]any, log *slog.Logger) (*aimd, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var p params
 	if err := strategy.DecodeParams(raw, &p); err != nil {
 		return nil, err

@@ -13,8 +13,8 @@ var testParams = map[string]any{
 	"initial": "8MiB", "min": "1MiB", "max": "12MiB", "step": "2MiB", "factor": 0.5, "target_p99": "20ms",
 }
 
-func factory(p map[string]any) (strategy.Strategy, error) {
-	return newAIMD(p, slog.New(slog.DiscardHandler))
+func factory(ctx context.Context, p map[string]any) (strategy.Strategy, error) {
+	return newAIMD(ctx, p, slog.New(slog.DiscardHandler))
 }
 
 func TestConformance(t *testing.T) {
@@ -24,7 +24,7 @@ func TestConformance(t *testing.T) {
 
 func TestAdjust(t *testing.T) {
 	t.Parallel()
-	a, err := newAIMD(testParams, slog.New(slog.DiscardHandler))
+	a, err := newAIMD(context.Background(), testParams, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,11 +71,11 @@ func TestParams(t *testing.T) {
 		"unknown":           {"initial": "8MiB", "target_p99": "20ms", "targte_p50": "1ms"},
 	}
 	for name, p := range bad {
-		if _, err := factory(p); err == nil {
+		if _, err := factory(context.Background(), p); err == nil {
 			t.Errorf("%s: %v accepted", name, p)
 		}
 	}
-	a, err := newAIMD(map[string]any{"initial": "8MiB", "target_p99": "20ms"}, slog.New(slog.DiscardHandler))
+	a, err := newAIMD(context.Background(), map[string]any{"initial": "8MiB", "target_p99": "20ms"}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

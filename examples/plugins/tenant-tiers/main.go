@@ -1,7 +1,7 @@
-// Command tenant-tiers is an example strategy plugin: it bounds each session by its
-// tenant's tier, read from a tiers file (tiers.conf shows the format), and refuses
-// unbounded producers (maxPendingMessages=0) from tenants whose tier is not trusted.
-// See README.md.
+// Command tenant-tiers is an example strategy plugin: it bounds each session by the tier
+// of its client's role or, failing that, of its tenant, read from a tiers file (tiers.conf
+// shows the format), and refuses unbounded producers (maxPendingMessages=0) whose tier is
+// not trusted. See README.md.
 package main
 
 import (
@@ -29,8 +29,8 @@ func main() {
 func run() error {
 	log := plugin.Logger()
 	reg := strategy.NewRegistry()
-	if err := reg.Register("tenant-tier", func(params map[string]any) (strategy.Strategy, error) {
-		return newTenantTier(params, log)
+	if err := reg.Register("tenant-tier", func(ctx context.Context, params map[string]any) (strategy.Strategy, error) {
+		return newTenantTier(ctx, params, log)
 	}); err != nil {
 		return err
 	}
@@ -53,14 +53,20 @@ type tier struct {
 type tiers struct {
 	byName   map[string]*tier
 	byTenant map[string]*tier
+	byRole   map[string]*tier
 	def      *tier
 }
 
-func (ts *tiers) lookup(tenant string) *tier {
-	if t, ok := ts.byTenant[tenant]; ok {
-		return t
+// lookup returns the tier of a session: its role's, else its tenant's, else the default
+// (nil without one), and whom the tier was found for, for messages.
+func (ts *tiers) lookup(tenant, role string) (*tier, string) {
+	if t, ok := ts.byRole[role]; ok {
+		return t, fmt.Sprintf("role %q", role)
 	}
-	return ts.def
+	if t, ok := ts.byTenant[tenant]; ok {
+		return t, fmt.Sprintf("tenant %q", tenant)
+	}
+	return ts.def, fmt.Sprintf("tenant %q", tenant)
 }
 
 // parseTiers reads the tiers format: one directive a line, '#' to the end of a line is a
@@ -68,11 +74,12 @@ func (ts *tiers) lookup(tenant string) *tier {
 //
 //	tier NAME max_pending_messages=N max_pending_bytes=SIZE [consumer_bytes=SIZE] [trusted]
 //	tenant TENANT TIER
+//	role ROLE TIER
 //	default TIER
 //
 // Tiers are declared before they are used. Every problem is reported, with its line.
 func parseTiers(name string, sc *bufio.Scanner) (*tiers, error) {
-	ts := &tiers{byName: map[string]*tier{}, byTenant: map[string]*tier{}}
+	ts := &tiers{byName: map[string]*tier{}, byTenant: map[string]*tier{}, byRole: map[string]*tier{}}
 	var errs []error
 	bad := func(line int, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s:%d: %s", name, line, fmt.Sprintf(format, args...)))
@@ -99,19 +106,23 @@ func parseTiers(name string, sc *bufio.Scanner) (*tiers, error) {
 				continue
 			}
 			ts.byName[t.name] = t
-		case "tenant":
+		case "tenant", "role":
 			if len(f) != 3 {
-				bad(n, "tenant: want tenant TENANT TIER")
+				bad(n, "%s: want %s %s TIER", f[0], f[0], strings.ToUpper(f[0]))
 				continue
+			}
+			into := ts.byTenant
+			if f[0] == "role" {
+				into = ts.byRole
 			}
 			t := ts.byName[f[2]]
 			switch {
 			case t == nil:
-				bad(n, "tenant %s: unknown tier %q", f[1], f[2])
-			case ts.byTenant[f[1]] != nil:
-				bad(n, "tenant %s: listed twice", f[1])
+				bad(n, "%s %s: unknown tier %q", f[0], f[1], f[2])
+			case into[f[1]] != nil:
+				bad(n, "%s %s: listed twice", f[0], f[1])
 			default:
-				ts.byTenant[f[1]] = t
+				into[f[1]] = t
 			}
 		case "default":
 			if len(f) != 2 || ts.byName[f[1]] == nil {
@@ -120,7 +131,7 @@ func parseTiers(name string, sc *bufio.Scanner) (*tiers, error) {
 			}
 			ts.def = ts.byName[f[1]]
 		default:
-			bad(n, "unknown directive %q (want tier, tenant or default)", f[0])
+			bad(n, "unknown directive %q (want tier, tenant, role or default)", f[0])
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -179,7 +190,11 @@ type tenantTier struct {
 	log   *slog.Logger
 }
 
-func newTenantTier(raw map[string]any, log *slog.Logger) (*tenantTier, error) {
+// newTenantTier reads the tiers file named by the config parameter.
+func newTenantTier(ctx context.Context, raw map[string]any, log *slog.Logger) (*tenantTier, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var p struct {
 		// Config is the tiers file. Required.
 		Config string `json:"config"`
@@ -203,16 +218,16 @@ func newTenantTier(raw map[string]any, log *slog.Logger) (*tenantTier, error) {
 }
 
 func (s *tenantTier) OpenProducer(_ context.Context, req strategy.ProducerRequest) (strategy.ProducerDecision, error) {
-	t := s.tiers.lookup(req.Tenant)
+	t, who := s.tiers.lookup(req.Tenant, req.Role)
 	if t == nil {
-		return strategy.ProducerDecision{Deny: strategy.Deny(http.StatusForbidden, "tenant %q has no tier", req.Tenant)}, nil
+		return strategy.ProducerDecision{Deny: strategy.Deny(http.StatusForbidden, "%s has no tier", who)}, nil
 	}
 	cv := req.MaxPendingMessages
 	unbounded := cv.Given() && *cv.Requested <= 0
 	if unbounded && !t.trusted {
-		s.log.Info("refused unbounded producer", "tenant", req.Tenant, "tier", t.name, "topic", req.Topic)
+		s.log.Info("refused unbounded producer", "tenant", req.Tenant, "role", req.Role, "tier", t.name, "topic", req.Topic)
 		return strategy.ProducerDecision{Deny: strategy.Deny(http.StatusForbidden,
-			"tenant %q (tier %s) may not open an unbounded producer: set maxPendingMessages between 1 and %d", req.Tenant, t.name, t.maxPending)}, nil
+			"%s (tier %s) may not open an unbounded producer: set maxPendingMessages between 1 and %d", who, t.name, t.maxPending)}, nil
 	}
 	pending := t.maxPending
 	if v := cv.Value; v > 0 && v < pending {
@@ -222,9 +237,9 @@ func (s *tenantTier) OpenProducer(_ context.Context, req strategy.ProducerReques
 }
 
 func (s *tenantTier) OpenConsumer(_ context.Context, req strategy.ConsumerRequest) (strategy.ConsumerDecision, error) {
-	t := s.tiers.lookup(req.Tenant)
+	t, who := s.tiers.lookup(req.Tenant, req.Role)
 	if t == nil {
-		return strategy.ConsumerDecision{Deny: strategy.Deny(http.StatusForbidden, "tenant %q has no tier", req.Tenant)}, nil
+		return strategy.ConsumerDecision{Deny: strategy.Deny(http.StatusForbidden, "%s has no tier", who)}, nil
 	}
 	return strategy.ConsumerDecision{MaxBytes: t.consumerBytes}, nil
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/sluicehq/sluice/sdk/strategy/strategytest"
 )
 
-func factory(p map[string]any) (strategy.Strategy, error) {
-	return newTenantTier(p, slog.New(slog.DiscardHandler))
+func factory(ctx context.Context, p map[string]any) (strategy.Strategy, error) {
+	return newTenantTier(ctx, p, slog.New(slog.DiscardHandler))
 }
 
 // The shipped tiers.conf is the test's configuration, so the example cannot rot.
@@ -26,14 +26,16 @@ var params = map[string]any{"config": "tiers.conf"}
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	strategytest.Run(t, factory, params,
-		strategytest.WithProducerRequests(strategy.ProducerRequest{Tenant: "acme", MaxPendingMessages: strategy.ClientValue{Requested: intp(0)}}))
+		strategytest.WithProducerRequests(
+			strategy.ProducerRequest{Tenant: "acme", MaxPendingMessages: strategy.ClientValue{Requested: intp(0)}},
+			strategy.ProducerRequest{Tenant: "public", Role: "ingest-service", AuthMethod: strategy.AuthToken, MaxPendingMessages: strategy.ClientValue{Requested: intp(0)}}))
 }
 
 func intp(v int) *int { return &v }
 
 func TestDecisions(t *testing.T) {
 	t.Parallel()
-	s, err := factory(params)
+	s, err := factory(context.Background(), params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,13 +73,59 @@ func TestDecisions(t *testing.T) {
 	}
 }
 
+// TestRoleTiers: a role listed in the tiers file gets its tier whatever its tenant's; other
+// roles, and sessions without authentication, get their tenant's.
+func TestRoleTiers(t *testing.T) {
+	t.Parallel()
+	s, err := factory(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mib = 1 << 20
+	unbounded := strategy.ClientValue{Requested: intp(0)}
+	cases := map[string]struct {
+		req  strategy.ProducerRequest
+		want strategy.ProducerDecision
+	}{
+		"gold role in a silver tenant": {
+			strategy.ProducerRequest{Tenant: "public", Role: "ingest-service", AuthMethod: strategy.AuthTLS, MaxPendingMessages: strategy.ClientValue{Value: 5000, Requested: intp(5000)}},
+			strategy.ProducerDecision{MaxPendingMessages: 5000, MaxPendingBytes: 64 * mib},
+		},
+		"gold role may be unbounded": {
+			strategy.ProducerRequest{Tenant: "someone", Role: "ingest-service", AuthMethod: strategy.AuthToken, MaxPendingMessages: unbounded},
+			strategy.ProducerDecision{MaxPendingMessages: 10000, MaxPendingBytes: 64 * mib},
+		},
+		"unlisted role: the tenant's tier": {
+			strategy.ProducerRequest{Tenant: "public", Role: "alice", AuthMethod: strategy.AuthToken, MaxPendingMessages: strategy.ClientValue{Value: 5000, Requested: intp(5000)}},
+			strategy.ProducerDecision{MaxPendingMessages: 1000, MaxPendingBytes: 8 * mib},
+		},
+	}
+	for name, tc := range cases {
+		got, err := s.OpenProducer(context.Background(), tc.req)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if diff := cmp.Diff(got, tc.want); diff != "" {
+			t.Errorf("%s (-got +want):\n%s", name, diff)
+		}
+	}
+	d, err := s.OpenProducer(context.Background(), strategy.ProducerRequest{Tenant: "public", Role: "alice", AuthMethod: strategy.AuthToken, MaxPendingMessages: unbounded})
+	if err != nil || d.Deny == nil || d.Deny.Status != http.StatusForbidden || !strings.Contains(d.Deny.Reason, `tenant "public" (tier silver)`) {
+		t.Errorf("unbounded producer of an unlisted role in a silver tenant: %+v, %v; want a 403 naming the tenant's tier", d.Deny, err)
+	}
+	c, err := s.OpenConsumer(context.Background(), strategy.ConsumerRequest{Tenant: "public", Role: "ingest-service", AuthMethod: strategy.AuthToken})
+	if err != nil || c.MaxBytes != 32*mib {
+		t.Errorf("gold role consumer = %+v, %v; want MaxBytes 32MiB", c, err)
+	}
+}
+
 func TestNoDefaultTier(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tiers.conf")
 	if err := os.WriteFile(path, []byte("tier t max_pending_messages=10 max_pending_bytes=1KiB\ntenant a t\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := factory(map[string]any{"config": path})
+	s, err := factory(context.Background(), map[string]any{"config": path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,18 +143,20 @@ func TestParseErrors(t *testing.T) {
 		"tenant x nosuch",                                      // 3: unknown tier
 		"frobnicate",                                           // 4: unknown directive
 		"tier c max_pending_messages=5 colour=red",             // 5: unknown key
-		"default", // 6: no tier
+		"default",             // 6: no tier
+		"role r nosuch",       // 7: unknown tier
+		"role r silver extra", // 8: too many fields
 	}, "\n")
 	_, err := parseTiers("t.conf", bufio.NewScanner(strings.NewReader(in)))
 	if err == nil {
 		t.Fatal("parseTiers accepted a broken file")
 	}
-	for _, want := range []string{"t.conf:1:", "t.conf:2:", "t.conf:3:", "t.conf:4:", "t.conf:5:", "t.conf:6:"} {
+	for _, want := range []string{"t.conf:1:", "t.conf:2:", "t.conf:3:", "t.conf:4:", "t.conf:5:", "t.conf:6:", "t.conf:7:", "t.conf:8:"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not report %s:\n%v", want, err)
 		}
 	}
-	if _, err := factory(map[string]any{}); err == nil {
+	if _, err := factory(context.Background(), map[string]any{}); err == nil {
 		t.Error("missing config param accepted")
 	}
 }

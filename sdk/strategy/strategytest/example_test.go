@@ -1,6 +1,7 @@
 package strategytest_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -21,4 +22,30 @@ func ExampleRun() {
 	fmt.Println(err)
 	// Output:
 	// ProducerReserve 2097152 exceeds ProducerCap 1048576
+}
+
+// A probe decides on who is asking, so that a transport can be checked end to end with
+// RunTransport: here, the role it refuses and an anonymous client.
+func ExampleNewProbe() {
+	ctx := context.Background()
+	s, err := strategytest.NewProbe(ctx, nil)
+	if err != nil {
+		panic(err)
+	}
+	for _, req := range []strategy.ProducerRequest{
+		{Role: strategytest.DeniedRole, AuthMethod: strategy.AuthToken},
+		{Role: "guest", AuthMethod: strategy.AuthAnonymous},
+		{Role: "alice", AuthMethod: strategy.AuthToken},
+	} {
+		d, _ := s.OpenProducer(ctx, req)
+		if d.Deny != nil {
+			fmt.Println(req.Role, "denied", d.Deny.Status)
+			continue
+		}
+		fmt.Println(req.Role, "admitted")
+	}
+	// Output:
+	// strategytest-denied denied 403
+	// guest denied 429
+	// alice admitted
 }

@@ -6,7 +6,10 @@
 //	}
 //
 // The edge runs it against every builtin strategy, in-process and through a plugin
-// process. It imports only the standard library and sdk/strategy.
+// process. RunTransport checks a transport instead of a strategy: that a strategy behind
+// it (NewProbe) sees every request field, the client's role and authentication method
+// included, and that its decisions come back intact. It imports only the standard
+// library and sdk/strategy.
 package strategytest
 
 import (
@@ -88,7 +91,27 @@ func ProducerRequests() []strategy.ProducerRequest {
 	}
 	named := base
 	named.ProducerName, named.Tenant, named.Topic = "p1", "other", "persistent://other/ns/t"
-	return append(out, named)
+	out = append(out, named)
+	for _, id := range identities() {
+		r := base
+		r.Role, r.AuthMethod, r.RemoteAddr = id.role, id.method, id.addr
+		out = append(out, r)
+	}
+	return out
+}
+
+// identity is who a request comes from: its role, how it was authenticated, its address.
+type identity struct{ role, method, addr string }
+
+// identities are the clients every decision check also asks for: with a token, a TLS
+// client certificate, the anonymous role, and an IPv6 address as a trusted proxy
+// reports it.
+func identities() []identity {
+	return []identity{
+		{"alice", strategy.AuthToken, "192.0.2.10:40000"},
+		{"ingest", strategy.AuthTLS, "192.0.2.11:40001"},
+		{"anonymous", strategy.AuthAnonymous, "[2001:db8::1]:40002"},
+	}
 }
 
 // ConsumerRequests are the consumer requests every decision check uses.
@@ -112,12 +135,20 @@ func ConsumerRequests() []strategy.ConsumerRequest {
 	reader.Subscription, reader.Reader = "", true
 	pull := base
 	pull.PullMode = true
-	return append(out, reader, pull)
+	out = append(out, reader, pull)
+	for _, id := range identities() {
+		r := base
+		r.Role, r.AuthMethod, r.RemoteAddr = id.role, id.method, id.addr
+		out = append(out, r)
+	}
+	return out
 }
 
 // Run checks that the strategies f creates from params conform to the contract:
 //
-//   - f(params) succeeds and, unless LenientParams, f rejects an unknown parameter;
+//   - f(ctx, params) succeeds and, unless LenientParams, f rejects an unknown parameter;
+//   - f given a cancelled ctx, or one whose deadline passes, returns promptly, and if it
+//     fails, with the ctx's error;
 //   - decisions are well formed: no negative limit, a known OnFull, a Denial status of
 //     0, 403, 429 or 503;
 //   - OpenProducer, OpenConsumer, RouteLimits and Adjust are safe for concurrent use (run
@@ -125,7 +156,8 @@ func ConsumerRequests() []strategy.ConsumerRequest {
 //   - a call given a cancelled ctx, or one whose deadline passes, returns promptly;
 //   - RouteLimits, if implemented, has no negative value and no reservation above its cap;
 //   - Adjust, if implemented, accepts a zero Pressure and returns no negative value;
-//   - Close, if implemented, can be called twice.
+//   - Close, if implemented, can be called twice, and returns promptly when its ctx is
+//     cancelled.
 //
 // Every check creates its own strategy and closes it.
 func Run(t *testing.T, f strategy.Factory, params map[string]any, opts ...Option) {
@@ -139,7 +171,7 @@ func Run(t *testing.T, f strategy.Factory, params map[string]any, opts ...Option
 
 	newStrategy := func(t *testing.T) strategy.Strategy {
 		t.Helper()
-		s, err := f(params)
+		s, err := f(context.Background(), params)
 		if err != nil {
 			t.Fatalf("factory(%v): %v", params, err)
 		}
@@ -148,7 +180,7 @@ func Run(t *testing.T, f strategy.Factory, params map[string]any, opts ...Option
 		}
 		t.Cleanup(func() {
 			if cl, ok := s.(strategy.Closer); ok {
-				if err := cl.Close(); err != nil {
+				if err := cl.Close(context.Background()); err != nil {
 					t.Errorf("Close: %v", err)
 				}
 			}
@@ -167,10 +199,10 @@ func Run(t *testing.T, f strategy.Factory, params map[string]any, opts ...Option
 		for k, v := range params {
 			bad[k] = v
 		}
-		s, err := f(bad)
+		s, err := f(context.Background(), bad)
 		if err == nil {
 			if cl, ok := s.(strategy.Closer); ok {
-				_ = cl.Close()
+				_ = cl.Close(context.Background())
 			}
 			t.Errorf("factory accepted the unknown parameter %q; decode params strictly (strategy.DecodeParams)", UnknownParam)
 		}
@@ -279,7 +311,7 @@ func Run(t *testing.T, f strategy.Factory, params map[string]any, opts ...Option
 		}
 	})
 	t.Run("CloseTwice", func(t *testing.T) {
-		s, err := f(params)
+		s, err := f(context.Background(), params)
 		if err != nil {
 			t.Fatalf("factory: %v", err)
 		}
@@ -287,13 +319,72 @@ func Run(t *testing.T, f strategy.Factory, params map[string]any, opts ...Option
 		if !ok {
 			t.Skip("not a Closer")
 		}
-		if err := cl.Close(); err != nil {
+		if err := cl.Close(context.Background()); err != nil {
 			t.Errorf("first Close: %v", err)
 		}
-		if err := cl.Close(); err != nil {
+		if err := cl.Close(context.Background()); err != nil {
 			t.Errorf("second Close: %v; Close must be idempotent", err)
 		}
 	})
+	t.Run("FactoryCancelledContext", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		checkFactory(ctx, t, c.prompt, "factory with a cancelled ctx", f, params, context.Canceled)
+	})
+	t.Run("FactoryDeadline", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		checkFactory(ctx, t, c.prompt, "factory with a 20ms deadline", f, params, context.DeadlineExceeded)
+	})
+	t.Run("CloseCancelledContext", func(t *testing.T) {
+		s, err := f(context.Background(), params)
+		if err != nil {
+			t.Fatalf("factory: %v", err)
+		}
+		cl, ok := s.(strategy.Closer)
+		if !ok {
+			t.Skip("not a Closer")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		checkPrompt(t, c.prompt, "Close with a cancelled ctx", func() {
+			if err := cl.Close(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("Close with a cancelled ctx: %v; want nil or the ctx's error", err)
+			}
+		})
+		// Whatever the first Close released, a later one must not fail or block.
+		checkPrompt(t, c.prompt, "Close after a cancelled Close", func() {
+			if err := cl.Close(context.Background()); err != nil {
+				t.Errorf("Close after a cancelled Close: %v; Close must be idempotent", err)
+			}
+		})
+	})
+}
+
+// checkFactory calls f with ctx, which has ended or is about to: the call must return
+// within d, fail only with ctx's error (want), and a strategy it returns must be usable
+// and closed.
+func checkFactory(ctx context.Context, t *testing.T, d time.Duration, what string, f strategy.Factory, params map[string]any, want error) {
+	t.Helper()
+	var (
+		s   strategy.Strategy
+		err error
+	)
+	checkPrompt(t, d, what, func() { s, err = f(ctx, params) })
+	switch {
+	case err != nil:
+		if !errors.Is(err, want) {
+			t.Errorf("%s failed with %v; want success or the ctx's error (%v)", what, err, want)
+		}
+	case s == nil:
+		t.Errorf("%s returned a nil strategy and no error", what)
+	default:
+		if cl, ok := s.(strategy.Closer); ok {
+			if err := cl.Close(context.Background()); err != nil {
+				t.Errorf("Close of the strategy made by the %s: %v", what, err)
+			}
+		}
+	}
 }
 
 // checkPrompt fails t if call does not return within d.
@@ -348,9 +439,7 @@ func CheckProducerDecision(d strategy.ProducerDecision) error {
 	if d.MaxPendingBytes < 0 {
 		errs = append(errs, fmt.Errorf("MaxPendingBytes %d: must be >= 0", d.MaxPendingBytes))
 	}
-	switch d.OnFull {
-	case "", strategy.Reject, strategy.Pause:
-	default:
+	if d.OnFull != "" && !d.OnFull.Valid() {
 		errs = append(errs, fmt.Errorf("OnFull %q: want \"\", reject or pause", d.OnFull))
 	}
 	return errors.Join(errs...)
@@ -411,7 +500,7 @@ func describeProducer(r strategy.ProducerRequest) string {
 	if r.MaxPendingMessages.Requested != nil {
 		req = fmt.Sprint(*r.MaxPendingMessages.Requested)
 	}
-	return fmt.Sprintf("tenant=%s maxPendingMessages={value %d, requested %s}", r.Tenant, r.MaxPendingMessages.Value, req)
+	return fmt.Sprintf("tenant=%s role=%s auth=%s maxPendingMessages={value %d, requested %s}", r.Tenant, r.Role, r.AuthMethod, r.MaxPendingMessages.Value, req)
 }
 
 func describeConsumer(r strategy.ConsumerRequest) string {
@@ -419,5 +508,5 @@ func describeConsumer(r strategy.ConsumerRequest) string {
 	if r.ReceiverQueueSize.Requested != nil {
 		req = fmt.Sprint(*r.ReceiverQueueSize.Requested)
 	}
-	return fmt.Sprintf("tenant=%s reader=%v pull=%v receiverQueueSize={value %d, requested %s}", r.Tenant, r.Reader, r.PullMode, r.ReceiverQueueSize.Value, req)
+	return fmt.Sprintf("tenant=%s role=%s auth=%s reader=%v pull=%v receiverQueueSize={value %d, requested %s}", r.Tenant, r.Role, r.AuthMethod, r.Reader, r.PullMode, r.ReceiverQueueSize.Value, req)
 }

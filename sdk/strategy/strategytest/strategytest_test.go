@@ -3,6 +3,7 @@ package strategytest_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -17,7 +18,10 @@ type capped struct {
 	closed bool
 }
 
-func newCapped(params map[string]any) (strategy.Strategy, error) {
+func newCapped(ctx context.Context, params map[string]any) (strategy.Strategy, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var p struct {
 		Cap strategy.Size `json:"cap"`
 	}
@@ -57,7 +61,7 @@ func (c *capped) Adjust(_ context.Context, p strategy.Pressure) (strategy.Adjust
 	return strategy.Adjustment{ProducerCap: &v}, nil
 }
 
-func (c *capped) Close() error {
+func (c *capped) Close(context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
@@ -67,6 +71,36 @@ func (c *capped) Close() error {
 func TestRun(t *testing.T) {
 	t.Parallel()
 	strategytest.Run(t, newCapped, map[string]any{"cap": "1MiB"})
+}
+
+// TestProbe: the probe decides on the role and the authentication method, in-process.
+func TestProbe(t *testing.T) {
+	t.Parallel()
+	strategytest.Run(t, strategytest.NewProbe, nil)
+	strategytest.RunTransport(t, strategytest.NewProbe)
+
+	ctx := context.Background()
+	s, err := strategytest.NewProbe(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.OpenProducer(ctx, strategy.ProducerRequest{Role: strategytest.DeniedRole, AuthMethod: strategy.AuthTLS, RemoteAddr: "192.0.2.9:1"})
+	if err != nil || d.Deny == nil || d.Deny.Status != http.StatusForbidden ||
+		!strings.Contains(d.Deny.Reason, `role="strategytest-denied" auth_method="tls"`) || !strings.Contains(d.Deny.Reason, `remote_addr="192.0.2.9:1"`) {
+		t.Errorf("denied role: %+v, %v; want 403 naming the role, method and address", d.Deny, err)
+	}
+	c, err := s.OpenConsumer(ctx, strategy.ConsumerRequest{Role: "guest", AuthMethod: strategy.AuthAnonymous})
+	if err != nil || c.Deny == nil || c.Deny.Status != http.StatusTooManyRequests {
+		t.Errorf("anonymous consumer: %+v, %v; want 429", c.Deny, err)
+	}
+	a, _ := s.OpenProducer(ctx, strategy.ProducerRequest{Role: "alice", AuthMethod: strategy.AuthToken})
+	b, _ := s.OpenProducer(ctx, strategy.ProducerRequest{Role: "bob", AuthMethod: strategy.AuthToken})
+	if a.Deny != nil || b.Deny != nil || a.MaxPendingMessages == b.MaxPendingMessages {
+		t.Errorf("alice %+v and bob %+v: want both admitted with different limits", a, b)
+	}
+	if _, err := strategytest.NewProbe(ctx, map[string]any{"x": 1}); err == nil {
+		t.Error("NewProbe accepted a parameter")
+	}
 }
 
 func TestChecks(t *testing.T) {

@@ -115,7 +115,7 @@ func ValidateRoutes(routes []Route, hasPlugin func(name string) bool) error {
 		}
 		v.check(r.Fallback == "" || nameRE.MatchString(r.Fallback), path+".fallback",
 			"%q: must be a builtin strategy name", r.Fallback)
-		v.check(r.OnFull == "" || r.OnFull == strategy.Reject || r.OnFull == strategy.Pause, path+".on_full",
+		v.check(r.OnFull == "" || r.OnFull.Valid(), path+".on_full",
 			"must be %s or %s", strategy.Reject, strategy.Pause)
 		v.nonNegativeDuration(path+".max_pause", r.MaxPause)
 		for j, role := range r.Roles {

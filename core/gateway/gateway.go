@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/wsapi"
 	"github.com/sluicehq/sluice/core/wsconn"
+	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
 // Config configures the gateway. Zero values are documented per field.
@@ -192,9 +193,9 @@ func (g *Gateway) handshake(w http.ResponseWriter, r *http.Request, ep wsapi.End
 		g.refuse(w, ep.Kind, http.StatusUnauthorized, "Failed to authenticate: "+err.Error())
 		return h, false
 	}
-	h.Role, h.AuthMethod = role, "token"
+	h.Role, h.AuthMethod = role, strategy.AuthToken
 	if authz == "" {
-		h.AuthMethod = "anonymous"
+		h.AuthMethod = strategy.AuthAnonymous
 	}
 	return h, true
 }

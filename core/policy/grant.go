@@ -92,6 +92,8 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 		Namespace:          ep.Namespace,
 		ProducerName:       p.ProducerName,
 		RemoteAddr:         h.RemoteAddr,
+		Role:               h.Role,
+		AuthMethod:         h.AuthMethod,
 		MaxPendingMessages: pending,
 	})
 	cancel()
@@ -125,10 +127,7 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 	r.pressure.mu.Lock()
 	r.pressure.gates[gate] = own
 	r.pressure.mu.Unlock()
-	onFull := r.cfg.OnFull
-	if dec.OnFull != "" {
-		onFull = dec.OnFull
-	}
+	onFull := dec.OnFull.Or(r.cfg.OnFull)
 	return session.ProducerGrant{
 		Route:        r.cfg.Name,
 		Observer:     r,
@@ -192,6 +191,8 @@ func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *
 		Reader:            ep.Kind == wsapi.Reader,
 		PullMode:          pullMode,
 		RemoteAddr:        h.RemoteAddr,
+		Role:              h.Role,
+		AuthMethod:        h.AuthMethod,
 		ReceiverQueueSize: queue,
 	})
 	cancel()

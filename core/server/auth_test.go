@@ -1,15 +1,21 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/gorilla/websocket"
 
+	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
+	"github.com/sluicehq/sluice/core/server"
+	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
 // Clients authenticate with a Pulsar token, in the Authorization header or the token query
@@ -76,5 +82,65 @@ routes:
 				t.Errorf("status %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// recorder is a strategy that remembers who asked.
+type recorder struct {
+	mu   sync.Mutex
+	seen []strategy.ProducerRequest
+}
+
+func (r *recorder) OpenProducer(_ context.Context, req strategy.ProducerRequest) (strategy.ProducerDecision, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen = append(r.seen, req)
+	return strategy.ProducerDecision{}, nil
+}
+
+func (r *recorder) OpenConsumer(context.Context, strategy.ConsumerRequest) (strategy.ConsumerDecision, error) {
+	return strategy.ConsumerDecision{}, nil
+}
+
+// The role, how it was established and the client's address reach the route's strategy.
+func TestStrategySeesRoleAndAuthMethod(t *testing.T) {
+	t.Parallel()
+	secret := []byte("a-test-secret-long-enough-for-hs256")
+	keyFile := t.TempDir() + "/secret"
+	if err := os.WriteFile(keyFile, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	reg := strategy.NewRegistry()
+	if err := reg.Register("recorder", func(context.Context, map[string]any) (strategy.Strategy, error) { return rec, nil }); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(context.Background(), config.LoadOptions{YAML: []byte(fmt.Sprintf(`
+auth:
+  token: { secret_key_file: %s }
+  anonymous_role: guest
+routes:
+  - { name: all, match: /ws/**, strategy: { name: recorder } }
+`, keyFile))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, base := edgetest.StartWith(t, cfg, server.WithRegistry(reg))
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice"}).SignedString(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/roles?token="+tok)
+	edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/roles-anon")
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.seen) != 2 {
+		t.Fatalf("strategy asked %d times, want 2", len(rec.seen))
+	}
+	for i, want := range []struct{ role, method string }{{"alice", strategy.AuthToken}, {"guest", strategy.AuthAnonymous}} {
+		got := rec.seen[i]
+		if got.Role != want.role || got.AuthMethod != want.method || !strings.HasPrefix(got.RemoteAddr, "127.0.0.1:") {
+			t.Errorf("request %d: role %q method %q remote %q, want %q %q from loopback", i, got.Role, got.AuthMethod, got.RemoteAddr, want.role, want.method)
+		}
 	}
 }

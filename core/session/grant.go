@@ -19,8 +19,8 @@ type Handshake struct {
 	Resources []wsapi.Resource
 	// Role is the authenticated client's role; empty without authentication.
 	Role string
-	// AuthMethod is how the client authenticated ("token", "anonymous"); empty without
-	// authentication.
+	// AuthMethod is how the client authenticated (strategy.AuthToken, AuthAnonymous); empty
+	// without authentication.
 	AuthMethod string
 	// RemoteAddr is the client's address.
 	RemoteAddr string

@@ -4,9 +4,12 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/sluicehq/sluice/sdk/edge"
 	"github.com/sluicehq/sluice/sdk/strategy"
@@ -74,11 +77,14 @@ func TestStartWhileServing(t *testing.T) {
 func TestWithStrategiesKeepsBuiltins(t *testing.T) {
 	t.Parallel()
 	reg := strategy.NewRegistry()
-	_ = reg
+	mine := func(context.Context, map[string]any) (strategy.Strategy, error) { return denyAll{}, nil }
+	if err := reg.Register("mine", mine); err != nil {
+		t.Fatal(err)
+	}
 	cfg := &edge.Config{YAML: `
 admin_listen: "off"
 routes:
-  - { name: a, match: /ws/v2/producer/**, strategy: { name: bytes } }
+  - { name: a, match: /ws/v2/producer/persistent/mine/**, strategy: { name: mine } }
   - { name: b, match: /ws/**, strategy: { name: hybrid } }
 `}
 	e, err := edge.New(cfg, edge.WithStrategies(reg))
@@ -89,7 +95,27 @@ routes:
 	if err := e.Start(ctx); err != nil {
 		t.Fatalf("builtins not available beside the program's strategies: %v", err)
 	}
-	if err := e.Shutdown(ctx); err != nil {
-		t.Fatal(err)
+	defer e.Shutdown(ctx)
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	ws := "ws" + strings.TrimPrefix(srv.URL, "http")
+	if _, resp, err := websocket.DefaultDialer.Dial(ws+"/ws/v2/producer/persistent/mine/ns/t", nil); err == nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("the program's strategy did not decide its route: %v", err)
 	}
+	c, _, err := websocket.DefaultDialer.Dial(ws+"/ws/v2/producer/persistent/public/default/t", nil)
+	if err != nil {
+		t.Fatalf("the builtin route: %v", err)
+	}
+	c.Close()
+}
+
+// denyAll refuses every session.
+type denyAll struct{}
+
+func (denyAll) OpenProducer(context.Context, strategy.ProducerRequest) (strategy.ProducerDecision, error) {
+	return strategy.ProducerDecision{Deny: strategy.Deny(http.StatusForbidden, "no")}, nil
+}
+
+func (denyAll) OpenConsumer(context.Context, strategy.ConsumerRequest) (strategy.ConsumerDecision, error) {
+	return strategy.ConsumerDecision{Deny: strategy.Deny(http.StatusForbidden, "no")}, nil
 }

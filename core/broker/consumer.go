@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
+	"strings"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -23,8 +23,21 @@ type MessageID struct {
 	partitioned bool
 }
 
-// partitionSuffix matches the name of one partition of a partitioned topic.
-var partitionSuffix = regexp.MustCompile(`-partition-[0-9]+$`)
+// isPartition reports whether topic names one partition of a partitioned topic: it ends in
+// "-partition-" and digits.
+func isPartition(topic string) bool {
+	const suffix = "-partition-"
+	i := strings.LastIndex(topic, suffix)
+	if i < 0 || i+len(suffix) == len(topic) {
+		return false
+	}
+	for _, c := range topic[i+len(suffix):] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // IsZero reports whether id names no message.
 func (id MessageID) IsZero() bool { return id.id == nil }
@@ -122,19 +135,19 @@ type EncryptionKey struct {
 }
 
 func fromPulsar(m pulsar.Message) *Message {
-	props := m.Properties()
-	if props == nil {
-		props = map[string]string{}
-	}
+	topic := m.Topic()
 	msg := &Message{
-		ID:              MessageID{id: m.ID(), partitioned: partitionSuffix.MatchString(m.Topic())},
-		Topic:           m.Topic(),
+		ID:              MessageID{id: m.ID(), partitioned: isPartition(topic)},
+		Topic:           topic,
 		Payload:         m.Payload(),
-		Properties:      props,
+		Properties:      m.Properties(),
 		Key:             m.Key(),
 		PublishTime:     m.PublishTime(),
-		EventTime:       m.EventTime(),
 		RedeliveryCount: m.RedeliveryCount(),
+	}
+	// The library reports an unset event time as the Unix epoch, not as the zero time.
+	if et := m.EventTime(); et.UnixMilli() > 0 {
+		msg.EventTime = et
 	}
 	if ec := m.GetEncryptionContext(); ec != nil && len(ec.Keys) > 0 {
 		e := &Encryption{
@@ -347,7 +360,7 @@ func (c *Consumer) LastMessageIDs() (map[string]MessageID, error) {
 	}
 	out := make(map[string]MessageID, len(ids))
 	for _, id := range ids {
-		out[id.Topic()] = MessageID{id: id, partitioned: partitionSuffix.MatchString(id.Topic())}
+		out[id.Topic()] = MessageID{id: id, partitioned: isPartition(id.Topic())}
 	}
 	return out, nil
 }

@@ -154,7 +154,7 @@ func (c *Client) CreateProducer(ctx context.Context, o ProducerOptions) (*Produc
 		p.Close()
 		return nil, fmt.Errorf("looking up partitions of %s: %w", o.Topic, classify(err))
 	}
-	partitioned := len(parts) > 1 || (len(parts) == 1 && partitionSuffix.MatchString(parts[0]))
+	partitioned := len(parts) > 1 || (len(parts) == 1 && isPartition(parts[0]))
 	return &Producer{p: p, partitioned: partitioned}, nil
 }
 

@@ -72,6 +72,7 @@ type Gateway struct {
 	cancel   context.CancelFunc
 	sessions sync.WaitGroup
 	closed   atomic.Bool
+	startMu  sync.Mutex // orders start's Add before Shutdown's Wait
 }
 
 // Option configures a Gateway with Go-only dependencies.
@@ -125,7 +126,9 @@ func New(client *broker.Client, grants Grants, cfg Config, opts ...Option) *Gate
 // Shutdown stops accepting sessions, closes every open session with 1001 and waits for them
 // to finish (each flushes its in-flight sends first), or for ctx to end.
 func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.startMu.Lock()
 	g.closed.Store(true)
+	g.startMu.Unlock()
 	g.cancel()
 	done := make(chan struct{})
 	go func() {
@@ -170,9 +173,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// start runs a session on a goroutine the gateway owns.
+// start runs a session on a goroutine the gateway owns. A session that completes its
+// handshake while the gateway shuts down runs on the caller's goroutine instead, with the
+// gateway's context already ended, so that it closes at once.
 func (g *Gateway) start(run func(ctx context.Context)) {
+	g.startMu.Lock()
+	if g.closed.Load() {
+		g.startMu.Unlock()
+		run(g.ctx)
+		return
+	}
 	g.sessions.Add(1)
+	g.startMu.Unlock()
 	go func() {
 		defer g.sessions.Done()
 		run(g.ctx)

@@ -6,6 +6,7 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -521,8 +522,14 @@ func TestMessageTooBigClosesWith1009(t *testing.T) {
 	// The edge answers the frame's header with its close frame, which may reach the client
 	// while it is still writing the frame: the write can fail, the close code is what counts.
 	_ = p.conn.WriteMessage(websocket.TextMessage, big)
-	if _, err := p.tryRecv(wait); edgetest.CloseCode(err) != 1009 {
+	_, err := p.tryRecv(wait)
+	if edgetest.CloseCode(err) != 1009 {
 		t.Errorf("oversized message: %v, want close 1009", err)
+	}
+	// The close frame tells the client the limit (issue 16: it used to carry no reason).
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Text, "4096") {
+		t.Errorf("close %v: want its reason to name the 4096-byte limit", err)
 	}
 }
 

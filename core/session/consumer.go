@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/core/admission"
@@ -23,11 +22,13 @@ type EndOfTopic func(ctx context.Context, delivered map[string]broker.MessageID)
 // source is what a session pulls messages from: a consumer or a reader.
 type source interface {
 	Receive(ctx context.Context) (*broker.Message, error)
+	Close()
 }
 
 type readerSource struct{ r *broker.Reader }
 
 func (s readerSource) Receive(ctx context.Context) (*broker.Message, error) { return s.r.Next(ctx) }
+func (s readerSource) Close()                                               { s.r.Close() }
 
 // maxIDCache bounds the map from delivered message-id strings to broker ids that acks are
 // resolved with. Entries leave on ack; past the bound the oldest are dropped, and an ack for a
@@ -43,7 +44,6 @@ func RunConsumer(ctx context.Context, conn *wsconn.Conn, c *broker.Consumer, g C
 	s.consumer = c
 	g.Observer.SessionOpened(wsapi.Consumer)
 	code := s.run(ctx, c)
-	c.Close()
 	g.Observer.SessionClosed(wsapi.Consumer, code)
 }
 
@@ -55,7 +55,6 @@ func RunReader(ctx context.Context, conn *wsconn.Conn, r *broker.Reader, g Consu
 	s := newDeliverySession(conn, g, eot, log)
 	g.Observer.SessionOpened(wsapi.Reader)
 	code := s.run(ctx, readerSource{r})
-	r.Close()
 	g.Observer.SessionClosed(wsapi.Reader, code)
 }
 
@@ -111,8 +110,8 @@ type deliverySession struct {
 	idsHeld heldIDs  // the ids' charge
 	// delivered is the last id delivered per topic, for isEndOfTopic.
 	delivered map[string]broker.MessageID
-	// slow is set, with the close reason, when a write ran past SlowConsumerTimeout.
-	slow atomic.Pointer[string]
+	// ending is why the writer ended the session: idle, or a slow consumer.
+	ending ending
 	// readErr is why the reader stopped; written by the reader before it returns.
 	readErr error
 }
@@ -154,11 +153,11 @@ func (s *deliverySession) run(ctx context.Context, src source) int {
 		defer wg.Done()
 		s.pullLoop(ctx, src)
 	}()
-	code, reason := s.readLoop(ctx)
+	code, reason := s.ending.or(s.readLoop(ctx))
 	cancel()
-	if slow := s.slow.Load(); slow != nil {
-		code, reason = wsapi.CloseSlowConsumer, *slow
-	}
+	// The broker-side object goes first, so that a client that reconnects at once (after an
+	// idle timeout, say) finds its subscription free.
+	src.Close()
 	if code > 0 {
 		_ = s.conn.WriteClose(code, reason)
 	}
@@ -435,7 +434,8 @@ func (s *deliverySession) writeLoop(ctx context.Context) {
 			batch = append(batch, d)
 		case <-s.conn.Wake(): // a pong is due
 		case <-keep.C():
-			if !keep.tick() {
+			if r := keep.tick(); r != nil {
+				s.ending.end(r, s.conn)
 				return
 			}
 			continue
@@ -508,7 +508,7 @@ func (s *deliverySession) write(frames [][]byte) bool {
 	if err := s.conn.WriteTexts(frames...); err != nil {
 		if s.g.SlowConsumerTimeout > 0 && wsconn.IsTimeout(err) {
 			reason := fmt.Sprintf("slow consumer: a frame could not be written within %s", s.g.SlowConsumerTimeout)
-			s.slow.Store(&reason)
+			s.ending.end(&closeReason{code: wsapi.CloseSlowConsumer, text: reason}, s.conn)
 			s.log.Info("closing slow consumer", "timeout", s.g.SlowConsumerTimeout)
 		} else {
 			s.log.Debug("writing frame", "err", err)

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/core/wsapi"
@@ -40,23 +41,46 @@ func (k *keepalive) C() <-chan time.Time {
 	return k.t.C
 }
 
-// tick closes an idle connection or sends a due ping. It returns false once the connection is
-// closed.
-func (k *keepalive) tick() bool {
+// tick sends a due ping, or finds the connection idle. It returns nil while the session
+// goes on; otherwise why it must end: the close to send (idle), or a code of 0 when the
+// connection is broken. Closing is the session's: it closes its broker-side object before it
+// writes the close frame, so that a client that reconnects at once finds its name free.
+func (k *keepalive) tick() *closeReason {
 	now := time.Now()
 	if k.cfg.IdleTimeout > 0 && now.Sub(k.conn.LastActivity()) >= k.cfg.IdleTimeout {
-		_ = k.conn.WriteClose(wsapi.CloseGoingAway, "Idle Timeout")
-		_ = k.conn.Close()
-		return false
+		return &closeReason{code: wsapi.CloseGoingAway, text: "Idle Timeout"}
 	}
 	if k.cfg.PingInterval > 0 && now.Sub(k.lastPing) >= k.cfg.PingInterval {
 		k.lastPing = now
 		if err := k.conn.WritePing([]byte("PING")); err != nil {
-			_ = k.conn.Close()
-			return false
+			return &closeReason{}
 		}
 	}
-	return true
+	return nil
+}
+
+// closeReason is a close frame to send: its code (0: none) and text.
+type closeReason struct {
+	code int
+	text string
+}
+
+// ending records why a session's own side ends it (idle, a slow consumer), for the session
+// to close with once its reader has stopped. The first reason wins.
+type ending struct{ p atomic.Pointer[closeReason] }
+
+// end records r and stops the reader.
+func (e *ending) end(r *closeReason, conn *wsconn.Conn) {
+	e.p.CompareAndSwap(nil, r)
+	conn.InterruptRead()
+}
+
+// or is the recorded reason's close, or (code, text) when there is none.
+func (e *ending) or(code int, text string) (int, string) {
+	if r := e.p.Load(); r != nil {
+		return r.code, r.text
+	}
+	return code, text
 }
 
 func (k *keepalive) stop() {
@@ -66,7 +90,8 @@ func (k *keepalive) stop() {
 }
 
 // readCloseCode is the close frame to send after the read side failed with err: 1001 when the
-// edge is shutting down, 1007 for a text message that is not UTF-8, none otherwise (gorilla has already answered a peer's close and sent
+// edge is shutting down, 1007 for a text message that is not UTF-8, 1009 with the limit for
+// one over the read limit, none otherwise (gorilla has already answered a peer's close and sent
 // 1009 for an oversized message; a broken connection cannot take a frame).
 func readCloseCode(ctx context.Context, err error) (int, string) {
 	switch {
@@ -74,6 +99,8 @@ func readCloseCode(ctx context.Context, err error) (int, string) {
 		return wsapi.CloseGoingAway, "server shutting down"
 	case errors.Is(err, wsconn.ErrInvalidUTF8):
 		return wsapi.CloseInvalidPayload, "invalid UTF-8 in a text message"
+	case wsconn.IsTooBig(err):
+		return wsapi.CloseTooBig, err.Error() + " (websocket.max_text_message_size)"
 	}
 	return 0, ""
 }

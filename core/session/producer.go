@@ -76,9 +76,13 @@ type record struct {
 
 var records = sync.Pool{New: func() any { return &record{} }}
 
-// maxPooledPayload is the largest payload buffer a record keeps when it goes back to the
-// pool: a large message's buffer is left to the collector.
-const maxPooledPayload = 64 << 10
+// maxPooledAck is the largest ack buffer a record keeps when it goes back to the pool (an ok
+// ack is about 100 bytes; ProducerOverhead covers it). Payload buffers are not kept: a
+// message's charge is what it holds, whatever the record held before.
+const maxPooledAck = 256
+
+// maxReadBuffer is the largest frame buffer a session keeps between frames.
+const maxReadBuffer = 64 << 10
 
 func newRecord(s *producerSession, size int) *record {
 	r := records.Get().(*record)
@@ -95,13 +99,12 @@ func newRecord(s *producerSession, size int) *record {
 // message whose send timed out.
 func (r *record) free() {
 	r.s, r.held, r.owed, r.size = nil, nil, 0, 0
-	payload := r.msg.Payload[:0]
-	if cap(payload) > maxPooledPayload {
-		payload = nil
-	}
-	r.msg = wsapi.ProducerMessage{Payload: payload}
+	r.msg = wsapi.ProducerMessage{}
 	r.out.Reset()
 	r.ack = r.ack[:0]
+	if cap(r.ack) > maxPooledAck {
+		r.ack = nil
+	}
 	records.Put(r)
 }
 
@@ -143,7 +146,7 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g P
 		defer wg.Done()
 		s.writeLoop(writeCtx)
 	}()
-	closeCode, reason := s.readLoop(ctx)
+	closeCode, reason := s.ending.or(s.readLoop(ctx))
 
 	// The client is gone or the edge is shutting down. Messages already handed to the broker
 	// go on: wait until each is answered (by the broker or the send timeout), bounded, before
@@ -202,6 +205,7 @@ type producerSession struct {
 
 	unanswered sync.WaitGroup // sends handed to the broker and not yet answered
 	readErr    error          // why the reader stopped; written by the reader before it returns
+	ending     ending
 }
 
 // flushTimeout bounds the wait for in-flight answers when the session ends: the send timeout
@@ -243,7 +247,7 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 				s.publish(ctx, r)
 			}
 		}
-		if cap(buf) > maxPooledPayload {
+		if cap(buf) > maxReadBuffer {
 			buf = nil // a large frame's buffer is not kept between frames
 		}
 	}
@@ -390,6 +394,7 @@ func (r *record) sent(id broker.MessageID, err error) {
 		r.free()
 		return
 	}
+	s.untrack()
 	result := ResultOK
 	if err != nil {
 		result = ResultSendError
@@ -399,7 +404,9 @@ func (r *record) sent(id broker.MessageID, err error) {
 	}
 	s.g.Observer.Published(result, r.size, time.Since(r.start))
 	// The client library has let go of the message; what stays held is the ack.
-	r.charge.Shrink(AckCharge(len(r.ack)))
+	r.msg = wsapi.ProducerMessage{}
+	r.out.Reset()
+	r.charge.Shrink(AckCharge(cap(r.ack)))
 	s.queue(r)
 	s.unanswered.Done()
 }
@@ -411,17 +418,7 @@ func (s *producerSession) track(r *record) {
 	}
 	p := pendingSend{r: r, word: r.use<<stateBits | sending, start: r.start, ctx: r.msg.Context, size: r.size, owed: r.owed}
 	s.mu.Lock()
-	// Drop answered messages from the front, so that pending holds what can still time out,
-	// moving the rest down so that the array is reused rather than grown.
-	i := 0
-	for i < len(s.pending) && !s.pending[i].sending() {
-		i++
-	}
-	if i > 0 {
-		n := copy(s.pending, s.pending[i:])
-		clear(s.pending[n:])
-		s.pending = s.pending[:n]
-	}
+	s.trimPending()
 	s.pending = append(s.pending, p)
 	first := len(s.pending) == 1
 	s.mu.Unlock()
@@ -430,6 +427,32 @@ func (s *producerSession) track(r *record) {
 		case s.kick <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// untrack drops answered messages from the front of pending, so that it holds no context of
+// a message that can no longer time out. Messages are mostly answered in order, so this is
+// usually the one that was just answered.
+func (s *producerSession) untrack() {
+	if s.g.SendTimeout <= 0 {
+		return
+	}
+	s.mu.Lock()
+	s.trimPending()
+	s.mu.Unlock()
+}
+
+// trimPending drops answered messages from the front of pending, moving the rest down so that
+// the array is reused. Must hold s.mu.
+func (s *producerSession) trimPending() {
+	i := 0
+	for i < len(s.pending) && !s.pending[i].sending() {
+		i++
+	}
+	if i > 0 {
+		n := copy(s.pending, s.pending[i:])
+		clear(s.pending[n:])
+		s.pending = s.pending[:n]
 	}
 }
 
@@ -565,8 +588,12 @@ func (s *producerSession) writeLoop(ctx context.Context) {
 		case <-s.conn.Wake():
 			write() // the pong due, with any ack ready
 		case <-keep.C():
-			if !broken && !keep.tick() {
+			if broken {
+				continue
+			}
+			if r := keep.tick(); r != nil {
 				broken = true
+				s.ending.end(r, s.conn)
 			}
 		case <-s.kick:
 			expire()

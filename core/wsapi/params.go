@@ -204,12 +204,6 @@ func ParseProducerParams(values url.Values) (ProducerParams, error) {
 			return ProducerParams{}, invalidParams("Invalid messageRoutingMode %s", s)
 		}
 	}
-	if s, ok := q.get("maxPendingMessages"); ok {
-		if v, err := javaParseInt(s, 32); err == nil {
-			p.RequestedMaxPendingMessages = ptr(int(v))
-		}
-	}
-
 	keys, clientSide, err := parseClientSideKeys(q)
 	if err != nil {
 		return ProducerParams{}, err
@@ -217,6 +211,14 @@ func ParseProducerParams(values url.Values) (ProducerParams, error) {
 	if clientSide {
 		p.ClientSideKeys = keys
 		return p, nil
+	}
+	// Sluice applies the client's maxPendingMessages (under the route's client_params) with
+	// or without batching, so a value that is not a number is refused either way; Pulsar
+	// parses it only with batchingEnabled.
+	if v, ok, err := q.int("maxPendingMessages", 32); err != nil {
+		return ProducerParams{}, err
+	} else if ok {
+		p.RequestedMaxPendingMessages = ptr(int(v))
 	}
 
 	if s, ok := q.get("batchingEnabled"); ok && javaParseBoolean(s) {

@@ -5,13 +5,13 @@ package wsconn
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 )
@@ -71,6 +71,7 @@ func IsUpgrade(r *http.Request) bool { return websocket.IsWebSocketUpgrade(r) }
 type Conn struct {
 	ws           *websocket.Conn
 	writeTimeout time.Duration
+	readLimit    int64
 	lastActivity atomic.Int64 // unix nanoseconds of the last frame read or written
 	closeOnce    sync.Once
 	pong         atomic.Pointer[[]byte] // the payload of a pong to write; nil: none
@@ -92,8 +93,9 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 	if limit <= 0 {
 		limit = 1 << 20
 	}
-	ws.SetReadLimit(limit)
-	c := &Conn{ws: ws, writeTimeout: o.WriteTimeout, wake: make(chan struct{}, 1)}
+	// The limit is enforced by ReadInto, which knows it and can say so in the close frame;
+	// gorilla's own would close with 1009 and no reason.
+	c := &Conn{ws: ws, writeTimeout: o.WriteTimeout, readLimit: limit, wake: make(chan struct{}, 1)}
 	if c.writeTimeout == 0 {
 		c.writeTimeout = 10 * time.Second
 	}
@@ -137,22 +139,7 @@ func IsTimeout(err error) bool {
 // LastActivity is when a frame was last read or written, pings and pongs included.
 func (c *Conn) LastActivity() time.Time { return time.Unix(0, c.lastActivity.Load()) }
 
-// Read returns the next data message. Control frames are handled inside it: pings are
-// answered with a pong carrying the same payload. A text message that is not UTF-8 is an
-// ErrInvalidUTF8 error; the connection must then be closed with 1007.
-func (c *Conn) Read() (MessageType, []byte, error) {
-	t, b, err := c.ws.ReadMessage()
-	if err != nil {
-		return 0, nil, err
-	}
-	c.touch()
-	if t == websocket.TextMessage && !utf8.Valid(b) {
-		return 0, nil, ErrInvalidUTF8
-	}
-	return MessageType(t), b, nil
-}
-
-// InterruptRead makes a blocked or future Read return an error at once. It is safe from any
+// InterruptRead makes a blocked or future ReadInto return an error at once. It is safe from any
 // goroutine; sessions use it to stop reading when the edge shuts down.
 func (c *Conn) InterruptRead() { _ = c.ws.NetConn().SetReadDeadline(time.Now()) }
 
@@ -202,8 +189,19 @@ func (c *Conn) Linger(d time.Duration) error {
 // lingerMax bounds what Linger discards.
 const lingerMax = 64 << 20
 
+// TooBigError is returned by a read of a message larger than Options.ReadLimit: the
+// connection must then be closed with 1009.
+type TooBigError struct{ Limit int64 }
+
+func (e *TooBigError) Error() string {
+	return fmt.Sprintf("message too big: more than %d bytes", e.Limit)
+}
+
 // IsTooBig reports whether err came from a message larger than Options.ReadLimit.
-func IsTooBig(err error) bool { return errors.Is(err, websocket.ErrReadLimit) }
+func IsTooBig(err error) bool {
+	var tb *TooBigError
+	return errors.As(err, &tb) || errors.Is(err, websocket.ErrReadLimit)
+}
 
 // PeerCloseCode is the close code of a close frame the peer sent, as Read reports it, or 0
 // when err is not one.

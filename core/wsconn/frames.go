@@ -19,7 +19,10 @@ import (
 // interleave.
 
 // ReadInto returns the next data message, read into buf's storage (grown as needed); the
-// message is only valid until the next call. Otherwise it is Read.
+// message is only valid until the next call. Control frames are handled inside it: a ping's
+// pong is handed to the writer (Wake). A text message that is not UTF-8 is an ErrInvalidUTF8
+// error, the connection to be closed with 1007; a message over the read limit a *TooBigError,
+// to be closed with 1009.
 func (c *Conn) ReadInto(buf []byte) (MessageType, []byte, error) {
 	t, r, err := c.ws.NextReader()
 	if err != nil {
@@ -30,8 +33,13 @@ func (c *Conn) ReadInto(buf []byte) (MessageType, []byte, error) {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
 		}
-		n, err := r.Read(b[len(b):cap(b)])
+		// Read at most one byte past the limit: enough to know it is exceeded.
+		room := b[len(b):min(int64(cap(b)), c.readLimit+1)]
+		n, err := r.Read(room)
 		b = b[:len(b)+n]
+		if int64(len(b)) > c.readLimit {
+			return 0, b[:0], &TooBigError{Limit: c.readLimit}
+		}
 		if err == io.EOF {
 			break
 		}

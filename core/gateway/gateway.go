@@ -30,6 +30,8 @@ type Config struct {
 	IdleTimeout time.Duration
 	// PingInterval sends server pings; zero means none (Pulsar's default).
 	PingInterval time.Duration
+	// PongTimeout closes a session whose peer answers no ping within it; zero means none.
+	PongTimeout time.Duration
 	// WriteTimeout bounds one frame write; zero means 10s.
 	WriteTimeout time.Duration
 	// CreateTimeout bounds creating the broker-side producer, consumer or reader during the
@@ -202,7 +204,7 @@ func (g *Gateway) connOptions() wsconn.Options {
 }
 
 func (g *Gateway) sessionConn() session.ConnConfig {
-	return session.ConnConfig{PingInterval: g.cfg.PingInterval, IdleTimeout: g.cfg.IdleTimeout}
+	return session.ConnConfig{PingInterval: g.cfg.PingInterval, IdleTimeout: g.cfg.IdleTimeout, PongTimeout: g.cfg.PongTimeout}
 }
 
 // ServeHTTP serves one WebSocket upgrade request.

@@ -255,6 +255,7 @@ func (s *Server) buildGateway(ctx context.Context) error {
 		MaxTextMessageSize: ws.MaxTextMessageSize.Bytes(),
 		IdleTimeout:        ws.IdleTimeout,
 		PingInterval:       ws.PingInterval,
+		PongTimeout:        ws.PongTimeout,
 		WriteTimeout:       ws.WriteTimeout,
 		CreateTimeout:      s.cfg.Broker.OperationTimeout,
 		FrameLimits: session.FrameLimits{

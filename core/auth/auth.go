@@ -36,7 +36,7 @@ func refusef(format string, args ...any) error { return &refused{fmt.Sprintf(for
 // Authenticator checks client tokens. A nil *Authenticator admits every client with the
 // empty role.
 type Authenticator struct {
-	key           any // []byte for HMAC, a crypto.PublicKey otherwise; nil without token auth
+	key           any  // []byte for HMAC, a crypto.PublicKey otherwise; nil without token auth
 	certs         bool // a verified TLS client certificate's CN is a role
 	methods       []string
 	roleClaim     string

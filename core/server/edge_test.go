@@ -65,20 +65,20 @@ func TestOriginPolicy(t *testing.T) {
 		base, origin string
 		want         int
 	}{
-		"no Origin (not a browser)":     {base, "", 101},
-		"same origin":                   {base, "http://" + host, 101},
-		"same host, other scheme":       {base, "https://" + host, 403},
-		"same host, other port":         {base, "http://127.0.0.1:1", 403},
-		"another site":                  {base, "https://evil.example", 403},
-		"listed":                        {listed, "https://app.example.com", 101},
-		"listed, default port written":  {listed, "https://app.example.com:443", 101},
-		"listed scheme only":            {listed, "http://app.example.com", 403},
-		"subdomain wildcard":            {listed, "https://a.b.example.org", 101},
-		"wildcard is not the apex":      {listed, "https://example.org", 403},
-		"port wildcard":                 {listed, "http://localhost:3000", 101},
-		"unlisted":                      {listed, "https://evil.example", 403},
-		"null origin unlisted":          {listed, "null", 403},
-		"star":                          {any, "https://evil.example", 101},
+		"no Origin (not a browser)":    {base, "", 101},
+		"same origin":                  {base, "http://" + host, 101},
+		"same host, other scheme":      {base, "https://" + host, 403},
+		"same host, other port":        {base, "http://127.0.0.1:1", 403},
+		"another site":                 {base, "https://evil.example", 403},
+		"listed":                       {listed, "https://app.example.com", 101},
+		"listed, default port written": {listed, "https://app.example.com:443", 101},
+		"listed scheme only":           {listed, "http://app.example.com", 403},
+		"subdomain wildcard":           {listed, "https://a.b.example.org", 101},
+		"wildcard is not the apex":     {listed, "https://example.org", 403},
+		"port wildcard":                {listed, "http://localhost:3000", 101},
+		"unlisted":                     {listed, "https://evil.example", 403},
+		"null origin unlisted":         {listed, "null", 403},
+		"star":                         {any, "https://evil.example", 101},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := http.Header{}
@@ -324,14 +324,14 @@ authorization:
 		header http.Header
 		want   int
 	}{
-		"token over TLS":                        {dialer(), "bob-1", bob, 101},
-		"no credentials":                        {dialer(), "bob-1", nil, 401},
-		"certificate role":                      {dialer(alice.TLSCert), "alice-1", nil, 101},
-		"certificate role is not bob":           {dialer(alice.TLSCert), "bob-1", nil, 403},
-		"certificate before token":              {dialer(alice.TLSCert), "alice-1", bob, 101},
-		"method header picks the token":         {dialer(alice.TLSCert), "bob-1", http.Header{"Authorization": bob["Authorization"], "X-Pulsar-Auth-Method-Name": {"token"}}, 101},
-		"method header picks the certificate":   {dialer(alice.TLSCert), "bob-1", http.Header{"Authorization": bob["Authorization"], "X-Pulsar-Auth-Method-Name": {"tls"}}, 403},
-		"unknown method":                        {dialer(alice.TLSCert), "alice-1", http.Header{"X-Pulsar-Auth-Method-Name": {"basic"}}, 401},
+		"token over TLS":                      {dialer(), "bob-1", bob, 101},
+		"no credentials":                      {dialer(), "bob-1", nil, 401},
+		"certificate role":                    {dialer(alice.TLSCert), "alice-1", nil, 101},
+		"certificate role is not bob":         {dialer(alice.TLSCert), "bob-1", nil, 403},
+		"certificate before token":            {dialer(alice.TLSCert), "alice-1", bob, 101},
+		"method header picks the token":       {dialer(alice.TLSCert), "bob-1", http.Header{"Authorization": bob["Authorization"], "X-Pulsar-Auth-Method-Name": {"token"}}, 101},
+		"method header picks the certificate": {dialer(alice.TLSCert), "bob-1", http.Header{"Authorization": bob["Authorization"], "X-Pulsar-Auth-Method-Name": {"tls"}}, 403},
+		"unknown method":                      {dialer(alice.TLSCert), "alice-1", http.Header{"X-Pulsar-Auth-Method-Name": {"basic"}}, 401},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if status, body := handshake(t, tc.d, wss+tc.topic, tc.header); status != tc.want {

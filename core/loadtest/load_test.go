@@ -538,4 +538,3 @@ routes:
 	pc.Close()
 	vwg.Wait()
 }
-

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -36,11 +35,7 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 			"Invalid query params: client-side encryption (encryptionKeys as base64 JSON) is not supported by Sluice")
 		return
 	}
-	req := request(r, ep, false, role)
-	if !g.admitted(w, r, kind, req) { // issue 13: authorization and the per-role limit
-		return
-	}
-	pol, err := g.policies.Producer(ctx, req, params)
+	pol, err := g.policies.Producer(ctx, request(r, ep, false, role), params)
 	if err != nil {
 		g.writeError(w, kind, err)
 		return
@@ -127,9 +122,6 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 		}
 		req.Resources = append(ep.Resources(), res)
 	}
-	if !g.admitted(w, r, kind, req) { // issue 13: authorization and the per-role limit
-		return
-	}
 	pol, err := g.policies.Consumer(ctx, req, params.RequestedReceiverQueueSize, params.ReceiverQueueSize)
 	if err != nil {
 		g.writeError(w, kind, err)
@@ -205,11 +197,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	if !ok {
 		return
 	}
-	req := request(r, ep, false, role)
-	if !g.admitted(w, r, kind, req) { // issue 13: authorization and the per-role limit
-		return
-	}
-	pol, err := g.policies.Consumer(ctx, req, params.RequestedReceiverQueueSize, params.ReceiverQueueSize)
+	pol, err := g.policies.Consumer(ctx, request(r, ep, false, role), params.RequestedReceiverQueueSize, params.ReceiverQueueSize)
 	if err != nil {
 		g.writeError(w, kind, err)
 		return
@@ -237,13 +225,8 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	if err != nil {
 		release()
 		log.Info("reader refused", "err", err)
-		// Pulsar answers every reader creation failure with 500; an unreachable broker is 503
-		// here as for producers and consumers (issue 13).
-		status := http.StatusInternalServerError
-		if errors.Is(err, broker.ErrUnavailable) {
-			status = http.StatusServiceUnavailable
-		}
-		g.refuse(w, kind, status, "Failed to create reader: "+err.Error())
+		// Pulsar answers every reader creation failure with 500.
+		g.refuse(w, kind, http.StatusInternalServerError, "Failed to create reader: "+err.Error())
 		return
 	}
 	conn, err := wsconn.Upgrade(w, r, g.consumerConnOptions(pol))

@@ -130,10 +130,16 @@ func (pt pattern) matches(o string) bool {
 	if !ok || scheme != pt.scheme {
 		return false
 	}
-	if pt.port == "*" {
-		// any port
-	} else if want := pt.port; (want == "" && port != defaultPort(scheme)) || (want != "" && port != want) {
-		return false
+	switch pt.port {
+	case "*":
+	case "":
+		if port != defaultPort(scheme) {
+			return false
+		}
+	default:
+		if port != pt.port {
+			return false
+		}
 	}
 	if pt.sub {
 		return strings.HasSuffix(host, "."+pt.host)

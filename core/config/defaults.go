@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -27,6 +29,11 @@ const (
 	DefaultMaxContextSize      = 16 * KiB
 	DefaultMaxProperties       = 1000
 	DefaultMaxPropertiesSize   = 256 * KiB
+	DefaultBrokerHealth        = time.Second
+	DefaultHandshakeTimeout    = 10 * time.Second
+	DefaultMaxHeaderBytes      = 16 * KiB
+	DefaultMaxConnections      = 10000
+	DefaultTLSMinVersion       = "1.2"
 	DefaultAuthClaim           = "sub"
 	DefaultAudienceClaim       = "aud"
 	// MinTextMessageSize is the smallest websocket.max_text_message_size:
@@ -60,6 +67,9 @@ func defaultLayer() map[string]any {
 		"websocket": map[string]any{
 			"idle_timeout": DefaultIdleTimeout.String(),
 		},
+		"limits": map[string]any{
+			"max_connections": DefaultMaxConnections,
+		},
 	}
 }
 
@@ -71,6 +81,7 @@ func Defaults() *Config {
 		WebSocket: WebSocket{
 			IdleTimeout: DefaultIdleTimeout,
 		},
+		Limits: Limits{MaxConnections: DefaultMaxConnections},
 	}
 	c.Broker.Embedded.AllowAutoTopicCreation = true
 	c.SetDefaults()
@@ -85,6 +96,7 @@ func (c *Config) SetDefaults() {
 	setDefault(&c.Listen, DefaultListen)
 	setDefault(&c.AdminListen, DefaultAdminListen)
 	setDefault(&c.Broker.OperationTimeout, DefaultOperationTimeout)
+	setDefault(&c.Broker.HealthInterval, DefaultBrokerHealth)
 	setDefault(&c.Broker.Embedded.Listen, DefaultEmbeddedListen)
 	setDefault(&c.Broker.Embedded.Retention, DefaultRetention)
 	setDefault(&c.WebSocket.MaxTextMessageSize, DefaultMaxTextMessageSize)
@@ -92,6 +104,17 @@ func (c *Config) SetDefaults() {
 	setDefault(&c.WebSocket.MaxContextSize, DefaultMaxContextSize)
 	setDefault(&c.WebSocket.MaxProperties, DefaultMaxProperties)
 	setDefault(&c.WebSocket.MaxPropertiesSize, DefaultMaxPropertiesSize)
+	setDefault(&c.WebSocket.PongTimeout, c.WebSocket.PingInterval)
+	setDefault(&c.WebSocket.HandshakeTimeout, DefaultHandshakeTimeout)
+	setDefault(&c.WebSocket.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	c.TLS.setDefaults()
+	c.AdminTLS.setDefaults()
+	if c.Limits.HandshakeRate > 0 {
+		setDefault(&c.Limits.HandshakeBurst, max(1, int(math.Ceil(2*c.Limits.HandshakeRate))))
+	}
+	if len(c.TrustedProxies.Networks) > 0 {
+		setDefault(&c.TrustedProxies.Header, ForwardedXFF)
+	}
 	setDefault(&c.Auth.Token.AuthClaim, DefaultAuthClaim)
 	setDefault(&c.Auth.Token.AudienceClaim, DefaultAudienceClaim)
 	ph := &c.PluginHost
@@ -105,6 +128,17 @@ func (c *Config) SetDefaults() {
 	setDefault(&c.Strategies.AdjustInterval, DefaultAdjustInterval)
 	for i := range c.Routes {
 		c.Routes[i].SetDefaults()
+	}
+}
+
+// setDefaults fills in a TLS listener's defaults, when it serves TLS.
+func (t *TLS) setDefaults() {
+	if !t.Enabled() {
+		return
+	}
+	setDefault(&t.MinVersion, DefaultTLSMinVersion)
+	if t.ClientCAFile != "" {
+		setDefault(&t.ClientAuth, ClientAuthVerifyIfGiven)
 	}
 }
 
@@ -142,6 +176,17 @@ func (c *Config) Warnings() []string {
 	}
 	if c.Memory.SessionLimit == 0 {
 		w = append(w, "memory.session_limit is 0: the memory of open sessions is unbounded")
+	}
+	if c.Limits.MaxConnections == 0 {
+		w = append(w, "limits.max_connections is 0: WebSocket connections are bounded only by the file-descriptor limit")
+	}
+	for _, t := range []struct {
+		key string
+		tls TLS
+	}{{"tls", c.TLS}, {"admin_tls", c.AdminTLS}} {
+		if v := t.tls.MinVersion; v == "1.0" || v == "1.1" {
+			w = append(w, fmt.Sprintf("%s.min_version is %s: TLS below 1.2 is deprecated (RFC 8996)", t.key, v))
+		}
 	}
 	return w
 }

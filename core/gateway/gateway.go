@@ -30,6 +30,8 @@ type Config struct {
 	IdleTimeout time.Duration
 	// PingInterval sends server pings; zero means none (Pulsar's default).
 	PingInterval time.Duration
+	// PongTimeout closes a session whose peer answers no ping within it; zero means none.
+	PongTimeout time.Duration
 	// WriteTimeout bounds one frame write; zero means 10s.
 	WriteTimeout time.Duration
 	// CreateTimeout bounds creating the broker-side producer, consumer or reader during the
@@ -88,11 +90,19 @@ type ConsumerPolicy struct {
 	Release           func()
 }
 
-// Authenticator returns the role of a client from its Authorization value (the header, or
-// "Bearer "+token from the token query parameter), or an error the gateway answers with 401.
-// core/auth implements it.
+// Authenticator returns the role of the client making a handshake (from its token, its TLS
+// certificate or the anonymous role) and the method that authenticated it ("token", "tls",
+// "anonymous"), or an error the gateway answers with 401. core/auth implements it.
 type Authenticator interface {
-	Authenticate(authorization string) (role string, err error)
+	AuthenticateRequest(r *http.Request) (role, method string, err error)
+}
+
+// Admitter decides, once a client is authenticated, whether it may access the topics its
+// handshake names; a refusal is a *wsapi.Error (403 for authorization, 503 for a limit or an
+// unreachable broker). core/server combines authorization (core/authz), the broker's health
+// (broker.Health) and the per-role connection limit (core/connlimit).
+type Admitter interface {
+	Admit(r *http.Request, role string, res []wsapi.Resource) error
 }
 
 // TopicInspector answers questions the client library cannot: whether a topic has been
@@ -122,6 +132,7 @@ type Gateway struct {
 	policies Policies
 	inspect  TopicInspector
 	auth     Authenticator
+	admit    Admitter
 	hooks    Hooks
 	log      *slog.Logger
 
@@ -155,6 +166,12 @@ func WithHooks(h Hooks) Option {
 // WithAuthenticator authenticates clients; nil or no WithAuthenticator admits every client.
 func WithAuthenticator(a Authenticator) Option {
 	return optionFunc(func(g *Gateway) { g.auth = a })
+}
+
+// WithAdmitter checks every authenticated handshake's topics; nil or no WithAdmitter admits
+// them all.
+func WithAdmitter(a Admitter) Option {
+	return optionFunc(func(g *Gateway) { g.admit = a })
 }
 
 // WithTopicInspector lets isEndOfTopic see topic termination.
@@ -202,7 +219,7 @@ func (g *Gateway) connOptions() wsconn.Options {
 }
 
 func (g *Gateway) sessionConn() session.ConnConfig {
-	return session.ConnConfig{PingInterval: g.cfg.PingInterval, IdleTimeout: g.cfg.IdleTimeout}
+	return session.ConnConfig{PingInterval: g.cfg.PingInterval, IdleTimeout: g.cfg.IdleTimeout, PongTimeout: g.cfg.PongTimeout}
 }
 
 // ServeHTTP serves one WebSocket upgrade request.
@@ -251,13 +268,32 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, kind stri
 	if g.auth == nil {
 		return "", true
 	}
-	role, err := g.auth.Authenticate(wsapi.BearerToken(r.Header.Get("Authorization"), r.URL.Query().Get("token")))
+	// The method is for strategies (issue 10); the role is what the gateway decides on.
+	role, _, err := g.auth.AuthenticateRequest(r)
 	if err != nil {
 		g.log.Info("client refused", "kind", kind, "remote", r.RemoteAddr, "err", err)
 		g.refuse(w, kind, http.StatusUnauthorized, "Failed to authenticate: "+err.Error())
 		return "", false
 	}
 	return role, true
+}
+
+// admitted checks the topics req accesses with the admitter (authorization, the broker's
+// health, the per-role limit), or answers the refusal and returns false.
+func (g *Gateway) admitted(w http.ResponseWriter, r *http.Request, kind string, req Request) bool {
+	if g.admit == nil {
+		return true
+	}
+	res := req.Resources
+	if res == nil {
+		res = req.Endpoint.Resources()
+	}
+	if err := g.admit.Admit(r, req.Role, res); err != nil {
+		g.log.Info("client not admitted", "kind", kind, "remote", r.RemoteAddr, "role", req.Role, "err", err)
+		g.writeError(w, kind, err)
+		return false
+	}
+	return true
 }
 
 // refuse answers a refused handshake with status and message.
@@ -301,6 +337,8 @@ func creationStatus(err error) int {
 	case errors.Is(err, broker.ErrTooManyRequests):
 		return http.StatusTooManyRequests
 	case errors.Is(err, broker.ErrQuotaExceeded), errors.Is(err, broker.ErrTopicTerminated):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, broker.ErrUnavailable):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, broker.ErrTimeout):
 		return http.StatusGatewayTimeout

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -17,6 +18,12 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 	// As Pulsar's producer handler: authentication before the parameters.
 	role, ok := g.authenticate(w, r, kind)
 	if !ok {
+		return
+	}
+	// Pulsar authorizes right after authenticating, before the parameters (issue 13:
+	// authorization, the broker's health and the per-role limit).
+	req := request(r, ep, false, role)
+	if !g.admitted(w, r, kind, req) {
 		return
 	}
 	params, err := wsapi.ParseProducerParams(r.URL.Query())
@@ -35,7 +42,7 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 			"Invalid query params: client-side encryption (encryptionKeys as base64 JSON) is not supported by Sluice")
 		return
 	}
-	pol, err := g.policies.Producer(ctx, request(r, ep, false, role), params)
+	pol, err := g.policies.Producer(ctx, req, params)
 	if err != nil {
 		g.writeError(w, kind, err)
 		return
@@ -122,6 +129,9 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 		}
 		req.Resources = append(ep.Resources(), res)
 	}
+	if !g.admitted(w, r, kind, req) { // issue 13: authorization, the broker's health, the per-role limit
+		return
+	}
 	pol, err := g.policies.Consumer(ctx, req, params.RequestedReceiverQueueSize, params.ReceiverQueueSize)
 	if err != nil {
 		g.writeError(w, kind, err)
@@ -197,7 +207,11 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	if !ok {
 		return
 	}
-	pol, err := g.policies.Consumer(ctx, request(r, ep, false, role), params.RequestedReceiverQueueSize, params.ReceiverQueueSize)
+	req := request(r, ep, false, role)
+	if !g.admitted(w, r, kind, req) { // issue 13: authorization, the broker's health, the per-role limit
+		return
+	}
+	pol, err := g.policies.Consumer(ctx, req, params.RequestedReceiverQueueSize, params.ReceiverQueueSize)
 	if err != nil {
 		g.writeError(w, kind, err)
 		return
@@ -225,8 +239,13 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	if err != nil {
 		release()
 		log.Info("reader refused", "err", err)
-		// Pulsar answers every reader creation failure with 500.
-		g.refuse(w, kind, http.StatusInternalServerError, "Failed to create reader: "+err.Error())
+		// Pulsar answers every reader creation failure with 500; an unreachable broker is 503
+		// here as for producers and consumers (issue 13).
+		status := http.StatusInternalServerError
+		if errors.Is(err, broker.ErrUnavailable) {
+			status = http.StatusServiceUnavailable
+		}
+		g.refuse(w, kind, status, "Failed to create reader: "+err.Error())
 		return
 	}
 	conn, err := wsconn.Upgrade(w, r, g.consumerConnOptions(pol))

@@ -77,9 +77,13 @@ type ProducerConfig struct {
 type ConnConfig struct {
 	// PingInterval sends a server ping this often. Zero means no server pings (Pulsar's default).
 	PingInterval time.Duration
-	// IdleTimeout closes the session with 1001 after this long without any frame read or
-	// written. Zero means no idle timeout.
+	// IdleTimeout closes the session with 1001 after this long without any frame read or data
+	// message written (server pings do not count). Zero means no idle timeout.
 	IdleTimeout time.Duration
+	// PongTimeout closes the session with 1001 "Pong Timeout" when the peer sends nothing
+	// within this long of a server ping, counting only time the session spends reading.
+	// Zero, or no PingInterval, means no pong timeout.
+	PongTimeout time.Duration
 }
 
 // Outcomes of a producer message, as passed to ProducerConfig.OnAck.

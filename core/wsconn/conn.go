@@ -16,7 +16,8 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// CloseGoingAway (1001) closes a session when the edge shuts down or the session is idle. The
+// CloseGoingAway (1001) closes a session when the edge shuts down, the session is idle or its
+// peer did not answer a ping in time (the pong timeout). The
 // 4000-range codes, Sluice's mapping of Pulsar's WebSocketError numbers, are in wsapi.
 const CloseGoingAway = websocket.CloseGoingAway
 
@@ -74,7 +75,9 @@ func IsUpgrade(r *http.Request) bool { return websocket.IsWebSocketUpgrade(r) }
 type Conn struct {
 	ws           *websocket.Conn
 	writeTimeout time.Duration
-	lastActivity atomic.Int64 // unix nanoseconds of the last frame read or written
+	lastActivity atomic.Int64 // unix nanoseconds of the last frame read or data message written
+	lastRead     atomic.Int64 // unix nanoseconds of the last frame read, control frames included
+	readingSince atomic.Int64 // unix nanoseconds since Read has been waiting; 0 outside Read
 	closeOnce    sync.Once
 }
 
@@ -99,8 +102,9 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 		c.writeTimeout = 10 * time.Second
 	}
 	c.touch()
+	c.lastRead.Store(c.lastActivity.Load())
 	ws.SetPingHandler(func(data string) error {
-		c.touch()
+		c.touchRead()
 		err := ws.WriteControl(websocket.PongMessage, []byte(data), c.controlDeadline())
 		if err == nil || errors.Is(err, websocket.ErrCloseSent) {
 			return nil
@@ -112,13 +116,20 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 		return err
 	})
 	ws.SetPongHandler(func(string) error {
-		c.touch()
+		c.touchRead()
 		return nil
 	})
 	return c, nil
 }
 
 func (c *Conn) touch() { c.lastActivity.Store(time.Now().UnixNano()) }
+
+// touchRead records a frame read from the peer: activity, and a sign of life.
+func (c *Conn) touchRead() {
+	now := time.Now().UnixNano()
+	c.lastActivity.Store(now)
+	c.lastRead.Store(now)
+}
 
 // controlDeadline bounds a control frame write: the write timeout, or 10s when writes have
 // no bound.
@@ -135,18 +146,35 @@ func IsTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// LastActivity is when a frame was last read or written, pings and pongs included.
+// LastActivity is when a frame was last read (pings, pongs and close frames included) or a
+// data message written. The server's own pings do not count: they say nothing of the peer.
 func (c *Conn) LastActivity() time.Time { return time.Unix(0, c.lastActivity.Load()) }
+
+// LastRead is when a frame was last read from the peer, control frames included: the last
+// sign that the peer is alive.
+func (c *Conn) LastRead() time.Time { return time.Unix(0, c.lastRead.Load()) }
+
+// ReadingSince is when the pending Read started waiting, or the zero time when no Read is
+// pending (the session has paused reading, or is handling a message). Pongs are seen only
+// inside Read, so a peer can be expected to have answered a ping only while Read waits.
+func (c *Conn) ReadingSince() time.Time {
+	if n := c.readingSince.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
 
 // Read returns the next data message. Control frames are handled inside it: pings are
 // answered with a pong carrying the same payload. A text message that is not UTF-8 is an
 // ErrInvalidUTF8 error; the connection must then be closed with CloseInvalidPayload.
 func (c *Conn) Read() (MessageType, []byte, error) {
+	c.readingSince.Store(time.Now().UnixNano())
 	t, b, err := c.ws.ReadMessage()
+	c.readingSince.Store(0)
 	if err != nil {
 		return 0, nil, err
 	}
-	c.touch()
+	c.touchRead()
 	if t == websocket.TextMessage && !utf8.Valid(b) {
 		return 0, nil, ErrInvalidUTF8
 	}
@@ -173,13 +201,10 @@ func (c *Conn) WriteText(b []byte) error {
 	return nil
 }
 
-// WritePing sends a ping with the given payload.
+// WritePing sends a ping with the given payload. It does not count as activity: only what
+// the peer sends proves it alive.
 func (c *Conn) WritePing(payload []byte) error {
-	if err := c.ws.WriteControl(websocket.PingMessage, payload, c.controlDeadline()); err != nil {
-		return err
-	}
-	c.touch()
-	return nil
+	return c.ws.WriteControl(websocket.PingMessage, payload, c.controlDeadline())
 }
 
 // WriteClose sends a close frame with code and reason (truncated to fit a control frame). It
@@ -212,14 +237,25 @@ func (c *Conn) Linger(d time.Duration) error {
 	var err error
 	c.closeOnce.Do(func() {
 		nc := c.ws.NetConn()
-		if tc, ok := nc.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
-		}
+		closeWrite(nc)
 		_ = nc.SetReadDeadline(time.Now().Add(d))
 		_, _ = io.Copy(io.Discard, io.LimitReader(nc, lingerMax))
 		err = nc.Close()
 	})
 	return err
+}
+
+// closeWrite half-closes nc when it can: a TCP connection, or a wrapper (TLS, the PROXY
+// protocol, a counted connection) that offers CloseWrite or its TCP connection.
+func closeWrite(nc net.Conn) {
+	switch c := nc.(type) {
+	case interface{ CloseWrite() error }:
+		_ = c.CloseWrite()
+	case interface{ TCPConn() (*net.TCPConn, bool) }:
+		if tc, ok := c.TCPConn(); ok {
+			_ = tc.CloseWrite()
+		}
+	}
 }
 
 // lingerMax bounds what Linger discards.

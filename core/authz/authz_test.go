@@ -81,3 +81,31 @@ func TestParseResource(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAuthorize: any resource pattern either fails to parse or authorizes any topic name
+// without panicking; a super-user is always allowed and a role without grants never.
+func FuzzAuthorize(f *testing.F) {
+	f.Add("acme/orders/eu-*", "persistent://acme/orders/eu-1", true)
+	f.Add("persistent://a/**", "a/b/c-partition-7", false)
+	f.Add("a/[b", "non-persistent://a/b/c/d", true)
+	f.Fuzz(func(t *testing.T, resource, topic string, pattern bool) {
+		a, err := New([]string{"root"}, []Grant{{Role: "r", Resource: resource, Actions: []string{"produce", "consume", "read"}}})
+		if err != nil {
+			return
+		}
+		r, err := wsapi.TopicResource(wsapi.Consumer, topic)
+		if err != nil {
+			return
+		}
+		if pattern {
+			r.Topic, r.AnyTopic = "", true
+		}
+		_ = a.Authorize("r", []wsapi.Resource{r})
+		if a.Authorize("root", []wsapi.Resource{r}) != nil {
+			t.Fatal("super-user refused")
+		}
+		if a.Authorize("nobody", []wsapi.Resource{r}) == nil {
+			t.Fatal("a role without grants allowed")
+		}
+	})
+}

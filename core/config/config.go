@@ -434,6 +434,14 @@ type Limits struct {
 	// HandshakeBurst is how many handshakes an address may start at once before the rate
 	// applies. Zero means twice handshake_rate (at least 1).
 	HandshakeBurst int `koanf:"handshake_burst" json:"handshake_burst"`
+	// MessageRate bounds the messages one producer session may publish per second, averaged
+	// (a token bucket). A message past it is handled by its route's on_full: reject answers
+	// it with an error ack naming the limit; pause stops reading the socket until it is due,
+	// for at most max_pause. Zero means unbounded.
+	MessageRate float64 `koanf:"message_rate" json:"message_rate"`
+	// MessageBurst is how many messages a session may publish at once before the rate
+	// applies. Zero means twice message_rate (at least 1).
+	MessageBurst int `koanf:"message_burst" json:"message_burst"`
 }
 
 // TrustedProxies are the proxies and load balancers in front of the edge (static). Only a

@@ -48,6 +48,8 @@ var keyDocs = map[string]string{
 	"limits.max_connections":                    "`max_connections` bounds the WebSocket connections open at once, handshakes in progress included; past it a handshake is refused with 503. A connection is counted from its handshake until it closes. An absent key means 10000; an explicit 0 means unbounded.",
 	"limits.max_connections_per_address":        "`max_connections_per_address` bounds the connections of one client address (the real client's, behind trusted proxies). Zero means unbounded.",
 	"limits.max_connections_per_role":           "`max_connections_per_role` bounds the connections of one authenticated role. Zero means unbounded.",
+	"limits.message_burst":                      "`message_burst` is how many messages a session may publish at once before the rate applies. Zero means twice message_rate (at least 1).",
+	"limits.message_rate":                       "`message_rate` bounds the messages one producer session may publish per second, averaged (a token bucket). A message past it is handled by its route's on_full: reject answers it with an error ack naming the limit; pause stops reading the socket until it is due, for at most max_pause. Zero means unbounded.",
 	"listen":                                    "`listen` is the WebSocket listener address. Zero means \":8080\".",
 	"memory":                                    "`memory` holds the edge-wide byte pools.",
 	"memory.consumer_limit":                     "`consumer_limit` bounds the bytes fetched for all consumers together and not yet written to their sockets. An absent key means 64MiB; an explicit 0 means unbounded, as for `producer_limit`.",

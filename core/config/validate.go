@@ -234,6 +234,10 @@ func (l Limits) validate(v *validator) {
 		"limits.handshake_rate", "must be a non-negative number of handshakes per second")
 	v.nonNegative("limits.handshake_burst", int64(l.HandshakeBurst))
 	v.check(l.HandshakeBurst == 0 || l.HandshakeRate > 0, "limits.handshake_burst", "needs limits.handshake_rate")
+	v.check(!math.IsNaN(l.MessageRate) && !math.IsInf(l.MessageRate, 0) && l.MessageRate >= 0,
+		"limits.message_rate", "must be a non-negative number of messages per second")
+	v.nonNegative("limits.message_burst", int64(l.MessageBurst))
+	v.check(l.MessageBurst == 0 || l.MessageRate > 0, "limits.message_burst", "needs limits.message_rate")
 }
 
 func (p TrustedProxies) validate(v *validator) {

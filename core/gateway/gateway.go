@@ -42,6 +42,11 @@ type Config struct {
 	Location *time.Location
 	// FrameLimits bounds what one producer frame may contain. Zero fields are unbounded.
 	FrameLimits session.FrameLimits
+	// MessageRate bounds the messages per second of each producer session, MessageBurst at
+	// once (zero: twice the rate); at the bound a message is handled by the route's on_full.
+	// Zero means unbounded.
+	MessageRate  float64
+	MessageBurst int
 }
 
 // Policies decides, per request, how a session is admitted. The route table implements it.

@@ -96,6 +96,7 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 	// Pulsar: 0 disables the timeout.
 	cfg.SendTimeout = time.Duration(params.SendTimeoutMillis) * time.Millisecond
 	cfg.Limits = g.cfg.FrameLimits
+	cfg.Rate = session.NewMessageRate(g.cfg.MessageRate, g.cfg.MessageBurst) // issue 13
 	cfg.Conn = g.sessionConn()
 	cfg.Log = log.With("route", pol.Route, "producer", p.Name())
 	route := pol.Route

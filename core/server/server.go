@@ -316,6 +316,8 @@ func (s *Server) buildGateway(ctx context.Context) error {
 		PongTimeout:        ws.PongTimeout,
 		WriteTimeout:       ws.WriteTimeout,
 		CreateTimeout:      s.cfg.Broker.OperationTimeout,
+		MessageRate:        s.cfg.Limits.MessageRate,
+		MessageBurst:       s.cfg.Limits.MessageBurst,
 		FrameLimits: session.FrameLimits{
 			MaxContextBytes:  int(ws.MaxContextSize.Bytes()),
 			MaxProperties:    ws.MaxProperties,

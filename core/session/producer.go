@@ -63,6 +63,9 @@ type ProducerConfig struct {
 	MaxQueuedAckBytes int64
 	// Limits bounds what one frame may contain. Zero fields are unbounded.
 	Limits FrameLimits
+	// Rate bounds the messages the session publishes per second, under OnFull; nil means
+	// unbounded. It is the session's own (NewMessageRate per session).
+	Rate *MessageRate
 	// Conn is the connection's keepalive policy.
 	Conn ConnConfig
 	// Log receives the session's logs; nil discards them.
@@ -277,6 +280,10 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 		}
 		if ferr != nil {
 			s.reply(ferr.Ack(), ResultInvalid)
+			continue
+		}
+		if err := s.admitRate(ctx); err != nil { // issue 13: limits.message_rate
+			s.reply(wsapi.AckError(wsapi.ErrorUnknown, err.Error(), msg.Context), ResultRejected)
 			continue
 		}
 		s.publish(ctx, msg)

@@ -8,7 +8,7 @@ LDFLAGS   := $(if $(VERSION),-X main.version=$(VERSION))
 BENCHTIME ?= 3s
 COUNT     ?= 5
 
-.PHONY: all build run test test-clients vet fuzz proto examples bench-broker bench-plugins clean bench bench-memory bench-throughput bench-consumers
+.PHONY: all build run test test-load test-clients vet fuzz proto examples bench-broker bench-plugins clean bench bench-memory bench-throughput bench-consumers
 
 all: build
 
@@ -27,6 +27,13 @@ test: vet
 
 vet:
 	$(GO) vet ./...
+
+# The load and chaos test (docs/security.md): 10,000 idle connections beside 500 producers
+# against `sluice serve` and `sluice broker` as separate processes, then broker connections
+# dropped, the broker killed and restarted and the plugin killed, every message answered and
+# every ok read back. Not part of `make test`; it takes the benchmark lock.
+test-load: build examples
+	SLUICE_LOAD_TEST=1 flock /tmp/sluice-bench.lock $(GO) test -tags load -run TestLoadAndChaos -count 1 -timeout 15m -v ./core/loadtest/
 
 # The Python, Node and Go example clients against a real `sluice serve`
 # (needs python3-websocket and node/npm; .ci/run installs them).

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/sluicehq/sluice/core/certs/certtest"
 	"github.com/sluicehq/sluice/sdk/plugin"
 	"github.com/sluicehq/sluice/sdk/strategy"
 	"github.com/sluicehq/sluice/strategies"
@@ -215,6 +216,9 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing")
 	garbage := writeFile(t, dir, "garbage.der", "not a key at all")
+	ca := certtest.NewCA(t, "ca")
+	certFile, keyFile := ca.Server(t, "a").Write(t, dir, "a")
+	_, otherKey := ca.Server(t, "b").Write(t, dir, "b")
 	tests := map[string]struct {
 		yaml string
 		want string
@@ -228,10 +232,17 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 		"port out of range":       {"listen: 127.0.0.1:99999", "listen: must be host:port: port 99999 is out of range (0 to 65535)"},
 		"tiny message limit":      {"websocket: { max_text_message_size: 1 }", "websocket.max_text_message_size: 1B is too small to carry a message: must be at least 1KiB"},
 		"missing plugin":          {"plugins: [{ name: p, path: " + missing + " }]", "plugin executable not found: " + missing + " (build it first"},
+		"missing TLS certificate": {"tls: { cert_file: " + missing + ", key_file: " + otherKey + " }", "tls: stat " + missing},
+		"TLS key of another cert": {"tls: { cert_file: " + certFile + ", key_file: " + otherKey + " }", "tls.cert_file and key_file: tls: private key does not match public key"},
+		"TLS client CA file":      {"tls: { cert_file: " + certFile + ", key_file: " + keyFile + ", client_ca_file: " + garbage + " }", "tls.client_ca_file: " + garbage + " holds no PEM certificate"},
+		"admin TLS missing key":   {"admin_tls: { cert_file: " + certFile + ", key_file: " + missing + " }\nadmin_listen: 127.0.0.1:0", "admin_tls: stat " + missing},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			yaml := "admin_listen: \"off\"\n" + tc.yaml + "\n"
+			yaml := tc.yaml + "\n"
+			if !strings.Contains(tc.yaml, "admin_listen") {
+				yaml = "admin_listen: \"off\"\n" + yaml
+			}
 			if !strings.HasPrefix(tc.yaml, "listen:") {
 				yaml += "listen: \"127.0.0.1:0\"\n"
 			}

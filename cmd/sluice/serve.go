@@ -62,7 +62,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := srv.Start(ctx, true); err != nil {
 		return err
 	}
-	printConnectHelp(stdout, srv)
+	printConnectHelp(stdout, srv, cfg)
 	if len(*files) > 0 {
 		// Routes reload when a file changes; a bad file keeps the old routes.
 		var wg sync.WaitGroup
@@ -107,7 +107,14 @@ func setRuntimeMemoryLimit(cfg *config.Config, log *slog.Logger) {
 	log.Info("Go memory limit set from the pools", "limit", config.Size(limit).String())
 }
 
-func printConnectHelp(w io.Writer, srv *server.Server) {
+func printConnectHelp(w io.Writer, srv *server.Server, cfg *config.Config) {
+	ws, admin := "ws", "http"
+	if cfg.TLS.Enabled() {
+		ws = "wss"
+	}
+	if cfg.AdminTLS.Enabled() {
+		admin = "https"
+	}
 	addr := srv.Addr()
 	host := addr
 	if h, p, err := splitHostPort(addr); err == nil && (h == "" || h == "::" || h == "0.0.0.0") {
@@ -115,7 +122,7 @@ func printConnectHelp(w io.Writer, srv *server.Server) {
 	}
 	fmt.Fprintf(w, "Sluice is listening on %s (broker %s)\n", addr, srv.BrokerURL())
 	if a := srv.AdminAddr(); a != "" {
-		fmt.Fprintf(w, "Admin: http://%s/metrics, /stats, /healthz\n", a)
+		fmt.Fprintf(w, "Admin: %s://%s/metrics, /stats, /healthz\n", admin, a)
 	}
 	if eb := srv.Embedded(); eb != nil {
 		fmt.Fprintf(w, "Embedded broker: %s", eb.ServiceURL())
@@ -125,9 +132,9 @@ func printConnectHelp(w io.Writer, srv *server.Server) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w, "Connect a Pulsar WebSocket client:")
-	fmt.Fprintf(w, "  producer: ws://%s/ws/v2/producer/persistent/public/default/my-topic\n", host)
-	fmt.Fprintf(w, "  consumer: ws://%s/ws/v2/consumer/persistent/public/default/my-topic/my-sub\n", host)
-	fmt.Fprintf(w, "  reader:   ws://%s/ws/v2/reader/persistent/public/default/my-topic\n", host)
+	fmt.Fprintf(w, "  producer: %s://%s/ws/v2/producer/persistent/public/default/my-topic\n", ws, host)
+	fmt.Fprintf(w, "  consumer: %s://%s/ws/v2/consumer/persistent/public/default/my-topic/my-sub\n", ws, host)
+	fmt.Fprintf(w, "  reader:   %s://%s/ws/v2/reader/persistent/public/default/my-topic\n", ws, host)
 	fmt.Fprintln(w, "Press Ctrl-C to stop.")
 }
 

@@ -3,18 +3,22 @@
 // HMAC secret or an RSA or EC public key, whose role claim (sub unless configured) is the
 // client's role. Keys are read in every form Pulsar's AuthenticationProviderToken reads
 // (file: and data: URLs, base64, DER) and as PEM. github.com/golang-jwt/jwt does the
-// verification. No key material or token ever appears in an error.
+// verification. A verified TLS client certificate can authenticate a client too, its common
+// name being the role, as Pulsar's AuthenticationProviderTls. No key material or token ever
+// appears in an error.
 package auth
 
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/wsapi"
 )
 
 // ErrUnauthenticated is matched (errors.Is) by every authentication failure; the gateway
@@ -32,7 +36,8 @@ func refusef(format string, args ...any) error { return &refused{fmt.Sprintf(for
 // Authenticator checks client tokens. A nil *Authenticator admits every client with the
 // empty role.
 type Authenticator struct {
-	key           any // []byte for HMAC, a crypto.PublicKey otherwise
+	key           any  // []byte for HMAC, a crypto.PublicKey otherwise; nil without token auth
+	certs         bool // a verified TLS client certificate's CN is a role
 	methods       []string
 	roleClaim     string
 	audienceClaim string
@@ -53,6 +58,10 @@ func New(cfg config.Auth) (*Authenticator, error) {
 		audienceClaim: or(t.AudienceClaim, config.DefaultAudienceClaim),
 		audience:      t.Audience,
 		anonymous:     cfg.AnonymousRole,
+		certs:         cfg.ClientCertificates,
+	}
+	if !cfg.TokenEnabled() {
+		return a, nil
 	}
 	key, setting, err := loadKey(t)
 	if err != nil {
@@ -98,12 +107,93 @@ func or(s, def string) string {
 	return s
 }
 
+// Authentication methods, as Pulsar names them in X-Pulsar-Auth-Method-Name, and the method
+// of a client admitted with the anonymous role.
+const (
+	MethodToken     = "token"
+	MethodTLS       = "tls"
+	MethodAnonymous = "anonymous"
+)
+
+// MethodHeader is the header with which a Pulsar client names the one authentication method
+// to use.
+const MethodHeader = "X-Pulsar-Auth-Method-Name"
+
+// AuthenticateRequest returns the role of the client making r and the method that
+// authenticated it. When the client names a method in X-Pulsar-Auth-Method-Name only that
+// one is tried, as in Pulsar. Otherwise the first that succeeds decides, in a fixed order: a
+// verified TLS client certificate (when auth.client_certificates is set), then the token
+// (the Authorization header, or the token query parameter), then the anonymous role for a
+// client that presented no token. Pulsar tries its providers in a HashMap's order, which for
+// "tls" and "token" is tls first; Sluice makes that order explicit. Failures match
+// ErrUnauthenticated.
+func (a *Authenticator) AuthenticateRequest(r *http.Request) (role, method string, err error) {
+	if a == nil {
+		return "", "", nil
+	}
+	bearer := wsapi.BearerToken(r.Header.Get("Authorization"), r.URL.Query().Get("token"))
+	switch m := r.Header.Get(MethodHeader); {
+	case m == "":
+	case m == MethodToken && a.key != nil:
+		return a.tokenRole(bearer)
+	case m == MethodTLS && a.certs:
+		role, err := certRole(r)
+		return role, MethodTLS, err
+	default:
+		return "", "", refusef("unsupported authentication method [%.32s]", m)
+	}
+	if a.certs {
+		if role, err := certRole(r); err == nil {
+			return role, MethodTLS, nil
+		} else if a.key == nil {
+			if a.anonymous != "" && (r.TLS == nil || len(r.TLS.PeerCertificates) == 0) {
+				return a.anonymous, MethodAnonymous, nil
+			}
+			return "", "", err
+		}
+	}
+	return a.tokenRole(bearer)
+}
+
+// tokenRole authenticates by token, or by the anonymous role when none was presented.
+func (a *Authenticator) tokenRole(bearer string) (string, string, error) {
+	role, err := a.Authenticate(bearer)
+	switch {
+	case err != nil:
+		return "", "", err
+	case bearer == "":
+		return role, MethodAnonymous, nil
+	}
+	return role, MethodToken, nil
+}
+
+// certRole is the role of a verified client certificate: its subject's common name, as
+// Pulsar's AuthenticationProviderTls reads it.
+func certRole(r *http.Request) (string, error) {
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return "", refusef("no client certificate")
+	}
+	if len(r.TLS.VerifiedChains) == 0 {
+		return "", refusef("the client certificate is not verified")
+	}
+	if cn := r.TLS.PeerCertificates[0].Subject.CommonName; cn != "" {
+		return cn, nil
+	}
+	return "", refusef("client unable to authenticate with TLS certificate: the certificate has no common name (CN)")
+}
+
 // Authenticate returns the role of the client presenting authorization (the Authorization
 // header value, or "Bearer "+token from the token query parameter; see wsapi.BearerToken).
 // Failures match ErrUnauthenticated.
 func (a *Authenticator) Authenticate(authorization string) (string, error) {
 	if a == nil {
 		return "", nil
+	}
+	if a.key == nil {
+		if authorization == "" && a.anonymous != "" {
+			return a.anonymous, nil
+		}
+		return "", refusef("token authentication is not configured")
 	}
 	token, ok := strings.CutPrefix(authorization, "Bearer ")
 	if authorization == "" {

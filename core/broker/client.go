@@ -210,6 +210,9 @@ func withCtx[T any](ctx context.Context, c *Client, call func() (T, error), clea
 			}
 		}()
 		var zero T
+		if cause := context.Cause(ctx); errors.Is(cause, ErrUnavailable) {
+			return zero, cause // Health.Watch found the broker unreachable
+		}
 		return zero, fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
 	}
 }

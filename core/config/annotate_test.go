@@ -26,6 +26,8 @@ func TestDefaultFileLoads(t *testing.T) {
 	want := Defaults()
 	want.Memory.ProducerLimitSet, want.Memory.ConsumerLimitSet = true, true
 	want.Plugins, want.Routes = []Plugin{}, []Route{} // written as []
+	want.WebSocket.AllowedOrigins, want.TrustedProxies.Networks = []string{}, []string{}
+	want.Authorization.SuperUserRoles, want.Authorization.Permissions = []string{}, []Permission{}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("DefaultFile resolves to %+v, want %+v", cfg, want)
 	}

@@ -27,6 +27,20 @@ type Config struct {
 	Auth Auth `koanf:"auth" json:"auth"`
 	// WebSocket holds per-connection WebSocket settings.
 	WebSocket WebSocket `koanf:"websocket" json:"websocket"`
+	// TLS serves the WebSocket listener over TLS. Zero (no cert_file) means plain TCP.
+	TLS TLS `koanf:"tls" json:"tls"`
+	// AdminTLS serves the admin listener over TLS, as TLS does the WebSocket listener. Zero
+	// means plain TCP.
+	AdminTLS TLS `koanf:"admin_tls" json:"admin_tls"`
+	// Limits bounds the connections and handshakes the WebSocket listener takes.
+	Limits Limits `koanf:"limits" json:"limits"`
+	// TrustedProxies are the load balancers whose word on a client's address is taken.
+	// Zero means none: the address is the TCP peer's.
+	TrustedProxies TrustedProxies `koanf:"trusted_proxies" json:"trusted_proxies"`
+	// Authorization decides which roles may produce to, consume or read which topics, as
+	// Pulsar's authorization does. Zero (not enabled) means every authenticated client may
+	// access every topic its routes allow.
+	Authorization Authorization `koanf:"authorization" json:"authorization"`
 	// Plugins are the strategy plugin binaries to launch. Zero means none.
 	Plugins []Plugin `koanf:"plugins" json:"plugins"`
 	// PluginHost supervises the plugin processes: health checks, restarts
@@ -86,8 +100,14 @@ type Auth struct {
 	// Token verifies JSON Web Tokens, as Pulsar's AuthenticationProviderToken does. Zero (no
 	// key) means no authentication.
 	Token TokenAuth `koanf:"token" json:"token"`
-	// AnonymousRole is the role of a client that sends no token. Zero means such clients are
-	// refused with 401.
+	// ClientCertificates authenticates a client by its TLS certificate, as Pulsar's
+	// AuthenticationProviderTls: the role is the certificate's common name (CN). It needs
+	// tls.client_ca_file. A client that presents both is authenticated by its certificate
+	// unless its X-Pulsar-Auth-Method-Name header says "token". Zero (false) means
+	// certificates give no role.
+	ClientCertificates bool `koanf:"client_certificates" json:"client_certificates"`
+	// AnonymousRole is the role of a client that sends no token (and no certificate). Zero
+	// means such clients are refused with 401.
 	AnonymousRole string `koanf:"anonymous_role" json:"anonymous_role"`
 }
 
@@ -125,7 +145,10 @@ type TokenAuth struct {
 }
 
 // Enabled reports whether client authentication is configured.
-func (a Auth) Enabled() bool { return len(a.Token.keys()) > 0 }
+func (a Auth) Enabled() bool { return a.TokenEnabled() || a.ClientCertificates }
+
+// TokenEnabled reports whether token authentication is configured.
+func (a Auth) TokenEnabled() bool { return len(a.Token.keys()) > 0 }
 
 // keys names the key settings that are set.
 func (t TokenAuth) keys() []string {
@@ -165,6 +188,10 @@ type Broker struct {
 	// OperationTimeout bounds broker operations such as creating a
 	// producer or a consumer. Zero means 30s.
 	OperationTimeout time.Duration `koanf:"operation_timeout" json:"operation_timeout"`
+	// HealthInterval is how often the edge dials the broker to know whether it is
+	// reachable; while it is not, handshakes are refused at once with 503 instead of
+	// waiting for websocket.handshake_timeout. Zero means 1s.
+	HealthInterval time.Duration `koanf:"health_interval" json:"health_interval"`
 	// Embedded configures the embedded broker; it is used only when URL is
 	// empty.
 	Embedded Embedded `koanf:"embedded" json:"embedded"`
@@ -219,13 +246,33 @@ type WebSocket struct {
 	// MaxTextMessageSize is the largest text message a client may send, at
 	// least 1KiB. Zero means 1MiB (Pulsar's webSocketMaxTextFrameSize).
 	MaxTextMessageSize Size `koanf:"max_text_message_size" json:"max_text_message_size"`
-	// IdleTimeout closes a connection that has received nothing for this
-	// long. An absent key means 5m (Pulsar's
-	// webSocketSessionIdleTimeoutMillis); an explicit 0 disables it.
+	// IdleTimeout closes a connection that has neither received a frame
+	// nor sent a message for this long (the server's pings do not count).
+	// An absent key means 5m (Pulsar's webSocketSessionIdleTimeoutMillis);
+	// an explicit 0 disables it.
 	IdleTimeout time.Duration `koanf:"idle_timeout" json:"idle_timeout"`
 	// PingInterval is how often the server pings each client. Zero means
 	// no server pings (Pulsar's default).
 	PingInterval time.Duration `koanf:"ping_interval" json:"ping_interval"`
+	// PongTimeout closes a session, with 1001 "Pong Timeout", whose client has sent nothing,
+	// not even the pong, within this long of a server ping: a peer that vanished without
+	// closing its connection. Only frames from the client prove it alive. It applies only
+	// with ping_interval. Zero means ping_interval.
+	PongTimeout time.Duration `koanf:"pong_timeout" json:"pong_timeout"`
+	// HandshakeTimeout bounds a handshake: reading the request's headers, then everything up
+	// to the upgrade (authentication, the route's strategy, creating the broker-side producer,
+	// consumer or reader). A handshake past it is answered with 504, or 503 when the broker
+	// is unreachable. Zero means 10s.
+	HandshakeTimeout time.Duration `koanf:"handshake_timeout" json:"handshake_timeout"`
+	// MaxHeaderBytes bounds a handshake request's line and headers (the token included);
+	// a larger request is answered with 431. Zero means 16KiB.
+	MaxHeaderBytes Size `koanf:"max_header_bytes" json:"max_header_bytes"`
+	// AllowedOrigins are the web origins whose pages may open sockets, besides the edge's
+	// own: "https://app.example.com", "https://*.example.com" (any subdomain), or "*" (any
+	// origin, which must be given explicitly). A request without an Origin header (a client
+	// that is not a browser) is always allowed. Zero means same-origin only: a browser
+	// page's Origin must be the edge's own scheme, host and port, or it is refused with 403.
+	AllowedOrigins []string `koanf:"allowed_origins" json:"allowed_origins"`
 	// WriteTimeout bounds each write to a client socket. Zero means 10s.
 	WriteTimeout time.Duration `koanf:"write_timeout" json:"write_timeout"`
 	// MaxContextSize bounds a producer message's context, which the edge holds until the ack
@@ -328,4 +375,122 @@ type StrategyRef struct {
 	// resolves against the directory of the file that set it. Zero means
 	// none.
 	Params map[string]any `koanf:"params" json:"params"`
+}
+
+// TLS configures TLS on a listener (static). The certificate files are read again when they
+// change, so a renewed certificate is served without a restart.
+type TLS struct {
+	// CertFile is the PEM certificate chain the listener presents, checked for changes at
+	// most once a second. Zero means no TLS.
+	CertFile string `koanf:"cert_file" json:"cert_file" sluice:"path"`
+	// KeyFile is the PEM private key of cert_file. Required with cert_file.
+	KeyFile string `koanf:"key_file" json:"key_file" sluice:"path"`
+	// MinVersion is the oldest TLS version accepted: "1.2" or "1.3" ("1.0" and "1.1" are
+	// accepted with a warning). Zero means "1.2".
+	MinVersion string `koanf:"min_version" json:"min_version"`
+	// ClientCAFile is a PEM file of the CAs that client certificates are verified against.
+	// Zero means clients are not asked for a certificate.
+	ClientCAFile string `koanf:"client_ca_file" json:"client_ca_file" sluice:"path"`
+	// ClientAuth is verify_if_given (a client may present a certificate, which must then
+	// verify) or require (every client must present one that verifies). Zero means
+	// verify_if_given when client_ca_file is set.
+	ClientAuth ClientAuth `koanf:"client_auth" json:"client_auth"`
+}
+
+// Enabled reports whether the listener serves TLS.
+func (t TLS) Enabled() bool { return t.CertFile != "" }
+
+// ClientAuth is when a TLS listener asks for client certificates.
+type ClientAuth string
+
+// ClientAuth values. The zero value means ClientAuthVerifyIfGiven when a CA is set.
+const (
+	ClientAuthVerifyIfGiven ClientAuth = "verify_if_given"
+	ClientAuthRequire       ClientAuth = "require"
+)
+
+// Limits bounds what clients may open (static). Every refusal is answered with an HTTP
+// status and counted: 503 for a connection limit, 429 for the handshake rate.
+type Limits struct {
+	// MaxConnections bounds the WebSocket connections open at once, handshakes in
+	// progress included; past it a handshake is refused with 503. A connection is counted
+	// from its handshake until it closes. An absent key means 10000; an explicit 0 means
+	// unbounded.
+	MaxConnections int `koanf:"max_connections" json:"max_connections"`
+	// MaxConnectionsPerAddress bounds the connections of one client address (the real
+	// client's, behind trusted proxies). Zero means unbounded.
+	MaxConnectionsPerAddress int `koanf:"max_connections_per_address" json:"max_connections_per_address"`
+	// MaxConnectionsPerRole bounds the connections of one authenticated role. Zero means
+	// unbounded.
+	MaxConnectionsPerRole int `koanf:"max_connections_per_role" json:"max_connections_per_role"`
+	// HandshakeRate bounds the handshakes one client address may start per second, averaged
+	// (a token bucket); past it a handshake is refused with 429. Zero means unbounded.
+	HandshakeRate float64 `koanf:"handshake_rate" json:"handshake_rate"`
+	// HandshakeBurst is how many handshakes an address may start at once before the rate
+	// applies. Zero means twice handshake_rate (at least 1).
+	HandshakeBurst int `koanf:"handshake_burst" json:"handshake_burst"`
+	// MessageRate bounds the messages one producer session may publish per second, averaged
+	// (a token bucket). A message past it is handled by its route's on_full: reject answers
+	// it with an error ack naming the limit; pause stops reading the socket until it is due,
+	// for at most max_pause. Zero means unbounded.
+	MessageRate float64 `koanf:"message_rate" json:"message_rate"`
+	// MessageBurst is how many messages a session may publish at once before the rate
+	// applies. Zero means twice message_rate (at least 1).
+	MessageBurst int `koanf:"message_burst" json:"message_burst"`
+}
+
+// TrustedProxies are the proxies and load balancers in front of the edge (static). Only a
+// peer in Networks is believed about the client's address; anyone else's header is ignored.
+type TrustedProxies struct {
+	// Networks are the proxies' addresses or CIDR networks ("10.0.0.0/8", "192.0.2.7").
+	// Zero means none: every forwarded address is ignored.
+	Networks []string `koanf:"networks" json:"networks"`
+	// Header is where a trusted proxy puts the client's address: x-forwarded-for (the
+	// rightmost address not in networks), forwarded (RFC 7239's for=, likewise), x-real-ip,
+	// or none. Zero means x-forwarded-for. The scheme the client used comes from
+	// X-Forwarded-Proto (or forwarded's proto=), for the origin check.
+	Header ForwardedHeader `koanf:"header" json:"header"`
+	// ProxyProtocol reads a PROXY protocol header (v1 or v2, as HAProxy and cloud load
+	// balancers send it) from connections whose peer is in networks; the header is
+	// optional for them and never read from other peers. Zero (false) means no PROXY
+	// protocol.
+	ProxyProtocol bool `koanf:"proxy_protocol" json:"proxy_protocol"`
+}
+
+// ForwardedHeader names the header trusted proxies carry the client's address in.
+type ForwardedHeader string
+
+// ForwardedHeader values. The zero value means ForwardedXFF.
+const (
+	ForwardedXFF    ForwardedHeader = "x-forwarded-for"
+	ForwardedRFC    ForwardedHeader = "forwarded"
+	ForwardedRealIP ForwardedHeader = "x-real-ip"
+	ForwardedNone   ForwardedHeader = "none"
+)
+
+// Authorization is Pulsar-style topic authorization (static): a role may produce to,
+// consume or read a topic when it is a super-user or one of Permissions covers the topic
+// for that action.
+type Authorization struct {
+	// Enabled turns authorization on; it needs auth. Zero (false) means every client may
+	// access every topic its routes allow, as Pulsar with authorizationEnabled=false.
+	Enabled bool `koanf:"enabled" json:"enabled"`
+	// SuperUserRoles may access every topic (Pulsar's superUserRoles). Zero means none.
+	SuperUserRoles []string `koanf:"super_user_roles" json:"super_user_roles"`
+	// Permissions grant actions to roles. Zero means none: only super-users have access.
+	Permissions []Permission `koanf:"permissions" json:"permissions"`
+}
+
+// Permission grants a role actions on a tenant, a namespace or topics.
+type Permission struct {
+	// Role is the role granted. Required.
+	Role string `koanf:"role" json:"role"`
+	// Resource is a tenant ("acme"), a namespace ("acme/orders", every topic in it), or a
+	// topic glob ("acme/orders/eu-*", "persistent://acme/orders/**"): "*" matches within a
+	// segment, "**" any segments; a domain:// prefix limits it to one domain. A v1
+	// namespace's topics are "property/cluster/ns/topic". Required.
+	Resource string `koanf:"resource" json:"resource"`
+	// Actions are produce, consume (which also allows a reader, as in Pulsar) and read (a
+	// reader only). Required.
+	Actions []string `koanf:"actions" json:"actions"`
 }

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -29,6 +31,11 @@ const (
 	DefaultMaxContextSize      = 16 * KiB
 	DefaultMaxProperties       = 1000
 	DefaultMaxPropertiesSize   = 256 * KiB
+	DefaultBrokerHealth        = time.Second
+	DefaultHandshakeTimeout    = 10 * time.Second
+	DefaultMaxHeaderBytes      = 16 * KiB
+	DefaultMaxConnections      = 10000
+	DefaultTLSMinVersion       = "1.2"
 	DefaultAuthClaim           = "sub"
 	DefaultAudienceClaim       = "aud"
 	// MinTextMessageSize is the smallest websocket.max_text_message_size:
@@ -65,6 +72,9 @@ func defaultLayer() map[string]any {
 			"max_properties":      DefaultMaxProperties,
 			"max_properties_size": DefaultMaxPropertiesSize.String(),
 		},
+		"limits": map[string]any{
+			"max_connections": DefaultMaxConnections,
+		},
 	}
 }
 
@@ -79,6 +89,7 @@ func Defaults() *Config {
 			MaxProperties:     DefaultMaxProperties,
 			MaxPropertiesSize: DefaultMaxPropertiesSize,
 		},
+		Limits: Limits{MaxConnections: DefaultMaxConnections},
 	}
 	c.Broker.Embedded.AllowAutoTopicCreation = true
 	c.SetDefaults()
@@ -93,10 +104,25 @@ func (c *Config) SetDefaults() {
 	setDefault(&c.Listen, DefaultListen)
 	setDefault(&c.AdminListen, DefaultAdminListen)
 	setDefault(&c.Broker.OperationTimeout, DefaultOperationTimeout)
+	setDefault(&c.Broker.HealthInterval, DefaultBrokerHealth)
 	setDefault(&c.Broker.Embedded.Listen, DefaultEmbeddedListen)
 	setDefault(&c.Broker.Embedded.Retention, DefaultRetention)
 	setDefault(&c.WebSocket.MaxTextMessageSize, DefaultMaxTextMessageSize)
 	setDefault(&c.WebSocket.WriteTimeout, DefaultWriteTimeout)
+	setDefault(&c.WebSocket.PongTimeout, c.WebSocket.PingInterval)
+	setDefault(&c.WebSocket.HandshakeTimeout, DefaultHandshakeTimeout)
+	setDefault(&c.WebSocket.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	c.TLS.setDefaults()
+	c.AdminTLS.setDefaults()
+	if c.Limits.HandshakeRate > 0 {
+		setDefault(&c.Limits.HandshakeBurst, max(1, int(math.Ceil(2*c.Limits.HandshakeRate))))
+	}
+	if c.Limits.MessageRate > 0 {
+		setDefault(&c.Limits.MessageBurst, max(1, int(math.Ceil(2*c.Limits.MessageRate))))
+	}
+	if len(c.TrustedProxies.Networks) > 0 {
+		setDefault(&c.TrustedProxies.Header, ForwardedXFF)
+	}
 	setDefault(&c.Auth.Token.AuthClaim, DefaultAuthClaim)
 	setDefault(&c.Auth.Token.AudienceClaim, DefaultAudienceClaim)
 	ph := &c.PluginHost
@@ -110,6 +136,17 @@ func (c *Config) SetDefaults() {
 	setDefault(&c.Strategies.AdjustInterval, DefaultAdjustInterval)
 	for i := range c.Routes {
 		c.Routes[i].SetDefaults()
+	}
+}
+
+// setDefaults fills in a TLS listener's defaults, when it serves TLS.
+func (t *TLS) setDefaults() {
+	if !t.Enabled() {
+		return
+	}
+	setDefault(&t.MinVersion, DefaultTLSMinVersion)
+	if t.ClientCAFile != "" {
+		setDefault(&t.ClientAuth, ClientAuthVerifyIfGiven)
 	}
 }
 
@@ -147,6 +184,17 @@ func (c *Config) Warnings() []string {
 	}
 	if c.Memory.SessionLimit == 0 {
 		w = append(w, "memory.session_limit is 0: the memory of open sessions is unbounded")
+	}
+	if c.Limits.MaxConnections == 0 {
+		w = append(w, "limits.max_connections is 0: WebSocket connections are bounded only by the file-descriptor limit")
+	}
+	for _, t := range []struct {
+		key string
+		tls TLS
+	}{{"tls", c.TLS}, {"admin_tls", c.AdminTLS}} {
+		if v := t.tls.MinVersion; v == "1.0" || v == "1.1" {
+			w = append(w, fmt.Sprintf("%s.min_version is %s: TLS below 1.2 is deprecated (RFC 8996)", t.key, v))
+		}
 	}
 	return w
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/core/authz"
+	"github.com/sluicehq/sluice/core/origin"
 	"github.com/sluicehq/sluice/core/route"
 	"github.com/sluicehq/sluice/sdk/strategy"
 )
@@ -57,7 +60,23 @@ func (c *Config) Validate() error {
 	v.nonNegative("websocket.max_context_size", int64(c.WebSocket.MaxContextSize))
 	v.nonNegative("websocket.max_properties", int64(c.WebSocket.MaxProperties))
 	v.nonNegative("websocket.max_properties_size", int64(c.WebSocket.MaxPropertiesSize))
-	c.Auth.validate(v)
+	v.nonNegativeDuration("websocket.pong_timeout", c.WebSocket.PongTimeout)
+	v.nonNegativeDuration("websocket.handshake_timeout", c.WebSocket.HandshakeTimeout)
+	v.nonNegative("websocket.max_header_bytes", int64(c.WebSocket.MaxHeaderBytes))
+	v.check(c.WebSocket.MaxHeaderBytes == 0 || c.WebSocket.MaxHeaderBytes >= MinHeaderBytes, "websocket.max_header_bytes",
+		"%s is too small for a handshake: must be at least %s", c.WebSocket.MaxHeaderBytes, MinHeaderBytes)
+	for i, o := range c.WebSocket.AllowedOrigins {
+		if err := origin.Parse(o); err != nil {
+			v.add(fmt.Sprintf("websocket.allowed_origins[%d]", i), "%v", err)
+		}
+	}
+	c.Auth.validate(v, c.TLS)
+	c.TLS.validate(v, "tls")
+	c.AdminTLS.validate(v, "admin_tls")
+	v.check(!c.AdminTLS.Enabled() || c.AdminListen != AdminListenOff, "admin_tls", "admin_listen is off")
+	c.Limits.validate(v)
+	c.TrustedProxies.validate(v)
+	c.Authorization.validate(v, c.Auth)
 	c.PluginHost.validate(v)
 	v.nonNegativeDuration("strategies.decision_timeout", c.Strategies.DecisionTimeout)
 	v.nonNegativeDuration("strategies.adjust_interval", c.Strategies.AdjustInterval)
@@ -168,15 +187,129 @@ func (p ParamPolicy) validate(v *validator, path, name string) {
 	}
 }
 
-func (a Auth) validate(v *validator) {
+func (a Auth) validate(v *validator, listener TLS) {
 	t := a.Token
 	if keys := t.keys(); len(keys) > 1 {
 		v.add("auth.token", "%s are exclusive: give one key", strings.Join(keys, " and "))
 	}
 	v.check(a.Enabled() || a.AnonymousRole == "", "auth.anonymous_role",
-		"needs auth.token: without authentication every client is admitted")
+		"needs auth.token or auth.client_certificates: without authentication every client is admitted")
+	v.check(!a.ClientCertificates || listener.ClientCAFile != "", "auth.client_certificates",
+		"needs tls.client_ca_file, the CAs client certificates are verified against")
 	v.check(t.AudienceClaim == "" || t.AudienceClaim == DefaultAudienceClaim || t.Audience != "",
 		"auth.token.audience_claim", "needs auth.token.audience, the value the claim must hold")
+}
+
+// MinHeaderBytes is the smallest websocket.max_header_bytes: a browser's handshake with a
+// token needs about that much.
+const MinHeaderBytes = 4 * KiB
+
+// tlsVersions are the accepted min_version values.
+var tlsVersions = []string{"1.0", "1.1", "1.2", "1.3"}
+
+func (t TLS) validate(v *validator, key string) {
+	if !t.Enabled() {
+		for _, f := range []struct{ name, val string }{
+			{"key_file", t.KeyFile}, {"client_ca_file", t.ClientCAFile}, {"min_version", t.MinVersion}, {"client_auth", string(t.ClientAuth)},
+		} {
+			v.check(f.val == "", key+"."+f.name, "needs %s.cert_file", key)
+		}
+		return
+	}
+	v.check(t.KeyFile != "", key+".key_file", "required with %s.cert_file", key)
+	v.check(t.MinVersion == "" || slices.Contains(tlsVersions, t.MinVersion), key+".min_version",
+		"%q: must be one of %s", t.MinVersion, strings.Join(tlsVersions, ", "))
+	switch t.ClientAuth {
+	case "", ClientAuthVerifyIfGiven, ClientAuthRequire:
+		v.check(t.ClientAuth == "" || t.ClientCAFile != "", key+".client_auth", "needs %s.client_ca_file", key)
+	default:
+		v.add(key+".client_auth", "must be %s or %s", ClientAuthVerifyIfGiven, ClientAuthRequire)
+	}
+}
+
+func (l Limits) validate(v *validator) {
+	v.nonNegative("limits.max_connections", int64(l.MaxConnections))
+	v.nonNegative("limits.max_connections_per_address", int64(l.MaxConnectionsPerAddress))
+	v.nonNegative("limits.max_connections_per_role", int64(l.MaxConnectionsPerRole))
+	v.check(!math.IsNaN(l.HandshakeRate) && !math.IsInf(l.HandshakeRate, 0) && l.HandshakeRate >= 0,
+		"limits.handshake_rate", "must be a non-negative number of handshakes per second")
+	v.nonNegative("limits.handshake_burst", int64(l.HandshakeBurst))
+	v.check(l.HandshakeBurst == 0 || l.HandshakeRate > 0, "limits.handshake_burst", "needs limits.handshake_rate")
+	v.check(!math.IsNaN(l.MessageRate) && !math.IsInf(l.MessageRate, 0) && l.MessageRate >= 0,
+		"limits.message_rate", "must be a non-negative number of messages per second")
+	v.nonNegative("limits.message_burst", int64(l.MessageBurst))
+	v.check(l.MessageBurst == 0 || l.MessageRate > 0, "limits.message_burst", "needs limits.message_rate")
+}
+
+func (p TrustedProxies) validate(v *validator) {
+	for i, n := range p.Networks {
+		if _, err := ParseNetwork(n); err != nil {
+			v.add(fmt.Sprintf("trusted_proxies.networks[%d]", i), "%v", err)
+		}
+	}
+	switch p.Header {
+	case "", ForwardedXFF, ForwardedRFC, ForwardedRealIP, ForwardedNone:
+	default:
+		v.add("trusted_proxies.header", "must be %s, %s, %s or %s", ForwardedXFF, ForwardedRFC, ForwardedRealIP, ForwardedNone)
+	}
+	v.check(!p.ProxyProtocol || len(p.Networks) > 0, "trusted_proxies.proxy_protocol",
+		"needs trusted_proxies.networks: the PROXY protocol is read only from trusted peers")
+}
+
+// ParseNetwork reads a trusted network: a CIDR ("10.0.0.0/8") or one address.
+func ParseNetwork(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not an address or a CIDR network", s)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not an address or a CIDR network", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// Actions a Permission may grant.
+const (
+	ActionProduce = "produce"
+	ActionConsume = "consume"
+	ActionRead    = "read"
+)
+
+func (a Authorization) validate(v *validator, auth Auth) {
+	if !a.Enabled {
+		v.check(len(a.SuperUserRoles) == 0 && len(a.Permissions) == 0, "authorization.enabled",
+			"must be true for super_user_roles and permissions to apply")
+		return
+	}
+	v.check(auth.Enabled(), "authorization.enabled",
+		"needs auth (auth.token or auth.client_certificates): without authentication every client has the same empty role")
+	for i, r := range a.SuperUserRoles {
+		v.check(r != "", fmt.Sprintf("authorization.super_user_roles[%d]", i), "must not be empty")
+	}
+	for i, p := range a.Permissions {
+		path := fmt.Sprintf("authorization.permissions[%d]", i)
+		v.check(p.Role != "", path+".role", "required")
+		if p.Resource == "" {
+			v.add(path+".resource", "required")
+		} else if err := authz.ParseResource(p.Resource); err != nil {
+			v.add(path+".resource", "%v", err)
+		}
+		if len(p.Actions) == 0 {
+			v.add(path+".actions", "required: produce, consume or read")
+		}
+		for j, act := range p.Actions {
+			switch act {
+			case ActionProduce, ActionConsume, ActionRead:
+			default:
+				v.add(fmt.Sprintf("%s.actions[%d]", path, j), "%q: must be produce, consume or read", act)
+			}
+		}
+	}
 }
 
 func (p PluginHost) validate(v *validator) {

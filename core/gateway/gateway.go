@@ -18,7 +18,6 @@ import (
 	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/wsapi"
 	"github.com/sluicehq/sluice/core/wsconn"
-	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
 // Config configures the gateway. Zero values are documented per field.
@@ -37,11 +36,19 @@ type Grants interface {
 	Reader(ctx context.Context, h session.Handshake, p wsapi.ReaderParams) (session.ConsumerGrant, error)
 }
 
-// Authenticator returns the role of a client from its Authorization value (the header, or
-// "Bearer "+token from the token query parameter), or an error the gateway answers with 401.
-// core/auth implements it.
+// Authenticator returns the role of the client making a handshake (from its token, its TLS
+// certificate or the anonymous role) and the method that authenticated it ("token", "tls",
+// "anonymous"), or an error the gateway answers with 401. core/auth implements it.
 type Authenticator interface {
-	Authenticate(authorization string) (role string, err error)
+	AuthenticateRequest(r *http.Request) (role, method string, err error)
+}
+
+// Admitter decides, once a client is authenticated, whether it may access the topics its
+// handshake names; a refusal is a *wsapi.Error (403 for authorization, 503 for a limit or an
+// unreachable broker). core/server combines authorization (core/authz), the broker's health
+// (broker.Health) and the per-role connection limit (core/connlimit).
+type Admitter interface {
+	Admit(r *http.Request, role string, res []wsapi.Resource) error
 }
 
 // TopicInspector answers questions the client library cannot: whether a topic has been
@@ -65,6 +72,7 @@ type Gateway struct {
 	grants  Grants
 	inspect TopicInspector
 	auth    Authenticator
+	admit   Admitter
 	hooks   Hooks
 	log     *slog.Logger
 
@@ -99,6 +107,12 @@ func WithHooks(h Hooks) Option {
 // WithAuthenticator authenticates clients; nil or no WithAuthenticator admits every client.
 func WithAuthenticator(a Authenticator) Option {
 	return optionFunc(func(g *Gateway) { g.auth = a })
+}
+
+// WithAdmitter checks every authenticated handshake's topics; nil or no WithAdmitter admits
+// them all.
+func WithAdmitter(a Admitter) Option {
+	return optionFunc(func(g *Gateway) { g.admit = a })
 }
 
 // WithTopicInspector lets isEndOfTopic see topic termination.
@@ -198,18 +212,32 @@ func (g *Gateway) handshake(w http.ResponseWriter, r *http.Request, ep wsapi.End
 	if g.auth == nil {
 		return h, true
 	}
-	authz := wsapi.BearerToken(r.Header.Get("Authorization"), r.URL.Query().Get("token"))
-	role, err := g.auth.Authenticate(authz)
+	role, method, err := g.auth.AuthenticateRequest(r)
 	if err != nil {
 		g.log.Info("client refused", "kind", ep.Kind.String(), "remote", r.RemoteAddr, "err", err)
 		g.refuse(w, ep.Kind, http.StatusUnauthorized, "Failed to authenticate: "+err.Error())
 		return h, false
 	}
-	h.Role, h.AuthMethod = role, strategy.AuthToken
-	if authz == "" {
-		h.AuthMethod = strategy.AuthAnonymous
-	}
+	h.Role, h.AuthMethod = role, method
 	return h, true
+}
+
+// admitted checks the topics h accesses with the admitter (authorization, the broker's
+// health, the per-role limit), or answers the refusal and returns false.
+func (g *Gateway) admitted(w http.ResponseWriter, r *http.Request, h session.Handshake) bool {
+	if g.admit == nil {
+		return true
+	}
+	res := h.Resources
+	if res == nil {
+		res = h.Endpoint.Resources()
+	}
+	if err := g.admit.Admit(r, h.Role, res); err != nil {
+		g.log.Info("client not admitted", "kind", h.Endpoint.Kind.String(), "remote", r.RemoteAddr, "role", h.Role, "err", err)
+		g.writeError(w, h.Endpoint.Kind, err)
+		return false
+	}
+	return true
 }
 
 // refuse answers a refused handshake with status and message.
@@ -250,6 +278,8 @@ func creationStatus(err error) int {
 	case errors.Is(err, broker.ErrTooManyRequests):
 		return http.StatusTooManyRequests
 	case errors.Is(err, broker.ErrQuotaExceeded), errors.Is(err, broker.ErrTopicTerminated):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, broker.ErrUnavailable):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, broker.ErrTimeout):
 		return http.StatusGatewayTimeout

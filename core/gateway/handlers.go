@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -13,9 +14,10 @@ import (
 )
 
 func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint, log *slog.Logger) {
-	// As Pulsar's producer handler: authentication before the parameters.
+	// As Pulsar's producer handler: authentication, then authorization (with the broker's
+	// health and the per-role limit), then the parameters.
 	h, ok := g.handshake(w, r, ep)
-	if !ok {
+	if !ok || !g.admitted(w, r, h) {
 		return
 	}
 	params, err := wsapi.ParseProducerParams(r.URL.Query())
@@ -105,6 +107,9 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 		}
 		h.Resources = append(ep.Resources(), res)
 	}
+	if !g.admitted(w, r, h) {
+		return
+	}
 	grant, err := g.grants.Consumer(ctx, h, params)
 	if err != nil {
 		g.writeError(w, ep.Kind, err)
@@ -167,7 +172,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 		return
 	}
 	h, ok := g.handshake(w, r, ep)
-	if !ok {
+	if !ok || !g.admitted(w, r, h) {
 		return
 	}
 	grant, err := g.grants.Reader(ctx, h, params)
@@ -194,8 +199,13 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	if err != nil {
 		grant.Release()
 		log.Info("reader refused", "err", err)
-		// Pulsar answers every reader creation failure with 500.
-		g.refuse(w, ep.Kind, http.StatusInternalServerError, "Failed to create reader: "+err.Error())
+		// Pulsar answers every reader creation failure with 500; an unreachable broker is 503
+		// here as for producers and consumers.
+		status := http.StatusInternalServerError
+		if errors.Is(err, broker.ErrUnavailable) {
+			status = http.StatusServiceUnavailable
+		}
+		g.refuse(w, ep.Kind, status, "Failed to create reader: "+err.Error())
 		return
 	}
 	conn, err := wsconn.Upgrade(w, r, grant.Conn.Options())

@@ -39,6 +39,8 @@ type Settings struct {
 	// WebSocket is the configuration's websocket section, defaults applied (config.Load,
 	// config.Defaults).
 	WebSocket config.WebSocket
+	// Limits is the configuration's limits section, defaults applied, for the message rate.
+	Limits config.Limits
 	// Location is the time zone of publishTime and eventTime in consumer messages; nil means
 	// time.Local, as Pulsar formats in the proxy's zone.
 	Location *time.Location
@@ -52,6 +54,7 @@ func (s Settings) conn(writeTimeout time.Duration) session.ConnConfig {
 		WriteTimeout: writeTimeout,
 		PingInterval: ws.PingInterval,
 		IdleTimeout:  ws.IdleTimeout,
+		PongTimeout:  ws.PongTimeout,
 	}
 }
 
@@ -138,6 +141,8 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 		LibraryQueue: queue,
 		// Pulsar: 0 disables the timeout.
 		SendTimeout:     time.Duration(p.SendTimeoutMillis) * time.Millisecond,
+		MessageRate:     m.settings.Limits.MessageRate,
+		MessageBurst:    m.settings.Limits.MessageBurst,
 		MaxOwedAckBytes: session.DefaultMaxOwedAckBytes,
 		Limits:          m.settings.frameLimits(),
 		Conn:            m.settings.conn(m.settings.WebSocket.WriteTimeout),

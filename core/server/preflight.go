@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/core/auth"
+	"github.com/sluicehq/sluice/core/certs"
 	"github.com/sluicehq/sluice/core/config"
 )
 
@@ -18,8 +19,8 @@ import (
 var ErrPluginMissing = errors.New("plugin executable not found")
 
 // preflight resolves what Start reads from the world before it listens: the listen
-// addresses, the client-authentication key, the broker's token and CA files, and the plugin
-// executables. Start and Validate both run it, so that `sluice validate` accepts exactly the
+// addresses, the client-authentication key, the broker's token and CA files, the listeners'
+// certificates and keys, and the plugin executables. Start and Validate both run it, so that `sluice validate` accepts exactly the
 // files `sluice serve` starts with. Every problem is reported, each naming its key.
 func preflight(cfg *config.Config) error {
 	var errs []error
@@ -52,6 +53,16 @@ func preflight(cfg *config.Config) error {
 			errs = append(errs, fmt.Errorf("broker.tls_trust_certs_file: %w", err))
 		} else if !x509.NewCertPool().AppendCertsFromPEM(b) {
 			errs = append(errs, fmt.Errorf("broker.tls_trust_certs_file: %s holds no PEM certificate", f))
+		}
+	}
+	for _, t := range []struct {
+		key string
+		cfg config.TLS
+	}{{"tls", cfg.TLS}, {"admin_tls", cfg.AdminTLS}} {
+		if t.cfg.Enabled() {
+			if err := certs.Check(t.cfg, t.key); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if err := checkPlugins(cfg); err != nil {

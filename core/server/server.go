@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/core/auth"
 	"github.com/sluicehq/sluice/core/broker"
 	"github.com/sluicehq/sluice/core/broker/embedded"
+	"github.com/sluicehq/sluice/core/certs"
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/gateway"
 	"github.com/sluicehq/sluice/core/policy"
@@ -34,18 +36,24 @@ type Server struct {
 	cfg *config.Config
 	log *slog.Logger
 
-	embedded  *embedded.Broker // nil when a broker URL is configured
-	brokerURL string
-	client    *broker.Client
-	producers *admission.Pool
-	consumers *admission.Pool
-	sessions  *admission.Pool
-	registry  *strategy.Registry
-	plugins   *plugins.Host // nil when no plugins are configured
-	policies  *policy.Manager
-	gw        *gateway.Gateway
-	handler   http.Handler
-	metrics   *admin.Metrics
+	embedded   *embedded.Broker // nil when a broker URL is configured
+	brokerURL  string
+	client     *broker.Client
+	producers  *admission.Pool
+	consumers  *admission.Pool
+	sessions   *admission.Pool
+	registry   *strategy.Registry
+	plugins    *plugins.Host // nil when no plugins are configured
+	policies   *policy.Manager
+	gw         *gateway.Gateway
+	handler    http.Handler
+	metrics    *admin.Metrics
+	health     *broker.Health // the broker's reachability, probed by runHealth
+	guard      *guard         // issue 13's protections around the gateway
+	tls        *certs.Reloader
+	adminTLS   *certs.Reloader
+	stopHealth context.CancelFunc
+	healthDone chan struct{}
 
 	mu       sync.Mutex
 	listener net.Listener
@@ -131,10 +139,16 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 	if !listen {
 		return nil
 	}
+	if err := s.loadTLS(); err != nil {
+		return err
+	}
 	if s.cfg.AdminListen != config.AdminListenOff && s.cfg.AdminListen != "" {
 		aln, err := net.Listen("tcp", s.cfg.AdminListen)
 		if err != nil {
 			return fmt.Errorf("admin listener on %s: %w", s.cfg.AdminListen, err)
+		}
+		if s.adminTLS != nil {
+			aln = tls.NewListener(aln, s.adminTLS.Config())
 		}
 		asrv := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
 		s.mu.Lock()
@@ -147,16 +161,56 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.cfg.Listen, err)
 	}
+	ws := s.cfg.WebSocket
+	if s.cfg.TrustedProxies.ProxyProtocol {
+		ln = s.guard.proxies.Listener(ln, ws.HandshakeTimeout)
+	}
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls.Config())
+	}
 	srv := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: ws.HandshakeTimeout,
+		MaxHeaderBytes:    int(ws.MaxHeaderBytes.Bytes()),
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	s.guard.limits.Track(srv)
 	s.mu.Lock()
 	s.listener, s.http, s.serveErr = ln, srv, make(chan error, 1)
 	s.mu.Unlock()
 	go func() { s.serveErr <- srv.Serve(ln) }()
-	s.log.Info("edge listening", "addr", ln.Addr().String(), "broker", s.brokerURL)
+	s.log.Info("edge listening", "addr", ln.Addr().String(), "broker", s.brokerURL, "tls", s.tls != nil)
+	return nil
+}
+
+// loadTLS reads the listeners' certificates.
+func (s *Server) loadTLS() error {
+	var err error
+	if s.cfg.TLS.Enabled() {
+		if s.tls, err = certs.New(s.cfg.TLS, "tls", s.log.With("component", "tls")); err != nil {
+			return err
+		}
+	}
+	if s.cfg.AdminTLS.Enabled() {
+		if s.adminTLS, err = certs.New(s.cfg.AdminTLS, "admin_tls", s.log.With("component", "tls")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startHealth probes the broker's reachability on a goroutine the server owns.
+func (s *Server) startHealth() error {
+	h, err := broker.NewHealth(s.brokerURL, s.cfg.Broker.HealthInterval, s.log.With("component", "broker-health"))
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	s.health, s.stopHealth, s.healthDone = h, stop, make(chan struct{})
+	go func() {
+		defer close(s.healthDone)
+		h.Run(ctx)
+	}()
 	return nil
 }
 
@@ -200,7 +254,7 @@ func (s *Server) startBroker(ctx context.Context) error {
 		return err
 	}
 	s.client, s.brokerURL = client, url
-	return nil
+	return s.startHealth()
 }
 
 func (s *Server) buildGateway(ctx context.Context) error {
@@ -232,6 +286,10 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	if authn != nil {
 		opts = append(opts, gateway.WithAuthenticator(authn))
 	}
+	if s.guard, err = newGuard(s.cfg, s.health); err != nil {
+		return err
+	}
+	opts = append(opts, gateway.WithAdmitter(s.guard)) // issue 13: authorization, per-role limit, broker health
 	actx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopAdjust, s.adjustDone = stop, make(chan struct{})
 	go func() {
@@ -262,7 +320,7 @@ func newPools(m config.Memory) (prod, cons, sess *admission.Pool, err error) {
 
 // policySettings are the grants' edge-wide settings.
 func policySettings(cfg *config.Config) policy.Settings {
-	return policy.Settings{WebSocket: cfg.WebSocket}
+	return policy.Settings{WebSocket: cfg.WebSocket, Limits: cfg.Limits}
 }
 
 // Reload applies a new configuration's routes; open sessions keep the routes they started on.
@@ -417,13 +475,20 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) newHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/ws/", s.gw)
+	mux.Handle("/ws/", s.guard.handler(s.gw))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintln(w, "ok")
 	})
 	return mux
 }
+
+// EdgeStats reports the connection limits, origin and authorization refusals and the
+// broker's reachability.
+func (s *Server) EdgeStats() EdgeStats { return s.guard.stats() }
+
+// BrokerHealth is the broker reachability probe, for readiness checks.
+func (s *Server) BrokerHealth() *broker.Health { return s.health }
 
 // AdminHandler serves /healthz, /metrics and /stats.
 func (s *Server) AdminHandler() http.Handler { return admin.Handler(s, s.metrics) }
@@ -507,6 +572,11 @@ func (s *Server) shutdown(ctx context.Context) error {
 }
 
 func (s *Server) closeBackends() {
+	if s.stopHealth != nil {
+		s.stopHealth()
+		<-s.healthDone
+		s.stopHealth = nil
+	}
 	if s.stopAdjust != nil {
 		s.stopAdjust()
 		<-s.adjustDone

@@ -53,6 +53,10 @@ type ProducerGrant struct {
 	// SendTimeout answers a message the broker has not acknowledged within it with an error
 	// ack; zero means none.
 	SendTimeout time.Duration
+	// MessageRate bounds the messages the session publishes per second, averaged, under
+	// OnFull; zero means unbounded. MessageBurst is how many it may publish at once.
+	MessageRate  float64
+	MessageBurst int
 	// MaxOwedAckBytes bounds the ack bytes the session owes its client beyond each ack's
 	// fixed part: past it the session stops reading its socket.
 	MaxOwedAckBytes int64
@@ -104,9 +108,13 @@ type ConnConfig struct {
 	WriteTimeout time.Duration
 	// PingInterval sends a server ping this often; zero means none.
 	PingInterval time.Duration
-	// IdleTimeout closes the session with 1001 after this long without a frame; zero means
-	// none.
+	// IdleTimeout closes the session with 1001 after this long without a frame read or a
+	// data message written (server pings do not count); zero means none.
 	IdleTimeout time.Duration
+	// PongTimeout closes the session with 1001 "Pong Timeout" when the peer sends nothing
+	// within this long of a server ping, counting only time the session spends reading;
+	// zero, or no PingInterval, means none.
+	PongTimeout time.Duration
 }
 
 // Options are the connection options to upgrade with.

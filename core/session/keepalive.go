@@ -10,18 +10,25 @@ import (
 	"github.com/sluicehq/sluice/core/wsconn"
 )
 
-// keepalive sends server pings and enforces the idle timeout from a session's writer goroutine.
+// keepalive sends server pings and enforces the idle and pong timeouts from a session's writer
+// goroutine.
 type keepalive struct {
 	cfg      ConnConfig
 	conn     *wsconn.Conn
 	t        *time.Ticker
 	lastPing time.Time
+	// unanswered is when the oldest ping the peer has not answered (by sending any frame)
+	// was sent; zero when none is.
+	unanswered time.Time
 }
 
 func newKeepalive(cfg ConnConfig, conn *wsconn.Conn) *keepalive {
 	k := &keepalive{cfg: cfg, conn: conn, lastPing: time.Now()}
+	if cfg.PingInterval <= 0 {
+		k.cfg.PongTimeout = 0 // no pings, nothing to answer
+	}
 	period := time.Duration(0)
-	for _, d := range []time.Duration{cfg.PingInterval, cfg.IdleTimeout / 4} {
+	for _, d := range []time.Duration{cfg.PingInterval, cfg.IdleTimeout / 4, k.cfg.PongTimeout / 4} {
 		if d > 0 && (period == 0 || d < period) {
 			period = d
 		}
@@ -50,10 +57,16 @@ func (k *keepalive) tick() *closeReason {
 	if k.cfg.IdleTimeout > 0 && now.Sub(k.conn.LastActivity()) >= k.cfg.IdleTimeout {
 		return &closeReason{code: wsapi.CloseGoingAway, text: "Idle Timeout"}
 	}
+	if k.pongOverdue(now) {
+		return &closeReason{code: wsapi.CloseGoingAway, text: "Pong Timeout"}
+	}
 	if k.cfg.PingInterval > 0 && now.Sub(k.lastPing) >= k.cfg.PingInterval {
 		k.lastPing = now
 		if err := k.conn.WritePing([]byte("PING")); err != nil {
 			return &closeReason{}
+		}
+		if k.unanswered.IsZero() {
+			k.unanswered = now
 		}
 	}
 	return nil
@@ -81,6 +94,27 @@ func (e *ending) or(code int, text string) (int, string) {
 		return r.code, r.text
 	}
 	return code, text
+}
+
+// pongOverdue reports whether the peer has sent nothing for PongTimeout since a ping while
+// the session was reading. Time the session spends not reading its socket (paused by
+// backpressure) does not count: the peer's pong waits unread behind what it sent before.
+func (k *keepalive) pongOverdue(now time.Time) bool {
+	if k.cfg.PongTimeout <= 0 || k.unanswered.IsZero() {
+		return false
+	}
+	if k.conn.LastRead().After(k.unanswered) {
+		k.unanswered = time.Time{} // the peer spoke after the ping: it is alive
+		return false
+	}
+	since := k.conn.ReadingSince()
+	if since.IsZero() {
+		return false // not reading now
+	}
+	if since.Before(k.unanswered) {
+		since = k.unanswered
+	}
+	return now.Sub(since) >= k.cfg.PongTimeout
 }
 
 func (k *keepalive) stop() {

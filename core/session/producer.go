@@ -131,6 +131,7 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g P
 		ready:    make(chan struct{}, 1),
 		wakeRead: make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
+		rate:     newMessageRate(g.MessageRate, g.MessageBurst),
 		room:     g.LibraryQueue,
 	}
 	// When the edge shuts down, stop reading the socket; the acks of messages in flight are
@@ -173,6 +174,7 @@ type producerSession struct {
 	g       ProducerGrant
 	log     *slog.Logger
 	sendCtx context.Context //nolint:containedctx // the sends' context, made once: they outlive the session's
+	rate    *messageRate    // nil: no message rate limit
 
 	// The acks the session owes its client, counted when a frame is read and discounted when
 	// its ack is written: slots in number, owed in bytes (an estimate until the ack exists).
@@ -367,6 +369,9 @@ func (p pendingSend) sending() bool { return p.r.state.Load() == p.word }
 
 // admit charges the message against the session's gate under the at-limit action.
 func (s *producerSession) admit(ctx context.Context, r *record) error {
+	if err := s.admitRate(ctx); err != nil {
+		return err
+	}
 	size := MessageCharge(&r.msg)
 	if s.g.OnFull != strategy.Pause {
 		return s.g.Gate.TryAcquireInto(&r.charge, size)

@@ -72,7 +72,9 @@ type Conn struct {
 	ws           *websocket.Conn
 	writeTimeout time.Duration
 	readLimit    int64
-	lastActivity atomic.Int64 // unix nanoseconds of the last frame read or written
+	lastActivity atomic.Int64 // unix nanoseconds of the last frame read or data message written
+	lastRead     atomic.Int64 // unix nanoseconds of the last frame read, control frames included
+	readingSince atomic.Int64 // unix nanoseconds since Read has been waiting; 0 outside Read
 	closeOnce    sync.Once
 	pong         atomic.Pointer[[]byte] // the payload of a pong to write; nil: none
 	wake         chan struct{}          // cap 1: a pong is due
@@ -100,10 +102,11 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 		c.writeTimeout = 10 * time.Second
 	}
 	c.touch()
+	c.lastRead.Store(c.lastActivity.Load())
 	// The pong is written by the connection's writer (WriteTexts), which owns the socket's
 	// writes; the reader only hands it over.
 	ws.SetPingHandler(func(data string) error {
-		c.touch()
+		c.touchRead()
 		p := []byte(data)
 		c.pong.Store(&p)
 		select {
@@ -113,13 +116,20 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 		return nil
 	})
 	ws.SetPongHandler(func(string) error {
-		c.touch()
+		c.touchRead()
 		return nil
 	})
 	return c, nil
 }
 
 func (c *Conn) touch() { c.lastActivity.Store(time.Now().UnixNano()) }
+
+// touchRead records a frame read from the peer: activity, and a sign of life.
+func (c *Conn) touchRead() {
+	now := time.Now().UnixNano()
+	c.lastActivity.Store(now)
+	c.lastRead.Store(now)
+}
 
 // controlDeadline bounds a control frame write: the write timeout, or 10s when writes have
 // no bound.
@@ -136,8 +146,23 @@ func IsTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// LastActivity is when a frame was last read or written, pings and pongs included.
+// LastActivity is when a frame was last read (pings, pongs and close frames included) or a
+// data message written. The server's own pings do not count: they say nothing of the peer.
 func (c *Conn) LastActivity() time.Time { return time.Unix(0, c.lastActivity.Load()) }
+
+// LastRead is when a frame was last read from the peer, control frames included: the last
+// sign that the peer is alive.
+func (c *Conn) LastRead() time.Time { return time.Unix(0, c.lastRead.Load()) }
+
+// ReadingSince is when the pending Read started waiting, or the zero time when no Read is
+// pending (the session has paused reading, or is handling a message). Pongs are seen only
+// inside Read, so a peer can be expected to have answered a ping only while Read waits.
+func (c *Conn) ReadingSince() time.Time {
+	if n := c.readingSince.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
 
 // InterruptRead makes a blocked or future ReadInto return an error at once. It is safe from any
 // goroutine; sessions use it to stop reading when the edge shuts down.
@@ -176,14 +201,25 @@ func (c *Conn) Linger(d time.Duration) error {
 	var err error
 	c.closeOnce.Do(func() {
 		nc := c.ws.NetConn()
-		if tc, ok := nc.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
-		}
+		closeWrite(nc)
 		_ = nc.SetReadDeadline(time.Now().Add(d))
 		_, _ = io.Copy(io.Discard, io.LimitReader(nc, lingerMax))
 		err = nc.Close()
 	})
 	return err
+}
+
+// closeWrite half-closes nc when it can: a TCP connection, or a wrapper (TLS, the PROXY
+// protocol, a counted connection) that offers CloseWrite or its TCP connection.
+func closeWrite(nc net.Conn) {
+	switch c := nc.(type) {
+	case interface{ CloseWrite() error }:
+		_ = c.CloseWrite()
+	case interface{ TCPConn() (*net.TCPConn, bool) }:
+		if tc, ok := c.TCPConn(); ok {
+			_ = tc.CloseWrite()
+		}
+	}
 }
 
 // lingerMax bounds what Linger discards.

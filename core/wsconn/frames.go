@@ -24,7 +24,9 @@ import (
 // error, the connection to be closed with 1007; a message over the read limit a *TooBigError,
 // to be closed with 1009.
 func (c *Conn) ReadInto(buf []byte) (MessageType, []byte, error) {
+	c.readingSince.Store(time.Now().UnixNano())
 	t, r, err := c.ws.NextReader()
+	c.readingSince.Store(0)
 	if err != nil {
 		return 0, buf[:0], err
 	}
@@ -47,7 +49,7 @@ func (c *Conn) ReadInto(buf []byte) (MessageType, []byte, error) {
 			return 0, b[:0], err
 		}
 	}
-	c.touch()
+	c.touchRead()
 	if t == websocket.TextMessage && !utf8.Valid(b) {
 		return 0, b[:0], ErrInvalidUTF8
 	}
@@ -88,13 +90,14 @@ func (c *Conn) WriteTexts(msgs ...[]byte) error {
 	if bufs != nil && start < len(b) {
 		bufs = append(bufs, b[start:])
 	}
-	err := c.write(b, bufs)
+	err := c.write(b, bufs, len(msgs) > 0)
 	*bp = b[:0]
 	writeBufs.Put(bp)
 	return err
 }
 
-// WritePing sends a ping with the given payload, after the pong due if any.
+// WritePing sends a ping with the given payload, after the pong due if any. It does not count
+// as activity: only what the peer sends proves it alive.
 func (c *Conn) WritePing(payload []byte) error {
 	var frames [2 * (2 + 125)]byte
 	b := frames[:0]
@@ -102,12 +105,12 @@ func (c *Conn) WritePing(payload []byte) error {
 		b = appendFrame(b, websocket.PongMessage, *p)
 	}
 	b = appendFrame(b, websocket.PingMessage, payload)
-	return c.write(b, nil)
+	return c.write(b, nil, false)
 }
 
 // write writes b, or bufs when it is not nil (a vectored write), in one write under the
-// write timeout.
-func (c *Conn) write(b []byte, bufs net.Buffers) error {
+// write timeout. Writing data messages counts as activity; control frames alone do not.
+func (c *Conn) write(b []byte, bufs net.Buffers, data bool) error {
 	if len(b) == 0 && bufs == nil {
 		return nil
 	}
@@ -128,7 +131,9 @@ func (c *Conn) write(b []byte, bufs net.Buffers) error {
 	if err != nil {
 		return err
 	}
-	c.touch()
+	if data {
+		c.touch()
+	}
 	return nil
 }
 

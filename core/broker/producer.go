@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -248,3 +249,7 @@ func utf16Units(s string) []uint16 {
 	}
 	return out
 }
+
+// IsMessageTooBig reports whether a send failed because the message is larger than the
+// broker's maxMessageSize, as pulsar-client-go counts it: payload and metadata together.
+func IsMessageTooBig(err error) bool { return errors.Is(err, pulsar.ErrMessageTooLarge) }

@@ -214,6 +214,9 @@ type Embedded struct {
 	// Retention is the most message bytes the embedded broker keeps per
 	// topic; older messages are dropped. Zero means 256MiB.
 	Retention Size `koanf:"retention" json:"retention"`
+	// MaxMessageSize is the embedded broker's maxMessageSize: the largest payload it
+	// accepts. Zero means websocket.max_message_size.
+	MaxMessageSize Size `koanf:"max_message_size" json:"max_message_size"`
 }
 
 // Memory holds the edge-wide byte pools (static). Byte limits are soft by at
@@ -243,8 +246,15 @@ type Memory struct {
 // WebSocket holds per-connection WebSocket settings (static). The defaults
 // follow Pulsar's WebSocket proxy.
 type WebSocket struct {
-	// MaxTextMessageSize is the largest text message a client may send, at
-	// least 1KiB. Zero means 1MiB (Pulsar's webSocketMaxTextFrameSize).
+	// MaxMessageSize is the largest payload a producer may publish, decoded: a message of
+	// exactly this size is accepted, a larger one answered with an error ack naming the
+	// limit. Set it to the broker's maxMessageSize. Zero means 5MiB (Pulsar's default).
+	MaxMessageSize Size `koanf:"max_message_size" json:"max_message_size"`
+	// MaxTextMessageSize is the largest text message a client may send, at least 1KiB; a
+	// larger one closes the connection with 1009 and the limit. Zero means room for a
+	// message of max_message_size: its base64 encoding (4/3 of it) plus 1MiB for the rest of
+	// the frame (context, key, properties and JSON), 7.67MiB by default. Pulsar's
+	// webSocketMaxTextFrameSize defaults to 1MiB, which refuses payloads over about 750KiB.
 	MaxTextMessageSize Size `koanf:"max_text_message_size" json:"max_text_message_size"`
 	// IdleTimeout closes a connection that has neither received a frame
 	// nor sent a message for this long (the server's pings do not count).

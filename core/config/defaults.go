@@ -15,14 +15,17 @@ import (
 // false disables auto topic creation) get them from defaultLayer, the
 // bottom layer Load merges the file, environment and overrides onto.
 const (
-	DefaultListen              = ":8080"
-	DefaultAdminListen         = "127.0.0.1:8081"
-	DefaultOperationTimeout    = 30 * time.Second
-	DefaultEmbeddedListen      = "127.0.0.1:0"
-	DefaultRetention           = 256 * MiB
-	DefaultMemoryLimit         = 64 * MiB
-	DefaultSessionLimit        = 256 * MiB
-	DefaultMaxTextMessageSize  = 1 * MiB
+	DefaultListen           = ":8080"
+	DefaultAdminListen      = "127.0.0.1:8081"
+	DefaultOperationTimeout = 30 * time.Second
+	DefaultEmbeddedListen   = "127.0.0.1:0"
+	DefaultRetention        = 256 * MiB
+	DefaultMemoryLimit      = 64 * MiB
+	DefaultSessionLimit     = 256 * MiB
+	DefaultMaxMessageSize   = 5 * MiB
+	// FrameOverhead is what a text frame may hold besides its base64 payload: the
+	// default websocket.max_text_message_size is base64(max_message_size) + FrameOverhead.
+	FrameOverhead              = 1 * MiB
 	DefaultIdleTimeout         = 5 * time.Minute
 	DefaultWriteTimeout        = 10 * time.Second
 	DefaultMaxPause            = 30 * time.Second
@@ -53,6 +56,12 @@ const (
 	DefaultDecisionTimeout = 2 * time.Second
 	DefaultAdjustInterval  = time.Second
 )
+
+// TextFrameFor is the text-frame size that carries a message of payload bytes: its base64
+// encoding plus FrameOverhead.
+func TextFrameFor(payload Size) Size {
+	return Size(4*((payload.Bytes()+2)/3)) + FrameOverhead
+}
 
 // defaultLayer is the bottom configuration layer: the defaults that an
 // absent key gets and an explicit zero does not.
@@ -107,7 +116,9 @@ func (c *Config) SetDefaults() {
 	setDefault(&c.Broker.HealthInterval, DefaultBrokerHealth)
 	setDefault(&c.Broker.Embedded.Listen, DefaultEmbeddedListen)
 	setDefault(&c.Broker.Embedded.Retention, DefaultRetention)
-	setDefault(&c.WebSocket.MaxTextMessageSize, DefaultMaxTextMessageSize)
+	setDefault(&c.WebSocket.MaxMessageSize, DefaultMaxMessageSize)
+	setDefault(&c.WebSocket.MaxTextMessageSize, TextFrameFor(c.WebSocket.MaxMessageSize))
+	setDefault(&c.Broker.Embedded.MaxMessageSize, c.WebSocket.MaxMessageSize)
 	setDefault(&c.WebSocket.WriteTimeout, DefaultWriteTimeout)
 	setDefault(&c.WebSocket.PongTimeout, c.WebSocket.PingInterval)
 	setDefault(&c.WebSocket.HandshakeTimeout, DefaultHandshakeTimeout)
@@ -184,6 +195,10 @@ func (c *Config) Warnings() []string {
 	}
 	if c.Memory.SessionLimit == 0 {
 		w = append(w, "memory.session_limit is 0: the memory of open sessions is unbounded")
+	}
+	if ws := c.WebSocket; ws.MaxTextMessageSize > 0 && ws.MaxTextMessageSize < TextFrameFor(ws.MaxMessageSize)-FrameOverhead {
+		w = append(w, fmt.Sprintf("websocket.max_text_message_size %s is smaller than a base64 payload of websocket.max_message_size %s: "+
+			"payloads over about %s cannot be sent", ws.MaxTextMessageSize, ws.MaxMessageSize, Size(ws.MaxTextMessageSize.Bytes()*3/4)))
 	}
 	if c.Limits.MaxConnections == 0 {
 		w = append(w, "limits.max_connections is 0: WebSocket connections are bounded only by the file-descriptor limit")

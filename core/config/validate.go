@@ -49,6 +49,7 @@ func (c *Config) Validate() error {
 	v.nonNegative("memory.producer_limit", int64(c.Memory.ProducerLimit))
 	v.nonNegative("memory.consumer_limit", int64(c.Memory.ConsumerLimit))
 	v.nonNegative("memory.session_limit", int64(c.Memory.SessionLimit))
+	v.messageSize("websocket.max_message_size", c.WebSocket.MaxMessageSize)
 	if m := c.WebSocket.MaxTextMessageSize; m < 0 {
 		v.add("websocket.max_text_message_size", "must not be negative")
 	} else if m != 0 && m < MinTextMessageSize {
@@ -353,6 +354,16 @@ func (b Broker) validate(v *validator) {
 	}
 	v.nonNegative("broker.embedded.default_partitions", int64(e.DefaultPartitions))
 	v.nonNegative("broker.embedded.retention", int64(e.Retention))
+	v.messageSize("broker.embedded.max_message_size", e.MaxMessageSize)
+}
+
+// MaxMessageSize bounds max_message_size: a Pulsar frame's sizes are 32-bit, and a message of
+// a GiB is already far past what a proxy should hold.
+const MaxMessageSize = 1 * GiB
+
+func (v *validator) messageSize(key string, s Size) {
+	v.nonNegative(key, int64(s))
+	v.check(s <= MaxMessageSize, key, "%s is too large: at most %s", s, MaxMessageSize)
 }
 
 // addr checks a listen address; empty means the default and is valid.

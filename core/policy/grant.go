@@ -61,6 +61,7 @@ func (s Settings) conn(writeTimeout time.Duration) session.ConnConfig {
 func (s Settings) frameLimits() wsapi.FrameLimits {
 	ws := s.WebSocket
 	return wsapi.FrameLimits{
+		MaxPayloadBytes:  int(ws.MaxMessageSize.Bytes()),
 		MaxContextBytes:  int(ws.MaxContextSize.Bytes()),
 		MaxProperties:    ws.MaxProperties,
 		MaxPropertyBytes: int(ws.MaxPropertiesSize.Bytes()),
@@ -135,6 +136,7 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 		Route:        r.cfg.Name,
 		Observer:     r,
 		Gate:         gate,
+		Memory:       m.sessions,
 		OnFull:       onFull,
 		MaxPause:     r.cfg.MaxPause,
 		MaxInflight:  maxMsgs,

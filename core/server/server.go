@@ -224,6 +224,7 @@ func (s *Server) startBroker(ctx context.Context) error {
 			DefaultPartitions:        bc.Embedded.DefaultPartitions,
 			DisableAutoTopicCreation: !bc.Embedded.AllowAutoTopicCreation,
 			RetentionBytes:           bc.Embedded.Retention.Bytes(),
+			MaxMessageSize:           int(bc.Embedded.MaxMessageSize.Bytes()),
 		}, embedded.WithLogger(s.log.With("component", "embedded-broker")))
 		if err != nil {
 			return fmt.Errorf("embedded broker: %w", err)

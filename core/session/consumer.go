@@ -317,10 +317,15 @@ func (s *deliverySession) resolve(id string, forget bool) (broker.MessageID, err
 // readLoop reads client commands until the socket fails or a command is malformed; it returns
 // the close code to send, or 0 for none.
 func (s *deliverySession) readLoop(ctx context.Context) (int, string) {
-	var buf []byte // the frame read, reused: commands keep nothing of it
+	f := frameBuffer{mem: s.g.Memory} // reused: commands keep nothing of it
+	defer f.release()
 	for {
-		typ, data, err := s.conn.ReadInto(buf)
-		buf = data
+		f.done()
+		typ, data, err := f.read(s.conn)
+		var refused *wsconn.RefusedError
+		if errors.As(err, &refused) {
+			return wsapi.CloseTryAgainLater, refused.Error()
+		}
 		if err != nil {
 			s.readErr = err
 			return readCloseCode(ctx, err)

@@ -40,6 +40,9 @@ type ProducerGrant struct {
 	Observer Observer
 	// Gate admits the session's messages; the acks it owes are held on it too.
 	Gate *admission.Gate
+	// Memory is charged what the session holds besides messages: a frame buffer grown past
+	// 4 KiB while the frame is read. Nil means uncharged.
+	Memory *admission.Gate
 	// OnFull is the at-limit action.
 	OnFull strategy.OnFull
 	// MaxPause bounds one pause (OnFull pause), after which the message is rejected.
@@ -77,7 +80,7 @@ type ConsumerGrant struct {
 	// been written: the session's share of the consumer pool.
 	Gate *admission.Gate
 	// Memory is charged what the session holds besides messages: the ids of delivered
-	// messages kept for acks (IDCharge each).
+	// messages kept for acks (IDCharge each), a frame buffer grown past 4 KiB.
 	Memory *admission.Gate
 	// PullMode delivers only against permits granted by the client (consumers only);
 	// otherwise at most MaxPending messages are delivered and not yet acknowledged.

@@ -81,9 +81,6 @@ var records = sync.Pool{New: func() any { return &record{} }}
 // message's charge is what it holds, whatever the record held before.
 const maxPooledAck = 256
 
-// maxReadBuffer is the largest frame buffer a session keeps between frames.
-const maxReadBuffer = 64 << 10
-
 func newRecord(s *producerSession, size int) *record {
 	r := records.Get().(*record)
 	if r.out.Done == nil {
@@ -222,14 +219,15 @@ func (s *producerSession) flushTimeout() time.Duration {
 // readLoop reads frames until the socket fails or ctx ends and returns the close code to send,
 // or 0 when none should be sent.
 func (s *producerSession) readLoop(ctx context.Context) (int, string) {
-	var buf []byte // the frame read, reused: the decoder copies what it keeps
+	f := frameBuffer{mem: s.g.Memory} // reused: the decoder copies what it keeps
+	defer f.release()
 	for {
 		if !s.waitRoom(ctx) {
 			return wsapi.CloseGoingAway, "server shutting down"
 		}
-		typ, data, err := s.conn.ReadInto(buf)
-		buf = data
-		if err != nil {
+		typ, data, err := f.read(s.conn)
+		var refused *wsconn.RefusedError
+		if err != nil && !errors.As(err, &refused) {
 			s.readErr = err
 			return readCloseCode(ctx, err)
 		}
@@ -239,6 +237,8 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 		s.slots.Add(1)
 		r := newRecord(s, len(data))
 		switch {
+		case refused != nil:
+			s.reply(r, wsapi.AckError(wsapi.ErrorUnknown, refused.Error(), nil), ResultRejected)
 		case typ != wsconn.Text:
 			s.reply(r, wsapi.AckError(wsapi.ErrorFailedToDeserializeFromJSON,
 				"binary frames are not supported: send each message as a JSON text frame", nil), ResultInvalid)
@@ -249,9 +249,7 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 				s.publish(ctx, r)
 			}
 		}
-		if cap(buf) > maxReadBuffer {
-			buf = nil // a large frame's buffer is not kept between frames
-		}
+		f.done()
 	}
 }
 
@@ -632,6 +630,10 @@ func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {
 func sendErrorText(err error) string {
 	if errors.Is(err, context.Canceled) {
 		return "send cancelled: the session is closing"
+	}
+	if broker.IsMessageTooBig(err) {
+		return "send failed: the message is larger than the broker's maxMessageSize, which the client library " +
+			"counts with the message's metadata (set websocket.max_message_size below it): " + err.Error()
 	}
 	return "send failed: " + err.Error()
 }

@@ -75,6 +75,9 @@ const (
 	// CloseTooBig (1009) closes a session that sent a message larger than the edge's
 	// websocket.max_text_message_size.
 	CloseTooBig = 1009
+	// CloseTryAgainLater (1013) closes a consumer or reader session that sent a frame the
+	// edge had no memory to read (memory.session_limit).
+	CloseTryAgainLater = 1013
 	// CloseSlowConsumer (4010) closes a consumer or reader session whose client did not read
 	// a frame within its route's slow_consumer.timeout.
 	CloseSlowConsumer = 4010

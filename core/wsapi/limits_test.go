@@ -34,12 +34,29 @@ func propertiesFrame(n int, contextFirst bool) []byte {
 
 func TestFrameLimits(t *testing.T) {
 	t.Parallel()
-	lim := FrameLimits{MaxContextBytes: 8, MaxProperties: 3, MaxPropertyBytes: 40}
+	lim := FrameLimits{MaxPayloadBytes: 4, MaxContextBytes: 8, MaxProperties: 3, MaxPropertyBytes: 40}
 	tests := map[string]struct {
 		frame       string
 		wantMsg     string // "" for success
+		wantCode    int    // 0 for ErrorPayloadEncoding
 		wantContext *string
 	}{
+		"payload at its bound, padded or not": {
+			frame: `{"payload":"QUJDRA==","context":"c"}`,
+		},
+		"payload at its bound, unpadded": {
+			frame: `{"payload":"QUJDRA"}`,
+		},
+		"payload over its bound, context echoed": {
+			frame:       `{"payload":"QUJDREU=","context":"c"}`,
+			wantMsg:     "message too big: a payload of 5 bytes, more than websocket.max_message_size (4 bytes)",
+			wantCode:    ErrorUnknown,
+			wantContext: ptr("c"),
+		},
+		"payload measured decoded, escapes and all": {
+			frame:   `{"payload":"QUJD\u0052EU="}`,
+			wantMsg: "message too big: a payload of 5 bytes, more than websocket.max_message_size (4 bytes)", wantCode: ErrorUnknown,
+		},
 		"within every bound": {
 			frame: `{"payload":"QQ","context":"12345678","properties":{"a":"1","b":"2","c":"3"}}`,
 		},
@@ -116,7 +133,7 @@ func TestFrameLimits(t *testing.T) {
 				}
 				return
 			}
-			want := &FrameError{Code: ErrorPayloadEncoding, Msg: tc.wantMsg, Context: tc.wantContext}
+			want := &FrameError{Code: codeOr7(tc.wantCode), Msg: tc.wantMsg, Context: tc.wantContext}
 			if diff := cmp.Diff(ferr, want); diff != "" {
 				t.Errorf("Decode(%s) error (-got +want):\n%s", tc.frame, diff)
 			}
@@ -322,4 +339,11 @@ func TestHeldBytes(t *testing.T) {
 			}
 		})
 	}
+}
+
+func codeOr7(code int) int {
+	if code == 0 {
+		return ErrorPayloadEncoding
+	}
+	return code
 }

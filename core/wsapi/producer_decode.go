@@ -15,6 +15,9 @@ import (
 // (ErrorPayloadEncoding) naming the bound, its value and its configuration
 // key; it echoes the context unless the context is what is too large.
 type FrameLimits struct {
+	// MaxPayloadBytes bounds the payload, decoded (websocket.max_message_size). A message
+	// over it gets code 8 (ErrorUnknown), as Pulsar answers a send its client refuses.
+	MaxPayloadBytes int
 	// MaxContextBytes bounds the length of the context, in bytes once
 	// decoded (websocket.max_context_size).
 	MaxContextBytes int
@@ -39,6 +42,7 @@ const (
 
 // Configuration keys of the bounds, named in the error acks.
 const (
+	keyMaxMessageSize    = "websocket.max_message_size"
 	keyMaxContextSize    = "websocket.max_context_size"
 	keyMaxProperties     = "websocket.max_properties"
 	keyMaxPropertiesSize = "websocket.max_properties_size"
@@ -414,9 +418,15 @@ func (d *producerDecoder) build() *FrameError {
 	if payload.kind == '"' && !plainString(src, payload.flags) {
 		src = appendUnquoted(make([]byte, 0, len(src)), src)
 	}
+	if n := base64Len(src); lim.MaxPayloadBytes > 0 && n > lim.MaxPayloadBytes {
+		return d.tooBig(n) // before decoding: an oversized payload is never copied
+	}
 	var err error
 	if m.Payload, err = AppendJavaBase64(m.Payload[:0], src); err != nil {
 		return d.code7("Invalid Base64 message-payload error=" + err.Error())
+	}
+	if n := len(m.Payload); lim.MaxPayloadBytes > 0 && n > lim.MaxPayloadBytes {
+		return d.tooBig(n)
 	}
 	if key != nil {
 		m.Key = ptr(a.add(key))
@@ -442,6 +452,21 @@ func (d *producerDecoder) build() *FrameError {
 	m.DeliverAtMillis = max(d.deliverAt, 0)
 	m.DeliverAfterMillis = max(d.deliverAfter, 0)
 	return nil
+}
+
+func (d *producerDecoder) tooBig(n int) *FrameError {
+	return &FrameError{Code: ErrorUnknown, Context: d.m.Context, Msg: fmt.Sprintf(
+		"message too big: a payload of %d bytes, more than %s (%d bytes)", n, keyMaxMessageSize, d.fs.lim.MaxPayloadBytes)}
+}
+
+// base64Len is the length of src's decoding when src is valid base64, padded or not; the
+// decoder checks the rest.
+func base64Len(src []byte) int {
+	n := len(src)
+	for n > 0 && src[n-1] == '=' && len(src)-n < 2 {
+		n--
+	}
+	return n * 6 / 8
 }
 
 func isNull(v *jvalue) bool { return v == nil || v.kind == 'n' }

@@ -1,6 +1,7 @@
 package wsconn
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -18,12 +19,14 @@ import (
 // these frame writes are each one Write call on the connection, which the kernel does not
 // interleave.
 
-// ReadInto returns the next data message, read into buf's storage (grown as needed); the
-// message is only valid until the next call. Control frames are handled inside it: a ping's
-// pong is handed to the writer (Wake). A text message that is not UTF-8 is an ErrInvalidUTF8
-// error, the connection to be closed with 1007; a message over the read limit a *TooBigError,
-// to be closed with 1009.
-func (c *Conn) ReadInto(buf []byte) (MessageType, []byte, error) {
+// ReadInto returns the next data message, read into buf's storage; the message is only valid
+// until the next call. Before the buffer grows, to size bytes, grow (when not nil) is asked
+// for the memory: if it refuses, the rest of the message is read and discarded and ReadInto
+// returns a *RefusedError wrapping grow's error, the connection still usable. Control frames
+// are handled inside it: a ping's pong is handed to the writer (Wake). A text message that is
+// not UTF-8 is an ErrInvalidUTF8 error, the connection to be closed with 1007; a message over
+// the read limit a *TooBigError, to be closed with 1009.
+func (c *Conn) ReadInto(buf []byte, grow func(size int) error) (MessageType, []byte, error) {
 	c.readingSince.Store(time.Now().UnixNano())
 	t, r, err := c.ws.NextReader()
 	c.readingSince.Store(0)
@@ -31,13 +34,18 @@ func (c *Conn) ReadInto(buf []byte) (MessageType, []byte, error) {
 		return 0, buf[:0], err
 	}
 	b := buf[:0]
-	for {
+	// Read at most one byte past the limit: enough to know it is exceeded.
+	for limit := c.readLimit + 1; ; {
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
+			size := int(min(max(2*int64(cap(b)), minReadBuffer), limit))
+			if grow != nil {
+				if err := grow(size); err != nil {
+					return 0, b[:0], c.discard(r, int64(len(b)), err)
+				}
+			}
+			b = append(make([]byte, 0, size), b...)
 		}
-		// Read at most one byte past the limit: enough to know it is exceeded.
-		room := b[len(b):min(int64(cap(b)), c.readLimit+1)]
-		n, err := r.Read(room)
+		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if int64(len(b)) > c.readLimit {
 			return 0, b[:0], &TooBigError{Limit: c.readLimit}
@@ -55,6 +63,41 @@ func (c *Conn) ReadInto(buf []byte) (MessageType, []byte, error) {
 	}
 	return MessageType(t), b, nil
 }
+
+// minReadBuffer is the smallest buffer ReadInto allocates.
+const minReadBuffer = 512
+
+// discard reads the rest of a refused message, of which read bytes were read, into a small
+// buffer and returns the RefusedError (or the read's own error).
+func (c *Conn) discard(r io.Reader, read int64, cause error) error {
+	var scratch [4096]byte
+	for {
+		n, err := r.Read(scratch[:])
+		if read += int64(n); read > c.readLimit {
+			return &TooBigError{Limit: c.readLimit}
+		}
+		if err == io.EOF {
+			c.touchRead()
+			return &RefusedError{Read: read, Err: cause}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// RefusedError is returned by ReadInto for a message it had no memory for: the message, of
+// Read bytes, was discarded. The connection is still usable.
+type RefusedError struct {
+	Read int64
+	Err  error
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("a message of %d bytes was discarded: %v", e.Read, e.Err)
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
 
 // Wake is signalled when the reader has received a ping: the writer then calls WriteTexts
 // (with nothing else to write if need be) to send its pong.

@@ -109,7 +109,7 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 	b := &Broker{
 		cfg:         cfg,
 		log:         o.logger,
-		maxFrame:    cfg.MaxMessageSize + framePadding,
+		maxFrame:    cfg.MaxMessageSize + 2*framePadding, // see advertisedMaxMessageSize
 		stop:        make(chan struct{}),
 		pumpWake:    make(chan struct{}, 1),
 		conns:       make(map[*conn]struct{}),

@@ -35,8 +35,10 @@ type Config struct {
 	// partition). When a SEND would exceed it and no message acknowledged by
 	// every durable subscription can be evicted, the SEND fails. 0 means 256 MiB.
 	RetentionBytes int64
-	// MaxMessageSize is advertised in CONNECTED; frames larger than it plus
-	// 10 KiB close the connection. 0 means 5 MiB.
+	// MaxMessageSize is Pulsar's maxMessageSize: advertised in CONNECTED as
+	// the largest payload (to pulsar-client-go, which counts the metadata
+	// too, with 10 KiB more), while a frame larger than it plus 20 KiB closes
+	// the connection. 0 means 5 MiB.
 	MaxMessageSize int
 	// KeepAliveInterval is how often the broker pings a connection it has not
 	// heard from; a connection silent for twice this is closed. 0 means 30s.

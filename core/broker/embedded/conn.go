@@ -281,7 +281,7 @@ func (c *conn) handle(f Frame) error {
 			Connected: &pulsarpb.CommandConnected{
 				ServerVersion:   proto.String(serverVersion),
 				ProtocolVersion: proto.Int32(min(cmd.Connect.GetProtocolVersion(), protocolVersion)),
-				MaxMessageSize:  proto.Int32(int32(b.cfg.MaxMessageSize)),
+				MaxMessageSize:  proto.Int32(int32(b.advertisedMaxMessageSize(c.goClient))),
 			},
 		})
 	case pulsarpb.BaseCommand_PING:
@@ -812,4 +812,17 @@ func (c *conn) handleConsumerStats(r *pulsarpb.CommandConsumerStats) {
 		resp.ErrorMessage = proto.String("consumer not found")
 	}
 	c.send(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_CONSUMER_STATS_RESPONSE.Enum(), ConsumerStatsResponse: resp})
+}
+
+// advertisedMaxMessageSize is the maxMessageSize told to a client in CONNECTED. The Java
+// client checks a message's payload against it, as Pulsar means it; pulsar-client-go checks
+// the payload and its metadata together, so it is told framePadding more, so that it too can
+// send a payload of exactly MaxMessageSize. As in Pulsar, the broker itself bounds only the
+// frame (maxFrame): a SEND it refused would leave pulsar-client-go's producer dead, waiting
+// for receipts (its NotAllowedError handling drops the producer).
+func (b *Broker) advertisedMaxMessageSize(goClient bool) int {
+	if goClient {
+		return b.cfg.MaxMessageSize + framePadding
+	}
+	return b.cfg.MaxMessageSize
 }

@@ -22,7 +22,7 @@
 // REDELIVER_UNACKNOWLEDGED_MESSAGES, UNSUBSCRIBE, SEEK (message id or
 // publish time), GET_LAST_MESSAGE_ID, CONSUMER_STATS and CLOSE_CONSUMER.
 // Anything else (transactions, topic watchers, auth challenges), a malformed
-// frame, a frame over MaxMessageSize+10 KiB or a SEND payload with a bad
+// frame, a frame over MaxMessageSize+20 KiB or a SEND payload with a bad
 // CRC32C closes that one connection with a log line.
 //
 // Semantics worth knowing:
@@ -95,7 +95,7 @@
 // evictable) and by 65536 per producer (past that the connection closes).
 // Not bounded: the number of connections, topics and subscriptions clients
 // create (this is a development and test broker), and a connection may hold
-// one partly received frame of up to MaxMessageSize+10 KiB.
+// one partly received frame of up to MaxMessageSize+20 KiB.
 //
 // # Admin HTTP API
 //

@@ -104,7 +104,7 @@ func TestHostileInput(t *testing.T) {
 	cases := map[string][][]byte{
 		"garbage":          {[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")},
 		"oversize length":  {{0xff, 0xff, 0xff, 0xff}},
-		"just too large":   {binary.BigEndian.AppendUint32(nil, 64<<10+10<<10)},
+		"just too large":   {binary.BigEndian.AppendUint32(nil, 64<<10+20<<10)},
 		"zero command":     {{0, 0, 0, 4, 0, 0, 0, 0}},
 		"command overruns": {{0, 0, 0, 6, 0, 0, 0, 9, 1, 2}},
 		"bad protobuf":     {{0, 0, 0, 8, 0, 0, 0, 4, 0xff, 0xff, 0xff, 0xff}},

@@ -2,9 +2,9 @@ package server_test
 
 import (
 	"bytes"
-	"errors"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"

@@ -27,6 +27,8 @@ test: vet
 
 vet:
 	$(GO) vet ./...
+	@out=$$(gofmt -l $$(find . -name '*.go' -not -name '*.pb.go' -not -path './.git/*')); \
+	  if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 
 # The load and chaos test (docs/security.md): 10,000 idle connections beside 500 producers
 # against `sluice serve` and `sluice broker` as separate processes, then broker connections

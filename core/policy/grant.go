@@ -55,6 +55,7 @@ func (s Settings) conn(writeTimeout time.Duration) session.ConnConfig {
 		PingInterval: ws.PingInterval,
 		IdleTimeout:  ws.IdleTimeout,
 		PongTimeout:  ws.PongTimeout,
+		Compression:  ws.Compression,
 	}
 }
 
@@ -66,6 +67,14 @@ func (s Settings) frameLimits() wsapi.FrameLimits {
 		MaxProperties:    ws.MaxProperties,
 		MaxPropertyBytes: int(ws.MaxPropertiesSize.Bytes()),
 	}
+}
+
+// inflateCost is what compression adds to a session's cost.
+func (s Settings) inflateCost() int64 {
+	if s.WebSocket.Compression {
+		return session.InflateCost
+	}
+	return 0
 }
 
 func (s Settings) location() *time.Location {
@@ -124,7 +133,7 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 		return session.ProducerGrant{}, m.decisionError(r, err)
 	}
 	queue := libraryQueue(maxMsgs, p.BatchingEnabled)
-	cost, err := m.holdSession(session.ProducerSessionCost(queue))
+	cost, err := m.holdSession(session.ProducerSessionCost(queue) + m.settings.inflateCost())
 	if err != nil {
 		return session.ProducerGrant{}, memoryFull(err)
 	}
@@ -221,7 +230,7 @@ func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *
 	if prefetch <= 0 {
 		prefetch = min(max(queue.Value, 1), DefaultPrefetch)
 	}
-	cost, err := m.holdSession(session.ConsumerSessionCost(prefetch))
+	cost, err := m.holdSession(session.ConsumerSessionCost(prefetch) + m.settings.inflateCost())
 	if err != nil {
 		return session.ConsumerGrant{}, memoryFull(err)
 	}

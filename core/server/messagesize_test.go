@@ -192,3 +192,36 @@ func TestLargeFrameBufferCharged(t *testing.T) {
 		t.Fatalf("session pool holds %d bytes after the frames, want the session's %d", used, idle)
 	}
 }
+
+// With websocket.compression a client that offers permessage-deflate gets it: what it sends
+// compressed is published, and what it consumes arrives compressed and intact.
+func TestCompressionEndToEnd(t *testing.T) {
+	t.Parallel()
+	_, base := edgetest.Start(t, "websocket: { compression: true }\n")
+	d := websocket.Dialer{EnableCompression: true, HandshakeTimeout: 10 * time.Second}
+	dial := func(url string) *websocket.Conn {
+		c, resp, err := d.Dial(url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if ext := resp.Header.Get("Sec-Websocket-Extensions"); !strings.Contains(ext, "permessage-deflate") {
+			t.Fatalf("extension not negotiated: %q", ext)
+		}
+		return c
+	}
+	c := dial(base + "/ws/v2/consumer/persistent/public/default/compressed/s")
+	p := dial(base + "/ws/v2/producer/persistent/public/default/compressed")
+	payloads := [][]byte{[]byte(strings.Repeat(`{"k":"v"},`, 500)), randomBytes(t, 3000), []byte("x")}
+	acks := publishPayloadsOn(t, p, payloads...)
+	for i, a := range acks {
+		if a.Result != "ok" {
+			t.Fatalf("message %d: ack %+v", i, a)
+		}
+	}
+	for i, want := range payloads {
+		if got := receivePayload(t, c); !bytes.Equal(got, want) {
+			t.Fatalf("message %d: got %d bytes, want the %d published", i, len(got), len(want))
+		}
+	}
+}

@@ -49,6 +49,10 @@ const AckOverhead = 64
 // costs: 36 KiB with the default queue of 128.
 func ProducerSessionCost(queue int) int64 { return 33<<10 + 24*int64(queue) }
 
+// InflateCost is what a session costs more when compression is on (websocket.compression): the
+// decompressor (a 32 KiB window and its tables) it holds while it reads a compressed message.
+const InflateCost = 48 << 10
+
 // ConsumerSessionCost is what a consumer or reader session with a prefetch of prefetch
 // messages costs: 57 KiB with the default of 100.
 func ConsumerSessionCost(prefetch int) int64 { return 52<<10 + 48*int64(prefetch) }

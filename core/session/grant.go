@@ -118,11 +118,13 @@ type ConnConfig struct {
 	// within this long of a server ping, counting only time the session spends reading;
 	// zero, or no PingInterval, means none.
 	PongTimeout time.Duration
+	// Compression negotiates permessage-deflate with a client that offers it.
+	Compression bool
 }
 
 // Options are the connection options to upgrade with.
 func (c ConnConfig) Options() wsconn.Options {
-	return wsconn.Options{ReadLimit: c.ReadLimit, WriteTimeout: c.WriteTimeout}
+	return wsconn.Options{ReadLimit: c.ReadLimit, WriteTimeout: c.WriteTimeout, Compression: c.Compression}
 }
 
 // Result is the outcome of a producer frame.

@@ -38,27 +38,40 @@ type Options struct {
 	// WriteTimeout bounds one frame write. Zero means 10s; negative means no bound (a write
 	// waits for the peer as long as the connection lives).
 	WriteTimeout time.Duration
+	// Compression negotiates permessage-deflate (RFC 7692, without context takeover) with a
+	// client that offers it: its messages may arrive compressed, and data messages of
+	// CompressMin bytes or more are sent compressed when that makes them smaller. Zero
+	// (false) means no compression.
+	Compression bool
 	// BufferSize is gorilla's per-connection read buffer. Zero means 2 KiB: a typical frame
 	// and the next one's header, without holding a larger buffer per idle connection. (Frames
 	// are written by this package, not through gorilla's write buffer.)
 	BufferSize int
 }
 
-// upgraders are shared per buffer size so their write buffer pools are shared too.
-var upgraders sync.Map // int -> *websocket.Upgrader
+// upgraders are shared per buffer size and compression so their write buffer pools are
+// shared too.
+var upgraders sync.Map // upgraderKey -> *websocket.Upgrader
 
-func upgrader(size int) *websocket.Upgrader {
-	if u, ok := upgraders.Load(size); ok {
+type upgraderKey struct {
+	size     int
+	compress bool
+}
+
+func upgrader(size int, compress bool) *websocket.Upgrader {
+	key := upgraderKey{size, compress}
+	if u, ok := upgraders.Load(key); ok {
 		return u.(*websocket.Upgrader)
 	}
 	u := &websocket.Upgrader{
-		ReadBufferSize:  size,
-		WriteBufferSize: size,
-		WriteBufferPool: &sync.Pool{},
-		// Pulsar's WebSocket proxy accepts any origin; authentication is by token.
+		ReadBufferSize:    size,
+		WriteBufferSize:   size,
+		WriteBufferPool:   &sync.Pool{},
+		EnableCompression: compress,
+		// Origins are checked before the upgrade (core/origin), with the edge's own rules.
 		CheckOrigin: func(*http.Request) bool { return true },
 	}
-	v, _ := upgraders.LoadOrStore(size, u)
+	v, _ := upgraders.LoadOrStore(key, u)
 	return v.(*websocket.Upgrader)
 }
 
@@ -78,6 +91,7 @@ type Conn struct {
 	closeOnce    sync.Once
 	pong         atomic.Pointer[[]byte] // the payload of a pong to write; nil: none
 	wake         chan struct{}          // cap 1: a pong is due
+	deflate      bool                   // permessage-deflate was negotiated
 }
 
 // Upgrade completes the WebSocket handshake. On failure gorilla has already answered with an
@@ -87,7 +101,7 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 	if size <= 0 {
 		size = 2048
 	}
-	ws, err := upgrader(size).Upgrade(w, r, nil)
+	ws, err := upgrader(size, o.Compression).Upgrade(w, r, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +111,8 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 	}
 	// The limit is enforced by ReadInto, which knows it and can say so in the close frame;
 	// gorilla's own would close with 1009 and no reason.
-	c := &Conn{ws: ws, writeTimeout: o.WriteTimeout, readLimit: limit, wake: make(chan struct{}, 1)}
+	c := &Conn{ws: ws, writeTimeout: o.WriteTimeout, readLimit: limit, wake: make(chan struct{}, 1),
+		deflate: o.Compression && offersDeflate(r.Header)}
 	if c.writeTimeout == 0 {
 		c.writeTimeout = 10 * time.Second
 	}

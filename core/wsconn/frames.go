@@ -120,8 +120,18 @@ func (c *Conn) WriteTexts(msgs ...[]byte) error {
 		b = appendFrame(b, websocket.PongMessage, *p)
 	}
 	var bufs net.Buffers // nil unless a message is large
+	var z *compressor    // nil unless a message is compressed
 	start := 0
 	for _, m := range msgs {
+		if c.deflate && len(m) >= CompressMin {
+			if z == nil {
+				z = getCompressor()
+			}
+			if out, ok := z.deflate(m); ok {
+				b = append(appendHeader(b, rsv1|websocket.TextMessage, len(out)), out...)
+				continue
+			}
+		}
 		if len(m) <= copyMax {
 			b = appendFrame(b, websocket.TextMessage, m)
 			continue
@@ -134,8 +144,13 @@ func (c *Conn) WriteTexts(msgs ...[]byte) error {
 		bufs = append(bufs, b[start:])
 	}
 	err := c.write(b, bufs, len(msgs) > 0)
-	*bp = b[:0]
-	writeBufs.Put(bp)
+	if z != nil {
+		z.release()
+	}
+	if cap(b) <= maxKeptWriteBuffer {
+		*bp = b[:0]
+		writeBufs.Put(bp)
+	}
 	return err
 }
 
@@ -185,7 +200,13 @@ func appendFrame(b []byte, op int, payload []byte) []byte {
 	return append(appendHeader(b, op, len(payload)), payload...)
 }
 
-// appendHeader appends the header of such a frame with an n-byte payload.
+// rsv1 marks a compressed message's first frame (RFC 7692), with op in appendHeader.
+const rsv1 = 0x40
+
+// maxKeptWriteBuffer is the largest write buffer kept for the next write.
+const maxKeptWriteBuffer = 64 << 10
+
+// appendHeader appends the header of such a frame with an n-byte payload; op may carry rsv1.
 func appendHeader(b []byte, op, n int) []byte {
 	b = append(b, 0x80|byte(op)) // FIN
 	switch {

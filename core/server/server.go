@@ -195,7 +195,7 @@ func (s *Server) startBroker(ctx context.Context) error {
 		TLSTrustCertsFile: bc.TLSTrustCertsFile,
 		TLSAllowInsecure:  bc.TLSAllowInsecure,
 		OperationTimeout:  bc.OperationTimeout,
-	}, broker.WithLogger(s.log.With("component", "broker-client")))
+	}, broker.WithLogger(s.log.With("component", "pulsar-client")))
 	if err != nil {
 		return err
 	}

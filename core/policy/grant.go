@@ -78,6 +78,7 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 	}
 	ep := h.Endpoint
 	dctx, cancel := context.WithTimeout(ctx, m.timeout)
+	start := time.Now()
 	dec, err := r.strat.OpenProducer(dctx, strategy.ProducerRequest{
 		Route:              r.cfg.Name,
 		Topic:              ep.TopicName(),
@@ -88,6 +89,7 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 		MaxPendingMessages: pending,
 	})
 	cancel()
+	r.decided(start, err)
 	if err != nil {
 		return session.ProducerGrant{}, m.decisionError(r, err)
 	}
@@ -174,6 +176,7 @@ func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *
 	}
 	ep := h.Endpoint
 	dctx, cancel := context.WithTimeout(ctx, m.timeout)
+	start := time.Now()
 	dec, err := r.strat.OpenConsumer(dctx, strategy.ConsumerRequest{
 		Route:             r.cfg.Name,
 		Topic:             ep.TopicName(),
@@ -186,6 +189,7 @@ func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *
 		ReceiverQueueSize: queue,
 	})
 	cancel()
+	r.decided(start, err)
 	if err != nil {
 		return session.ConsumerGrant{}, m.decisionError(r, err)
 	}

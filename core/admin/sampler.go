@@ -22,10 +22,12 @@ type sampler struct {
 
 // Sample is one point of the history: the edge pools and every route at one moment.
 type Sample struct {
-	Time         time.Time     `json:"time"`
-	ProducerUsed int64         `json:"producer_used"`
-	ConsumerUsed int64         `json:"consumer_used"`
-	Routes       []RouteSample `json:"routes"`
+	Time          time.Time     `json:"time"`
+	ProducerUsed  int64         `json:"producer_used"`
+	ProducerLimit int64         `json:"producer_limit"`
+	ConsumerUsed  int64         `json:"consumer_used"`
+	ConsumerLimit int64         `json:"consumer_limit"`
+	Routes        []RouteSample `json:"routes"`
 }
 
 // RouteSample is one route at one moment; counters are totals, rates are differences.
@@ -70,7 +72,8 @@ func newSampler(n int) *sampler {
 func (s *sampler) sample(a *Admin, now time.Time) {
 	sessions := a.src.Sessions()
 	st := a.Snapshot()
-	smp := Sample{Time: now, ProducerUsed: st.Producers.Edge.Used, ConsumerUsed: st.Consumers.Edge.Used}
+	smp := Sample{Time: now, ProducerUsed: st.Producers.Edge.Used, ProducerLimit: st.Producers.Edge.Limit,
+		ConsumerUsed: st.Consumers.Edge.Used, ConsumerLimit: st.Consumers.Edge.Limit}
 	for _, r := range st.Routes {
 		smp.Routes = append(smp.Routes, RouteSample{
 			Name:         r.Name,

@@ -545,6 +545,3 @@ func parseLines(t *testing.T, s string) []map[string]any {
 	}
 	return out
 }
-
-
-

@@ -5,7 +5,7 @@
 const POLL_MS = 1000;
 const KEEP = 300; // samples kept per route, as /stats/history
 
-const state = { samples: [], updates: 0, last: null };
+const state = { samples: [], updates: 0, edge: { producer: 0, consumer: 0 } };
 
 function $(sel, root) { return (root || document).querySelector(sel); }
 
@@ -49,8 +49,8 @@ function setMetric(key, value, text) {
 function sampleOf(st) {
   return {
     time: st.time,
-    producer_used: st.producer_pool.edge.used,
-    consumer_used: st.consumer_pool.edge.used,
+    producer_used: st.producer_pool.edge.used, producer_limit: st.producer_pool.edge.limit,
+    consumer_used: st.consumer_pool.edge.used, consumer_limit: st.consumer_pool.edge.limit,
     routes: st.routes.map(r => ({
       name: r.name,
       producer_used: r.producer_pool.used, producer_limit: r.producer_pool.limit,
@@ -70,12 +70,13 @@ function push(sample) {
   if (state.samples.length > KEEP) state.samples.splice(0, state.samples.length - KEEP);
 }
 
-// series is one route's samples, oldest first.
+// series is one route's samples, oldest first, each with the edge pools' limits: a route
+// without a limit of its own shares the edge pool, and is charted against it.
 function series(name) {
   const out = [];
   for (const s of state.samples) {
     const r = s.routes.find(x => x.name === name);
-    if (r) out.push({ t: Date.parse(s.time), r });
+    if (r) out.push({ t: Date.parse(s.time), r, edge: { producer_limit: s.producer_limit || 0, consumer_limit: s.consumer_limit || 0 } });
   }
   return out;
 }
@@ -96,10 +97,10 @@ function svgEl(name, attrs) {
   return el;
 }
 
-// drawChart plots a route's pool usage, as a share of its limit (or of the largest value
-// seen when unbounded), over the samples kept.
+// drawChart plots a route's pool usage, as a share of its limit (the edge pool's for a route
+// without one; of the largest value seen when both are unbounded), over the samples kept.
 function drawChart(svg, points) {
-  const W = 600, H = 160, L = 34, B = 16, T = 6;
+  const W = Math.max(svg.clientWidth || 600, 200), H = 160, L = 34, B = 16, T = 6;
   svg.setAttribute("viewBox", "0 0 " + W + " " + H);
   svg.replaceChildren();
   for (const f of [0, 0.5, 1]) {
@@ -114,13 +115,16 @@ function drawChart(svg, points) {
   const span = svgEl("text", { x: L, y: H - 3, class: "axis" });
   span.textContent = "last " + fmtDuration((t1 - t0) / 1000);
   svg.append(span);
-  const share = (used, limit, peak) => limit > 0 ? used / limit : (peak > 0 ? used / peak : 0);
   const peakOf = f => points.reduce((m, p) => Math.max(m, p.r[f]), 0);
   const pp = peakOf("producer_used"), cp = peakOf("consumer_used");
+  const share = (p, used, limit, peak) => {
+    const l = p.r[limit] > 0 ? p.r[limit] : p.edge[limit];
+    return l > 0 ? p.r[used] / l : (peak > 0 ? p.r[used] / peak : 0);
+  };
   for (const [cls, used, limit, peak] of [["prod", "producer_used", "producer_limit", pp], ["cons", "consumer_used", "consumer_limit", cp]]) {
     const d = points.map(p => {
       const x = L + (W - L) * (p.t - t0) / (t1 - t0);
-      const y = T + (H - T - B) * (1 - Math.min(1, share(p.r[used], p.r[limit], peak)));
+      const y = T + (H - T - B) * (1 - Math.min(1, share(p, used, limit, peak)));
       return x.toFixed(1) + "," + y.toFixed(1);
     }).join(" ");
     svg.append(svgEl("polyline", { points: d, class: cls }));
@@ -173,9 +177,10 @@ function renderRoute(r) {
   for (const [key, field] of [["ok_rate", "ok"], ["rejected_rate", "rejected"], ["deliveries_rate", "deliveries"], ["acks_rate", "acks"]]) {
     setMetric(k(key), rate(points, field));
   }
-  const pct = (u, l) => l > 0 ? " " + (100 * u / l).toFixed(0) + "%" : "";
-  $(".pv", card).textContent = fmtBytes(r.producer_pool.used) + pct(r.producer_pool.used, r.producer_pool.limit);
-  $(".cv", card).textContent = fmtBytes(r.consumer_pool.used) + pct(r.consumer_pool.used, r.consumer_pool.limit);
+  const pct = (u, l, edge) => l > 0 ? " " + (100 * u / l).toFixed(0) + "% of the route's limit" :
+    (edge > 0 ? " " + (100 * u / edge).toFixed(0) + "% of the edge pool" : "");
+  $(".pv", card).textContent = fmtBytes(r.producer_pool.used) + pct(r.producer_pool.used, r.producer_pool.limit, state.edge.producer);
+  $(".cv", card).textContent = fmtBytes(r.consumer_pool.used) + pct(r.consumer_pool.used, r.consumer_pool.limit, state.edge.consumer);
 }
 
 function renderPool(id, name, p, cls) {
@@ -204,6 +209,7 @@ function render(st) {
     d.textContent = (c.ok ? "✓ " : "✗ ") + c.name + (c.reason ? ": " + c.reason : "");
     return d;
   }));
+  state.edge = { producer: st.producer_pool.edge.limit, consumer: st.consumer_pool.edge.limit };
   const s = st.sessions;
   setMetric("edge:sessions", s.producer + s.consumer + s.reader);
   for (const k of ["producer", "consumer", "reader"]) setMetric("edge:sessions:" + k, s[k]);

@@ -343,8 +343,8 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	}
 }
 
-// SIGHUP reloads the configuration at once and the process goes on; a bad file keeps the
-// routes in force and is counted as a failed reload.
+// SIGHUP reloads the configuration at once (routes and log.level) and the process goes on; a
+// bad file keeps the routes in force and is counted as a failed reload.
 func TestSIGHUPReloads(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -382,12 +382,15 @@ func TestSIGHUPReloads(t *testing.T) {
 	}
 	// Let the file watcher take its first look, so that what follows is SIGHUP's doing.
 	time.Sleep(300 * time.Millisecond)
-	write("  - { name: second, match: /ws/**, strategy: { name: count } }\n")
+	write("  - { name: second, match: /ws/**, strategy: { name: count } }\nlog: { level: debug }\n")
 	p.signal(t, syscall.SIGHUP)
 	// Faster than the file watcher, which waits for a changed file to settle for a second.
 	waitUntil(t, 900*time.Millisecond, "the routes reloaded by SIGHUP", func() bool {
 		r := now()
 		return r.routes == "second" && r.reloads >= 1 && r.failures == 0
+	})
+	waitUntil(t, 900*time.Millisecond, "the new log level applied", func() bool {
+		return strings.Contains(p.stderr.String(), `msg="log level changed" level=DEBUG`)
 	})
 	write("  - { name: broken, match: /ws/**, strategy: { name: nosuch } }\n")
 	p.signal(t, syscall.SIGHUP)

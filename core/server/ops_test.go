@@ -545,3 +545,100 @@ func parseLines(t *testing.T, s string) []map[string]any {
 	}
 	return out
 }
+
+// The admin endpoints over the open sessions: /sessions pages and filters them, Pulsar's
+// proxy-stats groups them by topic and namespace, the dashboard is served from the binary,
+// and /debug/pprof/ only with admin_pprof.
+func TestAdminEndpoints(t *testing.T) {
+	t.Parallel()
+	cfg := config.Defaults()
+	cfg.AdminListen = config.AdminListenOff
+	cfg.AdminPprof = true
+	srv, base := edgetest.StartWith(t, cfg)
+	ah := srv.AdminHandler()
+	topic := "public/default/admin-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	cons := edgetest.Dial(t, base+"/ws/v2/consumer/persistent/"+topic+"/sub?subscriptionType=Shared")
+	prod := edgetest.Dial(t, base+"/ws/v2/producer/persistent/"+topic)
+	acks := readAcks(prod, 5)
+	writeN(t, prod, 5, 100)
+	if got := collect(acks, 5, 20*time.Second); len(got) != 5 {
+		t.Fatalf("%d acks", len(got))
+	}
+	for range 5 {
+		var m consumerMsg
+		_ = cons.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if err := cons.ReadJSON(&m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := "persistent://" + topic
+
+	var page admin.SessionPage
+	if code := getJSON(t, ah, "/sessions", &page); code != http.StatusOK || page.Total != 2 || len(page.Sessions) != 2 {
+		t.Fatalf("/sessions: %d %+v", code, page)
+	}
+	if s := page.Sessions[0]; s.Kind != "consumer" || s.Topic != full || s.Subscription != "sub" || s.MessagesOut != 5 || s.InFlight != 5 || s.RemoteAddr == "" {
+		t.Errorf("consumer session: %+v", s)
+	}
+	if s := page.Sessions[1]; s.Kind != "producer" || s.MessagesIn != 5 || s.BytesIn == 0 || s.Route != "default" {
+		t.Errorf("producer session: %+v", s)
+	}
+	getJSON(t, ah, "/sessions?offset=1&limit=1", &page)
+	if page.Total != 2 || len(page.Sessions) != 1 || page.Sessions[0].Kind != "producer" {
+		t.Errorf("second page: %+v", page)
+	}
+	getJSON(t, ah, "/sessions?kind=consumer", &page)
+	if page.Total != 1 {
+		t.Errorf("kind filter: %+v", page)
+	}
+	if code := getJSON(t, ah, "/sessions?limit=-1", nil); code != http.StatusBadRequest {
+		t.Errorf("bad limit: %d", code)
+	}
+
+	var stats map[string]admin.ProxyTopicStat
+	getJSON(t, ah, "/admin/v2/proxy-stats/stats", &stats)
+	ts, ok := stats[full]
+	if !ok || ts.ProducerCount != 1 || ts.ConsumerCount != 1 || len(ts.ProducerStats) != 1 || ts.ProducerStats[0].NumberOfMsgPublished != 5 ||
+		ts.ConsumerStats[0].NumberOfMsgDelivered != 5 || ts.ConsumerStats[0].SubscriptionType != "Shared" || ts.ConsumerStats[0].SubscriptionName != "sub" {
+		t.Errorf("proxy-stats: %+v", stats)
+	}
+	var one admin.ProxyTopicStat
+	if code := getJSON(t, ah, "/admin/v2/proxy-stats/persistent/"+topic+"/stats", &one); code != http.StatusOK || one.ProducerCount != 1 {
+		t.Errorf("one topic: %d %+v", code, one)
+	}
+	if code := getJSON(t, ah, "/admin/v2/proxy-stats/persistent/public/default/nosuch/stats", nil); code != http.StatusNotFound {
+		t.Errorf("unknown topic: %d, want 404", code)
+	}
+	var pm []admin.ProxyMetrics
+	getJSON(t, ah, "/admin/v2/proxy-stats/metrics", &pm)
+	if len(pm) != 1 || pm[0].Dimensions["namespace"] != "public/default" {
+		t.Errorf("proxy metrics: %+v", pm)
+	}
+	for _, k := range []string{"ns_msg_publish_rate", "ns_byte_publish_rate", "ns_msg_failure_rate", "ns_msg_deliver_rate", "ns_byte_deliver_rate", "ns_msg_ack_rate"} {
+		if _, ok := pm[0].Metrics[k]; !ok {
+			t.Errorf("proxy metrics lack %s", k)
+		}
+	}
+
+	for path, want := range map[string]string{"/": "<title>Sluice edge</title>", "/dashboard/dashboard.js": "/stats/history", "/debug/pprof/": "goroutine"} {
+		rec := httptest.NewRecorder()
+		ah.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("%s: %d, body without %q", path, rec.Code, want)
+		}
+	}
+	var hist admin.History
+	getJSON(t, ah, "/stats/history", &hist)
+	if len(hist.Samples) == 0 || hist.IntervalSeconds != 1 {
+		t.Errorf("history: %+v", hist)
+	}
+
+	off := config.Defaults()
+	off.AdminListen = config.AdminListenOff
+	srv2, _ := edgetest.StartWith(t, off)
+	rec := httptest.NewRecorder()
+	srv2.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/", nil))
+	if rec.Code != http.StatusNotFound {
+		t.Errorf("/debug/pprof/ without admin_pprof: %d, want 404", rec.Code)
+	}
+}

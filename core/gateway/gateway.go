@@ -143,6 +143,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 
 // Wait waits until every session has finished, or ctx ends.
 func (g *Gateway) Wait(ctx context.Context) error {
+	g.mu.Lock() // every session started so far has been added (see start)
+	g.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		g.sessions.Wait()
@@ -190,10 +192,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) start(t *tracked, run func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(g.ctx)
 	t.cancel = cancel
+	// Under mu, so that every Add happens before a Wait that begins later (Wait takes mu).
 	g.mu.Lock()
 	g.live[t.info.ID] = t
-	g.mu.Unlock()
 	g.sessions.Add(1)
+	g.mu.Unlock()
 	go func() {
 		defer g.sessions.Done()
 		defer func() {

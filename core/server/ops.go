@@ -92,6 +92,16 @@ func (p *dialProbe) Ready() error {
 	return errors.New("broker not probed yet")
 }
 
+// embeddedProbe asks the in-process broker whether it is listening.
+type embeddedProbe struct{ b *embedded.Broker }
+
+func (p embeddedProbe) Ready() error {
+	if !p.b.Listening() {
+		return errors.New("embedded broker not listening")
+	}
+	return nil
+}
+
 // Routes is the live route table (admin.Source).
 func (s *Server) Routes() []*policy.Route {
 	if s.policies == nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/sluicehq/sluice/core/admin"
+	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
@@ -174,6 +175,13 @@ routes:
 	packs := readAcks(pp, 3)
 	writeN(t, pp, 3, 100)
 	pearly := collect(packs, 2, 10*time.Second)
+	// A send timeout: the message's receipt does not come within sendTimeoutMillis.
+	tp := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/timeout-"+uniq+"?sendTimeoutMillis=200")
+	tacks := readAcks(tp, 1)
+	writeN(t, tp, 1, 100)
+	if got := collect(tacks, 1, 10*time.Second); len(got) != 1 || got[0].Result == "ok" {
+		t.Fatalf("send timeout ack: %+v", got)
+	}
 	faults.ReleaseReceipts()
 	rall := append(early, collect(racks, 10-len(early), 10*time.Second)...)
 	pall := append(pearly, collect(packs, 3-len(pearly), 10*time.Second)...)
@@ -238,10 +246,12 @@ routes:
 	})
 	_ = rp.Close()
 	_ = pp.Close()
+	_ = tp.Close()
 	_ = cc.Close()
 	edgetest.WaitFor(t, 10*time.Second, "the rej, pause and plugged sessions closed", func() bool {
 		mfs := scrape(t, ah)
 		return metric(mfs, "sluice_sessions_open", "route", "rej") == 0 && metric(mfs, "sluice_sessions_open", "route", "pause") == 0 &&
+			metric(mfs, "sluice_sessions_open", "route", "all", "kind", "producer") == 1 &&
 			metric(mfs, "sluice_sessions_open", "route", "plugged") == 0
 	})
 
@@ -254,6 +264,8 @@ routes:
 		{"sluice_producer_messages_total", []string{"route", "rej", "result", "ok", "reason", "acked"}, 2},
 		{"sluice_producer_messages_total", []string{"route", "rej", "result", "rejected", "reason", "limit"}, 8},
 		{"sluice_producer_received_bytes_total", []string{"route", "rej"}, -1}, // > 0
+		{"sluice_producer_messages_total", []string{"route", "all", "result", "send_error", "reason", "timeout"}, 1},
+		{"sluice_producer_messages_total", []string{"route", "all", "result", "send_error", "reason", "broker"}, 0},
 		{"sluice_producer_messages_total", []string{"route", "pause", "result", "ok"}, 1},
 		{"sluice_producer_messages_total", []string{"route", "pause", "result", "rejected"}, 2},
 		{"sluice_producer_pauses_total", []string{"route", "pause"}, 2},
@@ -641,4 +653,45 @@ func TestAdminEndpoints(t *testing.T) {
 	if rec.Code != http.StatusNotFound {
 		t.Errorf("/debug/pprof/ without admin_pprof: %d, want 404", rec.Code)
 	}
+}
+
+// With a broker URL, the probe dials the broker's service address: a broker gone from the
+// network makes /readyz 503, and its return 200.
+func TestReadinessExternalBroker(t *testing.T) {
+	t.Parallel()
+	b, err := embedded.New(embedded.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	cfg := config.Defaults()
+	cfg.AdminListen = config.AdminListenOff
+	cfg.Broker.URL = b.ServiceURL()
+	srv, _ := edgetest.StartWith(t, cfg)
+	ah := srv.AdminHandler()
+	status := func() (int, string) {
+		var rd admin.Readiness
+		code := getJSON(t, ah, "/readyz", &rd)
+		return code, failing(rd)
+	}
+	if code, f := status(); code != http.StatusOK {
+		t.Fatalf("/readyz at start: %d (%s)", code, f)
+	}
+	if err := b.Faults().Unreachable(true); err != nil {
+		t.Fatal(err)
+	}
+	edgetest.WaitFor(t, 10*time.Second, "/readyz 503 with the broker unreachable", func() bool {
+		code, f := status()
+		return code == http.StatusServiceUnavailable && f == "broker"
+	})
+	if err := b.Faults().Unreachable(false); err != nil {
+		t.Fatal(err)
+	}
+	edgetest.WaitFor(t, 10*time.Second, "/readyz 200 with the broker back", func() bool {
+		code, _ := status()
+		return code == http.StatusOK
+	})
 }

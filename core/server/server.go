@@ -228,7 +228,13 @@ func (s *Server) startBroker(ctx context.Context) error {
 		return err
 	}
 	s.client, s.brokerURL = client, url
-	if s.probe == nil {
+	switch {
+	case s.probe != nil:
+	case s.embedded != nil:
+		// In-process: its listener's state is its reachability, and no probe connection
+		// disturbs it.
+		s.probe = embeddedProbe{s.embedded}
+	default:
 		p, err := newDialProbe(url, time.Second)
 		if err != nil {
 			return err

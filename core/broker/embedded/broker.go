@@ -497,6 +497,14 @@ func (b *Broker) acceptLoop(ln net.Listener) {
 	}
 }
 
+// Listening reports whether the broker accepts connections: started, not closed, and not made
+// unreachable by the Unreachable fault.
+func (b *Broker) Listening() bool {
+	b.lifeMu.Lock()
+	defer b.lifeMu.Unlock()
+	return b.started && !b.stopped && !b.unreachable
+}
+
 // setUnreachable closes the listener and every connection (on), or listens again on the same
 // address (off): the broker is gone from the network and comes back.
 func (b *Broker) setUnreachable(on bool) error {

@@ -120,7 +120,7 @@ func (a *Admin) Handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", a.serveReady)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.m.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.m.Gatherer(), promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("gc") == "1" {
 			// A collection first, so the heap figures are live data: how benchmarks measure

@@ -25,7 +25,8 @@ import (
 // metric is named sluice_*, in base units, counters ending in _total, and a route is always
 // labelled route.
 type Metrics struct {
-	reg *prometheus.Registry
+	reg     *prometheus.Registry // the sluice_* metrics, which /stats and the sampler read
+	runtime *prometheus.Registry // the Go and process collectors, served beside them
 
 	sessions     *prometheus.GaugeVec
 	opened       *prometheus.CounterVec
@@ -71,7 +72,8 @@ func NewMetrics(src Source, version string) *Metrics {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	}
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
+		reg:     prometheus.NewRegistry(),
+		runtime: prometheus.NewRegistry(),
 		sessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_sessions_open", Help: "Open WebSocket sessions, by route and kind (producer, consumer, reader).",
 		}, []string{"route", "kind"}),
@@ -121,11 +123,14 @@ func NewMetrics(src Source, version string) *Metrics {
 	m.reg.MustRegister(m.sessions, m.opened, m.closed, m.refused, m.messages, m.bytesIn, m.sendLatency, m.pauses,
 		m.paused, m.deliveries, m.redeliveries, m.bytesOut, m.acks, m.slowCloses, m.decisions, m.decisionErrs,
 		m.reloads, m.reloadOK, m.reloadTime, buildInfo,
-		poolCollector{src: src}, stateCollector{src: src},
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		poolCollector{src: src}, stateCollector{src: src})
+	m.runtime.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// Gatherer is everything /metrics serves: the sluice_* metrics, the Go runtime's and the
+// process's.
+func (m *Metrics) Gatherer() prometheus.Gatherer { return prometheus.Gatherers{m.reg, m.runtime} }
 
 // revision is the VCS revision Go stamped into the binary, or "".
 func revision() string {
@@ -141,7 +146,7 @@ func revision() string {
 	return ""
 }
 
-// Registry is the registry /metrics serves, for tests and embedding programs.
+// Registry is the registry of the sluice_* metrics, for tests and embedding programs.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // HandshakeRefused implements gateway.Hooks.

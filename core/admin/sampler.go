@@ -71,7 +71,7 @@ func newSampler(n int) *sampler {
 // sample takes one sample of a's source at now.
 func (s *sampler) sample(a *Admin, now time.Time) {
 	sessions := a.src.Sessions()
-	st := a.Snapshot()
+	st := a.snapshot()
 	smp := Sample{Time: now, ProducerUsed: st.Producers.Edge.Used, ProducerLimit: st.Producers.Edge.Limit,
 		ConsumerUsed: st.Consumers.Edge.Used, ConsumerLimit: st.Consumers.Edge.Limit}
 	for _, r := range st.Routes {

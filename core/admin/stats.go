@@ -137,8 +137,17 @@ type ProcessStats struct {
 
 // Snapshot returns the current Stats.
 func (a *Admin) Snapshot() Stats {
+	s := a.snapshot()
 	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
+	runtime.ReadMemStats(&ms) // stops the world briefly: /stats only, not the sampler
+	s.Go = GoStats{HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse, StackInuse: ms.StackInuse, Sys: ms.Sys, NumGC: ms.NumGC,
+		Goroutines: runtime.NumGoroutine()}
+	s.Process = readProcStatus()
+	return s
+}
+
+// snapshot is Stats without the runtime's and the process's figures.
+func (a *Admin) snapshot() Stats {
 	g := gather(a.m.reg)
 	now := time.Now()
 	s := Stats{
@@ -151,9 +160,6 @@ func (a *Admin) Snapshot() Stats {
 		Routes:            []RouteStats{},
 		Plugins:           []PluginStats{},
 		Broker:            BrokerStats{Up: a.src.BrokerUp(), Embedded: a.src.EmbeddedStats()},
-		Go: GoStats{HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse, StackInuse: ms.StackInuse, Sys: ms.Sys, NumGC: ms.NumGC,
-			Goroutines: runtime.NumGoroutine()},
-		Process: readProcStatus(),
 	}
 	for _, k := range kinds {
 		s.Sessions[k.String()] = int64(g.value("sluice_sessions_open", "kind", k.String()))

@@ -8,7 +8,7 @@ LDFLAGS   := $(if $(VERSION),-X main.version=$(VERSION))
 BENCHTIME ?= 3s
 COUNT     ?= 5
 
-.PHONY: all build run test test-load test-clients vet fuzz proto examples bench-broker bench-plugins clean bench bench-memory bench-throughput bench-consumers
+.PHONY: all build run test test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-plugins clean bench bench-memory bench-throughput bench-consumers
 
 all: build
 
@@ -36,6 +36,14 @@ vet:
 # every ok read back. Not part of `make test`; it takes the benchmark lock.
 test-load: build examples
 	SLUICE_LOAD_TEST=1 flock /tmp/sluice-bench.lock $(GO) test -tags load -run TestLoadAndChaos -count 1 -timeout 15m -v ./core/loadtest/
+
+# The dashboard in headless Chromium against an edge under load (needs Debian's chromium and
+# chromium-driver; .ci/run installs them). `make screenshot` also writes docs/dashboard.png.
+test-browser:
+	$(GO) test -race -tags browser -run TestDashboardInBrowser -count 1 -v ./core/server/
+
+screenshot:
+	SLUICE_SCREENSHOT=$(CURDIR)/docs/dashboard.png $(GO) test -tags browser -run TestDashboardInBrowser -count 1 ./core/server/
 
 # The Python, Node and Go example clients against a real `sluice serve`
 # (needs python3-websocket and node/npm; .ci/run installs them).

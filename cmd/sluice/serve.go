@@ -8,9 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"sync"
-	"time"
+	"syscall"
 
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/server"
@@ -28,33 +29,41 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	files := configFlag(fs, "")
 	listen := fs.String("listen", "", "WebSocket listen address (overrides the config's listen)")
 	brokerURL := fs.String("broker", "", "Pulsar service URL (overrides broker.url; empty: embedded broker)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logLevel := fs.String("log-level", "", "debug, info, warn or error (overrides log.level)")
+	logFormat := fs.String("log-format", "", "text or json (overrides log.format)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
-	logger, err := newLogger(stderr, *logLevel)
-	if err != nil {
-		return err
-	}
 	overrides := map[string]any{}
-	if *listen != "" {
-		overrides["listen"] = *listen
+	for key, v := range map[string]string{"listen": *listen, "broker.url": *brokerURL, "log.level": *logLevel, "log.format": *logFormat} {
+		if v != "" {
+			overrides[key] = v
+		}
 	}
-	if *brokerURL != "" {
-		overrides["broker.url"] = *brokerURL
-	}
+	// The signals serve handles; main's context ends on the first SIGTERM or SIGINT too.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+
 	opts := loadOptions(*files, overrides)
 	cfg, err := config.Load(ctx, opts)
 	if err != nil {
 		return err
 	}
+	level := new(slog.LevelVar)
+	lv, err := config.ParseLogLevel(cfg.Log.Level)
+	if err != nil {
+		return err
+	}
+	level.Set(lv)
+	logger := newServeLogger(stderr, cfg.Log.Format, level)
 	if ignored := config.IgnoredEnv(opts.Env); len(ignored) > 0 {
 		logger.Info("SLUICE_ variables that name no setting are left alone", "vars", ignored)
 	}
-	srv, err := server.New(cfg, server.WithLogger(logger))
+	srv, err := server.New(cfg, server.WithLogger(logger), server.WithLogLevel(level), server.WithVersion(buildVersion()))
 	if err != nil {
 		return err
 	}
@@ -63,25 +72,71 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	printConnectHelp(stdout, srv, cfg)
+	var wg sync.WaitGroup
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer func() {
+		stopWatch()
+		wg.Wait()
+	}()
 	if len(*files) > 0 {
 		// Routes reload when a file changes; a bad file keeps the old routes.
-		var wg sync.WaitGroup
-		wctx, stopWatch := context.WithCancel(ctx)
 		wg.Go(func() {
 			if err := srv.WatchConfig(wctx, opts, 0); err != nil {
 				logger.Error("watching the configuration", "err", err)
 			}
 		})
-		defer func() {
-			stopWatch()
-			wg.Wait()
-		}()
 	}
-	<-ctx.Done()
-	logger.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return srv.Shutdown(sctx)
+	return serveSignals(ctx, srv, sigs, opts, logger)
+}
+
+// serveSignals runs the edge until SIGTERM, SIGINT or SIGUSR2, or until ctx ends, then drains
+// it (docs/operations.md): SIGUSR2 in lame-duck mode. SIGHUP reloads the configuration at any
+// time. A second SIGTERM, SIGINT or SIGUSR2 during the drain returns at once: the process
+// exits without waiting for it.
+func serveSignals(ctx context.Context, srv *server.Server, sigs <-chan os.Signal, opts config.LoadOptions, logger *slog.Logger) error {
+	var drained chan error // nil until a drain begins
+	drain := func(lameDuck bool, why string) {
+		logger.Info("shutting down", "signal", why, "lame_duck", lameDuck)
+		drained = make(chan error, 1)
+		go func() { drained <- srv.Drain(context.Background(), server.DrainOptions{LameDuck: lameDuck}) }()
+	}
+	done := ctx.Done()
+	for {
+		select {
+		case sig := <-sigs:
+			switch {
+			case sig == syscall.SIGHUP:
+				logger.Info("SIGHUP: reloading the configuration")
+				_ = srv.ReloadFiles(context.WithoutCancel(ctx), opts) // logged and counted there
+			case drained != nil:
+				logger.Warn("second signal: exiting without waiting for the drain", "signal", sig.String())
+				return fmt.Errorf("%s during shutdown: exited before the sessions were drained", sig)
+			default:
+				drain(sig == syscall.SIGUSR2, sig.String())
+			}
+		case <-done:
+			done = nil
+			if drained == nil {
+				drain(false, "context done")
+			}
+		case err := <-drained:
+			if err != nil {
+				return fmt.Errorf("shutdown: %w", err)
+			}
+			logger.Info("shut down")
+			return nil
+		}
+	}
+}
+
+// newServeLogger is serve's logger: format text or json on w, at the level v holds (which a
+// reload may change).
+func newServeLogger(w io.Writer, format string, v *slog.LevelVar) *slog.Logger {
+	o := &slog.HandlerOptions{Level: v}
+	if format == config.LogJSON {
+		return slog.New(slog.NewJSONHandler(w, o))
+	}
+	return slog.New(slog.NewTextHandler(w, o))
 }
 
 // RuntimeHeadroom is what `sluice serve` adds to its pools to bound the Go heap.
@@ -122,7 +177,7 @@ func printConnectHelp(w io.Writer, srv *server.Server, cfg *config.Config) {
 	}
 	fmt.Fprintf(w, "Sluice is listening on %s (broker %s)\n", addr, srv.BrokerURL())
 	if a := srv.AdminAddr(); a != "" {
-		fmt.Fprintf(w, "Admin: %s://%s/metrics, /stats, /healthz\n", admin, a)
+		fmt.Fprintf(w, "Admin: %s://%s/ (dashboard), /metrics, /stats, /sessions, /healthz, /readyz\n", admin, a)
 	}
 	if eb := srv.Embedded(); eb != nil {
 		fmt.Fprintf(w, "Embedded broker: %s", eb.ServiceURL())

@@ -75,3 +75,14 @@ func versionLine(ldflags string, bi *debug.BuildInfo) string {
 	}
 	return out + ")"
 }
+
+// buildVersion is the bare version: ldflags, else the module version, else "dev".
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}

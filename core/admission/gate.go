@@ -87,8 +87,8 @@ func (g *Gate) Config() GateConfig {
 
 // GateStats is a snapshot of a gate, one LayerStats per unit.
 type GateStats struct {
-	Messages LayerStats
-	Bytes    LayerStats
+	Messages LayerStats `json:"messages"`
+	Bytes    LayerStats `json:"bytes"`
 }
 
 // Snapshot returns the gate's state.

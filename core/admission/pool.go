@@ -271,30 +271,30 @@ func (c counters) fill(s *LayerStats) {
 
 // LayerStats is one layer's (and unit's) state, for metrics and strategies.
 type LayerStats struct {
-	Layer    Layer
-	Name     string
-	Unit     Unit
-	Limit    int64 // 0: unbounded
-	Used     int64
-	Reserved int64 // edge: sum of route reservations; route: its reservation
-	Waiters  int   // Acquire callers currently queued through this layer
-	Paused   bool  // waiters are held back until usage <= the low watermark
+	Layer    Layer  `json:"layer"`
+	Name     string `json:"name"`
+	Unit     Unit   `json:"unit"`
+	Limit    int64  `json:"limit"` // 0: unbounded
+	Used     int64  `json:"used"`
+	Reserved int64  `json:"reserved"` // edge: sum of route reservations; route: its reservation
+	Waiters  int    `json:"waiters"`  // Acquire callers currently queued through this layer
+	Paused   bool   `json:"paused"`   // waiters are held back until usage <= the low watermark
 
-	Admitted uint64 // charges admitted through this layer
-	Rejected uint64 // TryAcquire refusals by this layer
-	Waited   uint64 // Acquire calls that had to queue, refused first by this layer
-	TimedOut uint64 // waits that ended with context.DeadlineExceeded while refused by this layer
-	Canceled uint64 // waits that ended with another context error while refused by this layer
+	Admitted uint64 `json:"admitted"`  // charges admitted through this layer
+	Rejected uint64 `json:"rejected"`  // TryAcquire refusals by this layer
+	Waited   uint64 `json:"waited"`    // Acquire calls that had to queue, refused first by this layer
+	TimedOut uint64 `json:"timed_out"` // waits that ended with context.DeadlineExceeded while refused by this layer
+	Canceled uint64 `json:"canceled"`  // waits that ended with another context error while refused by this layer
 }
 
 // PoolStats is a snapshot of a pool and its open routes.
 type PoolStats struct {
-	Edge LayerStats
+	Edge LayerStats `json:"edge"`
 	// SharedUsed is the edge usage beyond route reservations; the shared
 	// remainder's limit is Edge.Limit - Edge.Reserved.
-	SharedUsed     int64
-	Routes         []LayerStats
-	DoubleReleases uint64 // Charge.Release calls after the first (no-ops)
+	SharedUsed     int64        `json:"shared_used"`
+	Routes         []LayerStats `json:"routes"`
+	DoubleReleases uint64       `json:"double_releases"` // Charge.Release calls after the first (no-ops)
 }
 
 // Snapshot returns the pool's and its open routes' state.

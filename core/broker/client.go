@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
 )
 
 // Sentinel errors. Creation errors from the broker are classified into these so the gateway can
@@ -70,6 +69,7 @@ type optionFunc func(*clientOptions)
 func (f optionFunc) apply(o *clientOptions) { f(o) }
 
 // WithLogger routes the client's logs (pulsar-client-go's included) to l. Nil discards them.
+// The library's Info lines, several per session, are logged at Debug (see libLogger).
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(o *clientOptions) { o.log = l })
 }
@@ -109,7 +109,7 @@ func Dial(cfg Config, opts ...Option) (*Client, error) {
 		// limit is switched off: with it on, a full client buffer would be a second, unaccounted
 		// limit that fails sends the edge already admitted.
 		MemoryLimitBytes: -1,
-		Logger:           plog.NewLoggerWithSlog(logger.With("component", "pulsar-client")),
+		Logger:           newLibLogger(logger),
 		// No per-topic Prometheus series from the library: the edge exports its own metrics.
 		MetricsCardinality: pulsar.MetricsCardinalityNone,
 	}

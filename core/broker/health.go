@@ -25,6 +25,7 @@ var ErrUnavailable = errors.New("broker unavailable")
 // Run probes until its context ends; Err and Watch may be used from any goroutine. Until
 // the first probe the broker counts as reachable.
 type Health struct {
+	check    func(context.Context) error
 	hosts    []string
 	interval time.Duration
 	timeout  time.Duration
@@ -48,15 +49,24 @@ func NewHealth(serviceURL string, interval time.Duration, log *slog.Logger) (*He
 	if err != nil {
 		return nil, err
 	}
+	h := NewHealthCheck(nil, interval, log)
+	h.hosts, h.timeout = hosts, min(max(h.interval, 500*time.Millisecond), 5*time.Second)
+	h.check = h.dial
+	return h, nil
+}
+
+// NewHealthCheck returns a probe that asks check every interval (zero means 1s): for a broker
+// in the same process, whose state can be read without a connection that would disturb it.
+func NewHealthCheck(check func(context.Context) error, interval time.Duration, log *slog.Logger) *Health {
 	if interval <= 0 {
 		interval = time.Second
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Health{hosts: hosts, interval: interval, timeout: min(max(interval, 500*time.Millisecond), 5*time.Second), log: log, since: time.Now()}
+	h := &Health{check: check, interval: interval, log: log, since: time.Now()}
 	h.down, h.fail = context.WithCancelCause(context.Background())
-	return h, nil
+	return h
 }
 
 // serviceHosts lists the host:port of each host in a pulsar:// or pulsar+ssl:// URL.
@@ -112,8 +122,11 @@ func (h *Health) Run(ctx context.Context) {
 	}
 }
 
-// Check dials the broker once and returns why it could not, or nil.
-func (h *Health) Check(ctx context.Context) error {
+// Check probes the broker once and returns why it is unreachable, or nil.
+func (h *Health) Check(ctx context.Context) error { return h.check(ctx) }
+
+// dial dials the broker's hosts until one answers.
+func (h *Health) dial(ctx context.Context) error {
 	var errs []error
 	for _, host := range h.hosts {
 		d := net.Dialer{Timeout: h.timeout}

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"fmt"
+	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/sdk/strategy"
@@ -18,6 +21,15 @@ type Config struct {
 	// AdminListen is the metrics and health listener address. Zero means
 	// "127.0.0.1:8081"; "off" disables the admin listener.
 	AdminListen string `koanf:"admin_listen" json:"admin_listen"`
+	// AdminPprof serves Go's profiler at /debug/pprof/ on the admin listener, for
+	// `go tool pprof`. Zero (false) means off: a profile costs CPU while it runs and shows
+	// the process's internals, so turn it on only where the admin listener is private.
+	AdminPprof bool `koanf:"admin_pprof" json:"admin_pprof"`
+	// Log configures the edge's own log lines, which go to standard error.
+	Log Log `koanf:"log" json:"log"`
+	// Shutdown configures how the edge drains on SIGTERM or SIGINT and in lame-duck
+	// mode (SIGUSR2); see docs/operations.md.
+	Shutdown Shutdown `koanf:"shutdown" json:"shutdown"`
 	// Broker selects the Pulsar cluster, or the embedded broker.
 	Broker Broker `koanf:"broker" json:"broker"`
 	// Memory holds the edge-wide byte pools.
@@ -54,6 +66,41 @@ type Config struct {
 	// matching /ws/** with the hybrid strategy and on_full reject. Routes
 	// hot-reload.
 	Routes []Route `koanf:"routes" json:"routes"`
+}
+
+// Log configures the edge's log (static, except Level, which a reload applies).
+type Log struct {
+	// Level is the least severe level logged: debug, info, warn or error. Zero means
+	// info. At info the edge logs one line when a session opens and one when it
+	// closes, never one per message.
+	Level string `koanf:"level" json:"level"`
+	// Format is text (key=value pairs, as log/slog's TextHandler writes them) or json
+	// (one JSON object a line). Zero means text.
+	Format string `koanf:"format" json:"format"`
+}
+
+// Log levels and formats.
+const (
+	LogText = "text"
+	LogJSON = "json"
+)
+
+// Shutdown configures draining (static).
+type Shutdown struct {
+	// GracePeriod is how long the edge keeps serving, new sessions included, after
+	// SIGTERM, SIGINT or SIGUSR2 has made /readyz answer 503, so that a load balancer
+	// notices before the listener closes. Zero means none: the listener closes at once.
+	GracePeriod time.Duration `koanf:"grace_period" json:"grace_period"`
+	// DrainTimeout bounds the wait, once the listener is closed, for open sessions to
+	// finish: each stops reading, waits for the broker's answer to every message in
+	// flight, writes the acks and closes with 1001. Past it the broker client is
+	// closed, which fails the sends still outstanding (their clients get error acks).
+	// Zero means 30s.
+	DrainTimeout time.Duration `koanf:"drain_timeout" json:"drain_timeout"`
+	// LameDuckDuration is the time over which lame-duck mode (SIGUSR2) closes the open
+	// sessions, one at a time at even intervals, so that their clients reconnect to
+	// other edges gradually; then the edge shuts down as for SIGTERM. Zero means 30s.
+	LameDuckDuration time.Duration `koanf:"lame_duck_duration" json:"lame_duck_duration"`
 }
 
 // PluginHost supervises the strategy plugin processes (static).
@@ -509,4 +556,19 @@ type Permission struct {
 	// Actions are produce, consume (which also allows a reader, as in Pulsar) and read (a
 	// reader only). Required.
 	Actions []string `koanf:"actions" json:"actions"`
+}
+
+// ParseLogLevel reads a log.level value: debug, info, warn or error (any case).
+func ParseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info", "":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("log level %q: want debug, info, warn or error", s)
 }

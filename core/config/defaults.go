@@ -55,6 +55,11 @@ const (
 	DefaultCallTimeout     = 5 * time.Second
 	DefaultDecisionTimeout = 2 * time.Second
 	DefaultAdjustInterval  = time.Second
+
+	DefaultLogLevel         = "info"
+	DefaultLogFormat        = LogText
+	DefaultDrainTimeout     = 30 * time.Second
+	DefaultLameDuckDuration = 30 * time.Second
 )
 
 // TextFrameFor is the text-frame size that carries a message of payload bytes: its base64
@@ -145,6 +150,10 @@ func (c *Config) SetDefaults() {
 	setDefault(&ph.CallTimeout, DefaultCallTimeout)
 	setDefault(&c.Strategies.DecisionTimeout, DefaultDecisionTimeout)
 	setDefault(&c.Strategies.AdjustInterval, DefaultAdjustInterval)
+	setDefault(&c.Log.Level, DefaultLogLevel)
+	setDefault(&c.Log.Format, DefaultLogFormat)
+	setDefault(&c.Shutdown.DrainTimeout, DefaultDrainTimeout)
+	setDefault(&c.Shutdown.LameDuckDuration, DefaultLameDuckDuration)
 	for i := range c.Routes {
 		c.Routes[i].SetDefaults()
 	}

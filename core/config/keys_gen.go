@@ -4,6 +4,7 @@ package config
 
 var keyDocs = map[string]string{
 	"admin_listen":                              "`admin_listen` is the metrics and health listener address. Zero means \"127.0.0.1:8081\"; \"off\" disables the admin listener.",
+	"admin_pprof":                               "`admin_pprof` serves Go's profiler at /debug/pprof/ on the admin listener, for `go tool pprof`. Zero (false) means off: a profile costs CPU while it runs and shows the process's internals, so turn it on only where the admin listener is private.",
 	"admin_tls":                                 "`admin_tls` serves the admin listener over TLS, as TLS does the WebSocket listener. Zero means plain TCP.",
 	"admin_tls.cert_file":                       "`cert_file` is the PEM certificate chain the listener presents, checked for changes at most once a second. Zero means no TLS.",
 	"admin_tls.client_auth":                     "`client_auth` is verify_if_given (a client may present a certificate, which must then verify) or require (every client must present one that verifies). Zero means verify_if_given when client_ca_file is set.",
@@ -52,6 +53,9 @@ var keyDocs = map[string]string{
 	"limits.message_burst":                      "`message_burst` is how many messages a session may publish at once before the rate applies. Zero means twice message_rate (at least 1).",
 	"limits.message_rate":                       "`message_rate` bounds the messages one producer session may publish per second, averaged (a token bucket). A message past it is handled by its route's on_full: reject answers it with an error ack naming the limit; pause stops reading the socket until it is due, for at most max_pause. Zero means unbounded.",
 	"listen":                                    "`listen` is the WebSocket listener address. Zero means \":8080\".",
+	"log":                                       "`log` configures the edge's own log lines, which go to standard error.",
+	"log.format":                                "`format` is text (key=value pairs, as log/slog's TextHandler writes them) or json (one JSON object a line). Zero means text.",
+	"log.level":                                 "`level` is the least severe level logged: debug, info, warn or error. Zero means info. At info the edge logs one line when a session opens and one when it closes, never one per message.",
 	"memory":                                    "`memory` holds the edge-wide byte pools.",
 	"memory.consumer_limit":                     "`consumer_limit` bounds the bytes fetched for all consumers together and not yet written to their sockets. An absent key means 64MiB; an explicit 0 means unbounded, as for `producer_limit`.",
 	"memory.producer_limit":                     "`producer_limit` bounds the bytes held for all producers together. An absent key means 64MiB; an explicit 0 means unbounded, which is warned about at start.",
@@ -90,6 +94,10 @@ var keyDocs = map[string]string{
 	"routes[].strategy.name":                    "`name` is the strategy's name (bytes, count, hybrid, or one a plugin serves). Required.",
 	"routes[].strategy.params":                  "`params` are the strategy's parameters, left raw for the strategy to decode strictly. A string parameter named config, file or path, or ending in _file, _path or _dir, is a file path: a relative one resolves against the directory of the file that set it. Zero means none.",
 	"routes[].strategy.plugin":                  "`plugin` is the name of a declared plugin serving the strategy. Zero means a builtin strategy.",
+	"shutdown":                                  "`shutdown` configures how the edge drains on SIGTERM or SIGINT and in lame-duck mode (SIGUSR2); see docs/operations.md.",
+	"shutdown.drain_timeout":                    "`drain_timeout` bounds the wait, once the listener is closed, for open sessions to finish: each stops reading, waits for the broker's answer to every message in flight, writes the acks and closes with 1001. Past it the broker client is closed, which fails the sends still outstanding (their clients get error acks). Zero means 30s.",
+	"shutdown.grace_period":                     "`grace_period` is how long the edge keeps serving, new sessions included, after SIGTERM, SIGINT or SIGUSR2 has made /readyz answer 503, so that a load balancer notices before the listener closes. Zero means none: the listener closes at once.",
+	"shutdown.lame_duck_duration":               "`lame_duck_duration` is the time over which lame-duck mode (SIGUSR2) closes the open sessions, one at a time at even intervals, so that their clients reconnect to other edges gradually; then the edge shuts down as for SIGTERM. Zero means 30s.",
 	"strategies":                                "`strategies` bounds the calls the edge makes to every route's strategy.",
 	"strategies.adjust_interval":                "`adjust_interval` is how often adaptive strategies are given their route's pressure and asked for new limits. Zero means 1s.",
 	"strategies.decision_timeout":               "`decision_timeout` bounds one strategy decision during a handshake; a strategy (or plugin) that takes longer refuses the session. Zero means 2s.",

@@ -81,6 +81,15 @@ func (c *Config) Validate() error {
 	c.PluginHost.validate(v)
 	v.nonNegativeDuration("strategies.decision_timeout", c.Strategies.DecisionTimeout)
 	v.nonNegativeDuration("strategies.adjust_interval", c.Strategies.AdjustInterval)
+	if c.Log.Level != "" {
+		if _, err := ParseLogLevel(c.Log.Level); err != nil {
+			v.add("log.level", "%q: must be debug, info, warn or error", c.Log.Level)
+		}
+	}
+	v.check(c.Log.Format == "" || c.Log.Format == LogText || c.Log.Format == LogJSON, "log.format", "%q: must be text or json", c.Log.Format)
+	v.nonNegativeDuration("shutdown.grace_period", c.Shutdown.GracePeriod)
+	v.nonNegativeDuration("shutdown.drain_timeout", c.Shutdown.DrainTimeout)
+	v.nonNegativeDuration("shutdown.lame_duck_duration", c.Shutdown.LameDuckDuration)
 
 	plugins := map[string]int{}
 	for i, p := range c.Plugins {

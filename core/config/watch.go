@@ -117,6 +117,9 @@ func StaticChanges(prev, next *Config) []string {
 	}{
 		{"listen", prev.Listen, next.Listen},
 		{"admin_listen", prev.AdminListen, next.AdminListen},
+		{"admin_pprof", prev.AdminPprof, next.AdminPprof},
+		{"log.format", prev.Log.Format, next.Log.Format},
+		{"shutdown", prev.Shutdown, next.Shutdown},
 		{"broker", prev.Broker, next.Broker},
 		{"memory", [3]Size{prev.Memory.ProducerLimit, prev.Memory.ConsumerLimit, prev.Memory.SessionLimit},
 			[3]Size{next.Memory.ProducerLimit, next.Memory.ConsumerLimit, next.Memory.SessionLimit}},

@@ -80,7 +80,11 @@ type Gateway struct {
 	cancel   context.CancelFunc
 	sessions sync.WaitGroup
 	closed   atomic.Bool
-	startMu  sync.Mutex // orders start's Add before Shutdown's Wait
+
+	nextID   atomic.Uint64
+	mu       sync.Mutex          // orders start's Add before Shutdown's Wait; guards live
+	live     map[uint64]*tracked // the open sessions, by id; guarded by mu
+	refusals refusalLog
 }
 
 // Option configures a Gateway with Go-only dependencies.
@@ -122,7 +126,8 @@ func WithTopicInspector(ti TopicInspector) Option {
 
 // New returns a gateway forwarding to client, admitting sessions under grants.
 func New(client *broker.Client, grants Grants, cfg Config, opts ...Option) *Gateway {
-	g := &Gateway{client: client, cfg: cfg, grants: grants, hooks: nopHooks{}, log: slog.New(slog.DiscardHandler)}
+	g := &Gateway{client: client, cfg: cfg, grants: grants, hooks: nopHooks{}, log: slog.New(slog.DiscardHandler),
+		live: map[uint64]*tracked{}}
 	if g.cfg.CreateTimeout <= 0 {
 		g.cfg.CreateTimeout = 30 * time.Second
 	}
@@ -140,10 +145,21 @@ func New(client *broker.Client, grants Grants, cfg Config, opts ...Option) *Gate
 // Shutdown stops accepting sessions, closes every open session with 1001 and waits for them
 // to finish (each flushes its in-flight sends first), or for ctx to end.
 func (g *Gateway) Shutdown(ctx context.Context) error {
-	g.startMu.Lock()
+	g.mu.Lock()
 	g.closed.Store(true)
-	g.startMu.Unlock()
+	for _, t := range g.live {
+		reason := "server shutting down"
+		t.closing.CompareAndSwap(nil, &reason)
+	}
+	g.mu.Unlock()
 	g.cancel()
+	return g.Wait(ctx)
+}
+
+// Wait waits until every session has finished, or ctx ends.
+func (g *Gateway) Wait(ctx context.Context) error {
+	g.mu.Lock() // every session started so far has been added (see start)
+	g.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		g.sessions.Wait()
@@ -160,48 +176,59 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 // ServeHTTP serves one WebSocket upgrade request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.closed.Load() {
-		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
+		g.refuse(w, r, 0, http.StatusServiceUnavailable, "server shutting down")
 		return
 	}
 	ep, err := wsapi.ParseEndpoint(r.URL.EscapedPath(), r.URL.Query())
 	if err != nil {
-		g.writeError(w, 0, err)
+		g.writeError(w, r, 0, err)
 		return
 	}
 	if !wsconn.IsUpgrade(r) {
-		http.Error(w, "this endpoint needs a WebSocket upgrade request", http.StatusBadRequest)
+		g.refuse(w, r, ep.Kind, http.StatusBadRequest, "this endpoint needs a WebSocket upgrade request")
 		return
 	}
-	log := g.log.With("kind", ep.Kind.String(), "topic", ep.TopicName(), "remote", r.RemoteAddr)
 	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.CreateTimeout)
 	defer cancel()
 	switch ep.Kind {
 	case wsapi.Producer:
-		g.serveProducer(ctx, w, r, ep, log)
+		g.serveProducer(ctx, w, r, ep)
 	case wsapi.Consumer:
-		g.serveConsumer(ctx, w, r, ep, log)
+		g.serveConsumer(ctx, w, r, ep)
 	case wsapi.Reader:
-		g.serveReader(ctx, w, r, ep, log)
+		g.serveReader(ctx, w, r, ep)
 	default:
-		http.Error(w, "unknown endpoint", http.StatusNotFound)
+		g.refuse(w, r, ep.Kind, http.StatusNotFound, "unknown endpoint")
 	}
 }
 
-// start runs a session on a goroutine the gateway owns. A session that completes its
-// handshake while the gateway shuts down runs on the caller's goroutine instead, with the
-// gateway's context already ended, so that it closes at once.
-func (g *Gateway) start(run func(ctx context.Context)) {
-	g.startMu.Lock()
+// start runs a session on a goroutine the gateway owns, with a context of its own (so that
+// lame-duck mode can close it alone) and t registered as open until it returns. A session
+// that completes its handshake while the gateway shuts down runs on the caller's goroutine
+// instead, with its context already ended, so that it closes at once.
+func (g *Gateway) start(t *tracked, run func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(g.ctx)
+	t.cancel = cancel
+	// Under mu, so that every Add happens before a Wait that begins later (Wait takes mu).
+	g.mu.Lock()
 	if g.closed.Load() {
-		g.startMu.Unlock()
-		run(g.ctx)
+		g.mu.Unlock()
+		cancel()
+		run(ctx)
 		return
 	}
+	g.live[t.info.ID] = t
 	g.sessions.Add(1)
-	g.startMu.Unlock()
+	g.mu.Unlock()
 	go func() {
 		defer g.sessions.Done()
-		run(g.ctx)
+		defer func() {
+			cancel()
+			g.mu.Lock()
+			delete(g.live, t.info.ID)
+			g.mu.Unlock()
+		}()
+		run(ctx)
 	}()
 }
 
@@ -214,8 +241,7 @@ func (g *Gateway) handshake(w http.ResponseWriter, r *http.Request, ep wsapi.End
 	}
 	role, method, err := g.auth.AuthenticateRequest(r)
 	if err != nil {
-		g.log.Info("client refused", "kind", ep.Kind.String(), "remote", r.RemoteAddr, "err", err)
-		g.refuse(w, ep.Kind, http.StatusUnauthorized, "Failed to authenticate: "+err.Error())
+		g.refuse(w, r, ep.Kind, http.StatusUnauthorized, "Failed to authenticate: "+err.Error())
 		return h, false
 	}
 	h.Role, h.AuthMethod = role, method
@@ -233,27 +259,28 @@ func (g *Gateway) admitted(w http.ResponseWriter, r *http.Request, h session.Han
 		res = h.Endpoint.Resources()
 	}
 	if err := g.admit.Admit(r, h.Role, res); err != nil {
-		g.log.Info("client not admitted", "kind", h.Endpoint.Kind.String(), "remote", r.RemoteAddr, "role", h.Role, "err", err)
-		g.writeError(w, h.Endpoint.Kind, err)
+		g.writeError(w, r, h.Endpoint.Kind, err)
 		return false
 	}
 	return true
 }
 
-// refuse answers a refused handshake with status and message.
-func (g *Gateway) refuse(w http.ResponseWriter, kind wsapi.Kind, status int, msg string) {
+// refuse answers a refused handshake with status and message, counts it and logs it
+// (rate-limited: a flood of bad handshakes must not flood the log).
+func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, kind wsapi.Kind, status int, msg string) {
 	g.hooks.HandshakeRefused(kind, status)
+	g.refusals.log(g.log, r, kind, status, msg)
 	http.Error(w, msg, status)
 }
 
 // writeError answers a refused handshake with the error's HTTP status.
-func (g *Gateway) writeError(w http.ResponseWriter, kind wsapi.Kind, err error) {
+func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, kind wsapi.Kind, err error) {
 	var we *wsapi.Error
 	if errors.As(err, &we) {
-		g.refuse(w, kind, we.Status, we.Message)
+		g.refuse(w, r, kind, we.Status, we.Message)
 		return
 	}
-	g.refuse(w, kind, http.StatusInternalServerError, err.Error())
+	g.refuse(w, r, kind, http.StatusInternalServerError, err.Error())
 }
 
 type nopHooks struct{}

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/core/wsconn"
 )
 
-func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint, log *slog.Logger) {
+func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint) {
 	// As Pulsar's producer handler: authentication, then authorization (with the broker's
 	// health and the per-role limit), then the parameters.
 	h, ok := g.handshake(w, r, ep)
@@ -22,30 +21,29 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 	}
 	params, err := wsapi.ParseProducerParams(r.URL.Query())
 	if err != nil {
-		g.writeError(w, ep.Kind, err)
+		g.writeError(w, r, ep.Kind, err)
 		return
 	}
 	if len(params.EncryptionKeys) > 0 {
 		// Pulsar's answer when no CryptoKeyReader is configured; Sluice has none.
-		g.refuse(w, ep.Kind, http.StatusInternalServerError,
+		g.refuse(w, r, ep.Kind, http.StatusInternalServerError,
 			"Failed to create producer: Can't add encryption key without configuring a crypto key reader")
 		return
 	}
 	if params.ClientSideEncryption() {
-		g.refuse(w, ep.Kind, http.StatusBadRequest,
+		g.refuse(w, r, ep.Kind, http.StatusBadRequest,
 			"Invalid query params: client-side encryption (encryptionKeys as base64 JSON) is not supported by Sluice")
 		return
 	}
 	grant, err := g.grants.Producer(ctx, h, params)
 	if err != nil {
-		g.writeError(w, ep.Kind, err)
+		g.writeError(w, r, ep.Kind, err)
 		return
 	}
 	p, err := g.client.CreateProducer(ctx, producerOptions(ep, params, grant.LibraryQueue))
 	if err != nil {
 		grant.Release()
-		log.Info("producer refused", "err", err)
-		g.refuse(w, ep.Kind, creationStatus(err), "Failed to create producer: "+err.Error())
+		g.refuse(w, r, ep.Kind, creationStatus(err), "Failed to create producer: "+err.Error())
 		return
 	}
 	conn, err := wsconn.Upgrade(w, r, grant.Conn.Options())
@@ -54,8 +52,10 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 		grant.Release()
 		return
 	}
-	log = log.With("route", grant.Route, "producer", p.Name())
-	g.start(func(ctx context.Context) { session.RunProducer(ctx, conn, p, grant, log) })
+	t := g.track(wsapi.Producer, h, ep, grant.Route, grant.Observer, grant.Gate, subscription{})
+	grant.Observer = t
+	t.log = t.log.With("producer", p.Name())
+	g.start(t, func(ctx context.Context) { session.RunProducer(ctx, conn, p, grant, t.log) })
 }
 
 // producerOptions are the broker-side producer's options: the client's parameters, with the
@@ -86,11 +86,11 @@ func producerOptions(ep wsapi.Endpoint, params wsapi.ProducerParams, queue int) 
 	return opts
 }
 
-func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint, log *slog.Logger) {
+func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint) {
 	// As Pulsar's consumer handler: the parameters before authentication.
 	params, err := wsapi.ParseConsumerParams(r.URL.Query())
 	if err != nil {
-		g.writeError(w, ep.Kind, err)
+		g.writeError(w, r, ep.Kind, err)
 		return
 	}
 	h, ok := g.handshake(w, r, ep)
@@ -102,7 +102,7 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 		// session produces to, and routes and roles decide on it too.
 		res, err := wsapi.TopicResource(wsapi.Producer, dlq)
 		if err != nil {
-			g.writeError(w, ep.Kind, &wsapi.Error{Status: http.StatusBadRequest, Message: "Invalid query params: deadLetterTopic: " + err.Error()})
+			g.writeError(w, r, ep.Kind, &wsapi.Error{Status: http.StatusBadRequest, Message: "Invalid query params: deadLetterTopic: " + err.Error()})
 			return
 		}
 		h.Resources = append(ep.Resources(), res)
@@ -112,14 +112,13 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 	}
 	grant, err := g.grants.Consumer(ctx, h, params)
 	if err != nil {
-		g.writeError(w, ep.Kind, err)
+		g.writeError(w, r, ep.Kind, err)
 		return
 	}
 	c, err := g.client.Subscribe(ctx, consumerOptions(ep, params, grant.Prefetch))
 	if err != nil {
 		grant.Release()
-		log.Info("consumer refused", "err", err)
-		g.refuse(w, ep.Kind, creationStatus(err), "Failed to subscribe: "+err.Error())
+		g.refuse(w, r, ep.Kind, creationStatus(err), "Failed to subscribe: "+err.Error())
 		return
 	}
 	conn, err := wsconn.Upgrade(w, r, grant.Conn.Options())
@@ -128,9 +127,11 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 		grant.Release()
 		return
 	}
-	log = log.With("route", grant.Route, "subscription", ep.Subscription)
+	t := g.track(wsapi.Consumer, h, ep, grant.Route, grant.Observer, grant.Gate,
+		subscription{typ: string(params.SubscriptionType), mode: string(params.SubscriptionMode)})
+	grant.Observer = t
 	eot := g.consumerEndOfTopic(ep.TopicName(), c)
-	g.start(func(ctx context.Context) { session.RunConsumer(ctx, conn, c, grant, eot, log) })
+	g.start(t, func(ctx context.Context) { session.RunConsumer(ctx, conn, c, grant, eot, t.log) })
 }
 
 // consumerOptions are the broker-side consumer's options, from the client's parameters and
@@ -165,10 +166,10 @@ func consumerOptions(ep wsapi.Endpoint, params wsapi.ConsumerParams, prefetch in
 	return opts
 }
 
-func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint, log *slog.Logger) {
+func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint) {
 	params, err := wsapi.ParseReaderParams(r.URL.Query())
 	if err != nil {
-		g.writeError(w, ep.Kind, err)
+		g.writeError(w, r, ep.Kind, err)
 		return
 	}
 	h, ok := g.handshake(w, r, ep)
@@ -177,7 +178,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	}
 	grant, err := g.grants.Reader(ctx, h, params)
 	if err != nil {
-		g.writeError(w, ep.Kind, err)
+		g.writeError(w, r, ep.Kind, err)
 		return
 	}
 	opts := broker.ReaderOptions{
@@ -198,14 +199,13 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	rd, err := g.client.CreateReader(ctx, opts)
 	if err != nil {
 		grant.Release()
-		log.Info("reader refused", "err", err)
 		// Pulsar answers every reader creation failure with 500; an unreachable broker is 503
 		// here as for producers and consumers.
 		status := http.StatusInternalServerError
 		if errors.Is(err, broker.ErrUnavailable) {
 			status = http.StatusServiceUnavailable
 		}
-		g.refuse(w, ep.Kind, status, "Failed to create reader: "+err.Error())
+		g.refuse(w, r, ep.Kind, status, "Failed to create reader: "+err.Error())
 		return
 	}
 	conn, err := wsconn.Upgrade(w, r, grant.Conn.Options())
@@ -214,7 +214,8 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 		grant.Release()
 		return
 	}
-	log = log.With("route", grant.Route)
+	t := g.track(wsapi.Reader, h, ep, grant.Route, grant.Observer, grant.Gate, subscription{})
+	grant.Observer = t
 	topic := ep.TopicName()
 	eot := func(ctx context.Context, _ map[string]broker.MessageID) (bool, error) {
 		terminated, err := g.terminated(ctx, topic)
@@ -223,7 +224,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 		}
 		return !rd.HasNext(), nil
 	}
-	g.start(func(ctx context.Context) { session.RunReader(ctx, conn, rd, grant, eot, log) })
+	g.start(t, func(ctx context.Context) { session.RunReader(ctx, conn, rd, grant, eot, t.log) })
 }
 
 func (g *Gateway) terminated(ctx context.Context, topic string) (bool, error) {

@@ -28,12 +28,12 @@ type EdgeStats struct {
 
 type poolStats struct {
 	Edge struct {
-		Limit    int64 `json:"Limit"`
-		Used     int64 `json:"Used"`
-		Rejected uint64
-		Waiters  int
-		Paused   bool
-	} `json:"Edge"`
+		Limit    int64  `json:"limit"`
+		Used     int64  `json:"used"`
+		Rejected uint64 `json:"rejected"`
+		Waiters  int    `json:"waiters"`
+		Paused   bool   `json:"paused"`
+	} `json:"edge"`
 }
 
 // ProducerPoolUsed and the other accessors keep the JSON shape private.

@@ -98,6 +98,7 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 	}
 	ep := h.Endpoint
 	dctx, cancel := context.WithTimeout(ctx, m.timeout)
+	start := time.Now()
 	dec, err := r.strat.OpenProducer(dctx, strategy.ProducerRequest{
 		Route:              r.cfg.Name,
 		Topic:              ep.TopicName(),
@@ -110,6 +111,7 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 		MaxPendingMessages: pending,
 	})
 	cancel()
+	r.decided(start, err)
 	if err != nil {
 		return session.ProducerGrant{}, m.decisionError(r, err)
 	}
@@ -198,6 +200,7 @@ func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *
 	}
 	ep := h.Endpoint
 	dctx, cancel := context.WithTimeout(ctx, m.timeout)
+	start := time.Now()
 	dec, err := r.strat.OpenConsumer(dctx, strategy.ConsumerRequest{
 		Route:             r.cfg.Name,
 		Topic:             ep.TopicName(),
@@ -212,6 +215,7 @@ func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *
 		ReceiverQueueSize: queue,
 	})
 	cancel()
+	r.decided(start, err)
 	if err != nil {
 		return session.ConsumerGrant{}, m.decisionError(r, err)
 	}

@@ -22,23 +22,33 @@ type (
 // Metrics are one route's instruments, made when the route is built (core/admin makes them,
 // with their labels resolved), so that an outcome costs an increment and no lookup.
 type Metrics struct {
-	// Results counts producer frames by outcome, indexed by session.Result.
-	Results [session.NumResults]Counter
+	// Results counts producer frames by outcome, indexed by session.Result; a send error
+	// counts there when the broker or the client library failed the message, in SendTimeouts
+	// when the send timeout answered it.
+	Results      [session.NumResults]Counter
+	SendTimeouts Counter
 	// BytesIn counts the bytes of producer frames read.
 	BytesIn Counter
-	// AckLatency observes, in seconds, the broker's answer to each sent message.
-	AckLatency Histogram
+	// SendLatency observes, in seconds, the broker's answer to each sent message.
+	SendLatency Histogram
 	// Pauses counts producer pauses at a limit, PausedSeconds their length.
 	Pauses, PausedSeconds Counter
-	// Deliveries and Redeliveries count messages written to consumers and readers, BytesOut
-	// their frames' bytes.
+	// Deliveries counts messages written to consumers and readers (redeliveries included),
+	// Redeliveries those the broker had delivered before, BytesOut their frames' bytes.
 	Deliveries, Redeliveries, BytesOut Counter
 	// Acks and Nacks count consumer clients' acknowledgements.
 	Acks, Nacks Counter
-	// Sessions are the open sessions, indexed by wsapi.Kind.
+	// SlowConsumerCloses counts sessions closed because their client did not read.
+	SlowConsumerCloses Counter
+	// Sessions are the open sessions and Opened the sessions opened, indexed by wsapi.Kind.
 	Sessions [4]Gauge
+	Opened   [4]Counter
 	// Closed counts a session's end; it runs once per session and may resolve labels.
 	Closed func(kind wsapi.Kind, code int)
+	// Decisions observes, in seconds, each strategy decision at a handshake; DecisionErrors
+	// counts those that failed (a refused handshake, 503).
+	Decisions      Histogram
+	DecisionErrors Counter
 }
 
 type nopInstrument struct{}
@@ -51,13 +61,15 @@ func (nopInstrument) Observe(float64) {}
 // nopMetrics measures nothing: a route's metrics without WithMetrics.
 func nopMetrics() Metrics {
 	var n nopInstrument
-	m := Metrics{BytesIn: n, AckLatency: n, Pauses: n, PausedSeconds: n, Deliveries: n, Redeliveries: n,
-		BytesOut: n, Acks: n, Nacks: n, Closed: func(wsapi.Kind, int) {}}
+	m := Metrics{SendTimeouts: n, BytesIn: n, SendLatency: n, Pauses: n, PausedSeconds: n, Deliveries: n,
+		Redeliveries: n, BytesOut: n, Acks: n, Nacks: n, SlowConsumerCloses: n, Decisions: n, DecisionErrors: n,
+		Closed: func(wsapi.Kind, int) {}}
 	for i := range m.Results {
 		m.Results[i] = n
 	}
 	for i := range m.Sessions {
 		m.Sessions[i] = n
+		m.Opened[i] = n
 	}
 	return m
 }

@@ -29,23 +29,53 @@ type Route struct {
 // Name is the route's name.
 func (r *Route) Name() string { return r.cfg.Name }
 
+// Config is the route's configuration, defaults applied.
+func (r *Route) Config() config.Route { return r.cfg }
+
+// ProducerLayer and ConsumerLayer are the route's pools' state now.
+func (r *Route) ProducerLayer() admission.LayerStats { return r.prod.Snapshot() }
+
+// ConsumerLayer is the route's consumer pool's state now.
+func (r *Route) ConsumerLayer() admission.LayerStats { return r.cons.Snapshot() }
+
+// decided records one strategy decision and how long it took.
+func (r *Route) decided(start time.Time, err error) {
+	r.m.Decisions.Observe(time.Since(start).Seconds())
+	if err != nil {
+		r.m.DecisionErrors.Inc()
+	}
+}
+
 var _ session.Observer = (*Route)(nil)
 
 // SessionOpened implements session.Observer.
-func (r *Route) SessionOpened(kind wsapi.Kind) { r.m.Sessions[kind].Inc() }
+func (r *Route) SessionOpened(kind wsapi.Kind) {
+	r.m.Sessions[kind].Inc()
+	r.m.Opened[kind].Inc()
+}
 
 // SessionClosed implements session.Observer.
 func (r *Route) SessionClosed(kind wsapi.Kind, code int) {
 	r.m.Sessions[kind].Dec()
 	r.m.Closed(kind, code)
+	if code == wsapi.CloseSlowConsumer {
+		r.m.SlowConsumerCloses.Inc()
+	}
 }
 
 // Published implements session.Observer.
 func (r *Route) Published(res session.Result, n int, latency time.Duration) {
-	r.m.Results[res].Inc()
+	switch {
+	case res == session.ResultSendError && latency == 0:
+		// The session reports the broker's answers with their latency; an error without
+		// one is the send timeout's.
+		r.m.SendTimeouts.Inc()
+	default:
+		r.m.Results[res].Inc()
+	}
 	r.m.BytesIn.Add(float64(n))
 	if latency > 0 {
-		r.m.AckLatency.Observe(latency.Seconds())
+		r.m.SendLatency.Observe(latency.Seconds())
 	}
 	if r.adjuster != nil {
 		r.pressure.observe(res, latency)

@@ -12,9 +12,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/core/admin"
@@ -48,18 +48,27 @@ type Server struct {
 	gw         *gateway.Gateway
 	handler    http.Handler
 	metrics    *admin.Metrics
-	health     *broker.Health // the broker's reachability, probed by runHealth
+	admin      *admin.Admin
+	health     *broker.Health // the broker's reachability, for handshakes and /readyz
 	guard      *guard         // issue 13's protections around the gateway
 	tls        *certs.Reloader
 	adminTLS   *certs.Reloader
 	stopHealth context.CancelFunc
 	healthDone chan struct{}
+	version    string
+	level      *slog.LevelVar // nil: reloads leave the log level alone
+
+	draining  atomic.Bool
+	reloadMu  sync.Mutex // serialises reloads (file changes, SIGHUP)
+	broken    bool       // the last reload failed; guarded by reloadMu
+	stopAdmin context.CancelFunc
+	bg        sync.WaitGroup // the admin sampler
 
 	mu       sync.Mutex
 	listener net.Listener
 	http     *http.Server
 	serveErr chan error
-	admin    *http.Server
+	adminSrv *http.Server
 	adminLn  net.Listener
 	adminErr chan error
 
@@ -88,6 +97,17 @@ func WithLogger(l *slog.Logger) Option {
 	})
 }
 
+// WithVersion sets the version the admin endpoints report (sluice_build_info, /stats).
+func WithVersion(v string) Option {
+	return optionFunc(func(s *Server) { s.version = v })
+}
+
+// WithLogLevel lets reloads apply log.level: the logger's handler should read its level from
+// v. Nil, or no WithLogLevel, leaves the level alone.
+func WithLogLevel(v *slog.LevelVar) Option {
+	return optionFunc(func(s *Server) { s.level = v })
+}
+
 // WithRegistry sets the strategies routes may name. Nil, or no WithRegistry, means the
 // builtin strategies only.
 func WithRegistry(r *strategy.Registry) Option {
@@ -102,7 +122,7 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: slog.New(slog.DiscardHandler)}
+	s := &Server{cfg: cfg, log: slog.New(slog.DiscardHandler), version: "dev"}
 	for _, o := range opts {
 		o.apply(s)
 	}
@@ -121,7 +141,7 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 	defer func() {
 		if err != nil {
-			s.closeBackends()
+			s.closeBackends(false)
 		}
 	}()
 	for _, w := range s.cfg.Warnings() {
@@ -152,7 +172,7 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 		}
 		asrv := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
 		s.mu.Lock()
-		s.admin, s.adminLn, s.adminErr = asrv, aln, make(chan error, 1)
+		s.adminSrv, s.adminLn, s.adminErr = asrv, aln, make(chan error, 1)
 		s.mu.Unlock()
 		go func() { s.adminErr <- asrv.Serve(aln) }()
 		s.log.Info("admin listening", "addr", aln.Addr().String())
@@ -201,9 +221,22 @@ func (s *Server) loadTLS() error {
 
 // startHealth probes the broker's reachability on a goroutine the server owns.
 func (s *Server) startHealth() error {
-	h, err := broker.NewHealth(s.brokerURL, s.cfg.Broker.HealthInterval, s.log.With("component", "broker-health"))
-	if err != nil {
-		return err
+	log := s.log.With("component", "broker-health")
+	var h *broker.Health
+	if eb := s.embedded; eb != nil {
+		// In-process: its listener's state is its reachability, and no probe connection
+		// disturbs it.
+		h = broker.NewHealthCheck(func(context.Context) error {
+			if !eb.Listening() {
+				return errors.New("embedded broker not listening")
+			}
+			return nil
+		}, s.cfg.Broker.HealthInterval, log)
+	} else {
+		var err error
+		if h, err = broker.NewHealth(s.brokerURL, s.cfg.Broker.HealthInterval, log); err != nil {
+			return err
+		}
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	s.health, s.stopHealth, s.healthDone = h, stop, make(chan struct{})
@@ -250,7 +283,7 @@ func (s *Server) startBroker(ctx context.Context) error {
 		TLSTrustCertsFile: bc.TLSTrustCertsFile,
 		TLSAllowInsecure:  bc.TLSAllowInsecure,
 		OperationTimeout:  bc.OperationTimeout,
-	}, broker.WithLogger(s.log.With("component", "broker-client")))
+	}, broker.WithLogger(s.log.With("component", "pulsar-client")))
 	if err != nil {
 		return err
 	}
@@ -263,7 +296,7 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	if s.producers, s.consumers, s.sessions, err = newPools(s.cfg.Memory); err != nil {
 		return err
 	}
-	s.metrics = admin.NewMetrics(s)
+	s.metrics = admin.NewMetrics(s, s.version)
 	popts := append(policyOptions(s.cfg), policy.WithLogger(s.log.With("component", "policy")),
 		policy.WithSessionPool(s.sessions), policy.WithMetrics(s.metrics.RouteMetrics))
 	if s.plugins, err = StartPlugins(ctx, s.cfg, s.log); err != nil {
@@ -301,7 +334,11 @@ func (s *Server) buildGateway(ctx context.Context) error {
 		opts = append(opts, gateway.WithTopicInspector(embeddedInspector{s.embedded}))
 	}
 	s.gw = gateway.New(s.client, s.policies, gateway.Config{CreateTimeout: s.cfg.Broker.OperationTimeout}, opts...)
+	s.admin = admin.New(s, s.metrics, admin.Config{Version: s.version, Pprof: s.cfg.AdminPprof}, s.log.With("component", "admin"))
 	s.handler = s.newHandler()
+	sctx, stopAdmin := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopAdmin = stopAdmin
+	s.bg.Go(func() { s.admin.Run(sctx) })
 	return nil
 }
 
@@ -357,31 +394,8 @@ func (s *Server) Plugins() *plugins.Host { return s.plugins }
 // one that follows a bad file, even when it changes nothing. It blocks; run it on a
 // goroutine you wait for.
 func (s *Server) WatchConfig(ctx context.Context, opts config.LoadOptions, interval time.Duration) error {
-	broken := false // the last load failed
 	return config.Watch(ctx, config.WatchOptions{Load: opts, Interval: interval}, func(next *config.Config, err error) {
-		if err != nil {
-			broken = true
-			s.log.Error("configuration reload failed; keeping the previous configuration", "err", err)
-			return
-		}
-		if reflect.DeepEqual(next.Routes, s.appliedRoutes()) {
-			// Reload is not called: report the static changes here.
-			if keys := config.StaticChanges(s.cfg, next); len(keys) > 0 {
-				s.log.Warn("configuration changes that need a restart were not applied", "keys", keys)
-			}
-			if broken {
-				s.log.Info("configuration is valid again; the routes in force are unchanged")
-			}
-			broken = false
-			return // Watch's first call, or a change elsewhere
-		}
-		if err := s.Reload(ctx, next); err != nil {
-			broken = true
-			s.log.Error("configuration reload failed; keeping the previous routes", "err", err)
-			return
-		}
-		broken = false
-		s.log.Info("configuration reloaded", "routes", len(next.Routes))
+		_ = s.applyLoaded(ctx, next, err, false) // logged and counted there
 	})
 }
 
@@ -470,8 +484,8 @@ func Validate(ctx context.Context, cfg *config.Config, reg *strategy.Registry) e
 	return nil
 }
 
-// Handler is the edge's HTTP handler, built once by Start: the WebSocket API under /ws/ and a
-// health check.
+// Handler is the edge's HTTP handler, built once by Start: the WebSocket API under /ws/,
+// /healthz and /readyz.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) newHandler() http.Handler {
@@ -481,6 +495,10 @@ func (s *Server) newHandler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintln(w, "ok")
 	})
+	// /readyz here too: a load balancer probes the port it sends traffic to, and the admin
+	// listener is on loopback by default.
+	ready := s.AdminHandler()
+	mux.Handle("GET /readyz", ready)
 	return mux
 }
 
@@ -491,11 +509,18 @@ func (s *Server) EdgeStats() EdgeStats { return s.guard.stats() }
 // BrokerHealth is the broker reachability probe, for readiness checks.
 func (s *Server) BrokerHealth() *broker.Health { return s.health }
 
-// AdminHandler serves /healthz, /metrics and /stats.
-func (s *Server) AdminHandler() http.Handler { return admin.Handler(s, s.metrics) }
+// AdminHandler serves the admin endpoints: /healthz, /readyz, /metrics, /stats, /sessions,
+// Pulsar's proxy-stats, the dashboard and, when enabled, /debug/pprof/.
+func (s *Server) AdminHandler() http.Handler { return s.admin.Handler() }
 
 // Stats is the snapshot /stats serves.
-func (s *Server) Stats() admin.Stats { return s.metrics.Snapshot(s) }
+func (s *Server) Stats() admin.Stats { return s.admin.Snapshot() }
+
+// Metrics is the edge's Prometheus adapter.
+func (s *Server) Metrics() *admin.Metrics { return s.metrics }
+
+// Gateway is the edge's WebSocket handler.
+func (s *Server) Gateway() *gateway.Gateway { return s.gw }
 
 // AdminAddr is the admin listener's address, or "" when there is none.
 func (s *Server) AdminAddr() string {
@@ -540,19 +565,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) shutdown(ctx context.Context) error {
+	s.draining.Store(true)
 	var errs []error
 	s.mu.Lock()
 	srv, serveErr := s.http, s.serveErr
-	asrv, adminErr := s.admin, s.adminErr
+	asrv, adminErr := s.adminSrv, s.adminErr
 	s.mu.Unlock()
-	if asrv != nil {
-		if err := asrv.Shutdown(ctx); err != nil {
-			errs = append(errs, err)
-		}
-		if err := <-adminErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errs = append(errs, err)
-		}
-	}
 	if srv != nil {
 		// Hijacked WebSocket connections are not tracked by http.Server: stop accepting, then
 		// close the sessions through the gateway.
@@ -563,16 +581,39 @@ func (s *Server) shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	late := false // sessions were still open when ctx ended
 	if s.gw != nil {
 		if err := s.gw.Shutdown(ctx); err != nil {
+			late = true
+			s.log.Warn("drain timeout: closing the broker client under the sessions still open; their messages in flight get error acks",
+				"sessions", s.gw.SessionCount())
 			errs = append(errs, err)
 		}
 	}
-	s.closeBackends()
+	s.closeBackends(late)
+	// The admin listener closes last, so that /readyz and /metrics are served while the
+	// edge drains.
+	if asrv != nil {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if err := asrv.Shutdown(actx); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+		if err := <-adminErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
-func (s *Server) closeBackends() {
+// lateSessionWait bounds the wait, after the broker client is closed under sessions the drain
+// timeout left open, for them to write their error acks and close.
+const lateSessionWait = 5 * time.Second
+
+// closeBackends closes what the sessions use. late says sessions may still be open: the
+// broker client is closed first, which answers their sends, and they are given
+// lateSessionWait to write the acks and close before the broker goes.
+func (s *Server) closeBackends(late bool) {
 	if s.stopHealth != nil {
 		s.stopHealth()
 		<-s.healthDone
@@ -583,6 +624,16 @@ func (s *Server) closeBackends() {
 		<-s.adjustDone
 		s.stopAdjust = nil
 	}
+	if s.client != nil {
+		s.client.Close()
+	}
+	if late && s.gw != nil {
+		wctx, cancel := context.WithTimeout(context.Background(), lateSessionWait)
+		if err := s.gw.Wait(wctx); err != nil {
+			s.log.Warn("sessions still open after the broker client closed", "sessions", s.gw.SessionCount())
+		}
+		cancel()
+	}
 	if s.policies != nil {
 		s.policies.Close()
 	}
@@ -591,14 +642,15 @@ func (s *Server) closeBackends() {
 			s.log.Warn("closing plugins", "err", err)
 		}
 	}
-	if s.client != nil {
-		s.client.Close()
-	}
 	if s.embedded != nil {
 		if err := s.embedded.Close(); err != nil {
 			s.log.Warn("closing embedded broker", "err", err)
 		}
 	}
+	if s.stopAdmin != nil {
+		s.stopAdmin()
+	}
+	s.bg.Wait()
 }
 
 // embeddedInspector lets isEndOfTopic see topic termination in the embedded broker.

@@ -60,6 +60,22 @@ func (b *Broker) adminHandler() http.Handler {
 		f.DropConnections()
 		writeJSON(w, http.StatusOK, f.State())
 	})
+	mux.HandleFunc("POST /faults/unreachable", func(w http.ResponseWriter, r *http.Request) {
+		on := true
+		if s := r.URL.Query().Get("on"); s != "" {
+			v, err := strconv.ParseBool(s)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, errors.New("on: want true or false"))
+				return
+			}
+			on = v
+		}
+		if err := f.Unreachable(on); err != nil {
+			writeError(w, http.StatusConflict, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, f.State())
+	})
 	mux.HandleFunc("POST /faults/stall-dispatch", func(w http.ResponseWriter, r *http.Request) {
 		on := true
 		if s := r.URL.Query().Get("on"); s != "" {

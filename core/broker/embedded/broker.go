@@ -40,6 +40,8 @@ type Broker struct {
 	serviceURL string
 	adminURL   string
 	wildcard   bool // listening on 0.0.0.0 or [::]: lookups advertise the connection's local address
+	// unreachable: the listener is closed by the Unreachable fault.
+	unreachable bool
 
 	mu           sync.Mutex // guards all protocol state below
 	closed       bool
@@ -121,6 +123,7 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 	b.faults = &Faults{
 		onChange:       b.wakePump,
 		dropAll:        b.dropConnections,
+		unreachable:    b.setUnreachable,
 		dispatchResume: b.dispatchAll,
 	}
 	return b, nil
@@ -492,6 +495,45 @@ func (b *Broker) acceptLoop(ln net.Listener) {
 		go c.readLoop()
 		go c.writeLoop()
 	}
+}
+
+// Listening reports whether the broker accepts connections: started, not closed, and not made
+// unreachable by the Unreachable fault.
+func (b *Broker) Listening() bool {
+	b.lifeMu.Lock()
+	defer b.lifeMu.Unlock()
+	return b.started && !b.stopped && !b.unreachable
+}
+
+// setUnreachable closes the listener and every connection (on), or listens again on the same
+// address (off): the broker is gone from the network and comes back.
+func (b *Broker) setUnreachable(on bool) error {
+	b.lifeMu.Lock()
+	defer b.lifeMu.Unlock()
+	if !b.started || b.stopped {
+		return ErrClosed
+	}
+	if on == b.unreachable {
+		return nil
+	}
+	if on {
+		b.unreachable = true
+		err := b.ln.Close()
+		b.dropConnections()
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			return err
+		}
+		return nil
+	}
+	ln, err := net.Listen("tcp", b.ln.Addr().String())
+	if err != nil {
+		return fmt.Errorf("listening again on %s: %w", b.ln.Addr(), err)
+	}
+	b.unreachable = false
+	b.ln = ln
+	b.wg.Add(1)
+	go b.acceptLoop(ln)
+	return nil
 }
 
 // dropConnections closes every client connection now.

@@ -110,6 +110,7 @@
 //	POST /faults/fail-sends?error=ServiceNotReady&count=N
 //	                                             Faults.FailSends (count omitted: until reset)
 //	POST /faults/drop-connections                Faults.DropConnections
+//	POST /faults/unreachable?on=true|false       Faults.Unreachable (on omitted: true)
 //	POST /faults/stall-dispatch?on=true|false    Faults.StallDispatch (on omitted: true)
 //	POST /faults/reset                           Faults.Reset
 //	PUT  /admin/topics/{persistent|non-persistent}/{tenant}/{ns}/{topic}?partitions=N

@@ -18,9 +18,10 @@ type Faults struct {
 	failCode       pulsarpb.ServerError
 	failRemaining  int // >0: that many more; <0: until Reset; 0: off
 	stallDispatch  bool
-	onChange       func() // set once by the broker before use
-	dropAll        func() // set once by the broker before use
-	dispatchResume func() // set once by the broker before use
+	onChange       func()           // set once by the broker before use
+	dropAll        func()           // set once by the broker before use
+	unreachable    func(bool) error // set once by the broker before use
+	dispatchResume func()           // set once by the broker before use
 }
 
 // FaultState is a snapshot of the injected faults, as served by GET /faults.
@@ -104,6 +105,17 @@ func (f *Faults) DropConnections() {
 	if f.dropAll != nil {
 		f.dropAll()
 	}
+}
+
+// Unreachable takes the broker off the network (on): its listener closes and every client
+// connection is dropped, so that connections are refused until Unreachable(false) listens
+// again on the same address. Stored messages stay. This is a broker that went away, where
+// DropConnections is one whose connections broke.
+func (f *Faults) Unreachable(on bool) error {
+	if f.unreachable == nil {
+		return ErrClosed
+	}
+	return f.unreachable(on)
 }
 
 // changed tells the broker that receipt faults changed.

@@ -3,6 +3,8 @@ package embedded_test
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -256,5 +258,39 @@ func TestRetentionFull(t *testing.T) {
 		if _, err := p2.Send(ctx, &pulsar.ProducerMessage{Payload: make([]byte, 1<<10)}); err != nil {
 			t.Fatalf("send %d without subscriptions: %v", i, err)
 		}
+	}
+}
+
+// Unreachable refuses connections until it is turned off; then clients reconnect to the same
+// address and what was stored is still there.
+func TestUnreachable(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{})
+	addr := strings.TrimPrefix(b.ServiceURL(), "pulsar://")
+	c := newClient(t, b, nil)
+	topic := uniqueTopic("unreachable")
+	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, SendTimeout: 20 * time.Second})
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Faults().Unreachable(true); err != nil {
+		t.Fatal(err)
+	}
+	if nc, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		nc.Close()
+		t.Fatal("dial succeeded while unreachable")
+	}
+	if b.Stats().ConnectionsOpen != 0 {
+		t.Errorf("connections open while unreachable: %d", b.Stats().ConnectionsOpen)
+	}
+	if err := b.Faults().Unreachable(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("after")}); err != nil {
+		t.Fatalf("send after the broker came back: %v", err)
+	}
+	if info, err := b.TopicInfo(topic); err != nil || info.RetainedBytes < int64(len("before")+len("after")) {
+		t.Fatalf("topic after the outage: %+v, %v", info, err)
 	}
 }

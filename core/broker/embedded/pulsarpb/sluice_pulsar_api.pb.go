@@ -3165,8 +3165,8 @@ type CommandLookupTopic struct {
 	OriginalPrincipal *string `protobuf:"bytes,4,opt,name=original_principal,json=originalPrincipal" json:"original_principal,omitempty"`
 	// Original auth role and auth Method that was passed
 	// to the proxy.
-	OriginalAuthData   *string `protobuf:"bytes,5,opt,name=original_auth_data,json=originalAuthData" json:"original_auth_data,omitempty"`
-	OriginalAuthMethod *string `protobuf:"bytes,6,opt,name=original_auth_method,json=originalAuthMethod" json:"original_auth_method,omitempty"`
+	OriginalAuthData       *string `protobuf:"bytes,5,opt,name=original_auth_data,json=originalAuthData" json:"original_auth_data,omitempty"`
+	OriginalAuthMethod     *string `protobuf:"bytes,6,opt,name=original_auth_method,json=originalAuthMethod" json:"original_auth_method,omitempty"`
 	AdvertisedListenerName *string `protobuf:"bytes,7,opt,name=advertised_listener_name,json=advertisedListenerName" json:"advertised_listener_name,omitempty"`
 	// The properties used for topic lookup
 	Properties    []*KeyValue `protobuf:"bytes,8,rep,name=properties" json:"properties,omitempty"`

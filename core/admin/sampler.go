@@ -1,0 +1,145 @@
+package admin
+
+import (
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/core/gateway"
+	"github.com/sluicehq/sluice/core/wsapi"
+)
+
+// sampler keeps, at a fixed interval, a bounded history of every route's figures (for the
+// dashboard's charts) and each open session's rates over the last interval (for Pulsar's
+// proxy-stats).
+type sampler struct {
+	mu      sync.Mutex
+	samples []Sample // a ring of at most max samples, oldest first after ordering
+	next    int
+	max     int
+	prev    map[uint64]sessionSample
+	rates   map[uint64]Rates
+}
+
+// Sample is one point of the history: the edge pools and every route at one moment.
+type Sample struct {
+	Time          time.Time     `json:"time"`
+	ProducerUsed  int64         `json:"producer_used"`
+	ProducerLimit int64         `json:"producer_limit"`
+	ConsumerUsed  int64         `json:"consumer_used"`
+	ConsumerLimit int64         `json:"consumer_limit"`
+	Routes        []RouteSample `json:"routes"`
+}
+
+// RouteSample is one route at one moment; counters are totals, rates are differences.
+type RouteSample struct {
+	Name          string `json:"name"`
+	ProducerUsed  int64  `json:"producer_used"`
+	ProducerLimit int64  `json:"producer_limit"`
+	ConsumerUsed  int64  `json:"consumer_used"`
+	ConsumerLimit int64  `json:"consumer_limit"`
+	InFlight      int64  `json:"in_flight"`
+	Sessions      int64  `json:"sessions"`
+	OK            int64  `json:"ok"`
+	Rejected      int64  `json:"rejected"`
+	Failed        int64  `json:"failed"`
+	Deliveries    int64  `json:"deliveries"`
+	Acks          int64  `json:"acks"`
+	Pauses        int64  `json:"pauses"`
+	SlowCloses    int64  `json:"slow_consumer_closes"`
+}
+
+// History is /stats/history's answer.
+type History struct {
+	IntervalSeconds float64  `json:"interval_seconds"`
+	Samples         []Sample `json:"samples"`
+}
+
+// Rates are one session's rates per second over the last sampling interval.
+type Rates struct {
+	MsgsIn, BytesIn, MsgsOut, BytesOut, Failed float64
+}
+
+type sessionSample struct {
+	at                                    time.Time
+	msgsIn, bytesIn, msgsOut, bytesOut, f int64
+}
+
+func newSampler(n int) *sampler {
+	return &sampler{max: n, prev: map[uint64]sessionSample{}, rates: map[uint64]Rates{}}
+}
+
+// sample takes one sample of a's source at now.
+func (s *sampler) sample(a *Admin, now time.Time) {
+	sessions := a.src.Sessions()
+	st := a.snapshot()
+	smp := Sample{Time: now, ProducerUsed: st.Producers.Edge.Used, ProducerLimit: st.Producers.Edge.Limit,
+		ConsumerUsed: st.Consumers.Edge.Used, ConsumerLimit: st.Consumers.Edge.Limit}
+	for _, r := range st.Routes {
+		smp.Routes = append(smp.Routes, RouteSample{
+			Name:         r.Name,
+			ProducerUsed: r.ProducerPool.Used, ProducerLimit: r.ProducerPool.Limit,
+			ConsumerUsed: r.ConsumerPool.Used, ConsumerLimit: r.ConsumerPool.Limit,
+			InFlight:   r.InFlight,
+			Sessions:   r.Sessions["producer"] + r.Sessions["consumer"] + r.Sessions["reader"],
+			OK:         r.Producer.OK,
+			Rejected:   r.Producer.Rejected,
+			Failed:     r.Producer.SendErrors + r.Producer.SendTimeouts + r.Producer.Invalid,
+			Deliveries: r.Consumer.Deliveries,
+			Acks:       r.Consumer.Acks,
+			Pauses:     r.Producer.Pauses,
+			SlowCloses: r.Consumer.SlowCloses,
+		})
+	}
+	prev := make(map[uint64]sessionSample, len(sessions))
+	rates := make(map[uint64]Rates, len(sessions))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, si := range sessions {
+		cur := sessionSample{at: now, msgsIn: si.MessagesIn, bytesIn: si.BytesIn, msgsOut: si.MessagesOut, bytesOut: si.BytesOut, f: si.Failed}
+		prev[si.ID] = cur
+		p, ok := s.prev[si.ID]
+		if !ok {
+			p = sessionSample{at: si.Opened}
+		}
+		dt := cur.at.Sub(p.at).Seconds()
+		if dt <= 0 {
+			continue
+		}
+		rates[si.ID] = Rates{
+			MsgsIn:   float64(cur.msgsIn-p.msgsIn) / dt,
+			BytesIn:  float64(cur.bytesIn-p.bytesIn) / dt,
+			MsgsOut:  float64(cur.msgsOut-p.msgsOut) / dt,
+			BytesOut: float64(cur.bytesOut-p.bytesOut) / dt,
+			Failed:   float64(cur.f-p.f) / dt,
+		}
+	}
+	s.prev, s.rates = prev, rates
+	if len(s.samples) < s.max {
+		s.samples = append(s.samples, smp)
+		return
+	}
+	s.samples[s.next] = smp
+	s.next = (s.next + 1) % s.max
+}
+
+// history returns the samples, oldest first.
+func (s *sampler) history(interval time.Duration) History {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Sample, 0, len(s.samples))
+	out = append(out, s.samples[s.next:]...)
+	out = append(out, s.samples[:s.next]...)
+	return History{IntervalSeconds: interval.Seconds(), Samples: out}
+}
+
+// rate returns a session's rates over the last interval (zero before its first sample).
+func (s *sampler) rate(id uint64) Rates {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rates[id]
+}
+
+// isConsumerSide reports whether a session receives messages (a consumer or a reader).
+func isConsumerSide(si gateway.SessionInfo) bool {
+	return si.Kind == wsapi.Consumer || si.Kind == wsapi.Reader
+}

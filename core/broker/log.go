@@ -1,0 +1,130 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"reflect"
+	"slices"
+	"time"
+
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+)
+
+// libLogger routes pulsar-client-go's logs into slog. The library logs every producer and
+// consumer it creates or closes, and every connection it opens, at Info: a few lines per
+// session, which would drown the edge's own session lines. So its Info lines go out at Debug;
+// its warnings and errors keep their level.
+//
+// Its fields are kept as attributes with one value per key (a later field of the same name
+// replaces the earlier, where slog's With would repeat the key), and values are flattened to
+// text when they are not numbers, strings, booleans or durations, so that a JSON handler
+// never dumps a struct such as a url.URL.
+type libLogger struct {
+	log   *slog.Logger
+	attrs []slog.Attr
+}
+
+var (
+	_ plog.Logger = (*libLogger)(nil)
+	_ plog.Entry  = (*libLogger)(nil)
+)
+
+func newLibLogger(l *slog.Logger) *libLogger { return &libLogger{log: l} }
+
+// with returns a logger with fields added to (or replacing) l's.
+func (l *libLogger) with(fields map[string]any) *libLogger {
+	attrs := slices.Clone(l.attrs)
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // map order is random; lines should read the same each time
+	for _, k := range keys {
+		a := slog.Attr{Key: k, Value: flatten(fields[k])}
+		if i := slices.IndexFunc(attrs, func(b slog.Attr) bool { return b.Key == k }); i >= 0 {
+			attrs[i] = a
+			continue
+		}
+		attrs = append(attrs, a)
+	}
+	return &libLogger{log: l.log, attrs: attrs}
+}
+
+// flatten turns a library field's value into an attribute value that prints as one scalar.
+func flatten(v any) slog.Value {
+	switch x := v.(type) {
+	case nil:
+		return slog.StringValue("")
+	case string:
+		return slog.StringValue(x)
+	case bool:
+		return slog.BoolValue(x)
+	case int:
+		return slog.Int64Value(int64(x))
+	case int32:
+		return slog.Int64Value(int64(x))
+	case int64:
+		return slog.Int64Value(x)
+	case uint32:
+		return slog.Uint64Value(uint64(x))
+	case uint64:
+		return slog.Uint64Value(x)
+	case float64:
+		return slog.Float64Value(x)
+	case time.Duration:
+		return slog.DurationValue(x)
+	case *url.URL:
+		if x == nil {
+			return slog.StringValue("")
+		}
+		return slog.StringValue(x.Redacted())
+	case url.URL:
+		return slog.StringValue(x.Redacted())
+	case error:
+		return slog.StringValue(x.Error())
+	case fmt.Stringer:
+		if rv := reflect.ValueOf(x); rv.Kind() == reflect.Pointer && rv.IsNil() {
+			return slog.StringValue("")
+		}
+		return slog.StringValue(x.String())
+	}
+	return slog.StringValue(fmt.Sprint(v))
+}
+
+func (l *libLogger) enabled(level slog.Level) bool {
+	return l.log.Enabled(context.Background(), level)
+}
+
+func (l *libLogger) emit(level slog.Level, msg string) {
+	l.log.LogAttrs(context.Background(), level, msg, l.attrs...)
+}
+
+func (l *libLogger) print(level slog.Level, args []any) {
+	if l.enabled(level) {
+		l.emit(level, fmt.Sprint(args...))
+	}
+}
+
+func (l *libLogger) printf(level slog.Level, format string, args []any) {
+	if l.enabled(level) {
+		l.emit(level, fmt.Sprintf(format, args...))
+	}
+}
+
+func (l *libLogger) SubLogger(fields plog.Fields) plog.Logger { return l.with(fields) }
+func (l *libLogger) WithFields(fields plog.Fields) plog.Entry { return l.with(fields) }
+func (l *libLogger) WithField(name string, v any) plog.Entry  { return l.with(map[string]any{name: v}) }
+func (l *libLogger) WithError(err error) plog.Entry           { return l.with(map[string]any{"err": err}) }
+
+// The library's Info lines are per-session chatter: they go out at Debug.
+
+func (l *libLogger) Debug(args ...any)                 { l.print(slog.LevelDebug, args) }
+func (l *libLogger) Info(args ...any)                  { l.print(slog.LevelDebug, args) }
+func (l *libLogger) Warn(args ...any)                  { l.print(slog.LevelWarn, args) }
+func (l *libLogger) Error(args ...any)                 { l.print(slog.LevelError, args) }
+func (l *libLogger) Debugf(format string, args ...any) { l.printf(slog.LevelDebug, format, args) }
+func (l *libLogger) Infof(format string, args ...any)  { l.printf(slog.LevelDebug, format, args) }
+func (l *libLogger) Warnf(format string, args ...any)  { l.printf(slog.LevelWarn, format, args) }
+func (l *libLogger) Errorf(format string, args ...any) { l.printf(slog.LevelError, format, args) }

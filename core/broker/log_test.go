@@ -1,0 +1,44 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// The library's lines carry each key once, scalar values only, and its Info chatter is at
+// Debug.
+func TestLibLogger(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	l := newLibLogger(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})).With("component", "pulsar-client"))
+	u, _ := url.Parse("pulsar://user:secret@127.0.0.1:6650")
+	sub := l.SubLogger(map[string]any{"topic": "t1", "remote_addr": u}).SubLogger(map[string]any{"topic": "t2"})
+	sub.Info("created producer") // per session: Debug, not shown at Info
+	sub.WithError(errors.New("boom")).WithField("producer_id", 7).Warn("send failed")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("lines at Info: %q, want only the warning", lines)
+	}
+	line := lines[0]
+	if n := strings.Count(line, `"topic"`); n != 1 {
+		t.Errorf("topic appears %d times: %s", n, line)
+	}
+	if n := strings.Count(line, `"component"`); n != 1 {
+		t.Errorf("component appears %d times: %s", n, line)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(line), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"topic": "t2", "remote_addr": "pulsar://user:xxxxx@127.0.0.1:6650", "err": "boom", "producer_id": 7.0, "msg": "send failed"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %#v, want %#v (line %s)", k, got[k], v, line)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/core/wsapi"
+)
+
+// Refused handshakes are logged at most refusalBurst at once and refusalRate a second after
+// that; the lines left out are counted in the next one logged.
+const (
+	refusalBurst = 20
+	refusalRate  = 10
+)
+
+// refusalLog logs refused handshakes, rate-limited with a token bucket.
+type refusalLog struct {
+	mu         sync.Mutex
+	tokens     float64
+	last       time.Time
+	suppressed int
+}
+
+// allow takes a token, reporting whether the line may be written and how many were left out
+// before it.
+func (l *refusalLog) allow(now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last.IsZero() {
+		l.tokens = refusalBurst
+	} else {
+		l.tokens = min(refusalBurst, l.tokens+now.Sub(l.last).Seconds()*refusalRate)
+	}
+	l.last = now
+	if l.tokens < 1 {
+		l.suppressed++
+		return false, 0
+	}
+	l.tokens--
+	n := l.suppressed
+	l.suppressed = 0
+	return true, n
+}
+
+// log writes one refused handshake: its status and reason, the endpoint kind, the path
+// (never the query, which may hold a token) and the client's address.
+func (l *refusalLog) log(log *slog.Logger, r *http.Request, kind wsapi.Kind, status int, reason string) {
+	ctx := context.Background()
+	if !log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	ok, suppressed := l.allow(time.Now())
+	if !ok {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.Int("status", status),
+		slog.String("reason", reason),
+		slog.String("kind", kindName(kind)),
+		slog.String("path", r.URL.EscapedPath()),
+		slog.String("remote", r.RemoteAddr),
+	}
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Int("suppressed", suppressed))
+	}
+	log.LogAttrs(ctx, slog.LevelInfo, "handshake refused", attrs...)
+}
+
+func kindName(k wsapi.Kind) string {
+	if k == 0 {
+		return "unknown"
+	}
+	return k.String()
+}

@@ -1,0 +1,255 @@
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/core/admission"
+	"github.com/sluicehq/sluice/core/session"
+	"github.com/sluicehq/sluice/core/wsapi"
+)
+
+// SessionInfo describes one open session, for the admin endpoints (/sessions and Pulsar's
+// proxy-stats).
+type SessionInfo struct {
+	ID    uint64     `json:"id"`
+	Kind  wsapi.Kind `json:"-"`
+	Topic string     `json:"topic"`
+	// Namespace is the topic's namespace ("tenant/ns"); empty for v3 multi-topic sessions.
+	Namespace        string    `json:"namespace,omitempty"`
+	Subscription     string    `json:"subscription,omitempty"`
+	SubscriptionType string    `json:"subscription_type,omitempty"`
+	SubscriptionMode string    `json:"subscription_mode,omitempty"`
+	Route            string    `json:"route"`
+	Role             string    `json:"role,omitempty"`
+	RemoteAddr       string    `json:"remote_addr"`
+	Opened           time.Time `json:"opened"`
+	// MessagesIn and BytesIn count what the client sent: a producer's message frames (with
+	// their bytes); a consumer's acks and negative acks (bytes not measured).
+	MessagesIn int64 `json:"messages_in"`
+	BytesIn    int64 `json:"bytes_in"`
+	// MessagesOut and BytesOut count what the edge sent: a consumer's or reader's message
+	// frames (with their bytes); a producer's acks (bytes not measured).
+	MessagesOut int64 `json:"messages_out"`
+	BytesOut    int64 `json:"bytes_out"`
+	// Failed counts a producer's messages answered with an error ack (rejected, invalid or
+	// failed by the broker).
+	Failed int64 `json:"failed,omitempty"`
+	// InFlight is a producer's messages read and not yet acknowledged, or a consumer's
+	// messages delivered and not yet acknowledged.
+	InFlight int64 `json:"in_flight"`
+	// HeldBytes is what the session's gate holds now: a producer's messages in flight and
+	// acks to write, a consumer's messages taken from the broker and not yet written.
+	HeldBytes int64 `json:"held_bytes"`
+}
+
+// tracked is one session as the gateway sees it: it wraps the session's observer (the
+// route) to count the session's own figures with atomics, forwards every outcome to the
+// route, and writes the session's open and close log lines. Nothing in it allocates per
+// message.
+type tracked struct {
+	next   session.Observer
+	g      *Gateway
+	info   SessionInfo // the fixed part; the counters below are the rest
+	gate   *admission.Gate
+	log    *slog.Logger
+	cancel context.CancelFunc
+	// closing is why the edge closed the session ("" when it did not): set before cancel.
+	closing atomic.Pointer[string]
+
+	msgsIn, bytesIn, msgsOut, bytesOut, failed atomic.Int64
+}
+
+var _ session.Observer = (*tracked)(nil)
+
+// track registers a session about to start and returns its observer, which the session's
+// grant carries in place of the route.
+func (g *Gateway) track(kind wsapi.Kind, h session.Handshake, ep wsapi.Endpoint, route string, next session.Observer, gate *admission.Gate, sub subscription) *tracked {
+	t := &tracked{next: next, g: g, gate: gate}
+	t.info = SessionInfo{
+		ID:               g.nextID.Add(1),
+		Kind:             kind,
+		Topic:            ep.TopicName(),
+		Namespace:        ep.Namespace,
+		Subscription:     ep.Subscription,
+		SubscriptionType: sub.typ,
+		SubscriptionMode: sub.mode,
+		Route:            route,
+		Role:             h.Role,
+		RemoteAddr:       h.RemoteAddr,
+		Opened:           time.Now(),
+	}
+	attrs := []any{"conn_id", t.info.ID, "kind", kind.String(), "topic", t.info.Topic, "route", route, "remote", h.RemoteAddr}
+	if ep.Subscription != "" {
+		attrs = append(attrs, "subscription", ep.Subscription)
+	}
+	if h.Role != "" {
+		attrs = append(attrs, "role", h.Role)
+	}
+	t.log = g.log.With(attrs...)
+	return t
+}
+
+// subscription is a consumer's subscription type and mode, for proxy-stats.
+type subscription struct{ typ, mode string }
+
+// SessionOpened implements session.Observer: the session's open line.
+func (t *tracked) SessionOpened(kind wsapi.Kind) {
+	t.next.SessionOpened(kind)
+	t.log.Info("session opened")
+}
+
+// SessionClosed implements session.Observer: the session's close line, with its figures.
+func (t *tracked) SessionClosed(kind wsapi.Kind, code int) {
+	t.next.SessionClosed(kind, code)
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs,
+		slog.Duration("duration", time.Since(t.info.Opened)),
+		slog.Int64("messages_in", t.msgsIn.Load()),
+		slog.Int64("messages_out", t.msgsOut.Load()))
+	if kind == wsapi.Producer {
+		attrs = append(attrs, slog.Int64("bytes_in", t.bytesIn.Load()), slog.Int64("failed", t.failed.Load()))
+	} else {
+		attrs = append(attrs, slog.Int64("bytes_out", t.bytesOut.Load()))
+	}
+	attrs = append(attrs, slog.Int("close_code", code), slog.String("close_reason", t.closeReason(code)))
+	t.log.LogAttrs(context.Background(), slog.LevelInfo, "session closed", attrs...)
+}
+
+// closeReason says why a session ended, from its close code and from whether the edge
+// closed it.
+func (t *tracked) closeReason(code int) string {
+	if r := t.closing.Load(); r != nil && (code == wsapi.CloseGoingAway || code == 0) {
+		return *r
+	}
+	switch code {
+	case 0:
+		return "connection lost without a close frame"
+	case 1000:
+		return "closed by the client"
+	case wsapi.CloseGoingAway:
+		return "going away (the client left, or the session was idle)"
+	case wsapi.CloseInvalidPayload:
+		return "invalid UTF-8 in a text message"
+	case wsapi.CloseTooBig:
+		return "message larger than websocket.max_text_message_size"
+	case wsapi.CloseSlowConsumer:
+		return "slow consumer"
+	case wsapi.CloseInternalError:
+		return "internal error"
+	}
+	return "close code " + strconv.Itoa(code)
+}
+
+// Published implements session.Observer.
+func (t *tracked) Published(r session.Result, n int, latency time.Duration) {
+	t.msgsIn.Add(1)
+	t.bytesIn.Add(int64(n))
+	t.msgsOut.Add(1) // its ack
+	if r != session.ResultOK {
+		t.failed.Add(1)
+	}
+	t.next.Published(r, n, latency)
+}
+
+// Paused implements session.Observer.
+func (t *tracked) Paused(d time.Duration) { t.next.Paused(d) }
+
+// Delivered implements session.Observer.
+func (t *tracked) Delivered(n int, redelivered bool) {
+	t.msgsOut.Add(1)
+	t.bytesOut.Add(int64(n))
+	t.next.Delivered(n, redelivered)
+}
+
+// Acknowledged implements session.Observer.
+func (t *tracked) Acknowledged(negative bool) {
+	t.msgsIn.Add(1)
+	t.next.Acknowledged(negative)
+}
+
+// snapshot is the session's description with its figures now.
+func (t *tracked) snapshot() SessionInfo {
+	s := t.info
+	s.MessagesIn, s.BytesIn = t.msgsIn.Load(), t.bytesIn.Load()
+	s.MessagesOut, s.BytesOut = t.msgsOut.Load(), t.bytesOut.Load()
+	s.Failed = t.failed.Load()
+	if t.gate != nil {
+		gs := t.gate.Snapshot()
+		s.HeldBytes = gs.Bytes.Used
+		if s.Kind == wsapi.Producer {
+			s.InFlight = gs.Messages.Used
+		}
+	}
+	if s.Kind == wsapi.Consumer {
+		s.InFlight = max(s.MessagesOut-s.MessagesIn, 0)
+	}
+	return s
+}
+
+// Sessions returns every open session, in the order they opened.
+func (g *Gateway) Sessions() []SessionInfo {
+	g.mu.Lock()
+	all := make([]*tracked, 0, len(g.live))
+	for _, t := range g.live {
+		all = append(all, t)
+	}
+	g.mu.Unlock()
+	out := make([]SessionInfo, len(all))
+	for i, t := range all {
+		out[i] = t.snapshot()
+	}
+	slices.SortFunc(out, func(a, b SessionInfo) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// SessionCount is the number of open sessions.
+func (g *Gateway) SessionCount() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.live)
+}
+
+// StopAccepting refuses new sessions with 503 from now on; open sessions go on.
+func (g *Gateway) StopAccepting() { g.closed.Store(true) }
+
+// CloseGradually closes the open sessions one at a time, at even intervals over d (lame-duck
+// mode), each as at shutdown: it stops reading, answers its messages in flight and closes
+// with 1001. It returns when every session present at the call has been told to close, or
+// when ctx ends; it does not wait for them to finish (Shutdown does).
+func (g *Gateway) CloseGradually(ctx context.Context, d time.Duration, reason string) error {
+	g.mu.Lock()
+	all := make([]*tracked, 0, len(g.live))
+	for _, t := range g.live {
+		all = append(all, t)
+	}
+	g.mu.Unlock()
+	slices.SortFunc(all, func(a, b *tracked) int { return cmp.Compare(a.info.ID, b.info.ID) })
+	if len(all) == 0 {
+		return nil
+	}
+	step := d / time.Duration(len(all))
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for _, t := range all {
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		t.closeBy(reason)
+		timer.Reset(step)
+	}
+	return nil
+}
+
+// closeBy closes the session from the edge's side, with reason for its close line.
+func (t *tracked) closeBy(reason string) {
+	t.closing.CompareAndSwap(nil, &reason)
+	t.cancel()
+}

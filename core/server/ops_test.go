@@ -1,0 +1,697 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/sluicehq/sluice/core/admin"
+	"github.com/sluicehq/sluice/core/broker/embedded"
+	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/internal/edgetest"
+	"github.com/sluicehq/sluice/core/server"
+)
+
+// scrape reads /metrics from the admin handler.
+func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/metrics: %d", rec.Code)
+	}
+	var p expfmt.TextParser
+	mfs, err := p.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return mfs
+}
+
+// metric sums the samples of family name whose labels include pairs ("route", "a", ...); for
+// a histogram it sums the observation counts.
+func metric(mfs map[string]*dto.MetricFamily, name string, pairs ...string) float64 {
+	mf := mfs[name]
+	if mf == nil {
+		return math.NaN()
+	}
+	var v float64
+	for _, m := range mf.GetMetric() {
+		ok := true
+		for i := 0; i+1 < len(pairs); i += 2 {
+			found := false
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == pairs[i] && lp.GetValue() == pairs[i+1] {
+					found = true
+				}
+			}
+			ok = ok && found
+		}
+		if !ok {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			v += m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			v += m.GetGauge().GetValue()
+		case m.Untyped != nil:
+			v += m.GetUntyped().GetValue()
+		case m.Histogram != nil:
+			v += float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return v
+}
+
+// getJSON serves path from h and decodes its JSON body into v, returning the status.
+func getJSON(t *testing.T, h http.Handler, path string, v any) int {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	if v != nil {
+		if err := json.Unmarshal(rec.Body.Bytes(), v); err != nil {
+			t.Fatalf("%s: %v: %s", path, err, rec.Body.String())
+		}
+	}
+	return rec.Code
+}
+
+// writeN writes n messages on c.
+func writeN(t *testing.T, c *websocket.Conn, n, size int) {
+	t.Helper()
+	for i := range n {
+		if err := c.WriteJSON(message(i, size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// collect reads acks until n have arrived or timeout passes.
+func collect(acks <-chan ack, n int, timeout time.Duration) []ack {
+	var out []ack
+	deadline := time.After(timeout)
+	for len(out) < n {
+		select {
+		case a, ok := <-acks:
+			if !ok {
+				return out
+			}
+			out = append(out, a)
+		case <-deadline:
+			return out
+		}
+	}
+	return out
+}
+
+func countResults(acks []ack) map[string]int {
+	m := map[string]int{}
+	for _, a := range acks {
+		m[a.Result]++
+	}
+	return m
+}
+
+// The metrics after a scripted workload: producers with acks, rejects and pauses, consumers
+// with acks, a nack and its redelivery, a slow consumer closed, a refused handshake, and a
+// plugin killed and restarted. /stats reports the same numbers.
+func TestMetricsAfterWorkload(t *testing.T) {
+	t.Parallel()
+	uniq := strconv.FormatInt(time.Now().UnixNano(), 10)
+	srv, base := edgetest.Start(t, fmt.Sprintf(`
+memory: { session_limit: 0 }
+plugins:
+  - { name: tiers, path: %s }
+plugin_host: { health_interval: 100ms, restart_backoff: { min: 50ms, max: 200ms } }
+routes:
+  - name: plugged
+    match: /ws/v2/*/persistent/public/plug/**
+    strategy: { plugin: tiers, name: count, params: { max_pending_messages: 5 } }
+    fallback: count
+  - name: rej
+    match: /ws/v2/*/persistent/public/rej/**
+    strategy: { name: count, params: { max_pending_messages: 2 } }
+  - name: pause
+    match: /ws/v2/*/persistent/public/pause/**
+    strategy: { name: count, params: { max_pending_messages: 1 } }
+    on_full: pause
+    max_pause: 200ms
+  - name: slow
+    match: /ws/v2/*/persistent/public/slow/**
+    strategy: { name: bytes }
+    slow_consumer: { action: close, timeout: 1s }
+  - name: all
+    match: /ws/**
+    strategy: { name: bytes }
+`, pluginScript(t)))
+	ah := srv.AdminHandler()
+	faults := srv.Embedded().Faults()
+
+	// Rejects: 10 messages while receipts are held, 2 admitted.
+	faults.HoldReceipts()
+	rp := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/rej/t-"+uniq)
+	racks := readAcks(rp, 10)
+	writeN(t, rp, 10, 100)
+	early := collect(racks, 8, 10*time.Second)
+	// Pauses: 3 messages, 1 admitted, 2 paused for max_pause and rejected.
+	pp := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/pause/t-"+uniq)
+	packs := readAcks(pp, 3)
+	writeN(t, pp, 3, 100)
+	pearly := collect(packs, 2, 10*time.Second)
+	// A send timeout: the message's receipt does not come within sendTimeoutMillis.
+	tp := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/timeout-"+uniq+"?sendTimeoutMillis=200")
+	tacks := readAcks(tp, 1)
+	writeN(t, tp, 1, 100)
+	if got := collect(tacks, 1, 10*time.Second); len(got) != 1 || got[0].Result == "ok" {
+		t.Fatalf("send timeout ack: %+v", got)
+	}
+	faults.ReleaseReceipts()
+	rall := append(early, collect(racks, 10-len(early), 10*time.Second)...)
+	pall := append(pearly, collect(packs, 3-len(pearly), 10*time.Second)...)
+	if got := countResults(rall); got["ok"] != 2 || got["send-error:8"] != 8 {
+		t.Fatalf("reject route acks: %v, want 2 ok and 8 rejected", got)
+	}
+	if got := countResults(pall); got["ok"] != 1 || got["send-error:8"] != 2 {
+		t.Fatalf("pause route acks: %v, want 1 ok and 2 rejected after pausing", got)
+	}
+
+	// A consumer acks 20 messages and nacks one, which is redelivered.
+	ctopic := "public/default/c-" + uniq
+	cc := edgetest.Dial(t, base+"/ws/v2/consumer/persistent/"+ctopic+"/sub?negativeAckRedeliveryDelay=50")
+	publish(t, base, ctopic, 20, 100, "m")
+	nacked := false
+	for got := 0; got < 21; got++ {
+		_ = cc.SetReadDeadline(time.Now().Add(20 * time.Second))
+		var m consumerMsg
+		if err := cc.ReadJSON(&m); err != nil {
+			t.Fatalf("consumer read %d: %v", got, err)
+		}
+		typ := "ack"
+		if !nacked {
+			typ, nacked = "negativeAcknowledge", true
+		}
+		if err := cc.WriteJSON(map[string]string{"type": typ, "messageId": m.MessageID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A slow consumer: it never reads, and is closed with 4010.
+	stopic := "public/slow/s-" + uniq
+	slow := edgetest.DialSmallBuffer(t, base+"/ws/v2/consumer/persistent/"+stopic+"/sub")
+	publish(t, base, stopic, 1000, 16<<10, "s")
+	edgetest.WaitFor(t, 30*time.Second, "the slow consumer closed", func() bool {
+		return metric(scrape(t, ah), "sluice_consumer_slow_closes_total", "route", "slow") == 1
+	})
+	_ = slow.Close()
+
+	// A refused handshake.
+	if _, resp, err := websocket.DefaultDialer.Dial(base+"/ws/v2/producer/persistent/public/default/x?encryptionKeys=k", nil); err == nil || resp == nil || resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("encryption keys: %v %v, want 500 as Pulsar's proxy answers", resp, err)
+	}
+
+	// The plugin decides, is killed, and is restarted.
+	plug := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/plug/p-"+uniq)
+	_ = plug.Close()
+	st, err := srv.Plugins().State("tiers")
+	if err != nil || st.Pid == 0 {
+		t.Fatalf("plugin state %+v, %v", st, err)
+	}
+	if mfs := scrape(t, ah); metric(mfs, "sluice_plugin_up", "plugin", "tiers") != 1 {
+		t.Errorf("sluice_plugin_up before the kill: %v", metric(mfs, "sluice_plugin_up", "plugin", "tiers"))
+	}
+	if err := syscall.Kill(st.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	edgetest.WaitFor(t, 20*time.Second, "the plugin restarted", func() bool {
+		mfs := scrape(t, ah)
+		return metric(mfs, "sluice_plugin_restarts_total", "plugin", "tiers") == 1 && metric(mfs, "sluice_plugin_up", "plugin", "tiers") == 1 &&
+			metric(mfs, "sluice_plugin_state", "plugin", "tiers", "state", "healthy") == 1
+	})
+	_ = rp.Close()
+	_ = pp.Close()
+	_ = tp.Close()
+	_ = cc.Close()
+	edgetest.WaitFor(t, 10*time.Second, "the rej, pause and plugged sessions closed", func() bool {
+		mfs := scrape(t, ah)
+		return metric(mfs, "sluice_sessions_open", "route", "rej") == 0 && metric(mfs, "sluice_sessions_open", "route", "pause") == 0 &&
+			metric(mfs, "sluice_sessions_open", "route", "all", "kind", "producer") == 1 &&
+			metric(mfs, "sluice_sessions_open", "route", "plugged") == 0
+	})
+
+	mfs := scrape(t, ah)
+	want := []struct {
+		name  string
+		pairs []string
+		value float64
+	}{
+		{"sluice_producer_messages_total", []string{"route", "rej", "result", "ok", "reason", "acked"}, 2},
+		{"sluice_producer_messages_total", []string{"route", "rej", "result", "rejected", "reason", "limit"}, 8},
+		{"sluice_producer_received_bytes_total", []string{"route", "rej"}, -1}, // > 0
+		{"sluice_producer_messages_total", []string{"route", "all", "result", "send_error", "reason", "timeout"}, 1},
+		{"sluice_producer_messages_total", []string{"route", "all", "result", "send_error", "reason", "broker"}, 0},
+		{"sluice_producer_messages_total", []string{"route", "pause", "result", "ok"}, 1},
+		{"sluice_producer_messages_total", []string{"route", "pause", "result", "rejected"}, 2},
+		{"sluice_producer_pauses_total", []string{"route", "pause"}, 2},
+		{"sluice_broker_send_latency_seconds", []string{"route", "rej"}, 2},
+		{"sluice_consumer_messages_total", []string{"route", "all"}, 21},
+		{"sluice_consumer_redeliveries_total", []string{"route", "all"}, 1},
+		{"sluice_consumer_acks_total", []string{"route", "all", "type", "ack"}, 20},
+		{"sluice_consumer_acks_total", []string{"route", "all", "type", "nack"}, 1},
+		{"sluice_consumer_slow_closes_total", []string{"route", "slow"}, 1},
+		{"sluice_sessions_closed_total", []string{"route", "slow", "kind", "consumer", "code", "4010"}, 1},
+		{"sluice_sessions_opened_total", []string{"route", "rej", "kind", "producer"}, 1},
+		{"sluice_sessions_closed_total", []string{"route", "rej", "kind", "producer"}, 1},
+		{"sluice_sessions_open", []string{"route", "all", "kind", "producer"}, 1}, // publish's, open till the test ends
+		{"sluice_handshakes_refused_total", []string{"kind", "producer", "status", "500"}, 1},
+		{"sluice_strategy_decision_seconds", []string{"route", "plugged"}, 1},
+		{"sluice_plugin_restarts_total", []string{"plugin", "tiers"}, 1},
+		{"sluice_pool_limit_bytes", []string{"pool", "session", "layer", "edge"}, math.Inf(1)},
+		{"sluice_pool_limit_bytes", []string{"pool", "producer", "layer", "edge"}, 64 << 20},
+		{"sluice_pool_used_bytes", []string{"pool", "producer", "layer", "edge"}, 0},
+		{"sluice_build_info", nil, 1},
+		{"sluice_ready", nil, 1},
+		{"sluice_broker_up", nil, 1},
+		{"sluice_embedded_broker_messages_stored_total", nil, -1},
+	}
+	for _, w := range want {
+		got := metric(mfs, w.name, w.pairs...)
+		if w.value < 0 {
+			if !(got > 0) {
+				t.Errorf("%s%v = %v, want > 0", w.name, w.pairs, got)
+			}
+			continue
+		}
+		if got != w.value {
+			t.Errorf("%s%v = %v, want %v", w.name, w.pairs, got, w.value)
+		}
+	}
+	if got := metric(mfs, "sluice_producer_paused_seconds_total", "route", "pause"); got < 0.3 {
+		t.Errorf("paused seconds %v, want about 2 × 200ms", got)
+	}
+
+	// /stats reads the same registry.
+	var st2 admin.Stats
+	getJSON(t, ah, "/stats", &st2)
+	byName := map[string]admin.RouteStats{}
+	for _, r := range st2.Routes {
+		byName[r.Name] = r
+	}
+	if r := byName["rej"]; r.Producer.OK != 2 || r.Producer.Rejected != 8 {
+		t.Errorf("/stats rej: %+v", r.Producer)
+	}
+	if r := byName["all"]; r.Consumer.Deliveries != 21 || r.Consumer.Acks != 20 || r.Consumer.Nacks != 1 || r.Consumer.Redeliveries != 1 {
+		t.Errorf("/stats all: %+v", r.Consumer)
+	}
+	if r := byName["plugged"]; r.StrategyState != "plugin" || r.Decisions.Count < 1 {
+		t.Errorf("/stats plugged: %s %+v", r.StrategyState, r.Decisions)
+	}
+	if st2.HandshakesRefused["500"] != 1 || len(st2.Plugins) != 1 || st2.Plugins[0].Restarts != 1 {
+		t.Errorf("/stats refused %v plugins %+v", st2.HandshakesRefused, st2.Plugins)
+	}
+}
+
+// /readyz follows the broker: unreachable → 503 saying why, back → 200; a drain makes it 503
+// at once. /healthz stays 200 throughout.
+func TestReadinessBrokerAndDrain(t *testing.T) {
+	t.Parallel()
+	cfg := config.Defaults()
+	cfg.AdminListen = config.AdminListenOff
+	cfg.Shutdown.GracePeriod = 300 * time.Millisecond
+	srv, base := edgetest.StartWith(t, cfg)
+	ah := srv.AdminHandler()
+	ready := func() (int, admin.Readiness) {
+		var rd admin.Readiness
+		code := getJSON(t, ah, "/readyz", &rd)
+		return code, rd
+	}
+	if code, rd := ready(); code != http.StatusOK || !rd.Ready {
+		t.Fatalf("/readyz at start: %d %+v", code, rd)
+	}
+	faults := srv.Embedded().Faults()
+	if err := faults.Unreachable(true); err != nil {
+		t.Fatal(err)
+	}
+	edgetest.WaitFor(t, 10*time.Second, "/readyz 503 with the broker gone", func() bool {
+		code, rd := ready()
+		return code == http.StatusServiceUnavailable && !rd.Ready && failing(rd) == "broker"
+	})
+	if code := getJSON(t, ah, "/healthz", nil); code != http.StatusOK {
+		t.Errorf("/healthz with the broker gone: %d", code)
+	}
+	if got := metric(scrape(t, ah), "sluice_broker_up"); got != 0 {
+		t.Errorf("sluice_broker_up with the broker gone: %v", got)
+	}
+	if err := faults.Unreachable(false); err != nil {
+		t.Fatal(err)
+	}
+	edgetest.WaitFor(t, 10*time.Second, "/readyz 200 with the broker back", func() bool {
+		code, _ := ready()
+		return code == http.StatusOK
+	})
+	// The edge works again.
+	p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/ready-"+strconv.FormatInt(time.Now().UnixNano(), 10))
+	acks := readAcks(p, 1)
+	writeN(t, p, 1, 10)
+	if got := collect(acks, 1, 20*time.Second); len(got) != 1 || got[0].Result != "ok" {
+		t.Fatalf("ack after the broker came back: %+v", got)
+	}
+
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- srv.Drain(context.Background(), server.DrainOptions{}) }()
+	edgetest.WaitFor(t, 2*time.Second, "/readyz 503 while draining", func() bool {
+		code, rd := ready()
+		return code == http.StatusServiceUnavailable && rd.Draining && failing(rd) == "draining"
+	})
+	if time.Since(start) < cfg.Shutdown.GracePeriod {
+		// Still in the grace period: new sessions are accepted.
+		c, _, err := websocket.DefaultDialer.Dial(base+"/ws/v2/reader/persistent/public/default/ready-grace", nil)
+		if err != nil && time.Since(start) < cfg.Shutdown.GracePeriod {
+			t.Errorf("handshake during the grace period: %v", err)
+		}
+		if c != nil {
+			_ = c.Close()
+		}
+	}
+	// The producer session is closed with 1001 once the grace period is over.
+	_ = p.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err := p.ReadMessage()
+	if code := edgetest.CloseCode(err); code != websocket.CloseGoingAway {
+		t.Errorf("producer after the drain: %v, want 1001", err)
+	}
+	if e := time.Since(start); e < cfg.Shutdown.GracePeriod {
+		t.Errorf("sessions closed %s after the drain began, before the grace period (%s)", e, cfg.Shutdown.GracePeriod)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("drain: %v", err)
+	}
+}
+
+// failing names the readiness checks that fail.
+func failing(rd admin.Readiness) string {
+	var out []string
+	for _, c := range rd.Checks {
+		if !c.OK {
+			out = append(out, c.Name)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// lockedBuffer is a bytes.Buffer a logger and a test can share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// At Info, each session writes one line when it opens and one when it closes, with its
+// figures; nothing is logged per message; every line is flat JSON with each key once.
+func TestSessionLogLines(t *testing.T) {
+	t.Parallel()
+	var buf lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg := config.Defaults()
+	cfg.AdminListen = config.AdminListenOff
+	_, base := edgetest.StartWith(t, cfg, server.WithLogger(log))
+	topic := "public/default/logs-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	const n = 50
+	cons := edgetest.Dial(t, base+"/ws/v2/consumer/persistent/"+topic+"/sub")
+	prod := edgetest.Dial(t, base+"/ws/v2/producer/persistent/"+topic)
+	acks := readAcks(prod, n)
+	writeN(t, prod, n, 100)
+	if got := collect(acks, n, 20*time.Second); len(got) != n {
+		t.Fatalf("%d acks of %d", len(got), n)
+	}
+	_ = prod.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+	for i := range n {
+		_ = cons.SetReadDeadline(time.Now().Add(20 * time.Second))
+		var m consumerMsg
+		if err := cons.ReadJSON(&m); err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		_ = cons.WriteJSON(map[string]string{"messageId": m.MessageID})
+	}
+	_ = cons.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+	_ = cons.Close()
+	_, _, _ = websocket.DefaultDialer.Dial(base+"/ws/v2/producer/persistent/public/default/x?encryptionKeys=k", nil)
+
+	type line = map[string]any
+	var lines []line
+	edgetest.WaitFor(t, 10*time.Second, "both sessions' close lines", func() bool {
+		lines = parseLines(t, buf.String())
+		closed := 0
+		for _, l := range lines {
+			if l["msg"] == "session closed" {
+				closed++
+			}
+		}
+		return closed == 2
+	})
+	byConn := map[float64][]string{}
+	for _, l := range lines {
+		if id, ok := l["conn_id"].(float64); ok {
+			byConn[id] = append(byConn[id], l["msg"].(string))
+		}
+	}
+	if len(byConn) != 2 {
+		t.Fatalf("sessions logged: %v, want 2 (a producer and a consumer)", byConn)
+	}
+	for id, msgs := range byConn {
+		sort.Strings(msgs)
+		if strings.Join(msgs, "|") != "session closed|session opened" {
+			t.Errorf("conn %v logged %q, want one open and one close line", id, msgs)
+		}
+	}
+	var sawConsumerClose, sawRefusal bool
+	for _, l := range lines {
+		switch l["msg"] {
+		case "session closed":
+			for _, k := range []string{"kind", "topic", "route", "remote", "duration", "messages_in", "messages_out", "close_code", "close_reason"} {
+				if _, ok := l[k]; !ok {
+					t.Errorf("close line without %s: %v", k, l)
+				}
+			}
+			if l["kind"] == "consumer" {
+				sawConsumerClose = true
+				if l["messages_out"] != float64(n) || l["messages_in"] != float64(n) || l["bytes_out"].(float64) <= 0 || l["close_code"] != 1000.0 {
+					t.Errorf("consumer close line: %v", l)
+				}
+			}
+			if l["kind"] == "producer" && l["messages_in"] != float64(n) {
+				t.Errorf("producer close line: %v", l)
+			}
+		case "handshake refused":
+			sawRefusal = l["status"] == 500.0 && l["reason"] != ""
+		}
+	}
+	if !sawConsumerClose || !sawRefusal {
+		t.Errorf("consumer close line %v, refusal line %v:\n%s", sawConsumerClose, sawRefusal, buf.String())
+	}
+	if len(lines) > 20 {
+		t.Errorf("%d lines at Info for %d messages: more than a few per session:\n%s", len(lines), n, buf.String())
+	}
+}
+
+// parseLines decodes JSON log lines, failing on a repeated key or a nested value.
+func parseLines(t *testing.T, s string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, raw := range strings.Split(strings.TrimSpace(s), "\n") {
+		if raw == "" {
+			continue
+		}
+		dec := json.NewDecoder(strings.NewReader(raw))
+		if _, err := dec.Token(); err != nil {
+			t.Fatalf("log line %q: %v", raw, err)
+		}
+		l := map[string]any{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				t.Fatalf("log line %q: %v", raw, err)
+			}
+			var v any
+			if err := dec.Decode(&v); err != nil {
+				t.Fatalf("log line %q: %v", raw, err)
+			}
+			key := k.(string)
+			if _, dup := l[key]; dup {
+				t.Errorf("key %q twice in %s", key, raw)
+			}
+			switch v.(type) {
+			case map[string]any, []any:
+				t.Errorf("key %q holds a structure in %s", key, raw)
+			}
+			l[key] = v
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// The admin endpoints over the open sessions: /sessions pages and filters them, Pulsar's
+// proxy-stats groups them by topic and namespace, the dashboard is served from the binary,
+// and /debug/pprof/ only with admin_pprof.
+func TestAdminEndpoints(t *testing.T) {
+	t.Parallel()
+	cfg := config.Defaults()
+	cfg.AdminListen = config.AdminListenOff
+	cfg.AdminPprof = true
+	srv, base := edgetest.StartWith(t, cfg)
+	ah := srv.AdminHandler()
+	topic := "public/default/admin-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	cons := edgetest.Dial(t, base+"/ws/v2/consumer/persistent/"+topic+"/sub?subscriptionType=Shared")
+	prod := edgetest.Dial(t, base+"/ws/v2/producer/persistent/"+topic)
+	acks := readAcks(prod, 5)
+	writeN(t, prod, 5, 100)
+	if got := collect(acks, 5, 20*time.Second); len(got) != 5 {
+		t.Fatalf("%d acks", len(got))
+	}
+	for range 5 {
+		var m consumerMsg
+		_ = cons.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if err := cons.ReadJSON(&m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := "persistent://" + topic
+
+	var page admin.SessionPage
+	if code := getJSON(t, ah, "/sessions", &page); code != http.StatusOK || page.Total != 2 || len(page.Sessions) != 2 {
+		t.Fatalf("/sessions: %d %+v", code, page)
+	}
+	if s := page.Sessions[0]; s.Kind != "consumer" || s.Topic != full || s.Subscription != "sub" || s.MessagesOut != 5 || s.InFlight != 5 || s.RemoteAddr == "" {
+		t.Errorf("consumer session: %+v", s)
+	}
+	if s := page.Sessions[1]; s.Kind != "producer" || s.MessagesIn != 5 || s.BytesIn == 0 || s.Route != "default" {
+		t.Errorf("producer session: %+v", s)
+	}
+	getJSON(t, ah, "/sessions?offset=1&limit=1", &page)
+	if page.Total != 2 || len(page.Sessions) != 1 || page.Sessions[0].Kind != "producer" {
+		t.Errorf("second page: %+v", page)
+	}
+	getJSON(t, ah, "/sessions?kind=consumer", &page)
+	if page.Total != 1 {
+		t.Errorf("kind filter: %+v", page)
+	}
+	if code := getJSON(t, ah, "/sessions?limit=-1", nil); code != http.StatusBadRequest {
+		t.Errorf("bad limit: %d", code)
+	}
+
+	var stats map[string]admin.ProxyTopicStat
+	getJSON(t, ah, "/admin/v2/proxy-stats/stats", &stats)
+	ts, ok := stats[full]
+	if !ok || ts.ProducerCount != 1 || ts.ConsumerCount != 1 || len(ts.ProducerStats) != 1 || ts.ProducerStats[0].NumberOfMsgPublished != 5 ||
+		ts.ConsumerStats[0].NumberOfMsgDelivered != 5 || ts.ConsumerStats[0].SubscriptionType != "Shared" || ts.ConsumerStats[0].SubscriptionName != "sub" {
+		t.Errorf("proxy-stats: %+v", stats)
+	}
+	var one admin.ProxyTopicStat
+	if code := getJSON(t, ah, "/admin/v2/proxy-stats/persistent/"+topic+"/stats", &one); code != http.StatusOK || one.ProducerCount != 1 {
+		t.Errorf("one topic: %d %+v", code, one)
+	}
+	if code := getJSON(t, ah, "/admin/v2/proxy-stats/persistent/public/default/nosuch/stats", nil); code != http.StatusNotFound {
+		t.Errorf("unknown topic: %d, want 404", code)
+	}
+	var pm []admin.ProxyMetrics
+	getJSON(t, ah, "/admin/v2/proxy-stats/metrics", &pm)
+	if len(pm) != 1 || pm[0].Dimensions["namespace"] != "public/default" {
+		t.Errorf("proxy metrics: %+v", pm)
+	}
+	for _, k := range []string{"ns_msg_publish_rate", "ns_byte_publish_rate", "ns_msg_failure_rate", "ns_msg_deliver_rate", "ns_byte_deliver_rate", "ns_msg_ack_rate"} {
+		if _, ok := pm[0].Metrics[k]; !ok {
+			t.Errorf("proxy metrics lack %s", k)
+		}
+	}
+
+	for path, want := range map[string]string{"/": "<title>Sluice edge</title>", "/dashboard/dashboard.js": "/stats/history", "/debug/pprof/": "goroutine"} {
+		rec := httptest.NewRecorder()
+		ah.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("%s: %d, body without %q", path, rec.Code, want)
+		}
+	}
+	var hist admin.History
+	getJSON(t, ah, "/stats/history", &hist)
+	if len(hist.Samples) == 0 || hist.IntervalSeconds != 1 {
+		t.Errorf("history: %+v", hist)
+	}
+
+	off := config.Defaults()
+	off.AdminListen = config.AdminListenOff
+	srv2, _ := edgetest.StartWith(t, off)
+	rec := httptest.NewRecorder()
+	srv2.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/", nil))
+	if rec.Code != http.StatusNotFound {
+		t.Errorf("/debug/pprof/ without admin_pprof: %d, want 404", rec.Code)
+	}
+}
+
+// With a broker URL, the probe dials the broker's service address: a broker gone from the
+// network makes /readyz 503, and its return 200.
+func TestReadinessExternalBroker(t *testing.T) {
+	t.Parallel()
+	b, err := embedded.New(embedded.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	cfg := config.Defaults()
+	cfg.AdminListen = config.AdminListenOff
+	cfg.Broker.URL = b.ServiceURL()
+	srv, _ := edgetest.StartWith(t, cfg)
+	ah := srv.AdminHandler()
+	status := func() (int, string) {
+		var rd admin.Readiness
+		code := getJSON(t, ah, "/readyz", &rd)
+		return code, failing(rd)
+	}
+	if code, f := status(); code != http.StatusOK {
+		t.Fatalf("/readyz at start: %d (%s)", code, f)
+	}
+	if err := b.Faults().Unreachable(true); err != nil {
+		t.Fatal(err)
+	}
+	edgetest.WaitFor(t, 10*time.Second, "/readyz 503 with the broker unreachable", func() bool {
+		code, f := status()
+		return code == http.StatusServiceUnavailable && f == "broker"
+	})
+	if err := b.Faults().Unreachable(false); err != nil {
+		t.Fatal(err)
+	}
+	edgetest.WaitFor(t, 10*time.Second, "/readyz 200 with the broker back", func() bool {
+		code, _ := status()
+		return code == http.StatusOK
+	})
+}

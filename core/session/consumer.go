@@ -139,10 +139,12 @@ func newDeliverySession(conn *wsconn.Conn, g ConsumerGrant, eot EndOfTopic, log 
 
 // run serves the session until it ends and returns the close code it ended with.
 func (s *deliverySession) run(ctx context.Context, src source) int {
-	stopRead := context.AfterFunc(ctx, s.conn.InterruptRead)
-	defer stopRead()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// On the derived context: when the read is interrupted, readLoop must see that context
+	// ended (and close with 1001), which a registration on the parent would not ensure.
+	stopRead := context.AfterFunc(ctx, s.conn.InterruptRead)
+	defer stopRead()
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {

@@ -113,7 +113,9 @@ websocket: { max_context_size: 300KiB, write_timeout: 1m }
 		go func() {
 			defer wg.Done()
 			for i := 0; ; i++ {
-				_ = conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
+				// Long enough that a busy machine's slowness is not taken for a pause: a frame
+				// that times out half-written leaves the session short of its bound.
+				_ = conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
 				if err := conn.WriteMessage(websocket.TextMessage, frame); err != nil {
 					blocked <- i // the edge stopped reading this socket
 					return

@@ -1,0 +1,294 @@
+package embedded_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/sluicehq/sluice/core/broker/embedded"
+)
+
+// The environment of a broker child process (see TestBrokerChildProcess).
+const (
+	envBrokerChild   = "SLUICE_BENCH_BROKER_CHILD"   // "1" in the child
+	envBrokerStore   = "SLUICE_BENCH_BROKER_STORE"   // store bound in bytes; "" is the default
+	envBrokerProfile = "SLUICE_BENCH_BROKER_PROFILE" // a CPU profile file the child writes
+	// SLUICE_BENCH_BROKER_CPUS pins the child broker with taskset -c (for
+	// example "1"); run the benchmark itself under taskset -c 0.
+	envBrokerCPUs = "SLUICE_BENCH_BROKER_CPUS"
+)
+
+// TestBrokerChildProcess is not a test: BenchmarkPublishBrokerCPU re-executes
+// the test binary with envBrokerChild set to run a broker in a process of its
+// own, whose CPU time it can read and which can be pinned to a CPU. The child
+// prints its service URL, serves until its stdin closes, then exits.
+func TestBrokerChildProcess(t *testing.T) {
+	if os.Getenv(envBrokerChild) != "1" {
+		t.Skip("only runs as BenchmarkPublishBrokerCPU's broker process")
+	}
+	var cfg embedded.Config
+	if s := os.Getenv(envBrokerStore); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", envBrokerStore, err)
+		}
+		setStoreLimit(&cfg, n)
+	}
+	b := startBroker(t, cfg)
+	if path := os.Getenv(envBrokerProfile); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
+	}
+	if path := os.Getenv("SLUICE_BENCH_BROKER_MUTEX"); path != "" {
+		runtime.SetMutexProfileFraction(1)
+		defer func() {
+			f, err := os.Create(path)
+			if err == nil {
+				_ = pprof.Lookup("mutex").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
+	}
+	fmt.Printf("broker-url %s\n", b.ServiceURL())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// brokerChild is a broker running in a child process.
+type brokerChild struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	url   string
+}
+
+func startBrokerChild(b *testing.B, store int64, profile string) *brokerChild {
+	b.Helper()
+	args := []string{"-test.run=^TestBrokerChildProcess$", "-test.count=1"}
+	name := os.Args[0]
+	if cpus := os.Getenv(envBrokerCPUs); cpus != "" {
+		args = append([]string{"-c", cpus, name}, args...)
+		name = "taskset"
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), envBrokerChild+"=1", envBrokerProfile+"="+profile)
+	if store > 0 {
+		cmd.Env = append(cmd.Env, envBrokerStore+"="+strconv.FormatInt(store, 10))
+	}
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	c := &brokerChild{cmd: cmd, stdin: stdin}
+	b.Cleanup(c.stop)
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "broker-url "); ok {
+				urls <- u
+			}
+		}
+		close(urls)
+	}()
+	select {
+	case u, ok := <-urls:
+		if !ok {
+			b.Fatal("broker child exited before printing its URL")
+		}
+		c.url = u
+	case <-time.After(30 * time.Second):
+		b.Fatal("broker child did not start")
+	}
+	return c
+}
+
+func (c *brokerChild) stop() {
+	_ = c.stdin.Close()
+	done := make(chan struct{})
+	go func() {
+		_ = c.cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// cpuTime is the child's user plus system CPU time so far, from
+// /proc/PID/stat (fields 14 and 15, in clock ticks of 10 ms).
+func (c *brokerChild) cpuTime() (time.Duration, error) {
+	return procCPUTime(c.cmd.Process.Pid) // taskset execs in place: same pid
+}
+
+func procCPUTime(pid int) (time.Duration, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces; fields after it are plain.
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, errors.New("malformed /proc stat")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, errors.New("short /proc stat")
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
+	return time.Duration(ut+st) * tick, nil
+}
+
+// BenchmarkPublishBrokerCPU measures how many unbatched 1 KiB publishes the
+// broker acknowledges per second of its own CPU time, with pulsar-client-go
+// as the client: the broker runs in a child process (pinned to the CPUs in
+// SLUICE_BENCH_BROKER_CPUS, when set), 16 producers each keep 64 sends in
+// flight over 16 connections, and nothing consumes (the store evicts the
+// oldest messages once full). b.N is the total number of publishes. Run as
+//
+//	flock /tmp/sluice-bench.lock env SLUICE_BENCH_BROKER_CPUS=1 taskset -c 0 \
+//	  go test -run '^$' -bench BenchmarkPublishBrokerCPU -benchtime 400000x ./core/broker/embedded/
+//
+// SLUICE_BENCH_BROKER_PROFILE_DIR, when set, makes the child write a CPU
+// profile there per sub-benchmark; SLUICE_BENCH_BROKER_MUTEX names a file
+// for its mutex profile.
+func BenchmarkPublishBrokerCPU(b *testing.B) {
+	for _, topics := range []int{1, 16} {
+		b.Run(fmt.Sprintf("topics=%d", topics), func(b *testing.B) {
+			benchPublishBrokerCPU(b, 16, topics, 64)
+		})
+	}
+}
+
+func benchPublishBrokerCPU(b *testing.B, producers, topics, window int) {
+	profile := ""
+	if dir := os.Getenv("SLUICE_BENCH_BROKER_PROFILE_DIR"); dir != "" {
+		profile = fmt.Sprintf("%s/broker-topics%d.pprof", dir, topics)
+	}
+	child := startBrokerChild(b, 0, profile)
+	client, err := pulsar.NewClient(pulsar.ClientOptions{
+		URL:                     child.url,
+		OperationTimeout:        30 * time.Second,
+		MaxConnectionsPerBroker: producers,
+		Logger:                  pulsarQuietLogger(),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	names := make([]string, topics)
+	for i := range names {
+		names[i] = uniqueTopic("cpu")
+	}
+	ps := make([]pulsar.Producer, producers)
+	for i := range ps {
+		p, err := client.CreateProducer(pulsar.ProducerOptions{
+			Topic: names[i%topics], DisableBatching: true, MaxPendingMessages: window,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		ps[i] = p
+	}
+	payload := make([]byte, 1024)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// Warm up: connections, producers and the broker's buffers.
+	publish(ctx, b, ps, payload, 20*producers*window)
+
+	cpu0, err := child.cpuTime()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	acked := publish(ctx, b, ps, payload, b.N)
+	el := time.Since(start)
+	b.StopTimer()
+	cpu1, err := child.cpuTime()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cpu := (cpu1 - cpu0).Seconds()
+	b.ReportMetric(float64(acked)/el.Seconds(), "msgs/s")
+	if cpu > 0 {
+		b.ReportMetric(float64(acked)/cpu, "publishes/broker-cpu-s")
+		b.ReportMetric(cpu*1e6/float64(acked), "broker-µs/msg")
+	}
+}
+
+// publish sends n messages spread over ps, every producer keeping its own
+// window in flight (SendAsync blocks while MaxPendingMessages are pending),
+// and returns how many were acknowledged.
+func publish(ctx context.Context, b *testing.B, ps []pulsar.Producer, payload []byte, n int) int64 {
+	var acked, failed atomic.Int64
+	var wg sync.WaitGroup
+	per := n / len(ps)
+	for i, p := range ps {
+		count := per
+		if i == 0 {
+			count += n - per*len(ps)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msg := &pulsar.ProducerMessage{Payload: payload}
+			for range count {
+				p.SendAsync(ctx, msg, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+					if err != nil {
+						failed.Add(1)
+						return
+					}
+					acked.Add(1)
+				})
+			}
+			if err := p.FlushWithCtx(ctx); err != nil {
+				failed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if f := failed.Load(); f > 0 {
+		b.Fatalf("%d sends failed", f)
+	}
+	return acked.Load()
+}

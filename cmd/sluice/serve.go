@@ -89,27 +89,47 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return srv.Shutdown(sctx)
 }
 
-// RuntimeHeadroom is what `sluice serve` adds to its pools to bound the Go heap.
+// RuntimeHeadroom is what `sluice serve` adds to its pools (and to the embedded broker's store)
+// to bound the Go heap.
 const RuntimeHeadroom = 128 << 20
 
 // setRuntimeMemoryLimit makes the memory the pools admit the memory the process holds: the
 // pools charge what admitted messages hold, but the Go collector lets the heap grow to about
-// twice the live data (GOGC=100) before it collects. A soft runtime limit of the two pools
-// plus RuntimeHeadroom makes it collect sooner instead. GOMEMLIMIT, when set, wins; an
-// unbounded pool leaves the runtime unbounded too. (sdk/edge leaves the embedding program's
-// runtime settings alone.)
+// twice the live data (GOGC=100) before it collects. A soft runtime limit of the two pools,
+// plus the embedded broker's store bound when it runs in this process, plus RuntimeHeadroom
+// makes it collect sooner instead. GOMEMLIMIT, when set, wins; an unbounded pool leaves the
+// runtime unbounded too. (sdk/edge leaves the embedding program's runtime settings alone.)
 func setRuntimeMemoryLimit(cfg *config.Config, log *slog.Logger) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		log.Info("Go memory limit from GOMEMLIMIT", "limit", os.Getenv("GOMEMLIMIT"))
 		return
 	}
-	p, c := cfg.Memory.ProducerLimit.Bytes(), cfg.Memory.ConsumerLimit.Bytes()
-	if p == 0 || c == 0 {
+	limit, ok := runtimeMemoryLimit(cfg)
+	if !ok {
 		return
 	}
-	limit := p + c + RuntimeHeadroom
 	debug.SetMemoryLimit(limit)
-	log.Info("Go memory limit set from the pools", "limit", config.Size(limit).String())
+	log.Info("Go memory limit set from the pools and the store", "limit", config.Size(limit).String(),
+		"producer_limit", cfg.Memory.ProducerLimit.String(), "consumer_limit", cfg.Memory.ConsumerLimit.String(),
+		"store_limit", storeLimit(cfg).String(), "headroom", config.Size(RuntimeHeadroom).String())
+}
+
+// runtimeMemoryLimit is the Go memory limit for cfg: pools + store + headroom; ok is false
+// when a pool is unbounded.
+func runtimeMemoryLimit(cfg *config.Config) (int64, bool) {
+	p, c := cfg.Memory.ProducerLimit.Bytes(), cfg.Memory.ConsumerLimit.Bytes()
+	if p == 0 || c == 0 {
+		return 0, false
+	}
+	return p + c + storeLimit(cfg).Bytes() + RuntimeHeadroom, true
+}
+
+// storeLimit is the embedded broker's store bound when it runs in this process, else 0.
+func storeLimit(cfg *config.Config) config.Size {
+	if cfg.Broker.URL != "" {
+		return 0
+	}
+	return cfg.Broker.Embedded.StoreLimit
 }
 
 func printConnectHelp(w io.Writer, srv *server.Server) {

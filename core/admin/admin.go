@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice/core/admission"
+	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/gateway"
 )
 
@@ -66,6 +67,9 @@ func NewMetrics(src Source) *Metrics {
 		poolCollector{src: src},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if es, ok := src.(embeddedSource); ok {
+		m.reg.MustRegister(storeCollector{src: es})
+	}
 	return m
 }
 
@@ -150,6 +154,8 @@ type Stats struct {
 	Consumers admission.PoolStats `json:"consumer_pool"`
 	Go        GoStats             `json:"go"`
 	Process   ProcessStats        `json:"process"`
+	// Store is the embedded broker's message store, when it runs in-process.
+	Store *embedded.StoreStats `json:"embedded_store,omitempty"`
 }
 
 // GoStats is the Go runtime's memory, in bytes.
@@ -177,6 +183,7 @@ func (m *Metrics) Snapshot(src Source) Stats {
 		Go: GoStats{HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse, Sys: ms.Sys, NumGC: ms.NumGC,
 			Goroutines: runtime.NumGoroutine()},
 		Process: readProcStatus(),
+		Store:   storeStats(src),
 	}
 	if p := src.ProducerPool(); p != nil {
 		s.Producers = p.Snapshot()

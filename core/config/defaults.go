@@ -15,7 +15,7 @@ const (
 	DefaultAdminListen         = "127.0.0.1:8081"
 	DefaultOperationTimeout    = 30 * time.Second
 	DefaultEmbeddedListen      = "127.0.0.1:0"
-	DefaultRetention           = 256 * MiB
+	DefaultStoreLimit          = 256 * MiB
 	DefaultMemoryLimit         = 64 * MiB
 	DefaultMaxTextMessageSize  = 1 * MiB
 	DefaultIdleTimeout         = 5 * time.Minute
@@ -65,7 +65,8 @@ func (c *Config) SetDefaults() {
 	setDefault(&c.AdminListen, DefaultAdminListen)
 	setDefault(&c.Broker.OperationTimeout, DefaultOperationTimeout)
 	setDefault(&c.Broker.Embedded.Listen, DefaultEmbeddedListen)
-	setDefault(&c.Broker.Embedded.Retention, DefaultRetention)
+	setDefault(&c.Broker.Embedded.StoreLimit, c.Broker.Embedded.Retention)
+	setDefault(&c.Broker.Embedded.StoreLimit, DefaultStoreLimit)
 	setDefault(&c.WebSocket.MaxTextMessageSize, DefaultMaxTextMessageSize)
 	setDefault(&c.WebSocket.WriteTimeout, DefaultWriteTimeout)
 	for i := range c.Routes {
@@ -96,7 +97,8 @@ func setDefault[T comparable](field *T, def T) {
 }
 
 // Warnings returns the settings that are valid but risky, one sentence
-// each, for the caller to log at start: today, unbounded memory pools.
+// each, for the caller to log at start: unbounded memory pools and
+// deprecated keys.
 func (c *Config) Warnings() []string {
 	var w []string
 	if c.Memory.ProducerLimit == 0 {
@@ -104,6 +106,9 @@ func (c *Config) Warnings() []string {
 	}
 	if c.Memory.ConsumerLimit == 0 {
 		w = append(w, "memory.consumer_limit is 0: consumer memory is unbounded")
+	}
+	if c.Broker.Embedded.Retention != 0 {
+		w = append(w, "broker.embedded.retention is deprecated: use broker.embedded.store_limit, one bound for all topics")
 	}
 	return w
 }

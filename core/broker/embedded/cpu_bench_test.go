@@ -3,12 +3,15 @@ package embedded_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -40,13 +43,17 @@ func TestBrokerChildProcess(t *testing.T) {
 	if os.Getenv(envBrokerChild) != "1" {
 		t.Skip("only runs as BenchmarkPublishBrokerCPU's broker process")
 	}
-	var cfg embedded.Config
+	cfg := embedded.Config{AdminAddr: "127.0.0.1:0"}
 	if s := os.Getenv(envBrokerStore); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			t.Fatalf("%s: %v", envBrokerStore, err)
 		}
 		setStoreLimit(&cfg, n)
+	}
+	// As `sluice broker` does: a Go memory limit of the store plus 128 MiB.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(storeLimitOf(cfg) + 128<<20)
 	}
 	b := startBroker(t, cfg)
 	if path := os.Getenv(envBrokerProfile); path != "" {
@@ -72,6 +79,7 @@ func TestBrokerChildProcess(t *testing.T) {
 			}
 		}()
 	}
+	fmt.Printf("broker-admin %s\n", b.AdminURL())
 	fmt.Printf("broker-url %s\n", b.ServiceURL())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 }
@@ -81,6 +89,7 @@ type brokerChild struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	url   string
+	admin string
 }
 
 func startBrokerChild(b *testing.B, store int64, profile string) *brokerChild {
@@ -114,6 +123,9 @@ func startBrokerChild(b *testing.B, store int64, profile string) *brokerChild {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "broker-admin "); ok {
+				c.admin = u // written before the URL is sent
+			}
 			if u, ok := strings.CutPrefix(sc.Text(), "broker-url "); ok {
 				urls <- u
 			}
@@ -147,10 +159,53 @@ func (c *brokerChild) stop() {
 	}
 }
 
+// childStore is what the flood benchmark reads of the child's /stats.
+type childStore struct {
+	Bytes           int64  `json:"bytes"`
+	Messages        int64  `json:"messages"`
+	EvictedMessages uint64 `json:"evicted_messages"`
+}
+
+// storeStats reads the child's store figures from its admin API (zero if
+// the broker does not report them).
+func (c *brokerChild) storeStats(b *testing.B) childStore {
+	resp, err := http.Get(c.admin + "/stats")
+	if err != nil {
+		b.Logf("stats: %v", err)
+		return childStore{}
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Store childStore `json:"store"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&st)
+	return st.Store
+}
+
 // cpuTime is the child's user plus system CPU time so far, from
 // /proc/PID/stat (fields 14 and 15, in clock ticks of 10 ms).
 func (c *brokerChild) cpuTime() (time.Duration, error) {
 	return procCPUTime(c.cmd.Process.Pid) // taskset execs in place: same pid
+}
+
+// syscalls is the child's count of read and write system calls so far,
+// from /proc/PID/io (0 where that is unavailable).
+func (c *brokerChild) syscalls() (reads, writes int64) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", c.cmd.Process.Pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "syscr":
+			reads = n
+		case "syscw":
+			writes = n
+		}
+	}
+	return reads, writes
 }
 
 func procCPUTime(pid int) (time.Duration, error) {
@@ -239,6 +294,7 @@ func benchPublishBrokerCPU(b *testing.B, producers, topics, window int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	r0, w0 := child.syscalls()
 	b.ResetTimer()
 	start := time.Now()
 	acked := publish(ctx, b, ps, payload, b.N)
@@ -248,11 +304,16 @@ func benchPublishBrokerCPU(b *testing.B, producers, topics, window int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	r1, w1 := child.syscalls()
 	cpu := (cpu1 - cpu0).Seconds()
 	b.ReportMetric(float64(acked)/el.Seconds(), "msgs/s")
 	if cpu > 0 {
 		b.ReportMetric(float64(acked)/cpu, "publishes/broker-cpu-s")
 		b.ReportMetric(cpu*1e6/float64(acked), "broker-µs/msg")
+	}
+	if r1 > 0 {
+		b.ReportMetric(float64(r1-r0)/float64(acked), "reads/msg")
+		b.ReportMetric(float64(w1-w0)/float64(acked), "writes/msg")
 	}
 }
 
@@ -291,4 +352,153 @@ func publish(ctx context.Context, b *testing.B, ps []pulsar.Producer, payload []
 		b.Fatalf("%d sends failed", f)
 	}
 	return acked.Load()
+}
+
+// BenchmarkStoreFlood floods a broker child process (default store bound,
+// 256 MiB) with unbatched 1 KiB publishes from 16 producers on 16 topics for
+// SLUICE_BENCH_FLOOD (default 60s), filling its store to the bound and
+// beyond, and logs acked publishes per 10 s window with the child's RSS:
+// the cost must stay flat as the store fills. Modes: no subscription (the
+// store evicts), a consumer acknowledging everything, and a durable
+// subscription nobody reads (the store fills with backlog, then refuses
+// producers). Run with -benchtime 1x:
+//
+//	flock /tmp/sluice-bench.lock env SLUICE_BENCH_BROKER_CPUS=1 taskset -c 0 \
+//	  go test -run '^$' -bench BenchmarkStoreFlood -benchtime 1x -timeout 30m ./core/broker/embedded/
+func BenchmarkStoreFlood(b *testing.B) {
+	d := time.Minute
+	if s := os.Getenv("SLUICE_BENCH_FLOOD"); s != "" {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, mode := range []string{"no-subscription", "consuming", "idle-subscription"} {
+		b.Run(mode, func(b *testing.B) { benchStoreFlood(b, mode, d) })
+	}
+}
+
+func benchStoreFlood(b *testing.B, mode string, d time.Duration) {
+	const producers, window = 16, 64
+	child := startBrokerChild(b, 0, "")
+	client, err := pulsar.NewClient(pulsar.ClientOptions{
+		URL: child.url, OperationTimeout: 30 * time.Second, MaxConnectionsPerBroker: producers,
+		Logger: pulsarQuietLogger(),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var acked, failed atomic.Int64
+	var wg sync.WaitGroup
+	for range producers {
+		topic := uniqueTopic("flood")
+		switch mode {
+		case "consuming":
+			cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cons.Close()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					m, err := cons.Receive(ctx)
+					if err != nil {
+						return
+					}
+					cons.AckID(m.ID())
+				}
+			}()
+		case "idle-subscription":
+			cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			cons.Close()
+		}
+		p, err := client.CreateProducer(pulsar.ProducerOptions{
+			Topic: topic, DisableBatching: true, MaxPendingMessages: window, SendTimeout: 5 * time.Second,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msg := &pulsar.ProducerMessage{Payload: make([]byte, 1024)}
+			for ctx.Err() == nil {
+				p.SendAsync(ctx, msg, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+					if err != nil {
+						failed.Add(1)
+					} else {
+						acked.Add(1)
+					}
+				})
+			}
+		}()
+	}
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var windows []float64
+	var last int64
+	var peakRSS int64
+	lastAt := start
+	lastCPU, _ := child.cpuTime()
+	for sec := 1; ; sec++ {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+		peakRSS = max(peakRSS, procRSS(child.cmd.Process.Pid))
+		if ctx.Err() != nil {
+			break
+		}
+		if sec%10 == 0 {
+			now := time.Now()
+			n := acked.Load()
+			cpu, _ := child.cpuTime()
+			rate := float64(n-last) / now.Sub(lastAt).Seconds()
+			windows = append(windows, rate)
+			perMsg := 0.0
+			if n > last {
+				perMsg = (cpu - lastCPU).Seconds() * 1e6 / float64(n-last)
+			}
+			st := child.storeStats(b)
+			b.Logf("%s %3ds: %8.0f acked msgs/s, %5.2f broker-µs/msg, %6d refused, RSS %4d MiB (peak %4d), store %4d MiB, %7d msgs, %8d evicted",
+				mode, sec, rate, perMsg, failed.Load(), procRSS(child.cmd.Process.Pid)>>20, peakRSS>>20,
+				st.Bytes>>20, st.Messages, st.EvictedMessages)
+			last, lastAt, lastCPU = n, now, cpu
+		}
+	}
+	wg.Wait()
+	b.ReportMetric(float64(peakRSS)/(1<<20), "peak-RSS-MiB")
+	if len(windows) >= 2 {
+		b.ReportMetric(windows[0], "first-10s-msgs/s")
+		b.ReportMetric(windows[len(windows)-1], "last-10s-msgs/s")
+	}
+	b.ReportMetric(float64(failed.Load()), "refused")
+}
+
+// procRSS is a process's resident memory, from /proc/PID/status (0 if unknown).
+func procRSS(pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				n, _ := strconv.ParseInt(f[0], 10, 64)
+				return n << 10
+			}
+		}
+	}
+	return 0
 }

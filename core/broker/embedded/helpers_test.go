@@ -140,4 +140,12 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 func pulsarQuietLogger() plog.Logger { return plog.NewLoggerWithSlog(testLogger()) }
 
 // setStoreLimit sets the broker's store bound.
-func setStoreLimit(cfg *embedded.Config, n int64) { cfg.RetentionBytes = n }
+func setStoreLimit(cfg *embedded.Config, n int64) { cfg.StoreLimit = n }
+
+// storeLimitOf is the store bound cfg gives the broker.
+func storeLimitOf(cfg embedded.Config) int64 {
+	if cfg.StoreLimit == 0 {
+		return embedded.DefaultStoreLimit
+	}
+	return cfg.StoreLimit
+}

@@ -294,6 +294,7 @@ func (c *conn) readLoop() {
 			return
 		}
 		if !bursting {
+			c.lastRecv.Store(time.Now().UnixNano())
 			c.setBursting(true)
 			bursting = true
 		}
@@ -320,7 +321,6 @@ func (c *conn) readLoop() {
 				return
 			}
 		}
-		c.lastRecv.Store(time.Now().UnixNano())
 		err = c.handleFrame(buf)
 		if n <= readBufSize {
 			_, _ = br.Discard(n)

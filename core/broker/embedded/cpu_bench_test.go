@@ -209,60 +209,79 @@ func (c *brokerChild) syscalls() (reads, writes int64) {
 }
 
 func procCPUTime(pid int) (time.Duration, error) {
+	u, s, err := procUserSys(pid)
+	return u + s, err
+}
+
+// procUserSys is a process's user and system CPU time so far.
+func procUserSys(pid int) (user, sys time.Duration, err error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// The command name (field 2) may hold spaces; fields after it are plain.
 	s := string(raw)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, errors.New("malformed /proc stat")
+		return 0, 0, errors.New("malformed /proc stat")
 	}
 	f := strings.Fields(s[i+1:])
 	if len(f) < 13 {
-		return 0, errors.New("short /proc stat")
+		return 0, 0, errors.New("short /proc stat")
 	}
 	ut, err1 := strconv.ParseInt(f[11], 10, 64)
 	st, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
-	return time.Duration(ut+st) * tick, nil
+	return time.Duration(ut) * tick, time.Duration(st) * tick, nil
 }
 
 // BenchmarkPublishBrokerCPU measures how many unbatched 1 KiB publishes the
 // broker acknowledges per second of its own CPU time, with pulsar-client-go
 // as the client: the broker runs in a child process (pinned to the CPUs in
 // SLUICE_BENCH_BROKER_CPUS, when set), 16 producers each keep 64 sends in
-// flight over 16 connections, and nothing consumes (the store evicts the
-// oldest messages once full). b.N is the total number of publishes. Run as
+// flight, over one connection (pulsar-client-go's default, and how `sluice
+// serve` reaches its embedded broker) or 16, to 1 or 16 topics, and nothing
+// consumes (the store evicts the oldest messages once full; it is filled
+// before the timed part, which measures the steady state). b.N is the
+// total number of publishes. It also reports the broker's system CPU and its
+// read and write system calls per message (from /proc/PID/io). Run as
 //
 //	flock /tmp/sluice-bench.lock env SLUICE_BENCH_BROKER_CPUS=1 taskset -c 0 \
 //	  go test -run '^$' -bench BenchmarkPublishBrokerCPU -benchtime 400000x ./core/broker/embedded/
 //
 // SLUICE_BENCH_BROKER_PROFILE_DIR, when set, makes the child write a CPU
 // profile there per sub-benchmark; SLUICE_BENCH_BROKER_MUTEX names a file
-// for its mutex profile.
+// for its mutex profile; SLUICE_BENCH_STORE sets the store bound (bytes).
 func BenchmarkPublishBrokerCPU(b *testing.B) {
-	for _, topics := range []int{1, 16} {
-		b.Run(fmt.Sprintf("topics=%d", topics), func(b *testing.B) {
-			benchPublishBrokerCPU(b, 16, topics, 64)
-		})
+	for _, conns := range []int{1, 16} {
+		for _, topics := range []int{1, 16} {
+			b.Run(fmt.Sprintf("conns=%d/topics=%d", conns, topics), func(b *testing.B) {
+				benchPublishBrokerCPU(b, 16, conns, topics, 64)
+			})
+		}
 	}
 }
 
-func benchPublishBrokerCPU(b *testing.B, producers, topics, window int) {
+func benchPublishBrokerCPU(b *testing.B, producers, conns, topics, window int) {
 	profile := ""
 	if dir := os.Getenv("SLUICE_BENCH_BROKER_PROFILE_DIR"); dir != "" {
-		profile = fmt.Sprintf("%s/broker-topics%d.pprof", dir, topics)
+		profile = fmt.Sprintf("%s/broker-conns%d-topics%d.pprof", dir, conns, topics)
 	}
-	child := startBrokerChild(b, 0, profile)
+	var store int64 // the default bound unless SLUICE_BENCH_STORE gives one
+	if s := os.Getenv("SLUICE_BENCH_STORE"); s != "" {
+		var err error
+		if store, err = strconv.ParseInt(s, 10, 64); err != nil {
+			b.Fatal(err)
+		}
+	}
+	child := startBrokerChild(b, store, profile)
 	client, err := pulsar.NewClient(pulsar.ClientOptions{
 		URL:                     child.url,
 		OperationTimeout:        30 * time.Second,
-		MaxConnectionsPerBroker: producers,
+		MaxConnectionsPerBroker: conns,
 		Logger:                  pulsarQuietLogger(),
 	})
 	if err != nil {
@@ -287,10 +306,17 @@ func benchPublishBrokerCPU(b *testing.B, producers, topics, window int) {
 	payload := make([]byte, 1024)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	// Warm up: connections, producers and the broker's buffers.
-	publish(ctx, b, ps, payload, 20*producers*window)
+	// Warm up: connections, producers, the broker's buffers, and the store
+	// filled to its bound (300,000 KiB-messages fill the default 256 MiB),
+	// so that what is measured is the steady state: eviction and reused
+	// blocks.
+	warm := 300_000
+	if store > 0 {
+		warm = max(20*producers*window, int(store>>10)*6/5)
+	}
+	publish(ctx, b, ps, payload, warm)
 
-	cpu0, err := child.cpuTime()
+	u0, s0, err := procUserSys(child.cmd.Process.Pid)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -300,16 +326,17 @@ func benchPublishBrokerCPU(b *testing.B, producers, topics, window int) {
 	acked := publish(ctx, b, ps, payload, b.N)
 	el := time.Since(start)
 	b.StopTimer()
-	cpu1, err := child.cpuTime()
+	u1, s1, err := procUserSys(child.cmd.Process.Pid)
 	if err != nil {
 		b.Fatal(err)
 	}
 	r1, w1 := child.syscalls()
-	cpu := (cpu1 - cpu0).Seconds()
+	cpu := (u1 - u0 + s1 - s0).Seconds()
 	b.ReportMetric(float64(acked)/el.Seconds(), "msgs/s")
 	if cpu > 0 {
 		b.ReportMetric(float64(acked)/cpu, "publishes/broker-cpu-s")
 		b.ReportMetric(cpu*1e6/float64(acked), "broker-µs/msg")
+		b.ReportMetric((s1-s0).Seconds()*1e6/float64(acked), "broker-sys-µs/msg")
 	}
 	if r1 > 0 {
 		b.ReportMetric(float64(r1-r0)/float64(acked), "reads/msg")

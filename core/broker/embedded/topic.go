@@ -129,7 +129,11 @@ func (t *topic) store(m storedMessage) (uint64, bool) {
 		}
 		return id, true
 	}
-	if !t.log.append(id, m.data, e, time.Now().UnixNano()) {
+	var now int64 // for the retention time only
+	if t.b.cfg.RetentionTime > 0 {
+		now = time.Now().UnixNano()
+	}
+	if !t.log.append(id, m.data, e, now) {
 		return 0, false
 	}
 	t.nextEntry++
@@ -739,10 +743,16 @@ func (s *subscription) dispatch() {
 		return
 	}
 	s.skipEvicted()
-	now := time.Now().UnixMilli()
+	var now int64     // unix ms, read when first needed
 	var nextDue int64 // earliest delayed entry not yet due
 	delayed := func(e entry) bool {
-		if e.deliverAt <= now || (s.subType != pulsarpb.CommandSubscribe_Shared && s.subType != pulsarpb.CommandSubscribe_Key_Shared) {
+		if e.deliverAt == 0 || (s.subType != pulsarpb.CommandSubscribe_Shared && s.subType != pulsarpb.CommandSubscribe_Key_Shared) {
+			return false
+		}
+		if now == 0 {
+			now = time.Now().UnixMilli()
+		}
+		if e.deliverAt <= now {
 			return false
 		}
 		if nextDue == 0 || e.deliverAt < nextDue {

@@ -7,7 +7,15 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 )
+
+func TestEntrySize(t *testing.T) {
+	t.Parallel()
+	if got := unsafe.Sizeof(entry{}); got != entrySize {
+		t.Fatalf("entry is %d bytes; entrySize (what the store charges) says %d", got, entrySize)
+	}
+}
 
 // storeLogs is a test's view of logs sharing a store, with the next id of each.
 type storeLogs struct {

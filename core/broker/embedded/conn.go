@@ -276,7 +276,7 @@ func (c *conn) readLoop() {
 	var big []byte
 	bursting := false
 	for {
-		if br.Buffered() == 0 && bursting {
+		if br.Buffered() < 4 && bursting {
 			// The frames of one read are handled. Let the goroutines that
 			// are ready run first: when the broker is busy, more of this
 			// client's frames arrive meanwhile, and the next read takes
@@ -293,17 +293,17 @@ func (c *conn) readLoop() {
 			}
 			return
 		}
-		if !bursting {
-			c.lastRecv.Store(time.Now().UnixNano())
-			c.setBursting(true)
-			bursting = true
-		}
 		size := binary.BigEndian.Uint32(hdr)
 		if uint64(size)+4 > uint64(c.b.maxFrame) {
 			c.protocolError("frame too large", fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, size))
 			return
 		}
 		n := 4 + int(size)
+		if br.Buffered() < n && bursting {
+			// The rest of this frame may be slow to come: answer what came.
+			c.setBursting(false)
+			bursting = false
+		}
 		var buf []byte
 		if n <= readBufSize {
 			// In place: buf is valid until the next read; nothing keeps it.
@@ -320,6 +320,11 @@ func (c *conn) readLoop() {
 				c.logger().Debug("read failed", "err", err)
 				return
 			}
+		}
+		if !bursting {
+			c.lastRecv.Store(time.Now().UnixNano())
+			c.setBursting(true)
+			bursting = true
 		}
 		err = c.handleFrame(buf)
 		if n <= readBufSize {

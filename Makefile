@@ -8,7 +8,7 @@ LDFLAGS   := $(if $(VERSION),-X main.version=$(VERSION))
 BENCHTIME ?= 3s
 COUNT     ?= 5
 
-.PHONY: all build run test test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-plugins clean bench bench-memory bench-throughput bench-consumers
+.PHONY: all build run test test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers
 
 all: build
 
@@ -78,6 +78,16 @@ bench-plugins: build examples
 # pulsar-client-go producing to and consuming from the embedded broker, 1 KiB messages.
 bench-broker:
 	$(GO) test -run '^$$' -bench 'BenchmarkProduceConsume' -benchtime $(BENCHTIME) -count $(COUNT) ./core/broker/embedded/
+
+# The embedded broker in a process of its own, pinned to CPU 1, pulsar-client-go on CPU 0:
+# unbatched 1 KiB publishes per broker CPU-second; then the store filled past its bound for
+# BENCH_FLOOD (throughput, broker CPU and RSS per 10 s window); then what stored messages cost
+# the collector.
+BENCH_FLOOD ?= 60s
+bench-broker-cpu:
+	SLUICE_BENCH_BROKER_CPUS=1 taskset -c 0 $(GO) test -run '^$$' -bench 'BenchmarkPublishBrokerCPU' -benchtime 400000x -count $(COUNT) ./core/broker/embedded/
+	SLUICE_BENCH_BROKER_CPUS=1 SLUICE_BENCH_FLOOD=$(BENCH_FLOOD) taskset -c 0 $(GO) test -run '^$$' -bench 'BenchmarkStoreFlood' -benchtime 1x -timeout 30m ./core/broker/embedded/
+	$(GO) test -run '^$$' -bench 'BenchmarkGCWithStoredMessages' -benchtime 20x ./core/broker/embedded/
 
 clean:
 	rm -rf $(BIN)

@@ -6,36 +6,24 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/debug"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
+	"github.com/sluicehq/sluice/core/config"
 )
 
 func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	listen := fs.String("listen", "127.0.0.1:6650", "Pulsar binary protocol listen address")
-	admin := fs.String("admin", "127.0.0.1:6651", "HTTP admin and fault-injection listen address (empty: none)")
-	partitions := fs.Int("partitions", 0, "partitions of auto-created topics (0: non-partitioned)")
-	noAuto := fs.Bool("no-auto-create", false, "refuse unknown topics instead of creating them")
-	retention := fs.Int64("retention-bytes", 0, "per-topic bound on stored bytes (0: 256 MiB)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("broker: unexpected argument %q", fs.Arg(0))
-	}
-	logger, err := newLogger(stderr, *logLevel)
+	cfg, logLevel, err := parseBrokerFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	b, err := embedded.New(embedded.Config{
-		Addr:                     *listen,
-		AdminAddr:                *admin,
-		DefaultPartitions:        *partitions,
-		DisableAutoTopicCreation: *noAuto,
-		RetentionBytes:           *retention,
-	}, embedded.WithLogger(logger))
+	logger, err := newLogger(stderr, logLevel)
+	if err != nil {
+		return err
+	}
+	setBrokerMemoryLimit(cfg, logger)
+	b, err := embedded.New(cfg, embedded.WithLogger(logger))
 	if err != nil {
 		return err
 	}
@@ -49,6 +37,76 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	<-ctx.Done()
 	logger.Info("shutting down")
 	return b.Close()
+}
+
+// setBrokerMemoryLimit bounds the Go heap of `sluice broker` to its store plus
+// RuntimeHeadroom, as `sluice serve` does with its pools: the store holds what
+// it stores, and the collector then collects before the heap doubles.
+// GOMEMLIMIT, when set, wins.
+func setBrokerMemoryLimit(cfg embedded.Config, log *slog.Logger) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		log.Info("Go memory limit from GOMEMLIMIT", "limit", os.Getenv("GOMEMLIMIT"))
+		return
+	}
+	store := cfg.StoreLimit
+	if store == 0 {
+		store = embedded.DefaultStoreLimit
+	}
+	limit := store + RuntimeHeadroom
+	debug.SetMemoryLimit(limit)
+	log.Info("Go memory limit set from the store", "limit", config.Size(limit).String(),
+		"store_limit", config.Size(store).String(), "headroom", config.Size(RuntimeHeadroom).String())
+}
+
+// parseBrokerFlags turns `sluice broker` flags into the broker's configuration and log level.
+func parseBrokerFlags(args []string, stderr io.Writer) (embedded.Config, string, error) {
+	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:6650", "Pulsar binary protocol listen address")
+	admin := fs.String("admin", "127.0.0.1:6651", "HTTP admin and fault-injection listen address (empty: none)")
+	partitions := fs.Int("partitions", 0, "partitions of auto-created topics (0: non-partitioned)")
+	noAuto := fs.Bool("no-auto-create", false, "refuse unknown topics instead of creating them")
+	store := config.Size(embedded.DefaultStoreLimit)
+	fs.Var(sizeFlag{&store}, "store-limit", "memory bound of the message store, all topics together, such as 256MiB (0: 256MiB)")
+	fs.Var(sizeFlag{&store}, "retention-bytes", "deprecated: the same as --store-limit")
+	var retentionSize config.Size
+	fs.Var(sizeFlag{&retentionSize}, "retention-size", "per topic, bytes kept beyond what backlogs need (0: no bound but the store's)")
+	retentionTime := fs.Duration("retention-time", 0, "evict messages no backlog needs once older than this (0: no time bound)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return embedded.Config{}, "", err
+	}
+	if fs.NArg() > 0 {
+		return embedded.Config{}, "", fmt.Errorf("broker: unexpected argument %q", fs.Arg(0))
+	}
+	return embedded.Config{
+		Addr:                     *listen,
+		AdminAddr:                *admin,
+		DefaultPartitions:        *partitions,
+		DisableAutoTopicCreation: *noAuto,
+		StoreLimit:               store.Bytes(),
+		RetentionSize:            retentionSize.Bytes(),
+		RetentionTime:            *retentionTime,
+	}, *logLevel, nil
+}
+
+// sizeFlag is a flag taking a size such as "16MiB" or a number of bytes.
+type sizeFlag struct{ v *config.Size }
+
+func (f sizeFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return f.v.String()
+}
+
+func (f sizeFlag) Set(s string) error {
+	v, err := config.ParseSize(s)
+	if err != nil {
+		return err
+	}
+	*f.v = v
+	return nil
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {

@@ -139,13 +139,15 @@ func newServeLogger(w io.Writer, format string, v *slog.LevelVar) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, o))
 }
 
-// RuntimeHeadroom is what `sluice serve` adds to its pools to bound the Go heap.
+// RuntimeHeadroom is what `sluice serve` adds to its pools (and to the embedded broker's store)
+// to bound the Go heap.
 const RuntimeHeadroom = 128 << 20
 
 // setRuntimeMemoryLimit makes the memory the pools admit the memory the process holds: the
 // pools charge what admitted messages and open sessions hold, but the Go collector lets the
 // heap grow to about twice the live data (GOGC=100) before it collects. A soft runtime limit
-// of the pools plus RuntimeHeadroom makes it collect sooner instead. GOMEMLIMIT, when set, wins; an
+// of the three pools, plus the embedded broker's store bound when it runs in this process,
+// plus RuntimeHeadroom makes it collect sooner instead. GOMEMLIMIT, when set, wins; an
 // unbounded pool leaves the runtime unbounded too. (sdk/edge leaves the embedding program's
 // runtime settings alone.)
 func setRuntimeMemoryLimit(cfg *config.Config, log *slog.Logger) {
@@ -153,13 +155,32 @@ func setRuntimeMemoryLimit(cfg *config.Config, log *slog.Logger) {
 		log.Info("Go memory limit from GOMEMLIMIT", "limit", os.Getenv("GOMEMLIMIT"))
 		return
 	}
-	p, c, sess := cfg.Memory.ProducerLimit.Bytes(), cfg.Memory.ConsumerLimit.Bytes(), cfg.Memory.SessionLimit.Bytes()
-	if p == 0 || c == 0 || sess == 0 {
+	limit, ok := runtimeMemoryLimit(cfg)
+	if !ok {
 		return
 	}
-	limit := p + c + sess + RuntimeHeadroom
 	debug.SetMemoryLimit(limit)
-	log.Info("Go memory limit set from the pools", "limit", config.Size(limit).String())
+	log.Info("Go memory limit set from the pools and the store", "limit", config.Size(limit).String(),
+		"producer_limit", cfg.Memory.ProducerLimit.String(), "consumer_limit", cfg.Memory.ConsumerLimit.String(),
+		"session_limit", cfg.Memory.SessionLimit.String(), "store_limit", storeLimit(cfg).String(), "headroom", config.Size(RuntimeHeadroom).String())
+}
+
+// runtimeMemoryLimit is the Go memory limit for cfg: the pools + store + headroom; ok is false
+// when a pool is unbounded.
+func runtimeMemoryLimit(cfg *config.Config) (int64, bool) {
+	p, c, sess := cfg.Memory.ProducerLimit.Bytes(), cfg.Memory.ConsumerLimit.Bytes(), cfg.Memory.SessionLimit.Bytes()
+	if p == 0 || c == 0 || sess == 0 {
+		return 0, false
+	}
+	return p + c + sess + storeLimit(cfg).Bytes() + RuntimeHeadroom, true
+}
+
+// storeLimit is the embedded broker's store bound when it runs in this process, else 0.
+func storeLimit(cfg *config.Config) config.Size {
+	if cfg.Broker.URL != "" {
+		return 0
+	}
+	return cfg.Broker.Embedded.StoreLimit
 }
 
 func printConnectHelp(w io.Writer, srv *server.Server, cfg *config.Config) {

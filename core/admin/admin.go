@@ -40,6 +40,8 @@ type Source interface {
 	BrokerUp() bool
 	// EmbeddedStats are the embedded broker's figures; nil with a Pulsar cluster.
 	EmbeddedStats() *embedded.Stats
+	// EmbeddedStore is the embedded broker's message store; nil with a Pulsar cluster.
+	EmbeddedStore() *embedded.StoreStats
 	// Protections are the connection limits' state and the handshakes refused before the
 	// gateway saw them.
 	Protections() Protections

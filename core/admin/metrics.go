@@ -123,7 +123,7 @@ func NewMetrics(src Source, version string) *Metrics {
 	m.reg.MustRegister(m.sessions, m.opened, m.closed, m.refused, m.messages, m.bytesIn, m.sendLatency, m.pauses,
 		m.paused, m.deliveries, m.redeliveries, m.bytesOut, m.acks, m.slowCloses, m.decisions, m.decisionErrs,
 		m.reloads, m.reloadOK, m.reloadTime, buildInfo,
-		poolCollector{src: src}, stateCollector{src: src})
+		poolCollector{src: src}, stateCollector{src: src}, storeCollector{src: src})
 	m.runtime.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -355,8 +355,6 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		count(pluginRestart, float64(st.Restarts), st.Name)
 	}
 	if es := c.src.EmbeddedStats(); es != nil {
-		// Hook: the store's own figures (StoreStats, being added to core/broker/embedded)
-		// belong here beside these once they exist.
 		gauge(embConns, float64(es.ConnectionsOpen))
 		gauge(embTopics, float64(es.Topics))
 		gauge(embRetained, float64(es.RetainedBytes))

@@ -35,9 +35,11 @@ type Stats struct {
 	Routes            []RouteStats        `json:"routes"`
 	Plugins           []PluginStats       `json:"plugins"`
 	Broker            BrokerStats         `json:"broker"`
-	Config            ConfigStats         `json:"config"`
-	Go                GoStats             `json:"go"`
-	Process           ProcessStats        `json:"process"`
+	// Store is the embedded broker's message store, when it runs in-process.
+	Store   *embedded.StoreStats `json:"embedded_store,omitempty"`
+	Config  ConfigStats          `json:"config"`
+	Go      GoStats              `json:"go"`
+	Process ProcessStats         `json:"process"`
 }
 
 // RouteStats is one route: its configuration, pools and counters.
@@ -162,6 +164,7 @@ func (a *Admin) snapshot() Stats {
 		Plugins:           []PluginStats{},
 		Broker:            BrokerStats{Up: a.src.BrokerUp(), Embedded: a.src.EmbeddedStats()},
 		Protections:       a.src.Protections(),
+		Store:             a.src.EmbeddedStore(),
 	}
 	for _, k := range kinds {
 		s.Sessions[k.String()] = int64(g.value("sluice_sessions_open", "kind", k.String()))

@@ -258,9 +258,25 @@ type Embedded struct {
 	// AllowAutoTopicCreation creates topics on first use. An absent key
 	// means true; false makes unknown topics an error.
 	AllowAutoTopicCreation bool `koanf:"allow_auto_topic_creation" json:"allow_auto_topic_creation"`
-	// Retention is the most message bytes the embedded broker keeps per
-	// topic; older messages are dropped. Zero means 256MiB.
-	Retention Size `koanf:"retention" json:"retention"`
+	// StoreLimit bounds the memory the embedded broker's message store holds,
+	// for all topics together. Messages that some durable subscription has
+	// not acknowledged are kept; the oldest others are evicted to make room,
+	// across topics; when only messages some backlog needs are left,
+	// producers are refused with Pulsar's backlog quota error. `sluice serve`
+	// counts it in the Go memory limit it sets. Zero means 256MiB.
+	StoreLimit Size `koanf:"store_limit" json:"store_limit"`
+	// RetentionSize bounds, per topic, the bytes kept beyond what its
+	// subscriptions' backlogs need (Pulsar's retention size): past it the
+	// oldest such messages are evicted even when the store has room. Zero
+	// means no per-topic bound (only store_limit), so that a reader from the
+	// earliest message sees everything the store still holds.
+	RetentionSize Size `koanf:"retention_size" json:"retention_size"`
+	// RetentionTime evicts messages no backlog needs once they are older than
+	// this (Pulsar's retention time). Zero means no time bound.
+	RetentionTime time.Duration `koanf:"retention_time" json:"retention_time"`
+	// Retention is the deprecated name of StoreLimit (it used to bound each
+	// topic). It is used when StoreLimit is not set, and Warnings reports it.
+	Retention Size `koanf:"retention" json:"retention,omitempty"`
 	// MaxMessageSize is the embedded broker's maxMessageSize: the largest payload it
 	// accepts. Zero means websocket.max_message_size.
 	MaxMessageSize Size `koanf:"max_message_size" json:"max_message_size"`

@@ -19,7 +19,7 @@ const (
 	DefaultAdminListen      = "127.0.0.1:8081"
 	DefaultOperationTimeout = 30 * time.Second
 	DefaultEmbeddedListen   = "127.0.0.1:0"
-	DefaultRetention        = 256 * MiB
+	DefaultStoreLimit       = 256 * MiB
 	DefaultMemoryLimit      = 64 * MiB
 	DefaultSessionLimit     = 256 * MiB
 	DefaultMaxMessageSize   = 5 * MiB
@@ -120,7 +120,8 @@ func (c *Config) SetDefaults() {
 	setDefault(&c.Broker.OperationTimeout, DefaultOperationTimeout)
 	setDefault(&c.Broker.HealthInterval, DefaultBrokerHealth)
 	setDefault(&c.Broker.Embedded.Listen, DefaultEmbeddedListen)
-	setDefault(&c.Broker.Embedded.Retention, DefaultRetention)
+	setDefault(&c.Broker.Embedded.StoreLimit, c.Broker.Embedded.Retention)
+	setDefault(&c.Broker.Embedded.StoreLimit, DefaultStoreLimit)
 	setDefault(&c.WebSocket.MaxMessageSize, DefaultMaxMessageSize)
 	setDefault(&c.WebSocket.MaxTextMessageSize, TextFrameFor(c.WebSocket.MaxMessageSize))
 	setDefault(&c.Broker.Embedded.MaxMessageSize, c.WebSocket.MaxMessageSize)
@@ -193,7 +194,8 @@ func setDefault[T comparable](field *T, def T) {
 }
 
 // Warnings returns the settings that are valid but risky, one sentence
-// each, for the caller to log at start: today, unbounded memory pools.
+// each, for the caller to log at start: unbounded memory pools and
+// deprecated keys.
 func (c *Config) Warnings() []string {
 	var w []string
 	if c.Memory.ProducerLimit == 0 {
@@ -219,6 +221,9 @@ func (c *Config) Warnings() []string {
 		if v := t.tls.MinVersion; v == "1.0" || v == "1.1" {
 			w = append(w, fmt.Sprintf("%s.min_version is %s: TLS below 1.2 is deprecated (RFC 8996)", t.key, v))
 		}
+	}
+	if c.Broker.Embedded.Retention != 0 {
+		w = append(w, "broker.embedded.retention is deprecated: use broker.embedded.store_limit, one bound for all topics")
 	}
 	return w
 }

@@ -206,3 +206,37 @@ func TestStaticChanges(t *testing.T) {
 		t.Errorf("StaticChanges = %q, want %q", got, want)
 	}
 }
+
+func TestEmbeddedStoreKeys(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		yaml     string
+		want     Size
+		warnings int
+	}{
+		"absent":     {"", DefaultStoreLimit, 0},
+		"zero":       {"broker: { embedded: { store_limit: 0 } }\n", DefaultStoreLimit, 0},
+		"store":      {"broker: { embedded: { store_limit: 16MiB } }\n", 16 * MiB, 0},
+		"deprecated": {"broker: { embedded: { retention: 32MiB } }\n", 32 * MiB, 1},
+		"both":       {"broker: { embedded: { retention: 32MiB, store_limit: 16MiB } }\n", 16 * MiB, 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := Load(t.Context(), LoadOptions{Files: []string{writeFile(t, tc.yaml)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.Broker.Embedded.StoreLimit; got != tc.want {
+				t.Errorf("store_limit = %v, want %v", got, tc.want)
+			}
+			w := cfg.Warnings()
+			if len(w) != tc.warnings || (tc.warnings > 0 && !strings.Contains(w[0], "broker.embedded.retention is deprecated")) {
+				t.Errorf("Warnings() = %q", w)
+			}
+		})
+	}
+	_, err := Load(t.Context(), LoadOptions{Files: []string{writeFile(t, "broker: { embedded: { retention_time: -1s } }\n")}})
+	if err == nil || !strings.Contains(err.Error(), "broker.embedded.retention_time") {
+		t.Errorf("negative retention_time: Load = %v", err)
+	}
+}

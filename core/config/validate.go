@@ -362,6 +362,9 @@ func (b Broker) validate(v *validator) {
 		v.addr("broker.embedded.admin_listen", e.AdminListen, "must be host:port")
 	}
 	v.nonNegative("broker.embedded.default_partitions", int64(e.DefaultPartitions))
+	v.nonNegative("broker.embedded.store_limit", int64(e.StoreLimit))
+	v.nonNegative("broker.embedded.retention_size", int64(e.RetentionSize))
+	v.nonNegativeDuration("broker.embedded.retention_time", e.RetentionTime)
 	v.nonNegative("broker.embedded.retention", int64(e.Retention))
 	v.messageSize("broker.embedded.max_message_size", e.MaxMessageSize)
 }

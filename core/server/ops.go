@@ -64,6 +64,16 @@ func (s *Server) EmbeddedStats() *embedded.Stats {
 	return &st
 }
 
+// EmbeddedStore is the embedded broker's message store, nil with a Pulsar cluster
+// (admin.Source).
+func (s *Server) EmbeddedStore() *embedded.StoreStats {
+	if s.embedded == nil {
+		return nil
+	}
+	st := s.embedded.StoreStats()
+	return &st
+}
+
 // Draining reports whether the edge has begun to shut down or entered lame-duck mode.
 func (s *Server) Draining() bool { return s.draining.Load() }
 

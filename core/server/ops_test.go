@@ -695,3 +695,30 @@ func TestReadinessExternalBroker(t *testing.T) {
 		return code == http.StatusOK
 	})
 }
+
+// The embedded broker's store is on /metrics and /stats while it runs in-process, and absent
+// with a Pulsar cluster.
+func TestEmbeddedStoreMetrics(t *testing.T) {
+	t.Parallel()
+	srv, _ := edgetest.Start(t, "broker: { embedded: { store_limit: 16MiB } }\n")
+	ah := srv.AdminHandler()
+	mfs := scrape(t, ah)
+	if got := metric(mfs, "sluice_embedded_store_limit_bytes"); got != 16<<20 {
+		t.Errorf("sluice_embedded_store_limit_bytes = %v, want %d", got, 16<<20)
+	}
+	if got := metric(mfs, "sluice_embedded_store_quota_refusals_total", "kind", "send"); got != 0 {
+		t.Errorf("quota refusals = %v, want 0", got)
+	}
+	if st := srv.Stats(); st.Store == nil || st.Store.LimitBytes != 16<<20 {
+		t.Errorf("/stats embedded_store = %+v", st.Store)
+	}
+
+	b := startBroker(t, "127.0.0.1:0")
+	remote, _ := edgetest.Start(t, fmt.Sprintf("broker: { url: %q }\n", b.ServiceURL()))
+	if _, ok := scrape(t, remote.AdminHandler())["sluice_embedded_store_bytes"]; ok {
+		t.Error("store metrics with a broker URL")
+	}
+	if st := remote.Stats(); st.Store != nil {
+		t.Errorf("/stats embedded_store with a broker URL: %+v", st.Store)
+	}
+}

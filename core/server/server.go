@@ -256,7 +256,9 @@ func (s *Server) startBroker(ctx context.Context) error {
 			AdminAddr:                bc.Embedded.AdminListen,
 			DefaultPartitions:        bc.Embedded.DefaultPartitions,
 			DisableAutoTopicCreation: !bc.Embedded.AllowAutoTopicCreation,
-			RetentionBytes:           bc.Embedded.Retention.Bytes(),
+			StoreLimit:               bc.Embedded.StoreLimit.Bytes(),
+			RetentionSize:            bc.Embedded.RetentionSize.Bytes(),
+			RetentionTime:            bc.Embedded.RetentionTime,
 			MaxMessageSize:           int(bc.Embedded.MaxMessageSize.Bytes()),
 		}, embedded.WithLogger(s.log.With("component", "embedded-broker")))
 		if err != nil {

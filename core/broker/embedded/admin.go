@@ -158,7 +158,8 @@ type TopicInfo struct {
 	Partitions int `json:"partitions"`
 	// Terminated reports whether the topic (all its partitions) is terminated.
 	Terminated bool `json:"terminated"`
-	// RetainedBytes is the bytes held (summed over partitions).
+	// RetainedBytes is the bytes the store holds for the topic: its blocks
+	// and its entry index (summed over partitions).
 	RetainedBytes int64 `json:"retained_bytes"`
 	// Backlogs maps subscription name to its backlog in messages.
 	Backlogs map[string]int64 `json:"backlogs"`
@@ -178,11 +179,17 @@ func (b *Broker) TopicInfo(name string) (TopicInfo, error) {
 	}
 	info := TopicInfo{Topic: tn.full, Partitions: b.partitioned[tn.full], Backlogs: map[string]int64{}, Terminated: len(ts) > 0}
 	for _, t := range ts {
-		info.RetainedBytes += t.usedBytes
+		t.mu.Lock()
+		if t.log != nil {
+			t.log.mu.Lock()
+			info.RetainedBytes += t.log.held
+			t.log.mu.Unlock()
+		}
 		info.Terminated = info.Terminated && t.terminated
 		for sn, s := range t.subs {
 			info.Backlogs[sn] += s.backlog()
 		}
+		t.mu.Unlock()
 	}
 	return info, nil
 }

@@ -20,7 +20,7 @@ func BenchmarkProduceConsume(b *testing.B) {
 	}{{"batched", true}, {"unbatched", false}} {
 		b.Run(bc.name, func(b *testing.B) {
 			// Room for the whole run's backlog should the consumer lag.
-			br := startBroker(b, embedded.Config{RetentionBytes: 2 << 30})
+			br := startBroker(b, embedded.Config{StoreLimit: 2 << 30})
 			c := newClient(b, br, nil)
 			topic := uniqueTopic("bench")
 			cons := mustConsumer(b, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})

@@ -43,7 +43,9 @@ type Broker struct {
 	// unreachable: the listener is closed by the Unreachable fault.
 	unreachable bool
 
-	mu           sync.Mutex // guards all protocol state below
+	// mu guards the registry below and serialises control-plane commands
+	// (see doc.go for the lock order).
+	mu           sync.Mutex
 	closed       bool
 	conns        map[*conn]struct{}
 	topics       map[string]*topic
@@ -51,8 +53,12 @@ type Broker struct {
 	nextLedger   uint64
 	nextConnID   uint64
 	nextProdName uint64
-	receiptQ     map[*producer]struct{}      // producers with queued receipts
-	dueDispatch  map[*subscription]time.Time // delayed messages: when to dispatch again
+
+	store *store
+
+	pumpMu      sync.Mutex                  // guards the two maps below; a leaf lock
+	receiptQ    map[*producer]struct{}      // producers with queued receipts
+	dueDispatch map[*subscription]time.Time // delayed messages: when to dispatch again
 
 	cmdIn           [maxCommandType + 1]atomic.Uint64
 	cmdOut          [maxCommandType + 1]atomic.Uint64
@@ -62,6 +68,7 @@ type Broker struct {
 	messagesStored  atomic.Uint64
 	entriesStored   atomic.Uint64
 	messagesDropped atomic.Uint64
+	receiptsQueued  atomic.Int64
 }
 
 const maxCommandType = 127
@@ -87,10 +94,12 @@ type Stats struct {
 	MessagesDropped uint64 `json:"messages_dropped"`
 	// Topics is the number of topics (partitions count individually).
 	Topics int `json:"topics"`
-	// RetainedBytes is the payload bytes held in all topics now.
+	// RetainedBytes is the bytes the store holds now (Store.Bytes).
 	RetainedBytes int64 `json:"retained_bytes"`
 	// ReceiptsQueued is the number of receipts delayed or held now.
 	ReceiptsQueued int `json:"receipts_queued"`
+	// Store describes the message store and its bound.
+	Store StoreStats `json:"store"`
 }
 
 // New validates cfg and returns a broker that is not yet listening.
@@ -112,6 +121,7 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		cfg:         cfg,
 		log:         o.logger,
 		maxFrame:    cfg.MaxMessageSize + 2*framePadding, // see advertisedMaxMessageSize
+		store:       newStore(cfg),
 		stop:        make(chan struct{}),
 		pumpWake:    make(chan struct{}, 1),
 		conns:       make(map[*conn]struct{}),
@@ -174,6 +184,8 @@ func (b *Broker) Start(ctx context.Context) error {
 		}()
 	}
 	b.log.Info("embedded broker listening", "service_url", b.serviceURL, "admin_url", b.adminURL)
+	b.log.Warn("the embedded broker keeps messages in memory only and is not for production: use a Pulsar cluster there",
+		"store_limit", b.cfg.StoreLimit, "retention_size", b.cfg.RetentionSize, "retention_time", b.cfg.RetentionTime)
 	return nil
 }
 
@@ -218,11 +230,15 @@ func (b *Broker) Close() error {
 
 	b.mu.Lock()
 	b.closed = true
+	conns := make([]*conn, 0, len(b.conns))
 	for c := range b.conns {
-		c.close()
-		b.cleanupConnLocked(c)
+		conns = append(conns, c)
 	}
 	b.mu.Unlock()
+	for _, c := range conns {
+		c.close()
+		b.cleanupConn(c)
+	}
 	b.wg.Wait()
 	return errors.Join(errs...)
 }
@@ -252,15 +268,16 @@ func (b *Broker) Stats() Stats {
 	}
 	b.mu.Lock()
 	s.Topics = len(b.topics)
-	for _, t := range b.topics {
-		s.RetainedBytes += t.usedBytes
-	}
-	for p := range b.receiptQ {
-		s.ReceiptsQueued += len(p.receipts)
-	}
 	b.mu.Unlock()
+	s.ReceiptsQueued = int(b.receiptsQueued.Load())
+	s.Store = b.store.stats()
+	s.RetainedBytes = s.Store.Bytes
 	return s
 }
+
+// StoreStats describes the message store: its bound, what it holds, what it
+// evicted and what it refused.
+func (b *Broker) StoreStats() StoreStats { return b.store.stats() }
 
 func commandName(i int) string {
 	if n, ok := pulsarpb.BaseCommand_Type_name[int32(i)]; ok {
@@ -327,7 +344,9 @@ func (b *Broker) TerminateTopic(name string) error {
 		return err
 	}
 	for _, t := range ts {
+		t.mu.Lock()
 		t.terminate()
+		t.mu.Unlock()
 	}
 	return nil
 }
@@ -344,12 +363,14 @@ func (b *Broker) Subscriptions(topic string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, t := range ts {
+		t.mu.Lock()
 		for name := range t.subs {
 			if !seen[name] {
 				seen[name] = true
 				out = append(out, name)
 			}
 		}
+		t.mu.Unlock()
 	}
 	sort.Strings(out)
 	return out
@@ -368,10 +389,12 @@ func (b *Broker) Backlog(topic, subscription string) (int64, error) {
 	var n int64
 	found := false
 	for _, t := range ts {
+		t.mu.Lock()
 		if s, ok := t.subs[subscription]; ok {
 			found = true
 			n += s.backlog()
 		}
+		t.mu.Unlock()
 	}
 	if !found {
 		return 0, fmt.Errorf("subscription %q on %q: %w", subscription, topic, ErrNotFound)
@@ -426,10 +449,13 @@ func (b *Broker) newTopicLocked(tn topicName) *topic {
 		name:       tn,
 		ledger:     b.nextLedger,
 		producers:  make(map[string]*producer),
+		queued:     make(map[*producer]struct{}),
 		subs:       make(map[string]*subscription),
 		lastBatch:  1,
-		retention:  b.cfg.RetentionBytes,
 		persistent: tn.persistent,
+	}
+	if tn.persistent {
+		t.log = b.store.newLog()
 	}
 	b.topics[tn.full] = t
 	return t
@@ -539,31 +565,44 @@ func (b *Broker) setUnreachable(on bool) error {
 // dropConnections closes every client connection now.
 func (b *Broker) dropConnections() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	conns := make([]*conn, 0, len(b.conns))
 	for c := range b.conns {
-		c.log.Info("dropping connection (fault injection)")
+		conns = append(conns, c)
+	}
+	b.mu.Unlock()
+	for _, c := range conns {
+		c.logger().Info("dropping connection (fault injection)")
 		c.close()
-		b.cleanupConnLocked(c)
+		b.cleanupConn(c)
 	}
 }
 
-// cleanupConnLocked detaches a closed connection's producers and consumers.
-// Idempotent.
-func (b *Broker) cleanupConnLocked(c *conn) {
-	if c.gone {
+// cleanupConn detaches a closed connection's producers and consumers; their
+// unacknowledged messages go to other consumers. Idempotent.
+func (b *Broker) cleanupConn(c *conn) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c.gone.Load() {
 		return
 	}
-	c.gone = true
+	c.mu.Lock()
+	c.gone.Store(true)
+	ps, cs := c.producers, c.consumers
+	c.producers, c.consumers = nil, nil
+	c.mu.Unlock()
 	delete(b.conns, c)
 	b.connsOpen.Add(-1)
-	for _, p := range c.producers {
+	for _, p := range ps {
+		p.t.mu.Lock()
 		p.detach()
+		p.t.mu.Unlock()
 	}
-	for _, cons := range c.consumers {
+	for _, cons := range cs {
+		t := cons.sub.t
+		t.mu.Lock()
 		cons.sub.removeConsumer(cons, true)
+		t.mu.Unlock()
 	}
-	c.producers = nil
-	c.consumers = nil
 }
 
 // dispatchAll runs dispatch on every subscription (after a stall ends).
@@ -571,19 +610,30 @@ func (b *Broker) dispatchAll() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, t := range b.topics {
+		t.mu.Lock()
 		for _, s := range t.subs {
 			s.dispatch()
 		}
+		t.mu.Unlock()
 	}
 }
 
 // kickConn re-runs dispatch for the subscriptions of c's consumers, after
 // c's outbound queue drained.
 func (b *Broker) kickConn(c *conn) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	c.mu.Lock()
+	cs := make([]*consumer, 0, len(c.consumers))
 	for _, cons := range c.consumers {
-		cons.sub.dispatch()
+		cs = append(cs, cons)
+	}
+	c.mu.Unlock()
+	for _, cons := range cs {
+		t := cons.sub.t
+		t.mu.Lock()
+		if !cons.closed {
+			cons.sub.dispatch()
+		}
+		t.mu.Unlock()
 	}
 }
 
@@ -594,9 +644,28 @@ func (b *Broker) wakePump() {
 	}
 }
 
+// queueReceipts tells the pump that p has queued receipts. Called with p's
+// topic locked.
+func (b *Broker) queueReceipts(p *producer) {
+	b.pumpMu.Lock()
+	b.receiptQ[p] = struct{}{}
+	b.pumpMu.Unlock()
+	b.wakePump()
+}
+
+// unqueueReceipts tells the pump that p has none left. Called with p's topic
+// locked.
+func (b *Broker) unqueueReceipts(p *producer) {
+	b.pumpMu.Lock()
+	delete(b.receiptQ, p)
+	b.pumpMu.Unlock()
+}
+
 // scheduleDispatch asks the pump to dispatch s again at t (delayed
-// delivery). Called with b.mu held.
+// delivery). Called with s's topic locked.
 func (b *Broker) scheduleDispatch(s *subscription, t time.Time) {
+	b.pumpMu.Lock()
+	defer b.pumpMu.Unlock()
 	if cur, ok := b.dueDispatch[s]; ok && !cur.After(t) {
 		return
 	}
@@ -607,23 +676,25 @@ func (b *Broker) scheduleDispatch(s *subscription, t time.Time) {
 // runDueDispatches dispatches subscriptions whose delayed messages are due
 // and returns when the next one is.
 func (b *Broker) runDueDispatches(now time.Time) time.Time {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.pumpMu.Lock()
 	var due []*subscription
-	var next time.Time
 	for s, t := range b.dueDispatch {
 		if !t.After(now) {
 			due = append(due, s)
 			delete(b.dueDispatch, s)
-		} else if next.IsZero() || t.Before(next) {
-			next = t
 		}
 	}
+	b.pumpMu.Unlock()
 	for _, s := range due {
+		s.t.mu.Lock()
 		if s.t.subs[s.name] == s {
 			s.dispatch() // may schedule itself again
 		}
+		s.t.mu.Unlock()
 	}
+	b.pumpMu.Lock()
+	defer b.pumpMu.Unlock()
+	var next time.Time
 	for _, t := range b.dueDispatch {
 		if next.IsZero() || t.Before(next) {
 			next = t
@@ -632,16 +703,29 @@ func (b *Broker) runDueDispatches(now time.Time) time.Time {
 	return next
 }
 
-// receiptPump sends delayed and held receipts when they are due, and
-// dispatches delayed messages when they are due.
+// expiryInterval is how often the pump evicts messages past RetentionTime.
+const expiryInterval = time.Second
+
+// receiptPump sends delayed and held receipts when they are due, dispatches
+// delayed messages when they are due, and evicts messages past the
+// retention time.
 func (b *Broker) receiptPump() {
 	defer b.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var expiry <-chan time.Time
+	if b.cfg.RetentionTime > 0 {
+		t := time.NewTicker(expiryInterval)
+		defer t.Stop()
+		expiry = t.C
+	}
 	for {
 		select {
 		case <-b.stop:
 			return
+		case now := <-expiry:
+			b.store.expire(now)
+			continue
 		case <-b.pumpWake:
 		case <-timer.C:
 		}
@@ -664,26 +748,19 @@ func (b *Broker) flushReceipts(now time.Time) time.Time {
 	if hold {
 		return time.Time{}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var next time.Time
+	b.pumpMu.Lock()
+	ps := make([]*producer, 0, len(b.receiptQ))
 	for p := range b.receiptQ {
-		for len(p.receipts) > 0 {
-			r := p.receipts[0]
-			if delay > 0 && r.readyAt.After(now) {
-				if next.IsZero() || r.readyAt.Before(next) {
-					next = r.readyAt
-				}
-				break
-			}
-			p.receipts[0] = queuedReceipt{}
-			p.receipts = p.receipts[1:]
-			p.deliverReceipt(r)
+		ps = append(ps, p)
+	}
+	b.pumpMu.Unlock()
+	var next time.Time
+	for _, p := range ps {
+		p.t.mu.Lock()
+		if due := p.flushReceipts(now, delay); !due.IsZero() && (next.IsZero() || due.Before(next)) {
+			next = due
 		}
-		if len(p.receipts) == 0 {
-			p.receipts = nil
-			delete(b.receiptQ, p)
-		}
+		p.t.mu.Unlock()
 	}
 	return next
 }

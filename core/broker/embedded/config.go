@@ -11,7 +11,7 @@ import (
 // Defaults applied by New to zero-valued Config fields.
 const (
 	DefaultAddr              = "127.0.0.1:0"
-	DefaultRetentionBytes    = 256 << 20
+	DefaultStoreLimit        = 256 << 20
 	DefaultMaxMessageSize    = 5 << 20
 	DefaultKeepAliveInterval = 30 * time.Second
 )
@@ -31,10 +31,23 @@ type Config struct {
 	// instead of being created on first use. false (the zero value) means
 	// topics are created on first use.
 	DisableAutoTopicCreation bool
-	// RetentionBytes bounds the stored payload bytes of each topic (each
-	// partition). When a SEND would exceed it and no message acknowledged by
-	// every durable subscription can be evicted, the SEND fails. 0 means 256 MiB.
-	RetentionBytes int64
+	// StoreLimit bounds the bytes the store holds for all persistent topics
+	// together (message bytes in blocks, spare blocks and the entry
+	// indexes). When an append needs room, the oldest messages no durable
+	// subscription needs are evicted, across topics; when only such messages
+	// are left, the producer is refused with Pulsar's backlog quota error
+	// (ProducerBlockedQuotaExceededException) until a backlog shrinks.
+	// 0 means 256 MiB.
+	StoreLimit int64
+	// RetentionSize bounds, per topic (per partition), the bytes kept beyond
+	// what its durable subscriptions' backlogs need: past it the oldest such
+	// messages are evicted even when the store has room. 0 means no bound
+	// but StoreLimit, so that a reader started from the earliest message
+	// sees everything the store still holds.
+	RetentionSize int64
+	// RetentionTime evicts messages no backlog needs once they are older than
+	// this. 0 means no time bound.
+	RetentionTime time.Duration
 	// MaxMessageSize is Pulsar's maxMessageSize: advertised in CONNECTED as
 	// the largest payload (to pulsar-client-go, which counts the metadata
 	// too, with 10 KiB more), while a frame larger than it plus 20 KiB closes
@@ -50,8 +63,8 @@ func (c Config) withDefaults() Config {
 	if c.Addr == "" {
 		c.Addr = DefaultAddr
 	}
-	if c.RetentionBytes == 0 {
-		c.RetentionBytes = DefaultRetentionBytes
+	if c.StoreLimit == 0 {
+		c.StoreLimit = DefaultStoreLimit
 	}
 	if c.MaxMessageSize == 0 {
 		c.MaxMessageSize = DefaultMaxMessageSize
@@ -78,8 +91,14 @@ func (c Config) Validate() error {
 	if c.DefaultPartitions < 0 || c.DefaultPartitions > maxPartitions {
 		errs = append(errs, fmt.Errorf("default_partitions: must be in [0, %d]", maxPartitions))
 	}
-	if c.RetentionBytes < 0 {
-		errs = append(errs, errors.New("retention_bytes: must be >= 0"))
+	if c.StoreLimit < 0 {
+		errs = append(errs, errors.New("store_limit: must be >= 0"))
+	}
+	if c.RetentionSize < 0 {
+		errs = append(errs, errors.New("retention_size: must be >= 0"))
+	}
+	if c.RetentionTime < 0 {
+		errs = append(errs, errors.New("retention_time: must be >= 0"))
 	}
 	if c.MaxMessageSize < 0 || c.MaxMessageSize > 1<<30 {
 		errs = append(errs, errors.New("max_message_size: must be in [0, 1GiB]"))

@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,49 +35,54 @@ const (
 )
 
 // conn is one client connection: a reader goroutine handling commands and a
-// writer goroutine draining the bounded outbound queue.
+// writer goroutine draining the bounded outbound buffer.
 type conn struct {
 	b        *Broker
 	nc       net.Conn
 	id       uint64
-	log      *slog.Logger
+	logp     atomic.Pointer[slog.Logger]
 	lastRecv atomic.Int64 // unix nanos
+	gone     atomic.Bool  // detached from the broker (set by cleanupConn)
 	done     chan struct{}
 	wake     chan struct{} // cap 1
 	once     sync.Once
 
-	// Guarded by Broker.mu.
+	// Only the reader goroutine touches these (goClient is set before any
+	// consumer of this connection exists, and read under topic locks).
 	connected bool
 	goClient  bool // pulsar-client-go: does not understand REACHED_END_OF_TOPIC
+
+	mu        sync.Mutex // guards the maps; a leaf lock (see doc.go)
 	producers map[uint64]*producer
 	consumers map[uint64]*consumer
-	gone      bool
 
-	outMu    sync.Mutex
-	out      []outFrame
-	outBytes int
-	blocked  bool // dispatch paused on outSoftLimit
+	outMu    sync.Mutex // guards the fields below; a leaf lock
+	out      []byte     // encoded frames waiting for the writer
+	spare    []byte     // the writer's last buffer, for reuse
+	blocked  bool       // dispatch paused on outSoftLimit
+	bursting bool       // the reader is handling the frames of one read
+	deferred bool       // frames were queued while bursting: wake the writer after
 }
 
-type outFrame struct {
-	hdr     []byte
-	payload []byte
-}
+// maxSpareOut bounds the outbound buffer kept for reuse between writes.
+const maxSpareOut = 1 << 20
 
 func newConn(b *Broker, nc net.Conn, id uint64) *conn {
 	c := &conn{
 		b:         b,
 		nc:        nc,
 		id:        id,
-		log:       b.log.With("conn_id", id, "remote", nc.RemoteAddr().String()),
 		done:      make(chan struct{}),
 		wake:      make(chan struct{}, 1),
 		producers: map[uint64]*producer{},
 		consumers: map[uint64]*consumer{},
 	}
+	c.logp.Store(b.log.With("conn_id", id, "remote", nc.RemoteAddr().String()))
 	c.lastRecv.Store(time.Now().UnixNano())
 	return c
 }
+
+func (c *conn) logger() *slog.Logger { return c.logp.Load() }
 
 // close shuts the socket; the reader then detaches the connection's state.
 func (c *conn) close() {
@@ -85,21 +92,83 @@ func (c *conn) close() {
 	})
 }
 
-func (c *conn) enqueue(f outFrame) {
-	n := len(f.hdr) + len(f.payload)
+func (c *conn) producer(id uint64) *producer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.producers[id]
+}
+
+func (c *conn) consumer(id uint64) *consumer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.consumers[id]
+}
+
+// removeProducer forgets p if it is still registered under its id.
+func (c *conn) removeProducer(p *producer) {
+	c.mu.Lock()
+	if c.producers[p.id] == p {
+		delete(c.producers, p.id)
+	}
+	c.mu.Unlock()
+}
+
+// removeConsumer forgets cons if it is still registered under its id.
+func (c *conn) removeConsumer(cons *consumer) {
+	c.mu.Lock()
+	if c.consumers[cons.id] == cons {
+		delete(c.consumers, cons.id)
+	}
+	c.mu.Unlock()
+}
+
+// enqueue appends encoded frames with fn, unless that would take the
+// outbound buffer past outHardLimit (a client not reading), which closes
+// the connection. n is the bytes fn appends.
+func (c *conn) enqueue(n int, fn func([]byte) []byte) {
 	c.outMu.Lock()
-	if c.outBytes+n > outHardLimit {
+	if len(c.out)+n > outHardLimit {
+		queued := len(c.out)
 		c.outMu.Unlock()
-		c.log.Warn("closing connection: outbound queue full", "queued_bytes", c.outBytes)
+		c.logger().Warn("closing connection: outbound queue full", "queued_bytes", queued)
 		c.close()
 		return
 	}
-	c.out = append(c.out, f)
-	c.outBytes += n
+	if c.out == nil && c.spare != nil {
+		c.out, c.spare = c.spare, nil
+	}
+	c.out = fn(c.out)
+	if c.bursting {
+		// The reader wakes the writer once its burst is handled, so that
+		// one write carries every answer to the frames of one read.
+		c.deferred = true
+		c.outMu.Unlock()
+		return
+	}
 	c.outMu.Unlock()
+	c.wakeWriter()
+}
+
+func (c *conn) wakeWriter() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
+	}
+}
+
+// setBursting marks the start (true) or the end of the handling of the
+// frames one read returned; at the end it wakes the writer if frames were
+// queued meanwhile.
+func (c *conn) setBursting(on bool) {
+	c.outMu.Lock()
+	c.bursting = on
+	wake := !on && c.deferred
+	if !on {
+		c.deferred = false
+	}
+	c.outMu.Unlock()
+	if wake {
+		c.wakeWriter()
 	}
 }
 
@@ -107,7 +176,7 @@ func (c *conn) enqueue(f outFrame) {
 func (c *conn) canDispatch() bool {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
-	if c.outBytes >= outSoftLimit {
+	if len(c.out) >= outSoftLimit {
 		c.blocked = true
 		return false
 	}
@@ -117,22 +186,28 @@ func (c *conn) canDispatch() bool {
 func (c *conn) send(cmd *pulsarpb.BaseCommand) {
 	buf, err := encodeCommand(cmd)
 	if err != nil {
-		c.log.Error("dropping unencodable command", "err", err)
+		c.logger().Error("dropping unencodable command", "err", err)
 		return
 	}
 	c.b.countOut(cmd.GetType())
-	c.enqueue(outFrame{hdr: buf})
+	c.enqueue(len(buf), func(out []byte) []byte { return append(out, buf...) })
 }
 
-func (c *conn) sendMessage(msg *pulsarpb.CommandMessage, e *entry) {
-	cmd := &pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_MESSAGE.Enum(), Message: msg}
-	hdr, err := encodeWithPayload(cmd, e.crc, len(e.data))
-	if err != nil {
-		c.log.Error("dropping unencodable message", "err", err)
-		return
-	}
+// sendReceipt queues a SEND_RECEIPT, encoded straight into the buffer.
+func (c *conn) sendReceipt(producerID, sequence, highest, ledger, entry uint64, partition int32) {
+	c.b.countOut(pulsarpb.BaseCommand_SEND_RECEIPT)
+	c.enqueue(64, func(out []byte) []byte {
+		return appendSendReceipt(out, producerID, sequence, highest, ledger, entry, partition)
+	})
+}
+
+// sendMessage queues a MESSAGE frame, copying data (which may alias a
+// store block) into the buffer.
+func (c *conn) sendMessage(h messageHeader, crc uint32, data []byte) {
 	c.b.countOut(pulsarpb.BaseCommand_MESSAGE)
-	c.enqueue(outFrame{hdr: hdr, payload: e.data})
+	c.enqueue(96+10*len(h.ackSet)+len(data), func(out []byte) []byte {
+		return appendMessage(out, h, crc, data)
+	})
 }
 
 func (c *conn) writeLoop() {
@@ -140,8 +215,6 @@ func (c *conn) writeLoop() {
 	ka := c.b.cfg.KeepAliveInterval
 	ticker := time.NewTicker(ka / 2) // closes between 2x and 2.5x of silence
 	defer ticker.Stop()
-	bw := bufio.NewWriterSize(c.nc, 64<<10)
-	var batch []outFrame
 	for {
 		select {
 		case <-c.done:
@@ -150,7 +223,7 @@ func (c *conn) writeLoop() {
 		case <-ticker.C:
 			quiet := time.Since(time.Unix(0, c.lastRecv.Load()))
 			if quiet >= 2*ka {
-				c.log.Info("closing connection: keepalive timeout", "quiet", quiet)
+				c.logger().Info("closing connection: keepalive timeout", "quiet", quiet)
 				c.close()
 				return
 			}
@@ -161,26 +234,25 @@ func (c *conn) writeLoop() {
 		}
 		for {
 			c.outMu.Lock()
-			batch, c.out = c.out, batch[:0]
-			c.outBytes = 0
-			kick := c.blocked && len(batch) > 0
+			buf := c.out
+			c.out = nil
+			kick := c.blocked && len(buf) > 0
 			if kick {
 				c.blocked = false
 			}
 			c.outMu.Unlock()
-			if len(batch) == 0 {
+			if len(buf) == 0 {
 				break
 			}
-			for i, f := range batch {
-				if _, err := bw.Write(f.hdr); err == nil && len(f.payload) > 0 {
-					_, _ = bw.Write(f.payload)
-				}
-				batch[i] = outFrame{}
-			}
-			if err := bw.Flush(); err != nil {
-				c.log.Debug("write failed", "err", err)
+			if _, err := c.nc.Write(buf); err != nil {
+				c.logger().Debug("write failed", "err", err)
 				c.close()
 				return
+			}
+			if cap(buf) <= maxSpareOut {
+				c.outMu.Lock()
+				c.spare = buf[:0]
+				c.outMu.Unlock()
 			}
 			if kick {
 				c.b.kickConn(c)
@@ -189,52 +261,148 @@ func (c *conn) writeLoop() {
 	}
 }
 
+// readBufSize is the reader's buffer: frames up to this size are handled in
+// place; larger ones are read into a buffer of their own.
+const readBufSize = 64 << 10
+
 func (c *conn) readLoop() {
 	defer c.b.wg.Done()
 	defer func() {
 		c.close()
-		c.b.mu.Lock()
-		c.b.cleanupConnLocked(c)
-		c.b.mu.Unlock()
-		c.log.Debug("connection closed")
+		c.b.cleanupConn(c)
+		c.logger().Debug("connection closed")
 	}()
-	br := bufio.NewReaderSize(c.nc, 64<<10)
-	var sizeBuf [4]byte
+	br := bufio.NewReaderSize(c.nc, readBufSize)
+	var big []byte
+	bursting := false
 	for {
-		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
+		if br.Buffered() < 4 && bursting {
+			// The frames of one read are handled. Let the goroutines that
+			// are ready run first: when the broker is busy, more of this
+			// client's frames arrive meanwhile, and the next read takes
+			// them all; when it is idle this returns at once. Then the
+			// writer sends every answer at once.
+			runtime.Gosched()
+			c.setBursting(false)
+			bursting = false
+		}
+		hdr, err := br.Peek(4)
+		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				c.log.Debug("read failed", "err", err)
+				c.logger().Debug("read failed", "err", err)
 			}
 			return
 		}
-		size := binary.BigEndian.Uint32(sizeBuf[:])
+		size := binary.BigEndian.Uint32(hdr)
 		if uint64(size)+4 > uint64(c.b.maxFrame) {
 			c.protocolError("frame too large", fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, size))
 			return
 		}
-		buf := make([]byte, 4+int(size))
-		copy(buf, sizeBuf[:])
-		if _, err := io.ReadFull(br, buf[4:]); err != nil {
-			c.log.Debug("read failed", "err", err)
-			return
+		n := 4 + int(size)
+		if br.Buffered() < n && bursting {
+			// The rest of this frame may be slow to come: answer what came.
+			c.setBursting(false)
+			bursting = false
 		}
-		c.lastRecv.Store(time.Now().UnixNano())
-		f, _, err := DecodeFrame(buf, c.b.maxFrame)
+		var buf []byte
+		if n <= readBufSize {
+			// In place: buf is valid until the next read; nothing keeps it.
+			if buf, err = br.Peek(n); err != nil {
+				c.logger().Debug("read failed", "err", err)
+				return
+			}
+		} else {
+			if cap(big) < n {
+				big = make([]byte, n)
+			}
+			buf = big[:n]
+			if _, err := io.ReadFull(br, buf); err != nil {
+				c.logger().Debug("read failed", "err", err)
+				return
+			}
+		}
+		if !bursting {
+			c.lastRecv.Store(time.Now().UnixNano())
+			c.setBursting(true)
+			bursting = true
+		}
+		err = c.handleFrame(buf)
+		if n <= readBufSize {
+			_, _ = br.Discard(n)
+		} else if n > 1<<20 {
+			big = nil // do not keep a huge buffer for a rare frame
+		}
 		if err != nil {
-			c.protocolError("bad frame", err)
-			return
-		}
-		c.b.countIn(f.Cmd.GetType())
-		if err := c.handle(f); err != nil {
-			c.protocolError("bad command", err)
 			return
 		}
 	}
 }
 
+// handleFrame handles one whole frame; an error closes the connection (it
+// has been logged and counted).
+func (c *conn) handleFrame(buf []byte) error {
+	if c.connected && !c.gone.Load() {
+		if ok, err := c.fastSend(buf); ok || err != nil {
+			return err
+		}
+	}
+	f, _, err := DecodeFrame(buf, c.b.maxFrame)
+	if err != nil {
+		c.protocolError("bad frame", err)
+		return err
+	}
+	c.b.countIn(f.Cmd.GetType())
+	if err := c.handle(f); err != nil {
+		c.protocolError("bad command", err)
+		return err
+	}
+	return nil
+}
+
+// fastSend handles a SEND frame without the generic protobuf decoder. ok is
+// false (and err nil) when buf is not a SEND of the usual shape: the caller
+// decodes it the generic way, which rejects it if it is malformed.
+func (c *conn) fastSend(buf []byte) (ok bool, err error) {
+	body := buf[4:]
+	if len(body) < 4 {
+		return false, nil
+	}
+	cmdSize := binary.BigEndian.Uint32(body)
+	rest := body[4:]
+	if cmdSize == 0 || uint64(cmdSize) > uint64(len(rest)) {
+		return false, nil
+	}
+	sf, ok := parseSendCommand(rest[:cmdSize])
+	if !ok {
+		return false, nil
+	}
+	rest = rest[cmdSize:]
+	if len(rest) < 2+4+4 || binary.BigEndian.Uint16(rest) != magicCRC32C {
+		return false, nil
+	}
+	crc := binary.BigEndian.Uint32(rest[2:])
+	data := rest[6:]
+	metaSize := binary.BigEndian.Uint32(data)
+	if uint64(metaSize) > uint64(len(data)-4) {
+		return false, nil
+	}
+	mf, ok := parseMetadata(data[4 : 4+metaSize])
+	if !ok {
+		return false, nil
+	}
+	if got := crc32.Checksum(data, crcTable); got != crc {
+		err := fmt.Errorf("%w: got %08x, frame says %08x", ErrBadChecksum, got, crc)
+		c.protocolError("bad frame", err)
+		return false, err
+	}
+	c.b.countIn(pulsarpb.BaseCommand_SEND)
+	c.handleSend(sf, storedMessage{data: data, crc: crc, numMessages: sf.numMessages, meta: mf})
+	return true, nil
+}
+
 func (c *conn) protocolError(what string, err error) {
 	c.b.protocolErrors.Add(1)
-	c.log.Warn("closing connection on protocol error", "reason", what, "err", err)
+	c.logger().Warn("closing connection on protocol error", "reason", what, "err", err)
 }
 
 var errMissing = errors.New("command body missing")
@@ -253,21 +421,77 @@ func (c *conn) sendSuccess(reqID uint64) {
 	})
 }
 
-// handle processes one command; an error closes the connection.
+// handle processes one command; an error closes the connection. The data
+// plane (SEND, FLOW, ACK, redelivery and per-consumer queries) takes only the
+// lock of the topic concerned; everything else also takes Broker.mu, which
+// serialises the control plane.
 func (c *conn) handle(f Frame) error {
 	cmd := f.Cmd
-	b := c.b
 	if f.HasPayload && cmd.GetType() != pulsarpb.BaseCommand_SEND {
 		return fmt.Errorf("unexpected payload on %s", cmd.GetType())
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if c.gone {
+	if c.gone.Load() {
 		return nil
 	}
 	if !c.connected && cmd.GetType() != pulsarpb.BaseCommand_CONNECT {
 		return fmt.Errorf("%s before CONNECT", cmd.GetType())
 	}
+	switch cmd.GetType() {
+	case pulsarpb.BaseCommand_PING:
+		c.send(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_PONG.Enum(), Pong: &pulsarpb.CommandPong{}})
+	case pulsarpb.BaseCommand_PONG:
+	case pulsarpb.BaseCommand_SEND:
+		if cmd.Send == nil || !f.HasPayload {
+			return fmt.Errorf("SEND without body or payload")
+		}
+		c.handleSend(sendFields{
+			producerID: cmd.Send.GetProducerId(), sequenceID: cmd.Send.GetSequenceId(),
+			highestSequenceID: cmd.Send.GetHighestSequenceId(), numMessages: cmd.Send.GetNumMessages(),
+		}, storedMessage{data: f.Payload, crc: f.Checksum, numMessages: cmd.Send.GetNumMessages(), meta: metaOf(f.Metadata)})
+	case pulsarpb.BaseCommand_FLOW:
+		if cmd.Flow == nil {
+			return errMissing
+		}
+		c.withConsumer(cmd.Flow.GetConsumerId(), func(cons *consumer) {
+			cons.permits += int64(cmd.Flow.GetMessagePermits())
+			cons.sub.dispatch()
+		})
+	case pulsarpb.BaseCommand_ACK:
+		if cmd.Ack == nil {
+			return errMissing
+		}
+		c.handleAck(cmd.Ack)
+	case pulsarpb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES:
+		if cmd.RedeliverUnacknowledgedMessages == nil {
+			return errMissing
+		}
+		r := cmd.RedeliverUnacknowledgedMessages
+		c.withConsumer(r.GetConsumerId(), func(cons *consumer) { cons.sub.redeliver(cons, r.MessageIds) })
+	case pulsarpb.BaseCommand_GET_LAST_MESSAGE_ID:
+		if cmd.GetLastMessageId == nil {
+			return errMissing
+		}
+		c.handleGetLastMessageID(cmd.GetLastMessageId)
+	case pulsarpb.BaseCommand_CONSUMER_STATS:
+		if cmd.ConsumerStats == nil {
+			return errMissing
+		}
+		c.handleConsumerStats(cmd.ConsumerStats)
+	default:
+		b := c.b
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if c.gone.Load() {
+			return nil
+		}
+		return c.handleControl(cmd)
+	}
+	return nil
+}
+
+// handleControl processes a control-plane command. Called with Broker.mu held.
+func (c *conn) handleControl(cmd *pulsarpb.BaseCommand) error {
+	b := c.b
 	switch cmd.GetType() {
 	case pulsarpb.BaseCommand_CONNECT:
 		if cmd.Connect == nil || c.connected {
@@ -275,7 +499,7 @@ func (c *conn) handle(f Frame) error {
 		}
 		c.connected = true
 		c.goClient = strings.HasPrefix(cmd.Connect.GetClientVersion(), "Pulsar-Go")
-		c.log = c.log.With("client_version", cmd.Connect.GetClientVersion())
+		c.logp.Store(c.logger().With("client_version", cmd.Connect.GetClientVersion()))
 		c.send(&pulsarpb.BaseCommand{
 			Type: pulsarpb.BaseCommand_CONNECTED.Enum(),
 			Connected: &pulsarpb.CommandConnected{
@@ -284,9 +508,6 @@ func (c *conn) handle(f Frame) error {
 				MaxMessageSize:  proto.Int32(int32(b.advertisedMaxMessageSize(c.goClient))),
 			},
 		})
-	case pulsarpb.BaseCommand_PING:
-		c.send(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_PONG.Enum(), Pong: &pulsarpb.CommandPong{}})
-	case pulsarpb.BaseCommand_PONG:
 	case pulsarpb.BaseCommand_PARTITIONED_METADATA:
 		if cmd.PartitionMetadata == nil {
 			return errMissing
@@ -317,18 +538,15 @@ func (c *conn) handle(f Frame) error {
 			return errMissing
 		}
 		c.handleProducer(cmd.Producer)
-	case pulsarpb.BaseCommand_SEND:
-		if cmd.Send == nil || !f.HasPayload {
-			return fmt.Errorf("SEND without body or payload")
-		}
-		c.handleSend(cmd.Send, f)
 	case pulsarpb.BaseCommand_CLOSE_PRODUCER:
 		if cmd.CloseProducer == nil {
 			return errMissing
 		}
-		if p, ok := c.producers[cmd.CloseProducer.GetProducerId()]; ok {
-			delete(c.producers, p.id)
+		if p := c.producer(cmd.CloseProducer.GetProducerId()); p != nil {
+			c.removeProducer(p)
+			p.t.mu.Lock()
 			p.detach()
+			p.t.mu.Unlock()
 		}
 		c.sendSuccess(cmd.CloseProducer.GetRequestId())
 	case pulsarpb.BaseCommand_SUBSCRIBE:
@@ -336,34 +554,16 @@ func (c *conn) handle(f Frame) error {
 			return errMissing
 		}
 		c.handleSubscribe(cmd.Subscribe)
-	case pulsarpb.BaseCommand_FLOW:
-		if cmd.Flow == nil {
-			return errMissing
-		}
-		if cons, ok := c.consumers[cmd.Flow.GetConsumerId()]; ok {
-			cons.permits += int64(cmd.Flow.GetMessagePermits())
-			cons.sub.dispatch()
-		}
-	case pulsarpb.BaseCommand_ACK:
-		if cmd.Ack == nil {
-			return errMissing
-		}
-		c.handleAck(cmd.Ack)
-	case pulsarpb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES:
-		if cmd.RedeliverUnacknowledgedMessages == nil {
-			return errMissing
-		}
-		r := cmd.RedeliverUnacknowledgedMessages
-		if cons, ok := c.consumers[r.GetConsumerId()]; ok {
-			cons.sub.redeliver(cons, r.MessageIds)
-		}
 	case pulsarpb.BaseCommand_CLOSE_CONSUMER:
 		if cmd.CloseConsumer == nil {
 			return errMissing
 		}
-		if cons, ok := c.consumers[cmd.CloseConsumer.GetConsumerId()]; ok {
-			delete(c.consumers, cons.id)
+		if cons := c.consumer(cmd.CloseConsumer.GetConsumerId()); cons != nil {
+			c.removeConsumer(cons)
+			t := cons.sub.t
+			t.mu.Lock()
 			cons.sub.removeConsumer(cons, true)
+			t.mu.Unlock()
 		}
 		c.sendSuccess(cmd.CloseConsumer.GetRequestId())
 	case pulsarpb.BaseCommand_UNSUBSCRIBE:
@@ -376,20 +576,41 @@ func (c *conn) handle(f Frame) error {
 			return errMissing
 		}
 		c.handleSeek(cmd.Seek)
-	case pulsarpb.BaseCommand_GET_LAST_MESSAGE_ID:
-		if cmd.GetLastMessageId == nil {
-			return errMissing
-		}
-		c.handleGetLastMessageID(cmd.GetLastMessageId)
-	case pulsarpb.BaseCommand_CONSUMER_STATS:
-		if cmd.ConsumerStats == nil {
-			return errMissing
-		}
-		c.handleConsumerStats(cmd.ConsumerStats)
 	default:
 		return fmt.Errorf("unsupported command %s", cmd.GetType())
 	}
 	return nil
+}
+
+// withConsumer runs fn with the consumer's topic locked, if the consumer is
+// still attached.
+func (c *conn) withConsumer(id uint64, fn func(*consumer)) bool {
+	cons := c.consumer(id)
+	if cons == nil {
+		return false
+	}
+	t := cons.sub.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if cons.closed {
+		return false
+	}
+	fn(cons)
+	return true
+}
+
+// metaOf extracts what the broker uses from decoded metadata.
+func metaOf(md *pulsarpb.MessageMetadata) metaFields {
+	m := metaFields{
+		publishTime: md.GetPublishTime(),
+		deliverAt:   md.GetDeliverAtTime(),
+		batch:       md.NumMessagesInBatch != nil,
+		key:         []byte(md.GetPartitionKey()),
+	}
+	if md.OrderingKey != nil {
+		m.key = md.OrderingKey
+	}
+	return m
 }
 
 func (c *conn) handlePartitionedMetadata(r *pulsarpb.CommandPartitionedTopicMetadata) {
@@ -477,15 +698,19 @@ var schemaVersion0 = make([]byte, 8)
 
 func (c *conn) handleGetSchema(r *pulsarpb.CommandGetSchema) {
 	resp := &pulsarpb.CommandGetSchemaResponse{RequestId: proto.Uint64(r.GetRequestId())}
-	var t *topic
+	var schema *pulsarpb.Schema
 	if tn, err := parseTopic(r.GetTopic()); err == nil {
-		t = c.b.topics[tn.full]
+		if t := c.b.topics[tn.full]; t != nil {
+			t.mu.Lock()
+			schema = t.schema
+			t.mu.Unlock()
+		}
 	}
-	if t == nil || t.schema == nil {
+	if schema == nil {
 		resp.ErrorCode = pulsarpb.ServerError_TopicNotFound.Enum()
 		resp.ErrorMessage = proto.String("schema not found")
 	} else {
-		resp.Schema = t.schema
+		resp.Schema = schema
 		resp.SchemaVersion = schemaVersion0
 	}
 	c.send(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_GET_SCHEMA_RESPONSE.Enum(), GetSchemaResponse: resp})
@@ -497,8 +722,12 @@ func (c *conn) handleGetOrCreateSchema(r *pulsarpb.CommandGetOrCreateSchema) {
 	if err == nil {
 		var t *topic
 		t, _, err = c.b.topicForUseLocked(tn)
-		if t != nil && t.schema == nil {
-			t.schema = r.GetSchema()
+		if t != nil {
+			t.mu.Lock()
+			if t.schema == nil {
+				t.schema = r.GetSchema()
+			}
+			t.mu.Unlock()
 		}
 	}
 	if err != nil {
@@ -523,16 +752,19 @@ func (c *conn) handleProducer(r *pulsarpb.CommandProducer) {
 		c.sendError(reqID, code, err.Error())
 		return
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.terminated {
 		c.sendError(reqID, pulsarpb.ServerError_TopicTerminatedError, "topic "+tn.full+" was terminated")
 		return
 	}
-	if t.quotaBlocked() {
+	if t.persistent && b.store.blocked() {
+		b.store.refusedProducers.Add(1)
 		c.sendError(reqID, pulsarpb.ServerError_ProducerBlockedQuotaExceededException,
-			"topic "+tn.full+" is full: retention bytes reached and nothing is acknowledged")
+			"the store is full: its limit is reached and every message in it is in some subscription's backlog")
 		return
 	}
-	if old, ok := c.producers[r.GetProducerId()]; ok {
+	if old := c.producer(r.GetProducerId()); old != nil {
 		if old.t == t {
 			c.sendProducerSuccess(reqID, old.name, t)
 			return
@@ -551,7 +783,7 @@ func (c *conn) handleProducer(r *pulsarpb.CommandProducer) {
 			return
 		}
 		// A reconnecting producer (higher epoch) replaces its stale self.
-		delete(old.c.producers, old.id)
+		old.c.removeProducer(old)
 		old.detach()
 	}
 	if r.Schema != nil && t.schema == nil {
@@ -559,7 +791,9 @@ func (c *conn) handleProducer(r *pulsarpb.CommandProducer) {
 	}
 	p := &producer{c: c, id: r.GetProducerId(), name: name, t: t, epoch: r.GetEpoch()}
 	t.producers[name] = p
+	c.mu.Lock()
 	c.producers[p.id] = p
+	c.mu.Unlock()
 	c.sendProducerSuccess(reqID, name, t)
 }
 
@@ -575,43 +809,45 @@ func (c *conn) sendProducerSuccess(reqID uint64, name string, t *topic) {
 	c.send(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: ps})
 }
 
-func (c *conn) handleSend(r *pulsarpb.CommandSend, f Frame) {
-	p, ok := c.producers[r.GetProducerId()]
-	if !ok {
-		c.log.Debug("SEND for unknown producer", "producer_id", r.GetProducerId())
+// handleSend stores a message and answers it. m.data aliases the read
+// buffer: the store and the consumers' queues copy it.
+func (c *conn) handleSend(r sendFields, m storedMessage) {
+	p := c.producer(r.producerID)
+	if p == nil {
+		c.logger().Debug("SEND for unknown producer", "producer_id", r.producerID)
 		return
 	}
+	t := p.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p.detached || p.closing {
+		return // closed meanwhile: the client fails or resends it
+	}
 	sendErr := func(code pulsarpb.ServerError, msg string) {
-		p.emit(&pulsarpb.BaseCommand{
-			Type: pulsarpb.BaseCommand_SEND_ERROR.Enum(),
-			SendError: &pulsarpb.CommandSendError{
-				ProducerId: proto.Uint64(p.id), SequenceId: proto.Uint64(r.GetSequenceId()),
-				Error: code.Enum(), Message: proto.String(msg),
-			},
-		}, nil)
+		p.emit(queuedReceipt{kind: receiptError, sequence: r.sequenceID, code: code, msg: msg})
 	}
 	if code, fail := c.b.faults.takeSendFailure(); fail {
 		sendErr(code, "injected failure")
 		return
 	}
-	if p.t.terminated {
+	if t.terminated {
 		sendErr(pulsarpb.ServerError_TopicTerminatedError, "topic was terminated")
 		return
 	}
-	e, code, ok := p.t.store(f, r.GetNumMessages())
+	queue := t.persistent && p.willQueue()
+	if queue {
+		// Its receipt will wait: keep the entry from the moment it is stored.
+		t.log.holdFrom(t.nextEntry)
+	}
+	id, ok := t.store(m)
 	if !ok {
-		sendErr(code, "topic is full: retention bytes reached and nothing is acknowledged")
+		if queue {
+			t.updateKeep()
+		}
+		p.refuseQuota()
 		return
 	}
-	p.emit(&pulsarpb.BaseCommand{
-		Type: pulsarpb.BaseCommand_SEND_RECEIPT.Enum(),
-		SendReceipt: &pulsarpb.CommandSendReceipt{
-			ProducerId:        proto.Uint64(p.id),
-			SequenceId:        proto.Uint64(r.GetSequenceId()),
-			HighestSequenceId: proto.Uint64(r.GetHighestSequenceId()),
-			MessageId:         p.t.msgID(e.id),
-		},
-	}, e)
+	p.emit(queuedReceipt{kind: receiptOK, sequence: r.sequenceID, highest: r.highestSequenceID, entry: id, stored: t.persistent})
 }
 
 func (c *conn) handleSubscribe(r *pulsarpb.CommandSubscribe) {
@@ -622,7 +858,7 @@ func (c *conn) handleSubscribe(r *pulsarpb.CommandSubscribe) {
 		c.sendError(reqID, pulsarpb.ServerError_InvalidTopicName, err.Error())
 		return
 	}
-	if _, ok := c.consumers[r.GetConsumerId()]; ok {
+	if c.consumer(r.GetConsumerId()) != nil {
 		c.sendSuccess(reqID) // a retried SUBSCRIBE
 		return
 	}
@@ -640,6 +876,8 @@ func (c *conn) handleSubscribe(r *pulsarpb.CommandSubscribe) {
 		c.sendError(reqID, pulsarpb.ServerError_NotAllowedError, "empty subscription name")
 		return
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	durable := r.GetDurable() && t.persistent
 	s, exists := t.subs[name]
 	if exists {
@@ -653,14 +891,7 @@ func (c *conn) handleSubscribe(r *pulsarpb.CommandSubscribe) {
 		}
 		s.subType = r.GetSubType()
 	} else {
-		pos := t.nextEntry
-		if r.StartMessageId != nil && !durable {
-			pos = startPosition(t, r.StartMessageId)
-		} else if r.GetInitialPosition() == pulsarpb.CommandSubscribe_Earliest {
-			pos = t.firstEntry()
-		}
-		s = newSubscription(t, name, r.GetSubType(), durable, pos)
-		t.subs[name] = s
+		s = t.newSub(name, r, durable)
 	}
 	cons := &consumer{
 		c: c, id: r.GetConsumerId(), name: r.GetConsumerName(), sub: s,
@@ -671,38 +902,61 @@ func (c *conn) handleSubscribe(r *pulsarpb.CommandSubscribe) {
 			cons.ranges = append(cons.ranges, [2]int32{hr.GetStart(), hr.GetEnd()})
 		}
 	}
+	c.mu.Lock()
 	c.consumers[cons.id] = cons
+	c.mu.Unlock()
 	c.sendSuccess(reqID)
 	s.addConsumer(cons)
 }
 
+// newSub creates a subscription at its initial position. A durable one
+// holds its backlog from that position on. Called with t.mu held.
+func (t *topic) newSub(name string, r *pulsarpb.CommandSubscribe, durable bool) *subscription {
+	var pos uint64
+	place := func(first uint64) {
+		pos = t.nextEntry
+		if r.StartMessageId != nil && !durable {
+			pos = startPosition(t, first, r.StartMessageId)
+		} else if r.GetInitialPosition() == pulsarpb.CommandSubscribe_Earliest {
+			pos = first
+		}
+	}
+	if durable {
+		// Choose the position and hold from it in one step, so that no
+		// eviction slips in between.
+		t.log.mu.Lock()
+		place(t.log.first)
+		t.log.keepFrom = min(t.log.keepFrom, pos)
+		t.log.mu.Unlock()
+	} else {
+		place(t.firstEntry())
+	}
+	s := newSubscription(t, name, r.GetSubType(), durable, pos)
+	t.subs[name] = s
+	return s
+}
+
 // startPosition maps a reader's start message id onto the log: the entry
-// itself is delivered (the client drops what precedes its start).
-func startPosition(t *topic, m *pulsarpb.MessageIdData) uint64 {
+// itself is delivered (the client drops what precedes its start). first is
+// the oldest retained entry.
+func startPosition(t *topic, first uint64, m *pulsarpb.MessageIdData) uint64 {
 	switch l := m.GetLedgerId(); {
 	case l == noEntry || int64(l) < 0: // earliest
-		return t.firstEntry()
+		return first
 	case l < t.ledger:
-		return t.firstEntry()
+		return first
 	case l > t.ledger: // latest
 		return t.nextEntry
 	}
 	e := m.GetEntryId()
 	if int64(e) < 0 {
-		return t.firstEntry()
+		return first
 	}
-	return min(max(e, t.firstEntry()), t.nextEntry)
+	return min(max(e, first), t.nextEntry)
 }
 
 func (c *conn) handleAck(r *pulsarpb.CommandAck) {
-	cons, ok := c.consumers[r.GetConsumerId()]
-	if ok {
-		cons.sub.ack(r)
-		if cons.sub.t.blocked {
-			// Space freed by acknowledgements may unblock a full topic.
-			cons.sub.t.quotaBlocked()
-		}
-	}
+	ok := c.withConsumer(r.GetConsumerId(), func(cons *consumer) { cons.sub.ack(r) })
 	if r.RequestId != nil {
 		resp := &pulsarpb.CommandAckResponse{ConsumerId: proto.Uint64(r.GetConsumerId()), RequestId: proto.Uint64(r.GetRequestId())}
 		if !ok {
@@ -713,19 +967,27 @@ func (c *conn) handleAck(r *pulsarpb.CommandAck) {
 	}
 }
 
+// handleUnsubscribe removes a subscription and closes its other consumers.
+// Called with Broker.mu held.
 func (c *conn) handleUnsubscribe(r *pulsarpb.CommandUnsubscribe) {
-	cons, ok := c.consumers[r.GetConsumerId()]
-	if !ok {
+	cons := c.consumer(r.GetConsumerId())
+	if cons == nil {
 		c.sendError(r.GetRequestId(), pulsarpb.ServerError_ConsumerNotFound, "consumer not found")
 		return
 	}
 	s := cons.sub
+	s.t.mu.Lock()
+	defer s.t.mu.Unlock()
+	if cons.closed {
+		c.sendError(r.GetRequestId(), pulsarpb.ServerError_ConsumerNotFound, "consumer not found")
+		return
+	}
 	if len(s.consumers) > 1 && !r.GetForce() {
 		c.sendError(r.GetRequestId(), pulsarpb.ServerError_ConsumerBusy, "other consumers are connected to "+s.name)
 		return
 	}
 	for _, other := range cloneConsumers(s.consumers) {
-		delete(other.c.consumers, other.id)
+		other.c.removeConsumer(other)
 		if other != cons {
 			other.c.send(closeConsumerCmd(other.id))
 		}
@@ -734,6 +996,7 @@ func (c *conn) handleUnsubscribe(r *pulsarpb.CommandUnsubscribe) {
 	if s.t.subs[s.name] == s {
 		delete(s.t.subs, s.name)
 	}
+	s.t.updateKeep()
 	c.sendSuccess(r.GetRequestId())
 }
 
@@ -747,67 +1010,99 @@ func closeConsumerCmd(id uint64) *pulsarpb.BaseCommand {
 }
 
 // handleSeek resets the subscription, then closes its consumers so that
-// clients resubscribe from the new position, as Pulsar does.
+// clients resubscribe from the new position, as Pulsar does. Called with
+// Broker.mu held.
 func (c *conn) handleSeek(r *pulsarpb.CommandSeek) {
-	cons, ok := c.consumers[r.GetConsumerId()]
-	if !ok {
+	cons := c.consumer(r.GetConsumerId())
+	if cons == nil {
 		c.sendError(r.GetRequestId(), pulsarpb.ServerError_ConsumerNotFound, "consumer not found")
 		return
 	}
 	s := cons.sub
 	t := s.t
-	var pos uint64
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if cons.closed {
+		c.sendError(r.GetRequestId(), pulsarpb.ServerError_ConsumerNotFound, "consumer not found")
+		return
+	}
 	switch {
 	case r.MessageId != nil:
-		pos = startPosition(t, r.MessageId)
+		s.seek(func(first uint64) uint64 { return startPosition(t, first, r.MessageId) })
 	case r.MessagePublishTime != nil:
-		pos = t.nextEntry
-		for _, e := range t.entries {
-			if e.publishTime >= r.GetMessagePublishTime() {
-				pos = e.id
-				break
-			}
-		}
+		s.seek(func(uint64) uint64 { return t.firstPublishedAt(r.GetMessagePublishTime()) })
 	default:
 		c.sendError(r.GetRequestId(), pulsarpb.ServerError_NotAllowedError, "seek needs a message id or a publish time")
 		return
 	}
-	s.resetTo(pos)
 	c.sendSuccess(r.GetRequestId())
 	for _, other := range cloneConsumers(s.consumers) {
-		delete(other.c.consumers, other.id)
+		other.c.removeConsumer(other)
 		other.c.send(closeConsumerCmd(other.id))
 		s.removeConsumer(other, false)
 	}
 }
 
+// seek resets the cursor to the position pos chooses, given the oldest
+// retained entry. For a durable subscription the choice and the hold on the
+// entries from it are one step, so that no eviction slips in between.
+func (s *subscription) seek(pos func(first uint64) uint64) {
+	l := s.t.log
+	if l == nil {
+		s.resetTo(pos(s.t.nextEntry))
+		return
+	}
+	l.mu.Lock()
+	p := pos(l.first)
+	if s.durable {
+		l.keepFrom = min(l.keepFrom, max(p, l.first))
+	}
+	l.mu.Unlock()
+	s.resetTo(p)
+}
+
+// firstPublishedAt is the id of the first retained entry published at or
+// after ms (the next id if none).
+func (t *topic) firstPublishedAt(ms uint64) uint64 {
+	if t.log == nil {
+		return t.nextEntry
+	}
+	// Called with t.log.mu held (by seek).
+	for id := t.log.first; id < t.nextEntry; id++ {
+		if e, _, ok := t.log.at(id); ok && e.publishTime >= ms {
+			return id
+		}
+	}
+	return t.nextEntry
+}
+
 func (c *conn) handleGetLastMessageID(r *pulsarpb.CommandGetLastMessageId) {
-	cons, ok := c.consumers[r.GetConsumerId()]
-	if !ok {
+	var resp *pulsarpb.CommandGetLastMessageIdResponse
+	c.withConsumer(r.GetConsumerId(), func(cons *consumer) {
+		s := cons.sub
+		resp = &pulsarpb.CommandGetLastMessageIdResponse{
+			RequestId:                  proto.Uint64(r.GetRequestId()),
+			LastMessageId:              s.t.lastMessageID(),
+			ConsumerMarkDeletePosition: s.t.msgID(s.markDelete - 1), // wraps to -1 at 0
+		}
+	})
+	if resp == nil {
 		c.sendError(r.GetRequestId(), pulsarpb.ServerError_ConsumerNotFound, "consumer not found")
 		return
 	}
-	s := cons.sub
-	md := s.t.msgID(s.markDelete - 1) // wraps to -1 at 0
-	c.send(&pulsarpb.BaseCommand{
-		Type: pulsarpb.BaseCommand_GET_LAST_MESSAGE_ID_RESPONSE.Enum(),
-		GetLastMessageIdResponse: &pulsarpb.CommandGetLastMessageIdResponse{
-			RequestId:                  proto.Uint64(r.GetRequestId()),
-			LastMessageId:              s.t.lastMessageID(),
-			ConsumerMarkDeletePosition: md,
-		},
-	})
+	c.send(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_GET_LAST_MESSAGE_ID_RESPONSE.Enum(), GetLastMessageIdResponse: resp})
 }
 
 func (c *conn) handleConsumerStats(r *pulsarpb.CommandConsumerStats) {
 	resp := &pulsarpb.CommandConsumerStatsResponse{RequestId: proto.Uint64(r.GetRequestId())}
-	if cons, ok := c.consumers[r.GetConsumerId()]; ok {
+	found := c.withConsumer(r.GetConsumerId(), func(cons *consumer) {
 		resp.ConsumerName = proto.String(cons.name)
 		resp.AvailablePermits = proto.Uint64(uint64(max(cons.permits, 0)))
 		resp.UnackedMessages = proto.Uint64(uint64(len(cons.pending)))
 		resp.MsgBacklog = proto.Uint64(uint64(cons.sub.backlog()))
 		resp.Type = proto.String(cons.sub.subType.String())
-	} else {
+	})
+	if !found {
 		resp.ErrorCode = pulsarpb.ServerError_ConsumerNotFound.Enum()
 		resp.ErrorMessage = proto.String("consumer not found")
 	}

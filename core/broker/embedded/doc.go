@@ -58,17 +58,39 @@
 //   - SEEK resets the cursor (the sought entry is next), answers SUCCESS and
 //     closes the subscription's consumers so that clients resubscribe, as
 //     Pulsar does.
-//   - Retention: each topic keeps at most RetentionBytes (payload plus 64
-//     bytes per entry). A SEND that does not fit evicts the oldest entries
-//     acknowledged by every durable subscription (all entries, if there are
-//     none); if that is not enough the SEND gets SEND_ERROR
-//     ProducerBlockedQuotaExceededException. pulsar-client-go reacts by
-//     reconnecting; the new PRODUCER is refused with the same code until
-//     space frees, which fails the client's pending sends with
-//     ErrProducerBlockedQuotaExceeded. Nothing is lost silently.
-//   - Non-persistent topics: a SEND goes to the consumers that have permits
-//     at that moment, is counted in Stats.MessagesDropped otherwise, and is
-//     never stored.
+//   - Storage: messages live in memory only, in one store for all
+//     persistent topics bounded by StoreLimit (256 MiB by default) on the
+//     bytes it actually holds: each topic's entries are pointer-free
+//     records in a ring, their bytes back to back in blocks of up to 1 MiB
+//     (a 64th of the store and a quarter of RetentionSize at most), so the
+//     collector's work does not grow with the number of stored messages;
+//     freed blocks are reused. See "The store" below.
+//   - Retention, as in Pulsar: a message is kept while some durable
+//     subscription has not acknowledged it (or its receipt is held by a
+//     fault). Beyond that a topic keeps its messages while they are within
+//     RetentionSize and RetentionTime (by default: no per-topic size bound
+//     and no time bound, so a reader started from the earliest message
+//     right after publishing sees everything the store still holds; Pulsar
+//     standalone keeps nothing past the backlogs once a ledger rolls over).
+//     When an append needs room, the oldest block no backlog needs is
+//     evicted, across all topics. Readers are moved past evicted messages:
+//     a reader from the earliest message starts at the oldest one retained.
+//   - When backlogs alone fill the store, the producer whose SEND does not
+//     fit is refused as Pulsar's backlog quota (producer_exception) does:
+//     the broker sends CLOSE_PRODUCER (after the receipts it already
+//     queued), drops that producer's later SENDs, and refuses PRODUCER
+//     with ProducerBlockedQuotaExceededException, for every persistent
+//     topic, until a backlog shrinks. pulsar-client-go then fails the
+//     pending sends with ErrProducerBlockedQuotaExceeded and keeps
+//     reconnecting with its backoff (100 ms doubling up to 60 s); sends
+//     made meanwhile fail at a later attempt or by SendTimeout. A SEND_ERROR
+//     is not used: pulsar-client-go closes the whole connection (every
+//     producer and consumer sharing it, which in `sluice serve` is every
+//     session) on any SEND_ERROR but NotAllowedError and
+//     TopicTerminatedError, and on those two it forgets the producer
+//     without failing its pending sends. No message in a backlog is ever
+//     dropped, and every message whose receipt was sent stays stored until
+//     acknowledged.
 //   - TerminateTopic sends CLOSE_PRODUCER to its producers; their
 //     reconnection then fails with TopicTerminatedError (the client closes
 //     the producer and fails its pending sends), as do new producers and
@@ -87,15 +109,51 @@
 // # Bounds
 //
 // Each connection has one reader and one writer goroutine and a byte-bounded
-// outbound queue: MESSAGE dispatch to a connection pauses while 4 MiB are
-// queued and resumes when it drains; a connection whose queue would pass
-// 64 MiB (a client that stopped reading) is closed. Retained data is bounded
-// per topic by RetentionBytes. Delayed or held receipts are bounded by the
-// retained entries they belong to (an entry whose receipt is queued is not
-// evictable) and by 65536 per producer (past that the connection closes).
-// Not bounded: the number of connections, topics and subscriptions clients
-// create (this is a development and test broker), and a connection may hold
-// one partly received frame of up to MaxMessageSize+20 KiB.
+// outbound buffer: MESSAGE dispatch to a connection pauses while 4 MiB are
+// queued and resumes when it drains; a connection whose buffer would pass
+// 64 MiB (a client that stopped reading) is closed. Stored messages are
+// bounded by StoreLimit. Delayed or held receipts are bounded by the stored
+// entries they belong to (an entry whose receipt is queued is not evictable)
+// and by 65536 per producer (past that the connection closes). Not bounded:
+// the number of connections, topics and subscriptions clients create (this
+// is a development and test broker), and a connection may hold one partly
+// received frame of up to MaxMessageSize+20 KiB.
+//
+// # The store
+//
+// The store's bytes are the capacity of its blocks (in use, or up to four
+// spare ones kept for reuse) plus each topic's ring of 48-byte entry
+// records. A block is freed when every entry in it is evicted, so a topic
+// holds at most one partly filled block beyond its entries (4 KiB for a
+// topic with little traffic). StoreStats (and "store" in /stats) reports
+// the bytes and messages held, evictions and quota refusals.
+//
+// # Locks
+//
+// The data plane (SEND, FLOW, ACK, redelivery, GET_LAST_MESSAGE_ID,
+// CONSUMER_STATS) takes only the lock of the topic concerned; the control
+// plane (CONNECT, lookups, PRODUCER, SUBSCRIBE, CLOSE_*, UNSUBSCRIBE, SEEK)
+// and the admin calls also take Broker.mu, which serialises them. Locks are
+// taken in this order, never the reverse, and never two of one kind at once:
+//
+//	Broker.mu         registry: topics, partitions, connections; the control plane
+//	topic.mu          a topic: its producers, subscriptions, consumers, receipts
+//	conn.mu           a connection's producer and consumer maps (leaf)
+//	store.mu          the store: accounting, eviction order, spare blocks
+//	topicLog.mu       a topic's entries and blocks (eviction takes any topic's)
+//	Broker.pumpMu     producers with queued receipts, delayed dispatches (leaf)
+//	conn.outMu        a connection's outbound buffer (leaf)
+//	Faults.mu         fault settings (leaf; the hot path reads atomic copies)
+//	Broker.lifeMu     listeners and URLs (leaf; only Start and Close hold it long)
+//
+// topic.mu may be taken directly before topicLog.mu (a topic reading its
+// own entries) and topicLog.mu before conn.outMu (a delivery copies an
+// entry's bytes into the outbound buffer while the entry cannot be evicted).
+// A goroutine holding topicLog.mu never takes store.mu: an append that needs
+// room releases its log's lock before reserving, because the reservation
+// may evict from that same log. Goroutines that work across topics (the
+// receipt pump, connection cleanup, dispatch after a stall) take one
+// topic's lock at a time.
 //
 // # Admin HTTP API
 //

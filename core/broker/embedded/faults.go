@@ -3,6 +3,7 @@ package embedded
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
@@ -22,6 +23,20 @@ type Faults struct {
 	dropAll        func()           // set once by the broker before use
 	unreachable    func(bool) error // set once by the broker before use
 	dispatchResume func()           // set once by the broker before use
+
+	// Lock-free copies for the hot path, written under mu.
+	delayNs  atomic.Int64
+	holdOn   atomic.Bool
+	stallOn  atomic.Bool
+	failArms atomic.Bool // failRemaining != 0
+}
+
+// publish copies the state the hot path reads. Called with f.mu held.
+func (f *Faults) publish() {
+	f.delayNs.Store(int64(f.receiptDelay))
+	f.holdOn.Store(f.holdReceipts)
+	f.stallOn.Store(f.stallDispatch)
+	f.failArms.Store(f.failRemaining != 0)
 }
 
 // FaultState is a snapshot of the injected faults, as served by GET /faults.
@@ -59,16 +74,18 @@ func (f *Faults) State() FaultState {
 func (f *Faults) DelayReceipts(d time.Duration) {
 	f.mu.Lock()
 	f.receiptDelay = max(d, 0)
+	f.publish()
 	f.mu.Unlock()
 	f.changed()
 }
 
 // HoldReceipts queues every SEND_RECEIPT until ReleaseReceipts or Reset.
 // Messages are still stored and dispatched; a stored message whose receipt is
-// held cannot be evicted, so the held queue is bounded by RetentionBytes.
+// held cannot be evicted, so the held queue is bounded by StoreLimit.
 func (f *Faults) HoldReceipts() {
 	f.mu.Lock()
 	f.holdReceipts = true
+	f.publish()
 	f.mu.Unlock()
 	f.changed()
 }
@@ -78,6 +95,7 @@ func (f *Faults) HoldReceipts() {
 func (f *Faults) ReleaseReceipts() {
 	f.mu.Lock()
 	f.holdReceipts = false
+	f.publish()
 	f.mu.Unlock()
 	f.changed()
 }
@@ -95,6 +113,7 @@ func (f *Faults) FailSends(code string, n int) error {
 	f.mu.Lock()
 	f.failCode = pulsarpb.ServerError(v)
 	f.failRemaining = n
+	f.publish()
 	f.mu.Unlock()
 	return nil
 }
@@ -129,6 +148,7 @@ func (f *Faults) changed() {
 func (f *Faults) StallDispatch(on bool) {
 	f.mu.Lock()
 	f.stallDispatch = on
+	f.publish()
 	f.mu.Unlock()
 	if !on && f.dispatchResume != nil {
 		f.dispatchResume()
@@ -140,6 +160,7 @@ func (f *Faults) Reset() {
 	f.mu.Lock()
 	stalled := f.stallDispatch
 	f.receiptDelay, f.holdReceipts, f.failRemaining, f.stallDispatch = 0, false, 0, false
+	f.publish()
 	f.mu.Unlock()
 	f.changed()
 	if stalled && f.dispatchResume != nil {
@@ -149,6 +170,9 @@ func (f *Faults) Reset() {
 
 // takeSendFailure reports whether this SEND must fail, and with what code.
 func (f *Faults) takeSendFailure() (pulsarpb.ServerError, bool) {
+	if !f.failArms.Load() {
+		return 0, false
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
@@ -156,18 +180,13 @@ func (f *Faults) takeSendFailure() (pulsarpb.ServerError, bool) {
 		return 0, false
 	case f.failRemaining > 0:
 		f.failRemaining--
+		f.publish()
 	}
 	return f.failCode, true
 }
 
 func (f *Faults) receiptPolicy() (time.Duration, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.receiptDelay, f.holdReceipts
+	return time.Duration(f.delayNs.Load()), f.holdOn.Load()
 }
 
-func (f *Faults) stalled() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.stallDispatch
-}
+func (f *Faults) stalled() bool { return f.stallOn.Load() }

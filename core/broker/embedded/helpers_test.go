@@ -135,3 +135,17 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// pulsarQuietLogger is the client logger for benchmarks: quiet unless SLUICE_TEST_LOG is set.
+func pulsarQuietLogger() plog.Logger { return plog.NewLoggerWithSlog(testLogger()) }
+
+// setStoreLimit sets the broker's store bound.
+func setStoreLimit(cfg *embedded.Config, n int64) { cfg.StoreLimit = n }
+
+// storeLimitOf is the store bound cfg gives the broker.
+func storeLimitOf(cfg embedded.Config) int64 {
+	if cfg.StoreLimit == 0 {
+		return embedded.DefaultStoreLimit
+	}
+	return cfg.StoreLimit
+}

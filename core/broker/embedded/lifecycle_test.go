@@ -14,11 +14,11 @@ import (
 
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
-	_, err := embedded.New(embedded.Config{Addr: "nope", DefaultPartitions: -1, RetentionBytes: -1, KeepAliveInterval: -1})
+	_, err := embedded.New(embedded.Config{Addr: "nope", DefaultPartitions: -1, StoreLimit: -1, KeepAliveInterval: -1})
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{"addr", "default_partitions", "retention_bytes", "keep_alive_interval"} {
+	for _, want := range []string{"addr", "default_partitions", "store_limit", "keep_alive_interval"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %s", err, want)
 		}

@@ -1,11 +1,11 @@
 package embedded
 
 import (
-	"hash/fnv"
 	"math"
 	"math/bits"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -13,59 +13,48 @@ import (
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
 )
 
-// entryOverhead is charged per stored entry on top of its bytes, so that
-// empty messages still count against RetentionBytes.
-const entryOverhead = 64
-
 // noEntry is entry id -1 on the wire.
 const noEntry = math.MaxUint64
-
-// All state below is guarded by Broker.mu.
 
 type topic struct {
 	b          *Broker
 	name       topicName
 	persistent bool
 	ledger     uint64
-	entries    []*entry // retained entries, contiguous ascending ids
+
+	// mu guards everything below, and the state of the topic's producers,
+	// subscriptions and their consumers (see doc.go for the lock order).
+	mu         sync.Mutex
+	log        *topicLog // retained entries; nil for non-persistent topics
 	nextEntry  uint64
 	lastBatch  int32 // message count of the last entry stored
 	lastIsBat  bool
-	usedBytes  int64
-	retention  int64
-	blocked    bool // a SEND was refused for lack of space
 	terminated bool
 	producers  map[string]*producer
+	queued     map[*producer]struct{} // producers with queued receipts, closing ones too
 	subs       map[string]*subscription
 	schema     *pulsarpb.Schema
 }
 
-type entry struct {
-	id          uint64
-	data        []byte // [METADATA_SIZE][MessageMetadata][PAYLOAD]
-	crc         uint32
-	numMessages int32
-	batch       bool
-	publishTime uint64
-	deliverAt   int64 // unix ms; 0 = now (delayed delivery, Shared and Key_Shared only)
-	key         string
-	size        int64
-	receiptHeld bool // its receipt is queued: not evictable
-}
+func (t *topic) partition() int32 { return int32(t.name.partition) }
 
+// firstEntry is the id of the oldest retained entry (the next id if none).
 func (t *topic) firstEntry() uint64 {
-	if len(t.entries) == 0 {
+	if t.log == nil {
 		return t.nextEntry
 	}
-	return t.entries[0].id
+	return t.log.firstID()
 }
 
-func (t *topic) entry(id uint64) *entry {
-	first := t.firstEntry()
-	if id < first || id >= t.nextEntry {
-		return nil
+// lookup returns the record of a retained entry.
+func (t *topic) lookup(id uint64) (entry, bool) {
+	if t.log == nil {
+		return entry{}, false
 	}
-	return t.entries[id-first]
+	t.log.mu.Lock()
+	e, _, ok := t.log.at(id)
+	t.log.mu.Unlock()
+	return e, ok
 }
 
 func (t *topic) msgID(id uint64) *pulsarpb.MessageIdData {
@@ -76,107 +65,85 @@ func (t *topic) msgID(id uint64) *pulsarpb.MessageIdData {
 	return m
 }
 
-// evictable reports whether the oldest entry may be dropped.
-func (t *topic) evictable(e *entry) bool {
-	if e.receiptHeld {
-		return false
+// updateKeep tells the log which entries are still needed: those from the
+// lowest mark-delete position of the durable subscriptions, and those whose
+// receipts are queued. Call it after anything that moves either.
+func (t *topic) updateKeep() {
+	if t.log == nil {
+		return
 	}
+	keep := uint64(math.MaxUint64)
 	for _, s := range t.subs {
-		if s.durable && !s.isAcked(e.id) {
-			return false
+		if s.durable {
+			keep = min(keep, s.markDelete)
 		}
 	}
-	return true
-}
-
-// makeRoom evicts oldest entries acknowledged by every durable subscription
-// until size more bytes fit. It reports whether they fit.
-func (t *topic) makeRoom(size int64) bool {
-	for t.usedBytes+size > t.retention && len(t.entries) > 0 && t.evictable(t.entries[0]) {
-		e := t.entries[0]
-		t.entries[0] = nil
-		t.entries = t.entries[1:]
-		t.usedBytes -= e.size
-	}
-	if len(t.entries) == 0 {
-		t.entries = nil
-	}
-	fits := t.usedBytes+size <= t.retention
-	if fits {
-		for _, s := range t.subs {
-			s.skipEvicted()
+	for p := range t.queued {
+		for _, r := range p.receipts {
+			if r.stored {
+				keep = min(keep, r.entry)
+				break
+			}
 		}
 	}
-	return fits
+	t.log.setKeep(keep)
 }
 
-// store appends a message and dispatches it. It returns the entry, or an
-// error code when it cannot be stored.
-func (t *topic) store(f Frame, numMessages int32) (*entry, pulsarpb.ServerError, bool) {
-	if numMessages < 1 {
-		numMessages = 1
+// storedMessage is a SEND to store: its bytes (aliasing the read buffer)
+// and what the broker reads from them.
+type storedMessage struct {
+	data        []byte // [METADATA_SIZE][MessageMetadata][PAYLOAD]
+	crc         uint32
+	numMessages int32
+	meta        metaFields
+}
+
+// store appends a message and dispatches it. It returns the entry id, or
+// false when the store has no room for it.
+func (t *topic) store(m storedMessage) (uint64, bool) {
+	n := max(m.numMessages, 1)
+	e := entry{
+		crc:         m.crc,
+		numMessages: n,
+		batch:       m.meta.batch,
+		publishTime: m.meta.publishTime,
+		deliverAt:   m.meta.deliverAt,
+		keyHash:     keyHash(m.meta.key),
 	}
-	md := f.Metadata
-	e := &entry{
-		id:          t.nextEntry,
-		data:        f.Payload,
-		crc:         f.Checksum,
-		numMessages: numMessages,
-		batch:       md.NumMessagesInBatch != nil,
-		publishTime: md.GetPublishTime(),
-		deliverAt:   md.GetDeliverAtTime(),
-		size:        int64(len(f.Payload)) + entryOverhead,
-	}
-	if md.OrderingKey != nil {
-		e.key = string(md.OrderingKey)
-	} else {
-		e.key = md.GetPartitionKey()
-	}
+	id := t.nextEntry
 	if !t.persistent {
 		t.nextEntry++
-		t.lastBatch, t.lastIsBat = numMessages, e.batch
-		t.b.messagesStored.Add(uint64(numMessages))
+		t.lastBatch, t.lastIsBat = n, e.batch
+		t.b.messagesStored.Add(uint64(n))
 		t.b.entriesStored.Add(1)
 		taken := false
 		for _, s := range t.subs {
-			if s.dispatchTransient(e) {
+			if s.dispatchTransient(id, e, m.data) {
 				taken = true
 			} else {
-				t.b.messagesDropped.Add(uint64(numMessages))
+				t.b.messagesDropped.Add(uint64(n))
 			}
 		}
 		if len(t.subs) == 0 && !taken {
-			t.b.messagesDropped.Add(uint64(numMessages))
+			t.b.messagesDropped.Add(uint64(n))
 		}
-		return e, 0, true
+		return id, true
 	}
-	if !t.makeRoom(e.size) {
-		t.blocked = true
-		return nil, pulsarpb.ServerError_ProducerBlockedQuotaExceededException, false
+	var now int64 // for the retention time only
+	if t.b.cfg.RetentionTime > 0 {
+		now = time.Now().UnixNano()
 	}
-	t.blocked = false
-	t.entries = append(t.entries, e)
-	t.usedBytes += e.size
+	if !t.log.append(id, m.data, e, now) {
+		return 0, false
+	}
 	t.nextEntry++
-	t.lastBatch, t.lastIsBat = numMessages, e.batch
-	t.b.messagesStored.Add(uint64(numMessages))
+	t.lastBatch, t.lastIsBat = n, e.batch
+	t.b.messagesStored.Add(uint64(n))
 	t.b.entriesStored.Add(1)
 	for _, s := range t.subs {
 		s.dispatch()
 	}
-	return e, 0, true
-}
-
-// quotaBlocked reports whether new producers must be refused for lack of
-// space (after trying to make room for a small message).
-func (t *topic) quotaBlocked() bool {
-	if !t.blocked {
-		return false
-	}
-	if t.makeRoom(t.retention / 16) {
-		t.blocked = false
-	}
-	return t.blocked
+	return id, true
 }
 
 func (t *topic) terminate() {
@@ -189,7 +156,7 @@ func (t *topic) terminate() {
 			Type:          pulsarpb.BaseCommand_CLOSE_PRODUCER.Enum(),
 			CloseProducer: &pulsarpb.CommandCloseProducer{ProducerId: proto.Uint64(p.id), RequestId: proto.Uint64(noEntry)},
 		})
-		delete(p.c.producers, p.id)
+		p.c.removeProducer(p)
 		p.detach()
 	}
 	for _, s := range t.subs {
@@ -219,52 +186,151 @@ type producer struct {
 	epoch    uint64
 	receipts []queuedReceipt // delayed or held, in order
 	detached bool
+	closing  bool // refused for lack of room: CLOSE_PRODUCER follows its queued receipts
 }
 
 // maxQueuedReceipts bounds a producer's delayed or held receipts. Receipts
-// of stored persistent messages are also bounded by RetentionBytes (their
+// of stored persistent messages are also bounded by StoreLimit (their
 // entries cannot be evicted); this bound covers SEND_ERRORs and
 // non-persistent topics.
 const maxQueuedReceipts = 1 << 16
 
+type receiptKind uint8
+
+const (
+	receiptOK receiptKind = iota
+	receiptError
+	receiptClose
+)
+
+// queuedReceipt is a producer's answer to one SEND (or its closing).
 type queuedReceipt struct {
-	cmd     *pulsarpb.BaseCommand
-	readyAt time.Time
-	e       *entry
+	kind     receiptKind
+	sequence uint64
+	highest  uint64
+	entry    uint64 // receiptOK: the entry stored
+	stored   bool   // receiptOK on a persistent topic: the entry is kept until sent
+	code     pulsarpb.ServerError
+	msg      string
+	readyAt  time.Time
 }
 
-// emit sends a SEND_RECEIPT or SEND_ERROR now, or queues it behind earlier
-// ones when receipts are delayed or held.
-func (p *producer) emit(cmd *pulsarpb.BaseCommand, e *entry) {
+// willQueue reports whether the producer's next receipt will be queued
+// rather than sent at once.
+func (p *producer) willQueue() bool {
+	if len(p.receipts) > 0 {
+		return true
+	}
+	delay, hold := p.t.b.faults.receiptPolicy()
+	return delay > 0 || hold
+}
+
+// emit sends a receipt now, or queues it behind earlier ones when receipts
+// are delayed or held. Called with the topic's mutex held.
+func (p *producer) emit(r queuedReceipt) {
 	delay, hold := p.t.b.faults.receiptPolicy()
 	if len(p.receipts) == 0 && delay == 0 && !hold {
-		p.c.send(cmd)
+		p.write(r)
 		return
 	}
 	if len(p.receipts) >= maxQueuedReceipts {
 		// Only a client ignoring its own pending limits gets here.
-		p.c.log.Warn("closing connection: too many queued receipts", "producer", p.name)
+		p.c.logger().Warn("closing connection: too many queued receipts", "producer", p.name)
 		p.c.close()
 		return
 	}
-	if e != nil {
-		e.receiptHeld = true
+	r.readyAt = time.Now().Add(delay)
+	p.receipts = append(p.receipts, r)
+	p.t.b.receiptsQueued.Add(1)
+	if len(p.receipts) == 1 {
+		p.t.queued[p] = struct{}{}
+		p.t.b.queueReceipts(p)
 	}
-	p.receipts = append(p.receipts, queuedReceipt{cmd: cmd, readyAt: time.Now().Add(delay), e: e})
-	p.t.b.receiptQ[p] = struct{}{}
-	p.t.b.wakePump()
+	if r.stored && len(p.receipts) == 1 {
+		p.t.updateKeep()
+	}
 }
 
-func (p *producer) deliverReceipt(r queuedReceipt) {
-	if r.e != nil {
-		r.e.receiptHeld = false
+// write sends a receipt on the producer's connection.
+func (p *producer) write(r queuedReceipt) {
+	switch r.kind {
+	case receiptOK:
+		p.c.sendReceipt(p.id, r.sequence, r.highest, p.t.ledger, r.entry, p.t.partition())
+	case receiptError:
+		p.c.send(&pulsarpb.BaseCommand{
+			Type: pulsarpb.BaseCommand_SEND_ERROR.Enum(),
+			SendError: &pulsarpb.CommandSendError{
+				ProducerId: proto.Uint64(p.id), SequenceId: proto.Uint64(r.sequence),
+				Error: r.code.Enum(), Message: proto.String(r.msg),
+			},
+		})
+	case receiptClose:
+		p.c.send(&pulsarpb.BaseCommand{
+			Type:          pulsarpb.BaseCommand_CLOSE_PRODUCER.Enum(),
+			CloseProducer: &pulsarpb.CommandCloseProducer{ProducerId: proto.Uint64(p.id), RequestId: proto.Uint64(noEntry)},
+		})
+		p.detach()
 	}
-	if !p.detached {
-		p.c.send(r.cmd)
+}
+
+// flushReceipts sends the producer's receipts that are due, in order, and
+// returns when the next one is (zero if none waits on time). Called with the
+// topic's mutex held.
+func (p *producer) flushReceipts(now time.Time, delay time.Duration) time.Time {
+	var next time.Time
+	sent, stored := 0, false
+	for sent < len(p.receipts) {
+		r := p.receipts[sent]
+		if delay > 0 && r.readyAt.After(now) {
+			next = r.readyAt
+			break
+		}
+		stored = stored || r.stored
+		sent++
+		if !p.c.gone.Load() {
+			p.write(r)
+		}
+		if p.detached { // a close receipt, or the connection went
+			return time.Time{}
+		}
 	}
+	if sent == 0 {
+		return next
+	}
+	p.t.b.receiptsQueued.Add(-int64(sent))
+	clear(p.receipts[:sent])
+	p.receipts = p.receipts[sent:]
+	if len(p.receipts) == 0 {
+		p.receipts = nil
+		delete(p.t.queued, p)
+		p.t.b.unqueueReceipts(p)
+	}
+	if stored {
+		p.t.updateKeep()
+	}
+	return next
+}
+
+// refuseQuota answers a SEND the store has no room for as Pulsar's backlog
+// quota (producer_exception) does: the producer is closed after its queued
+// receipts, and its reconnection is refused with
+// ProducerBlockedQuotaExceededException until a backlog shrinks. Later SENDs
+// on it are dropped; the client fails them with the quota error. Called with
+// the topic's mutex held.
+func (p *producer) refuseQuota() {
+	p.t.b.store.refuse()
+	p.c.logger().Info("closing producer: the store is full of messages that backlogs need",
+		"producer", p.name, "topic", p.t.name.full)
+	p.closing = true
+	if p.t.producers[p.name] == p {
+		delete(p.t.producers, p.name)
+	}
+	p.c.removeProducer(p)
+	p.emit(queuedReceipt{kind: receiptClose})
 }
 
 // detach removes the producer from its topic and drops its queued receipts.
+// Called with the topic's mutex held.
 func (p *producer) detach() {
 	if p.detached {
 		return
@@ -273,13 +339,13 @@ func (p *producer) detach() {
 	if p.t.producers[p.name] == p {
 		delete(p.t.producers, p.name)
 	}
-	for _, r := range p.receipts {
-		if r.e != nil {
-			r.e.receiptHeld = false
-		}
+	if len(p.receipts) > 0 {
+		p.t.b.receiptsQueued.Add(-int64(len(p.receipts)))
+		p.receipts = nil
+		delete(p.t.queued, p)
+		p.t.b.unqueueReceipts(p)
+		p.t.updateKeep()
 	}
-	p.receipts = nil
-	delete(p.t.b.receiptQ, p)
 }
 
 // --- subscriptions ---
@@ -322,6 +388,7 @@ type consumer struct {
 	ranges   [][2]int32 // sticky Key_Shared hash ranges; nil = auto split
 	pending  map[uint64]struct{}
 	endSent  bool
+	closed   bool // removed from its subscription
 }
 
 func (s *subscription) isAcked(id uint64) bool {
@@ -333,15 +400,22 @@ func (s *subscription) isAcked(id uint64) bool {
 }
 
 func (s *subscription) backlog() int64 {
+	l := s.t.log
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	var n int64
-	for _, e := range s.t.entries {
-		if e.id < s.markDelete {
+	for id := max(s.markDelete, l.first); id < s.t.nextEntry; id++ {
+		e, _, ok := l.at(id)
+		if !ok {
 			continue
 		}
-		if _, ok := s.acked[e.id]; ok {
+		if _, ok := s.acked[id]; ok {
 			continue
 		}
-		if rem, ok := s.partial[e.id]; ok {
+		if rem, ok := s.partial[id]; ok {
 			for _, w := range rem {
 				n += int64(bits.OnesCount64(w))
 			}
@@ -396,7 +470,7 @@ func (s *subscription) ackPartial(id uint64, ackSet []int64) {
 	cur, ok := s.partial[id]
 	if !ok {
 		n := int32(1)
-		if e := s.t.entry(id); e != nil {
+		if e, ok := s.t.lookup(id); ok {
 			n = e.numMessages
 		}
 		cur = make([]uint64, (n+63)/64)
@@ -423,6 +497,12 @@ func (s *subscription) ackPartial(id uint64, ackSet []int64) {
 }
 
 func (s *subscription) ack(cmd *pulsarpb.CommandAck) {
+	before := s.markDelete
+	defer func() {
+		if s.durable && s.markDelete != before {
+			s.t.updateKeep()
+		}
+	}()
 	if cmd.GetAckType() == pulsarpb.CommandAck_Cumulative {
 		if len(cmd.MessageId) == 0 || cmd.MessageId[0].GetLedgerId() != s.t.ledger {
 			return
@@ -505,6 +585,7 @@ func (s *subscription) removeConsumer(c *consumer, countRedelivery bool) {
 	if i < 0 {
 		return
 	}
+	c.closed = true
 	s.consumers = slices.Delete(s.consumers, i, i+1)
 	for id := range c.pending {
 		s.unassign(id, countRedelivery)
@@ -575,26 +656,32 @@ func (s *subscription) resetTo(pos uint64) {
 		delete(c.pending, id)
 	}
 	s.pending = map[uint64]*consumer{}
+	if s.durable {
+		s.t.updateKeep()
+	}
 }
 
 // ready reports whether c can take a message now. A consumer of a connection
-// being torn down is never ready: cleanupConnLocked removes its consumers one
-// by one, and the entries returned by the first must not be dispatched to the
+// being torn down is never ready: cleanupConn removes its consumers one by
+// one, and the entries returned by the first must not be dispatched to the
 // others (they would come straight back, counted as redelivered twice).
-func (c *consumer) ready() bool { return c.permits > 0 && !c.c.gone && c.c.canDispatch() }
+func (c *consumer) ready() bool { return c.permits > 0 && !c.c.gone.Load() && c.c.canDispatch() }
 
-func keyHash(key string) int32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key))
-	return int32(h.Sum32() % 65536)
+// keyHash is the Key_Shared hash of a key: FNV-1a, modulo 65536.
+func keyHash(key []byte) int32 {
+	h := uint32(2166136261)
+	for _, c := range key {
+		h ^= uint32(c)
+		h *= 16777619
+	}
+	return int32(h % 65536)
 }
 
-// keyOwner returns the Key_Shared consumer owning key.
-func (s *subscription) keyOwner(key string) *consumer {
+// keyOwner returns the Key_Shared consumer owning key hash h.
+func (s *subscription) keyOwner(h int32) *consumer {
 	if len(s.consumers) == 0 {
 		return nil
 	}
-	h := keyHash(key)
 	for _, c := range s.consumers {
 		for _, r := range c.ranges {
 			if h >= r[0] && h <= r[1] {
@@ -615,7 +702,7 @@ func (s *subscription) keyOwner(key string) *consumer {
 }
 
 // pick chooses the consumer for an entry; nil means none can take it now.
-func (s *subscription) pick(e *entry) *consumer {
+func (s *subscription) pick(e entry) *consumer {
 	switch s.subType {
 	case pulsarpb.CommandSubscribe_Exclusive, pulsarpb.CommandSubscribe_Failover:
 		if s.active != nil && s.active.ready() {
@@ -623,7 +710,7 @@ func (s *subscription) pick(e *entry) *consumer {
 		}
 		return nil
 	case pulsarpb.CommandSubscribe_Key_Shared:
-		if c := s.keyOwner(e.key); c != nil && c.ready() {
+		if c := s.keyOwner(e.keyHash); c != nil && c.ready() {
 			return c
 		}
 		return nil
@@ -656,10 +743,16 @@ func (s *subscription) dispatch() {
 		return
 	}
 	s.skipEvicted()
-	now := time.Now().UnixMilli()
+	var now int64     // unix ms, read when first needed
 	var nextDue int64 // earliest delayed entry not yet due
-	delayed := func(e *entry) bool {
-		if e.deliverAt <= now || (s.subType != pulsarpb.CommandSubscribe_Shared && s.subType != pulsarpb.CommandSubscribe_Key_Shared) {
+	delayed := func(e entry) bool {
+		if e.deliverAt == 0 || (s.subType != pulsarpb.CommandSubscribe_Shared && s.subType != pulsarpb.CommandSubscribe_Key_Shared) {
+			return false
+		}
+		if now == 0 {
+			now = time.Now().UnixMilli()
+		}
+		if e.deliverAt <= now {
 			return false
 		}
 		if nextDue == 0 || e.deliverAt < nextDue {
@@ -675,8 +768,11 @@ func (s *subscription) dispatch() {
 	// Redeliveries and delayed entries, in id order.
 	kept := s.replay[:0]
 	for i, id := range s.replay {
-		e := s.t.entry(id)
-		if e == nil || s.isAcked(id) || s.pending[id] != nil {
+		if s.isAcked(id) || s.pending[id] != nil {
+			continue
+		}
+		e, ok := s.t.lookup(id)
+		if !ok {
 			continue
 		}
 		if delayed(e) {
@@ -692,15 +788,19 @@ func (s *subscription) dispatch() {
 			kept = append(kept, id)
 			continue
 		}
-		s.deliver(c, e)
+		s.deliver(c, id)
 	}
 	clear(s.replay[len(kept):])
 	s.replay = kept
 	// New entries.
 	for s.readPos < s.t.nextEntry && s.anyReady() {
 		id := s.readPos
-		e := s.t.entry(id)
-		if e == nil || s.isAcked(id) || s.pending[id] != nil {
+		if s.isAcked(id) || s.pending[id] != nil {
+			s.readPos++
+			continue
+		}
+		e, ok := s.t.lookup(id)
+		if !ok {
 			s.readPos++
 			continue
 		}
@@ -719,7 +819,7 @@ func (s *subscription) dispatch() {
 			continue
 		}
 		s.readPos++
-		s.deliver(c, e)
+		s.deliver(c, id)
 	}
 	if s.endOfTopic() {
 		s.notifyEndOfTopic()
@@ -742,26 +842,34 @@ func (s *subscription) notifyEndOfTopic() {
 	}
 }
 
-func (s *subscription) deliver(c *consumer, e *entry) {
-	s.pending[e.id] = c
-	c.pending[e.id] = struct{}{}
+// deliver sends a retained entry to c, copying its bytes into c's outbound
+// queue. An entry evicted meanwhile (a reader's) is skipped.
+func (s *subscription) deliver(c *consumer, id uint64) {
+	h := messageHeader{
+		consumerID: c.id, ledger: s.t.ledger, entry: id, partition: s.t.partition(),
+		redelivery: s.redelivery[id],
+	}
+	if rem, ok := s.partial[id]; ok {
+		h.ackSet = rem
+	}
+	l := s.t.log
+	l.mu.Lock()
+	e, data, ok := l.at(id)
+	if ok {
+		c.c.sendMessage(h, e.crc, data)
+	}
+	l.mu.Unlock()
+	if !ok {
+		return
+	}
+	s.pending[id] = c
+	c.pending[id] = struct{}{}
 	c.permits -= int64(e.numMessages)
-	msg := &pulsarpb.CommandMessage{
-		ConsumerId:      proto.Uint64(c.id),
-		MessageId:       s.t.msgID(e.id),
-		RedeliveryCount: proto.Uint32(s.redelivery[e.id]),
-	}
-	if rem, ok := s.partial[e.id]; ok {
-		for _, w := range rem {
-			msg.AckSet = append(msg.AckSet, int64(w))
-		}
-	}
-	c.c.sendMessage(msg, e)
 }
 
 // dispatchTransient offers a non-persistent message to the subscription's
 // consumers; it reports whether one took it.
-func (s *subscription) dispatchTransient(e *entry) bool {
+func (s *subscription) dispatchTransient(id uint64, e entry, data []byte) bool {
 	if s.t.b.faults.stalled() {
 		return false
 	}
@@ -770,7 +878,7 @@ func (s *subscription) dispatchTransient(e *entry) bool {
 		return false
 	}
 	c.permits -= int64(e.numMessages)
-	c.c.sendMessage(&pulsarpb.CommandMessage{ConsumerId: proto.Uint64(c.id), MessageId: s.t.msgID(e.id)}, e)
+	c.c.sendMessage(messageHeader{consumerID: c.id, ledger: s.t.ledger, entry: id, partition: s.t.partition()}, e.crc, data)
 	return true
 }
 

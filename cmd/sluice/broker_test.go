@@ -1,0 +1,68 @@
+package main
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core/broker/embedded"
+	"github.com/sluicehq/sluice/core/config"
+)
+
+func TestParseBrokerFlags(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		args    []string
+		want    embedded.Config
+		wantErr bool
+	}{
+		"defaults": {nil, embedded.Config{StoreLimit: 256 << 20}, false},
+		"sizes": {[]string{"--store-limit", "16MiB", "--retention-size", "1MB", "--retention-time", "10m"},
+			embedded.Config{StoreLimit: 16 << 20, RetentionSize: 1e6, RetentionTime: 10 * time.Minute}, false},
+		"retention-bytes as a size":   {[]string{"--retention-bytes", "64MiB"}, embedded.Config{StoreLimit: 64 << 20}, false},
+		"retention-bytes as a number": {[]string{"--retention-bytes", "4294967296"}, embedded.Config{StoreLimit: 4 << 30}, false},
+		"bad size":                    {[]string{"--store-limit", "lots"}, embedded.Config{}, true},
+		"negative size":               {[]string{"--store-limit", "-1"}, embedded.Config{}, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, _, err := parseBrokerFlags(tc.args, io.Discard)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error: %v", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			got.Addr, got.AdminAddr = "", ""
+			if got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRuntimeMemoryLimit(t *testing.T) {
+	t.Parallel()
+	embeddedCfg := config.Defaults()
+	remote := config.Defaults()
+	remote.Broker.URL = "pulsar://pulsar:6650"
+	unbounded := config.Defaults()
+	unbounded.Memory.ProducerLimit = 0
+	for name, tc := range map[string]struct {
+		cfg    *config.Config
+		want   int64
+		wantOK bool
+	}{
+		"embedded: pools + store + headroom": {embeddedCfg, (64 + 64 + 256 + 256 + 128) << 20, true},
+		"remote broker: pools + headroom":    {remote, (64 + 64 + 256 + 128) << 20, true},
+		"an unbounded pool: no limit":        {unbounded, 0, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := runtimeMemoryLimit(tc.cfg)
+			if got != tc.want || ok != tc.wantOK {
+				t.Errorf("runtimeMemoryLimit = %d, %v; want %d, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -415,29 +413,11 @@ func failing(rd admin.Readiness) string {
 	return strings.Join(out, ",")
 }
 
-// lockedBuffer is a bytes.Buffer a logger and a test can share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // At Info, each session writes one line when it opens and one when it closes, with its
 // figures; nothing is logged per message; every line is flat JSON with each key once.
 func TestSessionLogLines(t *testing.T) {
 	t.Parallel()
-	var buf lockedBuffer
+	var buf syncBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg := config.Defaults()
 	cfg.AdminListen = config.AdminListenOff

@@ -196,6 +196,35 @@ func TestEndOfTopic(t *testing.T) {
 	})
 }
 
+// A redelivery of an earlier message does not undo the end of the topic: once the last message
+// was delivered, a terminated topic's consumer is at its end, as in Pulsar, whose broker tells
+// the consumer when its dispatcher has read everything.
+func TestEndOfTopicAfterRedelivery(t *testing.T) {
+	t.Parallel()
+	e := startEdge(t, edgeOptions{})
+	topic := uniqueTopic(t)
+	c := e.dial("/ws/v2/consumer/persistent/public/default/" + topic + "/sub?negativeAckRedeliveryDelay=100")
+	p := e.dial("/ws/v2/producer/persistent/public/default/" + topic)
+	produce(t, p, 2, "m")
+	ids, _ := consume(t, c, 2, false)
+	c.send(map[string]any{"messageId": ids[1]})
+	c.send(map[string]any{"type": "negativeAcknowledge", "messageId": ids[0]})
+	if m := c.recv(wait); m["messageId"] != ids[0] {
+		t.Fatalf("redelivery: %s, want %s", m["_raw"], ids[0])
+	}
+	c.send(map[string]any{"messageId": ids[0]})
+	if err := e.broker.TerminateTopic("persistent://public/default/" + topic); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, wait, func() error {
+		c.send(map[string]any{"type": "isEndOfTopic"})
+		if m := c.recv(wait); m["_raw"] != `{"endOfTopic":true}` {
+			return fmt.Errorf("isEndOfTopic after termination: %s", m["_raw"])
+		}
+		return nil
+	})
+}
+
 func TestUnsubscribe(t *testing.T) {
 	t.Parallel()
 	e := startEdge(t, edgeOptions{broker: embedded.Config{DefaultPartitions: 3}})

@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/core/wsconn"
 )
 
-// EndOfTopic answers a consumer's or reader's isEndOfTopic, given the last message id
+// EndOfTopic answers a consumer's or reader's isEndOfTopic, given the latest message id
 // delivered from each topic. The gateway builds it, as it needs the broker.
 type EndOfTopic func(ctx context.Context, delivered map[string]broker.MessageID) (bool, error)
 
@@ -108,7 +108,8 @@ type deliverySession struct {
 	ids     map[string]delivered
 	idOrder []string // insertion order of ids, for eviction
 	idsHeld heldIDs  // the ids' charge
-	// delivered is the last id delivered per topic, for isEndOfTopic.
+	// delivered is the latest id delivered per topic, for isEndOfTopic: a redelivery of an
+	// earlier message does not move it back.
 	delivered map[string]broker.MessageID
 	// ending is why the writer ended the session: idle, or a slow consumer.
 	ending ending
@@ -266,12 +267,14 @@ func (s *deliverySession) addCredit(n int64) {
 	}
 }
 
-// remember records a delivered message: its id string for acks (consumers only) and the last
+// remember records a delivered message: its id string for acks (consumers only) and the latest
 // id per topic.
 func (s *deliverySession) remember(id, topic string, mid broker.MessageID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.delivered[topic] = mid
+	if last, ok := s.delivered[topic]; !ok || later(mid, last) {
+		s.delivered[topic] = mid
+	}
 	if s.consumer == nil {
 		return
 	}
@@ -295,6 +298,12 @@ func (s *deliverySession) remember(id, topic string, mid broker.MessageID) {
 		s.idOrder = kept
 	}
 	s.idsHeld.resize(len(s.idOrder))
+}
+
+// later reports whether a comes after b in their topic, by ledger and entry (the end-of-topic
+// check compares no finer).
+func later(a, b broker.MessageID) bool {
+	return a.Ledger() > b.Ledger() || (a.Ledger() == b.Ledger() && a.Entry() > b.Entry())
 }
 
 // resolve finds the broker id for a client's message-id string: the exact string delivered,

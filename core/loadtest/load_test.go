@@ -332,7 +332,7 @@ routes:
 		t.Fatal(err)
 	}
 	serve, sout := start(t, "serve.log", bin("sluice"), "serve", "-c", cfgFile, "--broker", "pulsar://"+brokerAddr, "--log-level", "warn")
-	addrs := waitLine(t, sout, regexp.MustCompile(`Sluice is listening on (\S+) `), regexp.MustCompile(`Admin: http://(\S+)/metrics`))
+	addrs := waitLine(t, sout, regexp.MustCompile(`Sluice is listening on (\S+) `), regexp.MustCompile(`Admin: https?://(\S+)/ `))
 	edge, adminAddr := addrs[0], addrs[1]
 	base := "ws://" + edge
 	time.Sleep(time.Second)

@@ -55,14 +55,6 @@ type Metrics struct {
 
 var _ gateway.Hooks = (*Metrics)(nil)
 
-// Producer results and their reasons, as labelled.
-var resultReasons = [session.NumResults]string{
-	session.ResultOK:        "acked",
-	session.ResultSendError: "broker",
-	session.ResultRejected:  "limit",
-	session.ResultInvalid:   "frame",
-}
-
 // NewMetrics registers the edge's metrics, the collectors reading src, the build's and the Go
 // and process collectors in a new registry. version is the edge's version, for
 // sluice_build_info.
@@ -184,7 +176,6 @@ var kinds = []wsapi.Kind{wsapi.Producer, wsapi.Consumer, wsapi.Reader}
 // looked up per message.
 func (m *Metrics) RouteMetrics(route string) policy.Metrics {
 	rm := policy.Metrics{
-		SendTimeouts:       m.messages.WithLabelValues(route, session.ResultSendError.String(), "timeout"),
 		BytesIn:            m.bytesIn.WithLabelValues(route),
 		SendLatency:        m.sendLatency.WithLabelValues(route),
 		Pauses:             m.pauses.WithLabelValues(route),
@@ -202,7 +193,7 @@ func (m *Metrics) RouteMetrics(route string) policy.Metrics {
 		},
 	}
 	for _, r := range session.Results() {
-		rm.Results[r] = m.messages.WithLabelValues(route, r.String(), resultReasons[r])
+		rm.Results[r] = m.messages.WithLabelValues(route, r.String(), r.Reason())
 	}
 	for _, k := range kinds {
 		rm.Sessions[k] = m.sessions.WithLabelValues(route, k.String())

@@ -22,11 +22,8 @@ type (
 // Metrics are one route's instruments, made when the route is built (core/admin makes them,
 // with their labels resolved), so that an outcome costs an increment and no lookup.
 type Metrics struct {
-	// Results counts producer frames by outcome, indexed by session.Result; a send error
-	// counts there when the broker or the client library failed the message, in SendTimeouts
-	// when the send timeout answered it.
-	Results      [session.NumResults]Counter
-	SendTimeouts Counter
+	// Results counts producer frames by outcome, indexed by session.Result.
+	Results [session.NumResults]Counter
 	// BytesIn counts the bytes of producer frames read.
 	BytesIn Counter
 	// SendLatency observes, in seconds, the broker's answer to each sent message.
@@ -61,7 +58,7 @@ func (nopInstrument) Observe(float64) {}
 // nopMetrics measures nothing: a route's metrics without WithMetrics.
 func nopMetrics() Metrics {
 	var n nopInstrument
-	m := Metrics{SendTimeouts: n, BytesIn: n, SendLatency: n, Pauses: n, PausedSeconds: n, Deliveries: n,
+	m := Metrics{BytesIn: n, SendLatency: n, Pauses: n, PausedSeconds: n, Deliveries: n,
 		Redeliveries: n, BytesOut: n, Acks: n, Nacks: n, SlowConsumerCloses: n, Decisions: n, DecisionErrors: n,
 		Closed: func(wsapi.Kind, int) {}}
 	for i := range m.Results {

@@ -65,14 +65,7 @@ func (r *Route) SessionClosed(kind wsapi.Kind, code int) {
 
 // Published implements session.Observer.
 func (r *Route) Published(res session.Result, n int, latency time.Duration) {
-	switch {
-	case res == session.ResultSendError && latency == 0:
-		// The session reports the broker's answers with their latency; an error without
-		// one is the send timeout's.
-		r.m.SendTimeouts.Inc()
-	default:
-		r.m.Results[res].Inc()
-	}
+	r.m.Results[res].Inc()
 	r.m.BytesIn.Add(float64(n))
 	if latency > 0 {
 		r.m.SendLatency.Observe(latency.Seconds())

@@ -191,6 +191,10 @@ func TestLargeFrameBufferCharged(t *testing.T) {
 	if used := srv.SessionPool().Snapshot().Edge.Used; used != idle {
 		t.Fatalf("session pool holds %d bytes after the frames, want the session's %d", used, idle)
 	}
+	mfs := scrape(t, srv.AdminHandler())
+	if got := metric(mfs, "sluice_producer_messages_total", "result", "rejected", "reason", "memory"); got != 1 {
+		t.Errorf("rejected for memory = %v, want 1", got)
+	}
 }
 
 // With websocket.compression a client that offers permessage-deflate gets it: what it sends

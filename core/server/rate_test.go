@@ -13,7 +13,7 @@ import (
 // so that every message is sent; every message gets exactly one ack either way.
 func TestMessageRate(t *testing.T) {
 	t.Parallel()
-	_, base := edgetest.Start(t, `
+	srv, base := edgetest.Start(t, `
 admin_listen: "off"
 limits: { message_rate: 10, message_burst: 5 }
 routes:
@@ -56,6 +56,10 @@ routes:
 	// A burst of 5 and 10 a second: most of 25 messages written at once are refused.
 	if refused < n/2 || refused > n-5 {
 		t.Errorf("%d of %d refused, want most but not the burst", refused, n)
+	}
+	mfs := scrape(t, srv.AdminHandler())
+	if got := metric(mfs, "sluice_producer_messages_total", "route", "rest", "result", "rejected", "reason", "rate"); got != float64(refused) {
+		t.Errorf("rejected for the rate = %v, want the %d refused", got, refused)
 	}
 	paced, took := send("public/paced/rated")
 	for ctx, a := range paced {

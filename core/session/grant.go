@@ -127,33 +127,61 @@ func (c ConnConfig) Options() wsconn.Options {
 	return wsconn.Options{ReadLimit: c.ReadLimit, WriteTimeout: c.WriteTimeout, Compression: c.Compression}
 }
 
-// Result is the outcome of a producer frame.
+// Result is the outcome of a producer frame. Its String is the metrics' result label and its
+// Reason the reason label: each result says what happened and why.
 type Result uint8
 
 // Outcomes of a producer frame.
 const (
-	ResultOK        Result = iota // the broker acknowledged it
-	ResultSendError               // the broker or the client library failed it, or it timed out
-	ResultRejected                // admission refused it at a limit
-	ResultInvalid                 // the frame was not a valid message
+	ResultOK          Result = iota // the broker acknowledged it
+	ResultSendError                 // the broker or the client library failed it
+	ResultSendTimeout               // the send timeout answered it
+	ResultRejected                  // admission refused it at a memory or message limit
+	ResultRateLimited               // the session's message rate refused it
+	ResultNoMemory                  // its frame did not fit the session pool, and was discarded
+	ResultInvalid                   // the frame was not a valid message
 
 	// NumResults is the number of Results, for tables indexed by them.
-	NumResults = 4
+	NumResults = 7
 )
 
 // Results lists every Result, for observers that resolve labels up front.
-func Results() []Result { return []Result{ResultOK, ResultSendError, ResultRejected, ResultInvalid} }
+func Results() []Result {
+	return []Result{ResultOK, ResultSendError, ResultSendTimeout, ResultRejected, ResultRateLimited, ResultNoMemory, ResultInvalid}
+}
 
 func (r Result) String() string {
 	switch r {
 	case ResultOK:
 		return "ok"
-	case ResultSendError:
+	case ResultSendError, ResultSendTimeout:
 		return "send_error"
-	case ResultRejected:
+	case ResultRejected, ResultRateLimited, ResultNoMemory:
 		return "rejected"
 	case ResultInvalid:
 		return "invalid"
+	}
+	return "unknown"
+}
+
+// Reason says why, within the result: acked; broker or timeout for a send error; limit, rate
+// or memory for a rejection; frame for an invalid one.
+func (r Result) Reason() string {
+	switch r {
+	case ResultOK:
+		return "acked"
+	case ResultSendError:
+		return "broker"
+	case ResultSendTimeout:
+		return "timeout"
+	case ResultRejected:
+		return "limit"
+	case ResultRateLimited:
+		return "rate"
+	case ResultNoMemory:
+		return "memory"
+	case ResultInvalid:
+		return "frame"
 	}
 	return "unknown"
 }

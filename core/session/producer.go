@@ -238,7 +238,7 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 		r := newRecord(s, len(data))
 		switch {
 		case refused != nil:
-			s.reply(r, wsapi.AckError(wsapi.ErrorUnknown, refused.Error(), nil), ResultRejected)
+			s.reply(r, wsapi.AckError(wsapi.ErrorUnknown, refused.Error(), nil), ResultNoMemory)
 		case typ != wsconn.Text:
 			s.reply(r, wsapi.AckError(wsapi.ErrorFailedToDeserializeFromJSON,
 				"binary frames are not supported: send each message as a JSON text frame", nil), ResultInvalid)
@@ -278,8 +278,8 @@ func (s *producerSession) full() bool {
 
 func (s *producerSession) publish(ctx context.Context, r *record) {
 	m := &r.msg
-	if err := s.admit(ctx, r); err != nil {
-		s.reply(r, wsapi.AckError(wsapi.ErrorUnknown, err.Error(), m.Context), ResultRejected)
+	if res, err := s.admit(ctx, r); err != nil {
+		s.reply(r, wsapi.AckError(wsapi.ErrorUnknown, err.Error(), m.Context), res)
 		return
 	}
 	out := &r.out
@@ -365,14 +365,15 @@ type pendingSend struct {
 
 func (p pendingSend) sending() bool { return p.r.state.Load() == p.word }
 
-// admit charges the message against the session's gate under the at-limit action.
-func (s *producerSession) admit(ctx context.Context, r *record) error {
+// admit charges the message against the session's gate under the at-limit action, or says
+// which refusal it is.
+func (s *producerSession) admit(ctx context.Context, r *record) (Result, error) {
 	if err := s.admitRate(ctx); err != nil {
-		return err
+		return ResultRateLimited, err
 	}
 	size := MessageCharge(&r.msg)
 	if s.g.OnFull != strategy.Pause {
-		return s.g.Gate.TryAcquireInto(&r.charge, size)
+		return ResultRejected, s.g.Gate.TryAcquireInto(&r.charge, size)
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.g.MaxPause)
 	defer cancel()
@@ -381,9 +382,9 @@ func (s *producerSession) admit(ctx context.Context, r *record) error {
 		s.g.Observer.Paused(waited)
 	}
 	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("%w (paused for %s)", err, s.g.MaxPause)
+		return ResultRejected, fmt.Errorf("%w (paused for %s)", err, s.g.MaxPause)
 	}
-	return err
+	return ResultRejected, err
 }
 
 // sent is a message's outcome from the client library. It runs on the library's connection
@@ -493,7 +494,7 @@ func (s *producerSession) timeoutAck(p pendingSend) {
 	text := fmt.Sprintf("send failed: message send timeout: the broker did not acknowledge it within %s", s.g.SendTimeout)
 	a.ack = wsapi.AckError(wsapi.ErrorUnknown, text, p.ctx).AppendJSON(a.ack[:0])
 	a.held = s.g.Gate.Hold(AckCharge(len(a.ack)))
-	s.g.Observer.Published(ResultSendError, p.size, 0)
+	s.g.Observer.Published(ResultSendTimeout, p.size, 0)
 	s.queue(a)
 	s.unanswered.Done()
 }

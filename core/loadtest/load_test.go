@@ -383,7 +383,7 @@ routes:
 	time.Sleep(2 * time.Second)
 	rss1 := rssKiB(t, serve.cmd.Process.Pid)
 	stats := adminJSON(t, adminAddr, "/stats")
-	sessUsed := stats["session_pool"].(map[string]any)["Edge"].(map[string]any)["Used"].(float64)
+	sessUsed := stats["session_pool"].(map[string]any)["edge"].(map[string]any)["used"].(float64)
 	t.Logf("FIGURE idle connections: %d opened in %s (%.0f/s)", idleConns, openTook.Round(time.Millisecond), float64(idleConns)/openTook.Seconds())
 	t.Logf("FIGURE serve RSS: %d MiB before, %d MiB with %d idle producer sessions: %.1f KiB per connection",
 		rss0>>10, rss1>>10, idleConns, float64(rss1-rss0)/idleConns)

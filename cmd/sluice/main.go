@@ -4,7 +4,7 @@
 //	sluice broker   [--listen ADDR] [--admin ADDR] run the embedded Pulsar-protocol broker alone
 //	sluice validate -c FILE                     check a configuration file and exit
 //	sluice plugins list|check -c FILE           show or check the configured strategy plugins
-//	sluice bench memory|throughput|consumers    run the benchmarks
+//	sluice bench throughput|deliveries|flood|…  run the benchmarks (docs/benchmarks.md)
 //	sluice version                              print the version
 package main
 

@@ -39,6 +39,7 @@ type dlResult struct {
 	PerServerCPU float64   `json:"deliveries_per_server_cpu_second"`
 	ServerCPU    float64   `json:"server_cpu_per_second"`
 	LoadCPU      float64   `json:"load_cpu_per_second"`
+	OtherCPU     float64   `json:"other_cpu_per_second"`
 	Paired       float64   `json:"paired_ratio,omitempty"`
 	PairedWith   string    `json:"paired_with,omitempty"`
 	Delivered    int64     `json:"delivered"`
@@ -55,6 +56,7 @@ type dlRound struct {
 	ServerCPUS float64 `json:"server_cpu_s"`
 	EdgeCPUS   float64 `json:"edge_cpu_s"`
 	LoadCPUS   float64 `json:"load_cpu_s"`
+	OtherCPUS  float64 `json:"other_cpu_s"`
 	FirstError string  `json:"first_error,omitempty"`
 }
 
@@ -175,7 +177,7 @@ func benchDeliveries(ctx context.Context, args []string, env Env) error {
 	tb := &table{
 		title: fmt.Sprintf("deliveries: %d WebSocket consumers (one topic each) read and ack a backlog of %d × %d B messages per round; %d rounds, configurations interleaved",
 			*consumers, perTopic**consumers, *size, *rounds),
-		header: []string{"configuration", "deliveries/s", "min–max", "per edge CPU-s", "per server CPU-s", "server CPU", "load CPU", "paired ratio", "missing"},
+		header: []string{"configuration", "deliveries/s", "min–max", "per edge CPU-s", "per server CPU-s", "server CPU", "load CPU", "other CPU", "paired ratio", "missing"},
 	}
 	chartP := panel{title: "deliveries/s per round"}
 	for _, r := range results {
@@ -184,7 +186,7 @@ func benchDeliveries(ctx context.Context, args []string, env Env) error {
 			paired = fmt.Sprintf("%.2f vs %s", r.Paired, r.PairedWith)
 		}
 		tb.add(r.Name, rate(r.Rate), rate(r.Min)+"–"+rate(r.Max), rate(r.PerEdgeCPU), rate(r.PerServerCPU),
-			fmt.Sprintf("%.2f", r.ServerCPU), fmt.Sprintf("%.2f", r.LoadCPU), paired, count(r.Missing))
+			fmt.Sprintf("%.2f", r.ServerCPU), fmt.Sprintf("%.2f", r.LoadCPU), fmt.Sprintf("%.2f", r.OtherCPU), paired, count(r.Missing))
 		s := series{name: r.Name}
 		for _, rr := range r.Rounds {
 			s.points = append(s.points, point{float64(rr.Round), rr.Rate})
@@ -197,7 +199,7 @@ func benchDeliveries(ctx context.Context, args []string, env Env) error {
 		"then starts the consumers on durable subscriptions created before the first fill; a round ends when every consumer",
 		"has read and acked its share. deliveries/s is messages acked by the clients over the round's wall time; \"per edge",
 		"CPU-s\" divides them by the serve process's CPU time (utime+stime from /proc) over the round, \"per server CPU-s\" by",
-		"serve plus the separate broker. \"missing\" counts messages not read before the round's timeout.",
+		"serve plus the separate broker; CPU columns as in throughput. \"missing\" counts messages not read before the round's timeout.",
 	}
 	rep.chart = &chart{title: "sluice bench deliveries", xLabel: "round", panels: []panel{chartP}}
 	return c.emit(rep, env)
@@ -230,6 +232,7 @@ func deliveriesRound(ctx context.Context, t *target, topics []string, n int, tim
 	rr := dlRound{
 		WallS: after.at.Sub(before.at).Seconds(), ServerCPUS: (after.server - before.server).Seconds(),
 		EdgeCPUS: (after.edge - before.edge).Seconds(), LoadCPUS: (after.load - before.load).Seconds(),
+		OtherCPUS: before.others(after).Seconds(),
 	}
 	for _, r := range results {
 		got := min(r.Received, int64(n))
@@ -250,7 +253,7 @@ func deliveriesRound(ctx context.Context, t *target, topics []string, n int, tim
 
 func (r *dlResult) summarise() {
 	var rates []float64
-	var wall, server, edge, load float64
+	var wall, server, edge, load, other float64
 	for _, rr := range r.Rounds {
 		rates = append(rates, rr.Rate)
 		r.Delivered += rr.Delivered
@@ -259,11 +262,12 @@ func (r *dlResult) summarise() {
 		server += rr.ServerCPUS
 		edge += rr.EdgeCPUS
 		load += rr.LoadCPUS
+		other += rr.OtherCPUS
 	}
 	r.Rate, r.Min, r.Max = median(rates), slices.Min(rates), slices.Max(rates)
 	r.PerEdgeCPU, r.PerServerCPU = perCPU(r.Delivered, edge), perCPU(r.Delivered, server)
 	if wall > 0 {
-		r.ServerCPU, r.LoadCPU = server/wall, load/wall
+		r.ServerCPU, r.LoadCPU, r.OtherCPU = server/wall, load/wall, other/wall
 	}
 }
 

@@ -145,3 +145,32 @@ func loadAverage() string {
 
 // selfPID is this process: the load generator.
 var selfPID = os.Getpid()
+
+// parseMachineBusy returns the busy CPU time of the whole machine from the contents of
+// /proc/stat: the first ("cpu") line's user, nice, system, irq, softirq and steal ticks
+// (idle and iowait are not busy; guest time is already in user).
+func parseMachineBusy(data []byte) (time.Duration, error) {
+	line, _, _ := bytes.Cut(data, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, errors.New("proc stat: no cpu line")
+	}
+	var busy int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system [idle iowait] irq softirq steal
+		n, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("proc stat field %d: %w", i, err)
+		}
+		busy += n
+	}
+	return time.Duration(busy) * clockTick, nil
+}
+
+// machineBusy is the CPU time every process on the machine has used so far.
+func machineBusy() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, fmt.Errorf("reading machine cpu time: %w", err)
+	}
+	return parseMachineBusy(b)
+}

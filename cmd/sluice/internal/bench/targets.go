@@ -197,11 +197,20 @@ func startCeilingTarget(ctx context.Context, f *fleet, self string) (*target, er
 		url:  cp.wsURL, server: []int{cp.pid()}}, nil
 }
 
-// cpuSample is the CPU time of a target's processes and of this process at one moment.
+// cpuSample is the CPU time of a target's processes, of this process and of the whole
+// machine at one moment. The machine's less ours is what other work took: on these shared
+// machines it tells a round that was starved from one that was not.
 type cpuSample struct {
 	at           time.Time
 	server, edge time.Duration
 	load         time.Duration
+	machine      time.Duration
+}
+
+// others is the CPU time the rest of the machine used between s and later.
+func (s cpuSample) others(later cpuSample) time.Duration {
+	ours := (later.server - s.server) + (later.load - s.load)
+	return max(0, (later.machine-s.machine)-ours)
 }
 
 func (t *target) sampleCPU() (cpuSample, error) {
@@ -216,6 +225,9 @@ func (t *target) sampleCPU() (cpuSample, error) {
 		}
 	}
 	if s.load, err = procCPU(selfPID); err != nil {
+		return s, err
+	}
+	if s.machine, err = machineBusy(); err != nil {
 		return s, err
 	}
 	return s, nil

@@ -54,16 +54,19 @@ type tpResult struct {
 	// alone. ServerCPU and LoadCPU are CPU-seconds per second of the server processes and
 	// of the load generator: near the number of CPUs they are pinned to, they were the
 	// bottleneck.
-	PerServerCPU float64            `json:"acked_per_server_cpu_second"`
-	PerEdgeCPU   float64            `json:"acked_per_edge_cpu_second,omitempty"`
-	ServerCPU    float64            `json:"server_cpu_per_second"`
-	LoadCPU      float64            `json:"load_cpu_per_second"`
-	Paired       map[string]float64 `json:"paired_ratio,omitempty"`
-	OK           int64              `json:"ok"`
-	Rejected     int64              `json:"rejected"`
-	Errors       int64              `json:"errors"`
-	Rounds       []tpRound          `json:"rounds"`
-	Series       []seriesPoint      `json:"series,omitempty"`
+	PerServerCPU float64 `json:"acked_per_server_cpu_second"`
+	PerEdgeCPU   float64 `json:"acked_per_edge_cpu_second,omitempty"`
+	ServerCPU    float64 `json:"server_cpu_per_second"`
+	LoadCPU      float64 `json:"load_cpu_per_second"`
+	// OtherCPU is the CPU-seconds per second the rest of the machine used meanwhile (other
+	// processes, and this run's idle servers): high, and the rounds were contended.
+	OtherCPU float64            `json:"other_cpu_per_second"`
+	Paired   map[string]float64 `json:"paired_ratio,omitempty"`
+	OK       int64              `json:"ok"`
+	Rejected int64              `json:"rejected"`
+	Errors   int64              `json:"errors"`
+	Rounds   []tpRound          `json:"rounds"`
+	Series   []seriesPoint      `json:"series,omitempty"`
 
 	hist *hdrhistogram.Histogram
 }
@@ -83,6 +86,7 @@ type tpRound struct {
 	ServerCPUS float64 `json:"server_cpu_s"`
 	EdgeCPUS   float64 `json:"edge_cpu_s,omitempty"`
 	LoadCPUS   float64 `json:"load_cpu_s"`
+	OtherCPUS  float64 `json:"other_cpu_s"`
 	FirstError string  `json:"first_error,omitempty"`
 }
 
@@ -211,7 +215,9 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 			}
 			rr.Round = r + 1
 			results[i].add(rr, res, *round)
-			prog.done(fmt.Sprintf("%.0f msgs/s, p50 %s p99 %s, %.0f per server CPU-s", rr.Rate, msec(rr.P50Ms*1000), msec(rr.P99Ms*1000), perCPU(rr.OK, rr.ServerCPUS)))
+			prog.done(fmt.Sprintf("%.0f msgs/s, p50 %s p99 %s, %.0f per server CPU-s, server CPU %.2f, load %.2f, other %.2f",
+				rr.Rate, msec(rr.P50Ms*1000), msec(rr.P99Ms*1000), perCPU(rr.OK, rr.ServerCPUS),
+				rr.ServerCPUS/rr.WallS, rr.LoadCPUS/rr.WallS, rr.OtherCPUS/rr.WallS))
 		}
 	}
 	for _, res := range results {
@@ -268,6 +274,7 @@ func throughputRound(ctx context.Context, t *target, cfg loadgen.ProducerConfig)
 		P50Ms: quantileMs(res.Latency, 50), P99Ms: quantileMs(res.Latency, 99), P999Ms: quantileMs(res.Latency, 99.9),
 		WallS:      after.at.Sub(before.at).Seconds(),
 		ServerCPUS: (after.server - before.server).Seconds(), LoadCPUS: (after.load - before.load).Seconds(),
+		OtherCPUS: before.others(after).Seconds(),
 	}
 	if t.edge != 0 {
 		rr.EdgeCPUS = (after.edge - before.edge).Seconds()
@@ -305,7 +312,7 @@ func (r *tpResult) add(rr tpRound, res *loadgen.ProducerResult, round time.Durat
 
 func (r *tpResult) summarise() {
 	var rates []float64
-	var wall, server, edge, load float64
+	var wall, server, edge, load, other float64
 	for _, rr := range r.Rounds {
 		rates = append(rates, rr.Rate)
 		r.OK += rr.OK
@@ -315,13 +322,14 @@ func (r *tpResult) summarise() {
 		server += rr.ServerCPUS
 		edge += rr.EdgeCPUS
 		load += rr.LoadCPUS
+		other += rr.OtherCPUS
 	}
 	r.Rate, r.Min, r.Max = median(rates), slices.Min(rates), slices.Max(rates)
 	r.P50Ms, r.P99Ms, r.P999Ms = quantileMs(r.hist, 50), quantileMs(r.hist, 99), quantileMs(r.hist, 99.9)
 	r.MaxMs = float64(r.hist.Max()) / 1000
 	r.PerServerCPU, r.PerEdgeCPU = perCPU(r.OK, server), perCPU(r.OK, edge)
 	if wall > 0 {
-		r.ServerCPU, r.LoadCPU = server/wall, load/wall
+		r.ServerCPU, r.LoadCPU, r.OtherCPU = server/wall, load/wall, other/wall
 	}
 }
 
@@ -365,7 +373,7 @@ func pairResults(results []*tpResult, sets []*binSet) {
 
 func throughputTable(results []*tpResult, title string) *table {
 	t := &table{title: title, header: []string{"configuration", "acked msgs/s", "min–max", "p50", "p99", "p99.9",
-		"acked per server CPU-s", "acked per edge CPU-s", "server CPU", "load CPU", "paired ratio", "rejected", "errors"}}
+		"acked per server CPU-s", "acked per edge CPU-s", "server CPU", "load CPU", "other CPU", "paired ratio", "rejected", "errors"}}
 	for _, r := range results {
 		edge := "–"
 		if r.PerEdgeCPU > 0 {
@@ -381,7 +389,7 @@ func throughputTable(results []*tpResult, title string) *table {
 			p = "–"
 		}
 		t.add(r.Name, rate(r.Rate), rate(r.Min)+"–"+rate(r.Max), msec(r.P50Ms*1000), msec(r.P99Ms*1000), msec(r.P999Ms*1000),
-			rate(r.PerServerCPU), edge, fmt.Sprintf("%.2f", r.ServerCPU), fmt.Sprintf("%.2f", r.LoadCPU), p,
+			rate(r.PerServerCPU), edge, fmt.Sprintf("%.2f", r.ServerCPU), fmt.Sprintf("%.2f", r.LoadCPU), fmt.Sprintf("%.2f", r.OtherCPU), p,
 			count(r.Rejected), count(r.Errors))
 	}
 	return t
@@ -394,8 +402,9 @@ func throughputNotes(p pinning) []string {
 		"by the CPU time (utime+stime from /proc/PID/stat, read before and after each round) of the serve process and,",
 		"when separate, the broker process; \"per edge CPU-s\" counts the serve process alone. \"server CPU\" and \"load CPU\"",
 		"are CPU-seconds per second of the servers and of the load generator: near the number of CPUs they are pinned to,",
-		"that side was the bottleneck. \"paired ratio\" is the median over rounds of the rate divided by the named",
-		"configuration's rate in the same round.",
+		"that side was the bottleneck. \"other CPU\" is what the rest of the machine used meanwhile (from /proc/stat, less",
+		"the above): well above zero, other work competed for the CPUs and the round's figures are suspect. \"paired",
+		"ratio\" is the median over rounds of the rate divided by the named configuration's rate in the same round.",
 	}
 	if !p.enabled() {
 		notes = append(notes, "Unpinned: servers and load generator share the CPUs, so CPU figures include their contention.")

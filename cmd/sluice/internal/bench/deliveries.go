@@ -155,8 +155,7 @@ func benchDeliveries(ctx context.Context, args []string, env Env) error {
 		results[i] = &dlResult{Name: t.name, Kind: t.kind, Binary: t.bin, Note: t.note}
 	}
 	for r := range *rounds {
-		for j := range targets {
-			i := (j + r) % len(targets)
+		for _, i := range roundOrder(len(targets), r) {
 			rr, err := run(i, perTopic, fmt.Sprintf("round %d/%d %s", r+1, *rounds, targets[i].name))
 			if err != nil {
 				return err

@@ -193,3 +193,30 @@ func TestPairResults(t *testing.T) {
 		t.Errorf("hybrid vs none %v, want 0.5", got)
 	}
 }
+
+// Over two rounds every configuration runs right after each of its neighbours once in each
+// direction, and every round runs each configuration once.
+func TestRoundOrder(t *testing.T) {
+	t.Parallel()
+	for n := 1; n <= 5; n++ {
+		follows := map[[2]int]int{}
+		for r := range 2 * n {
+			order := roundOrder(n, r)
+			seen := map[int]bool{}
+			for j, i := range order {
+				seen[i] = true
+				if j > 0 {
+					follows[[2]int{order[j-1], i}]++
+				}
+			}
+			if len(seen) != n {
+				t.Fatalf("n %d round %d: order %v misses configurations", n, r, order)
+			}
+		}
+		for pair, k := range follows {
+			if back := follows[[2]int{pair[1], pair[0]}]; back == 0 {
+				t.Errorf("n %d: %d ran after %d %d times, never the other way round", n, pair[1], pair[0], k)
+			}
+		}
+	}
+}

@@ -232,3 +232,44 @@ func (t *target) sampleCPU() (cpuSample, error) {
 	}
 	return s, nil
 }
+
+// roundOrder is the order in which round r runs n configurations: rotated by one every two
+// rounds, and reversed in odd rounds, so that none is always first after a pause and none
+// always runs right after the same other one (whose leftover work, a collection say, would
+// land on it every time).
+func roundOrder(n, r int) []int {
+	order := make([]int, n)
+	for j := range order {
+		order[j] = (j + r/2) % n
+	}
+	if r%2 == 1 {
+		slices.Reverse(order)
+	}
+	return order
+}
+
+// waitIdle waits, up to limit, until the target's server processes use less than a tenth of
+// a CPU, so that what they still do after their round (finishing a collection, closing
+// producers) is not charged to the next configuration's.
+func (t *target) waitIdle(ctx context.Context, limit time.Duration) error {
+	const step = 200 * time.Millisecond
+	deadline := time.Now().Add(limit)
+	last, err := cpuOf(t.server)
+	if err != nil {
+		return err
+	}
+	for time.Now().Before(deadline) {
+		if err := sleep(ctx, step); err != nil {
+			return err
+		}
+		now, err := cpuOf(t.server)
+		if err != nil {
+			return err
+		}
+		if now-last < step/10 {
+			return nil
+		}
+		last = now
+	}
+	return nil
+}

@@ -205,11 +205,16 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	for i, t := range targets {
 		results[i] = &tpResult{Name: t.name, Kind: t.kind, Binary: t.bin, Note: t.note, hist: loadgen.NewHistogram()}
 	}
+	var prev *target
 	for r := range *rounds {
-		// Each round starts one configuration later, so none is always first after a pause.
-		for j := range targets {
-			i := (j + r) % len(targets)
+		for _, i := range roundOrder(len(targets), r) {
 			t := targets[i]
+			if prev != nil {
+				if err := prev.waitIdle(ctx, 3*time.Second); err != nil {
+					return err
+				}
+			}
+			prev = t
 			var rr tpRound
 			var res *loadgen.ProducerResult
 			for try := 0; ; try++ {

@@ -100,42 +100,58 @@ type seriesPoint struct {
 	P99Ms float64 `json:"p99_ms"`
 }
 
+// tpOptions are throughput's flags, resolved.
+type tpOptions struct {
+	rounds                      int
+	round, warmup               time.Duration
+	interval, drain             time.Duration
+	conns, window, size         int
+	rate, noisy                 float64
+	kinds                       []string
+	ceiling, direct             bool
+	compare, newLabel, oldLabel string
+	plugin                      string
+	retention                   int64
+}
+
 func benchThroughput(ctx context.Context, args []string, env Env) error {
 	var c common
+	var o tpOptions
 	fs := newFlags("throughput", args, env, &c)
-	rounds := fs.Int("rounds", 5, "measured rounds; each runs every configuration once, in turn")
-	round := fs.Duration("round", 5*time.Second, "length of one configuration's turn in a round")
-	warmup := fs.Duration("warmup", 2*time.Second, "warm-up run per configuration before the rounds (0: none)")
-	interval := fs.Duration("interval", 500*time.Millisecond, "time-series interval for the JSON and the chart")
-	drain := fs.Duration("drain", 10*time.Second, "how long a round waits for outstanding acks after it ends")
-	conns := fs.Int("conns", 16, "producer connections")
-	window := fs.Int("window", 64, "in-flight messages per connection (a closed loop); with -rate, 0: unbounded")
-	size := fs.Int("size", 1024, "payload bytes")
-	rateFlag := fs.Float64("rate", 0, "open loop: total msgs/s, latency from each message's scheduled send time (0: closed loop)")
+	fs.IntVar(&o.rounds, "rounds", 5, "measured rounds; each runs every configuration once, in turn")
+	fs.DurationVar(&o.round, "round", 5*time.Second, "length of one configuration's turn in a round")
+	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up run per configuration before the rounds (0: none)")
+	fs.DurationVar(&o.interval, "interval", 500*time.Millisecond, "time-series interval for the JSON and the chart")
+	fs.DurationVar(&o.drain, "drain", 10*time.Second, "how long a round waits for outstanding acks after it ends")
+	fs.IntVar(&o.conns, "conns", 16, "producer connections")
+	fs.IntVar(&o.window, "window", 64, "in-flight messages per connection (a closed loop); with -rate, 0: unbounded")
+	fs.IntVar(&o.size, "size", 1024, "payload bytes")
+	fs.Float64Var(&o.rate, "rate", 0, "open loop: total msgs/s, latency from each message's scheduled send time (0: closed loop)")
 	configs := fs.String("configs", "single,edge", "configurations: "+strings.Join(edgeKinds, ", "))
-	ceiling := fs.Bool("ceiling", false, "add the ceiling reference: a bare gorilla server doing the same decode and ack work, no broker")
-	direct := fs.Bool("direct", false, "add the direct reference: pulsar-client-go straight to the same sluice broker, no edge")
-	compare := fs.String("compare", "", "also run every configuration with this sluice binary (its serve and broker), as its own column")
-	newLabel := fs.String("label", "new", "with -compare, the label of this invocation's binaries")
-	oldLabel := fs.String("compare-label", "old", "with -compare, the label of the -compare binary")
-	pluginPath := fs.String("plugin", "", "plugin binary for the hybrid-plugin configuration (bin/sluice-strategies); adds hybrid-plugin")
-	noisy := fs.Float64("retry-noisy", 0, "repeat a round (up to 3 times) when the rest of the machine used more than this many CPUs during it (0: never)")
+	fs.BoolVar(&o.ceiling, "ceiling", false, "add the ceiling reference: a bare gorilla server doing the same decode and ack work, no broker")
+	fs.BoolVar(&o.direct, "direct", false, "add the direct reference: pulsar-client-go straight to the same sluice broker, no edge")
+	fs.StringVar(&o.compare, "compare", "", "also run every configuration with this sluice binary (its serve and broker), as its own column")
+	fs.StringVar(&o.newLabel, "label", "new", "with -compare, the label of this invocation's binaries")
+	fs.StringVar(&o.oldLabel, "compare-label", "old", "with -compare, the label of the -compare binary")
+	fs.StringVar(&o.plugin, "plugin", "", "plugin binary for the hybrid-plugin configuration (bin/sluice-strategies); adds hybrid-plugin")
+	fs.Float64Var(&o.noisy, "retry-noisy", 0, "repeat a round (up to 3 times) when the rest of the machine used more than this many CPUs during it (0: never)")
 	retention := sizeFlag(8 << 20)
 	fs.Var(&retention, "broker-retention", "sluice broker --retention-bytes: per-topic bytes kept (0: the broker's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *rounds < 1 || *round <= 0 || *conns < 1 || *size < 1 || *interval <= 0 {
+	o.retention = int64(retention)
+	if o.rounds < 1 || o.round <= 0 || o.conns < 1 || o.size < 1 || o.interval <= 0 {
 		return errors.New("-rounds, -round, -conns, -size and -interval must be positive")
 	}
-	if *rateFlag > 0 && !flagSet(fs, "window") {
-		*window = 0 // an open loop is not held back by acks
+	if o.rate > 0 && !flagSet(fs, "window") {
+		o.window = 0 // an open loop is not held back by acks
 	}
-	if *pluginPath != "" && !strings.Contains(*configs, "hybrid-plugin") {
+	if o.plugin != "" && !strings.Contains(*configs, "hybrid-plugin") {
 		*configs += ",hybrid-plugin"
 	}
-	kinds, err := parseKinds(*configs, *pluginPath)
-	if err != nil {
+	var err error
+	if o.kinds, err = parseKinds(*configs, o.plugin); err != nil {
 		return err
 	}
 	cleanup, err := c.setup(env)
@@ -143,7 +159,7 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	defer cleanup()
-	sets, err := binSets(&c, *compare, *newLabel, *oldLabel)
+	sets, err := binSets(&c, o.compare, o.newLabel, o.oldLabel)
 	if err != nil {
 		return err
 	}
@@ -151,54 +167,86 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	defer f.stopAll()
 	prog := newProgress(env.Stderr)
 	defer prog.close()
+	targets, err := o.startTargets(ctx, f, sets, env.Self)
+	if err != nil {
+		return err
+	}
+	results, err := o.run(ctx, targets, prog)
+	if err != nil {
+		return err
+	}
+	pairResults(results, sets)
+	rep := c.newReport(throughputSettings{
+		Connections: o.conns, Window: o.window, Size: o.size, Rate: o.rate, Rounds: o.rounds, RoundS: seconds(o.round),
+		WarmupS: seconds(o.warmup), IntervalS: seconds(o.interval), Configs: strings.Join(o.kinds, ","), Ceiling: o.ceiling,
+		Direct: o.direct, Compare: o.compare, Retention: o.retention, RetryNoisy: o.noisy,
+	})
+	rep.Machine.Binaries = binaryReports(ctx, sets)
+	rep.Results = results
+	loadDesc := fmt.Sprintf("%d connections × window %d, %d B messages, closed loop", o.conns, o.window, o.size)
+	if o.rate > 0 {
+		loadDesc = fmt.Sprintf("%d connections, open loop at %.0f msgs/s (window %d), %d B messages", o.conns, o.rate, o.window, o.size)
+	}
+	rep.tables = []*table{throughputTable(results, fmt.Sprintf("throughput: %s; %d rounds × %s, configurations interleaved", loadDesc, o.rounds, o.round))}
+	rep.notes = throughputNotes(c.pins)
+	rep.chart = throughputChart(results, loadDesc)
+	return c.emit(rep, env)
+}
 
+// startTargets starts every configuration's processes: the ceiling, each edge kind for each
+// set of binaries, then direct for each set.
+func (o *tpOptions) startTargets(ctx context.Context, f *fleet, sets []*binSet, self string) ([]*target, error) {
 	var targets []*target
-	if *ceiling {
-		t, err := startCeilingTarget(ctx, f, env.Self)
+	if o.ceiling {
+		t, err := startCeilingTarget(ctx, f, self)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		targets = append(targets, t)
 	}
-	for _, k := range kinds {
+	for _, k := range o.kinds {
 		for _, b := range sets {
-			t, err := startEdgeTarget(ctx, f, b, k, *pluginPath, int64(retention))
+			t, err := startEdgeTarget(ctx, f, b, k, o.plugin, o.retention)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			targets = append(targets, t)
 		}
 	}
-	if *direct {
+	if o.direct {
 		for _, b := range sets {
-			t, err := startDirectTarget(ctx, f, b, int64(retention))
+			t, err := startDirectTarget(ctx, f, b, o.retention)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			targets = append(targets, t)
 		}
 	}
 	if len(targets) == 0 {
-		return errors.New("nothing to run: -configs is empty and neither -ceiling nor -direct is set")
+		return nil, errors.New("nothing to run: -configs is empty and neither -ceiling nor -direct is set")
 	}
+	return targets, nil
+}
 
+// run warms every target up, then runs the rounds and summarises each target's.
+func (o *tpOptions) run(ctx context.Context, targets []*target, prog *progress) ([]*tpResult, error) {
 	id := runID()
 	load := func(t *target, d time.Duration, acked *atomic.Int64) loadgen.ProducerConfig {
 		return loadgen.ProducerConfig{
 			Target: t.url, Topic: "tp-" + id + "-" + strings.ReplaceAll(t.name, "@", "-"), TopicPerConnection: true,
-			Connections: *conns, Window: *window, MinSize: *size, Rate: *rateFlag,
-			Duration: d, Drain: *drain, Interval: *interval, Acked: acked,
+			Connections: o.conns, Window: o.window, MinSize: o.size, Rate: o.rate,
+			Duration: d, Drain: o.drain, Interval: o.interval, Acked: acked,
 		}
 	}
-	if *warmup > 0 {
+	if o.warmup > 0 {
 		for _, t := range targets {
 			var acked atomic.Int64
-			prog.step("warm-up "+t.name, *warmup, &acked, "acked")
-			res, err := loadgen.RunProducers(ctx, load(t, *warmup, &acked))
+			prog.step("warm-up "+t.name, o.warmup, &acked, "acked")
+			res, err := loadgen.RunProducers(ctx, load(t, o.warmup, &acked))
 			if err != nil {
-				return fmt.Errorf("%s: %w", t.name, err)
+				return nil, fmt.Errorf("%s: %w", t.name, err)
 			}
-			prog.done(fmt.Sprintf("%.0f msgs/s", res.ThroughputOver(*warmup)))
+			prog.done(fmt.Sprintf("%.0f msgs/s", res.ThroughputOver(o.warmup)))
 		}
 	}
 	results := make([]*tpResult, len(targets))
@@ -206,35 +254,22 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 		results[i] = &tpResult{Name: t.name, Kind: t.kind, Binary: t.bin, Note: t.note, hist: loadgen.NewHistogram()}
 	}
 	var prev *target
-	for r := range *rounds {
+	for r := range o.rounds {
 		for _, i := range roundOrder(len(targets), r) {
 			t := targets[i]
 			if prev != nil {
 				if err := prev.waitIdle(ctx, 3*time.Second); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			prev = t
-			var rr tpRound
-			var res *loadgen.ProducerResult
-			for try := 0; ; try++ {
-				var acked atomic.Int64
-				prog.step(fmt.Sprintf("round %d/%d %s", r+1, *rounds, t.name), *round, &acked, "acked")
-				rr, res, err = throughputRound(ctx, t, load(t, *round, &acked))
-				if err != nil {
-					return fmt.Errorf("%s: %w", t.name, err)
-				}
-				if *noisy <= 0 || rr.OtherCPUS/rr.WallS <= *noisy || try == 2 {
-					rr.Retries = try
-					break
-				}
-				prog.done(fmt.Sprintf("other work used %.2f CPUs; repeating the round", rr.OtherCPUS/rr.WallS))
-				if err := sleep(ctx, 2*time.Second); err != nil {
-					return err
-				}
+			label := fmt.Sprintf("round %d/%d %s", r+1, o.rounds, t.name)
+			rr, res, err := o.roundWithRetries(ctx, t, label, prog, func(acked *atomic.Int64) loadgen.ProducerConfig { return load(t, o.round, acked) })
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", t.name, err)
 			}
 			rr.Round = r + 1
-			results[i].add(rr, res, *round)
+			results[i].add(rr, res, o.round)
 			prog.done(fmt.Sprintf("%.0f msgs/s, p50 %s p99 %s, %.0f per server CPU-s, server CPU %.2f, load %.2f, other %.2f",
 				rr.Rate, msec(rr.P50Ms*1000), msec(rr.P99Ms*1000), perCPU(rr.OK, rr.ServerCPUS),
 				rr.ServerCPUS/rr.WallS, rr.LoadCPUS/rr.WallS, rr.OtherCPUS/rr.WallS))
@@ -243,23 +278,30 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	for _, res := range results {
 		res.summarise()
 	}
-	pairResults(results, sets)
+	return results, nil
+}
 
-	rep := c.newReport(throughputSettings{
-		Connections: *conns, Window: *window, Size: *size, Rate: *rateFlag, Rounds: *rounds, RoundS: seconds(*round),
-		WarmupS: seconds(*warmup), IntervalS: seconds(*interval), Configs: strings.Join(kinds, ","), Ceiling: *ceiling,
-		Direct: *direct, Compare: *compare, Retention: int64(retention), RetryNoisy: *noisy,
-	})
-	rep.Machine.Binaries = binaryReports(ctx, sets)
-	rep.Results = results
-	loadDesc := fmt.Sprintf("%d connections × window %d, %d B messages, closed loop", *conns, *window, *size)
-	if *rateFlag > 0 {
-		loadDesc = fmt.Sprintf("%d connections, open loop at %.0f msgs/s (window %d), %d B messages", *conns, *rateFlag, *window, *size)
+// roundWithRetries runs one round, again (at most three times in all) while other work used
+// more than -retry-noisy CPUs during it.
+func (o *tpOptions) roundWithRetries(ctx context.Context, t *target, label string, prog *progress,
+	load func(*atomic.Int64) loadgen.ProducerConfig) (tpRound, *loadgen.ProducerResult, error) {
+	for try := 0; ; try++ {
+		var acked atomic.Int64
+		prog.step(label, o.round, &acked, "acked")
+		rr, res, err := throughputRound(ctx, t, load(&acked))
+		if err != nil {
+			return rr, nil, err
+		}
+		other := rr.OtherCPUS / rr.WallS
+		if o.noisy <= 0 || other <= o.noisy || try == 2 {
+			rr.Retries = try
+			return rr, res, nil
+		}
+		prog.done(fmt.Sprintf("other work used %.2f CPUs; repeating the round", other))
+		if err := sleep(ctx, 2*time.Second); err != nil {
+			return rr, nil, err
+		}
 	}
-	rep.tables = []*table{throughputTable(results, fmt.Sprintf("throughput: %s; %d rounds × %s, configurations interleaved", loadDesc, *rounds, *round))}
-	rep.notes = throughputNotes(c.pins)
-	rep.chart = throughputChart(results, loadDesc)
-	return c.emit(rep, env)
 }
 
 func flagSet(fs *flag.FlagSet, name string) bool {
@@ -422,8 +464,9 @@ func throughputNotes(p pinning) []string {
 		"by the CPU time (utime+stime from /proc/PID/stat, read before and after each round) of the serve process and,",
 		"when separate, the broker process; \"per edge CPU-s\" counts the serve process alone. \"server CPU\" and \"load CPU\"",
 		"are CPU-seconds per second of the servers and of the load generator: near the number of CPUs they are pinned to,",
-		"that side was the bottleneck. \"other CPU\" is what the rest of the machine used meanwhile (from /proc/stat, less",
-		"the above): well above zero, other work competed for the CPUs and the round's figures are suspect. \"paired",
+		"that side was the bottleneck. \"other CPU\" is what the other processes on the machine used meanwhile (user,",
+		"system and steal time from /proc/stat, less the above; interrupts are left out): well above zero, other work",
+		"competed for the CPUs (this run's idle servers count here too) and the round's figures are suspect. \"paired",
 		"ratio\" is the median over rounds of the rate divided by the named configuration's rate in the same round.",
 	}
 	if !p.enabled() {

@@ -69,7 +69,7 @@ func parsePinning(s string, ncpu int) (pinning, error) {
 		if cur == nil {
 			return pinning{}, fmt.Errorf("-cpus %q: a list must start with server= or load=", s)
 		}
-		cpus, err := parseRange(tok)
+		cpus, err := parseRange(tok, ncpu)
 		if err != nil {
 			return pinning{}, fmt.Errorf("-cpus %q: %w", s, err)
 		}
@@ -78,11 +78,6 @@ func parsePinning(s string, ncpu int) (pinning, error) {
 	for _, l := range []*cpuList{&p.Server, &p.Load} {
 		slices.Sort(*l)
 		*l = slices.Compact(*l)
-		for _, c := range *l {
-			if c >= ncpu {
-				return pinning{}, fmt.Errorf("-cpus %q: CPU %d: this machine has CPUs 0-%d", s, c, ncpu-1)
-			}
-		}
 	}
 	for _, c := range p.Server {
 		if slices.Contains(p.Load, c) {
@@ -92,18 +87,21 @@ func parsePinning(s string, ncpu int) (pinning, error) {
 	return p, nil
 }
 
-func parseRange(tok string) ([]int, error) {
+// parseRange reads "3" or "2-5", each CPU below ncpu.
+func parseRange(tok string, ncpu int) ([]int, error) {
 	lo, hi, isRange := strings.Cut(tok, "-")
 	a, err := strconv.Atoi(lo)
 	if err != nil || a < 0 {
 		return nil, fmt.Errorf("bad CPU %q", tok)
 	}
-	if !isRange {
-		return []int{a}, nil
+	b := a
+	if isRange {
+		if b, err = strconv.Atoi(hi); err != nil || b < a {
+			return nil, fmt.Errorf("bad CPU range %q", tok)
+		}
 	}
-	b, err := strconv.Atoi(hi)
-	if err != nil || b < a {
-		return nil, fmt.Errorf("bad CPU range %q", tok)
+	if b >= ncpu {
+		return nil, fmt.Errorf("CPU %d: this machine has CPUs 0-%d", b, ncpu-1)
 	}
 	var out []int
 	for c := a; c <= b; c++ {

@@ -121,8 +121,8 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.out, "out", "", "also write results.md, results.json and chart.svg (when there is one) to this directory")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temp directory with configs and process logs")
 	fs.StringVar(&c.cpusFlag, "cpus", "", "pin the server processes and the load generator to disjoint CPUs, e.g. server=1,load=0 (Linux)")
-	fs.StringVar(&c.serveBin, "serve-bin", "", "sluice binary to run as `sluice serve` (default: this one)")
-	fs.StringVar(&c.brokerBin, "broker-bin", "", "sluice binary to run as `sluice broker` (default: this one)")
+	fs.StringVar(&c.serveBin, "serve-bin", "", "the sluice `binary` run as sluice serve (default: this one)")
+	fs.StringVar(&c.brokerBin, "broker-bin", "", "the sluice `binary` run as sluice broker (default: this one)")
 }
 
 // setup resolves the flags after parsing: binaries, pinning (this process moves to the load

@@ -8,7 +8,8 @@ LDFLAGS   := $(if $(VERSION),-X main.version=$(VERSION))
 BENCHTIME ?= 3s
 COUNT     ?= 5
 
-.PHONY: all build run test test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers
+.PHONY: all build run test test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
+	bench-deliveries bench-flood bench-connections bench-floor bench-compare
 
 all: build
 
@@ -73,7 +74,7 @@ examples:
 # plugin adds to a handshake, then edge throughput with each, in the same run.
 bench-plugins: build examples
 	$(GO) test -run '^$$' -bench 'BenchmarkDecision' -benchtime 10000x -count $(COUNT) ./plugins/
-	$(BIN)/sluice bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -plugin $(BIN)/sluice-strategies $(BENCH_FLAGS)
+	$(BIN)/sluice bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -configs hybrid,none -plugin $(BIN)/sluice-strategies $(BENCH_PIN) $(BENCH_FLAGS)
 
 # pulsar-client-go producing to and consuming from the embedded broker, 1 KiB messages.
 bench-broker:
@@ -92,23 +93,49 @@ bench-broker-cpu:
 clean:
 	rm -rf $(BIN)
 
-# The edge benchmarks (docs/benchmarks.md): each starts `sluice broker` and one `sluice serve`
-# per configuration as separate processes, and stops them at the end. BENCH_FLAGS is passed to
-# every one (e.g. BENCH_FLAGS=-markdown).
+# The edge benchmarks (docs/benchmarks.md): each starts `sluice broker` and `sluice serve` (and
+# the reference servers) as separate processes and stops them at the end. BENCH_FLAGS is passed
+# to every one (e.g. BENCH_FLAGS=-markdown, or BENCH_FLAGS="-out results/"). On a machine with
+# two or more CPUs the throughput and delivery benchmarks pin the servers to CPU 1 and the load
+# generator to CPU 0 (DESIGN.md, "Measuring performance"); BENCH_CPUS= turns that off.
 BENCH_DURATION ?= 20s
 BENCH_ROUNDS   ?= 5
 BENCH_ROUND    ?= 5s
 BENCH_CONSUMER_DURATION ?= 30s
 BENCH_CONSUMER_LIMIT    ?= 32MiB
+BENCH_FLOOD_DURATION    ?= 5m
+BENCH_CONNECTIONS       ?= 10000
+BENCH_CPUS     ?= $(shell [ "$$(nproc 2>/dev/null || echo 1)" -ge 2 ] && echo server=1,load=0)
+BENCH_PIN      := $(if $(BENCH_CPUS),-cpus $(BENCH_CPUS))
 BENCH_FLAGS    ?=
+# bench-compare: the sluice binary to compare against, e.g. one built from an older commit.
+BENCH_OLD      ?=
 
-bench: bench-memory bench-throughput bench-consumers
+bench: bench-memory bench-throughput bench-consumers bench-deliveries
 
 bench-memory: build
 	$(BIN)/sluice bench memory -duration $(BENCH_DURATION) $(BENCH_FLAGS)
 
 bench-throughput: build
-	$(BIN)/sluice bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) $(BENCH_FLAGS)
+	$(BIN)/sluice bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct $(BENCH_PIN) $(BENCH_FLAGS)
 
 bench-consumers: build
 	$(BIN)/sluice bench consumers -duration $(BENCH_CONSUMER_DURATION) -consumer-limit $(BENCH_CONSUMER_LIMIT) $(BENCH_FLAGS)
+
+bench-deliveries: build
+	$(BIN)/sluice bench deliveries -configs edge,single $(BENCH_PIN) $(BENCH_FLAGS)
+
+bench-flood: build
+	$(BIN)/sluice bench flood -duration $(BENCH_FLOOD_DURATION) $(BENCH_FLAGS)
+
+bench-connections: build
+	$(BIN)/sluice bench connections -conns $(BENCH_CONNECTIONS) $(BENCH_FLAGS)
+
+# The latency floor: one connection, one message in flight.
+bench-floor: build
+	$(BIN)/sluice bench throughput -conns 1 -window 1 -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct $(BENCH_PIN) $(BENCH_FLAGS)
+
+# Before/after: every throughput configuration with bin/sluice and with BENCH_OLD, interleaved.
+bench-compare: build
+	@test -n "$(BENCH_OLD)" || { echo "set BENCH_OLD=/path/to/old/sluice"; exit 2; }
+	$(BIN)/sluice bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct -compare $(BENCH_OLD) $(BENCH_PIN) $(BENCH_FLAGS)

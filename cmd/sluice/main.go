@@ -5,7 +5,7 @@
 //	sluice validate -c FILE...                    check a configuration as serve would, without serving
 //	sluice config   [-c FILE]... [--defaults]     print the effective configuration, annotated
 //	sluice plugins  list|check -c FILE...         show or check the configured strategy plugins
-//	sluice bench    memory|throughput|consumers   run the benchmarks
+//	sluice bench    throughput|deliveries|flood|… run the benchmarks (docs/benchmarks.md)
 //	sluice version  (or --version, -v)            print the version
 //
 // Several -c files merge in order, later files over earlier ones (maps key by key, lists

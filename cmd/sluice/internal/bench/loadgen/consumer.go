@@ -21,8 +21,8 @@ const maxPingsInFlight = 1024
 
 // ConsumerConfig describes one consumer connection.
 type ConsumerConfig struct {
-	// BaseURL is the edge, "ws://127.0.0.1:PORT". Only loopback hosts are accepted.
-	BaseURL string
+	// Target is the edge, "ws://127.0.0.1:PORT". Only loopback hosts are accepted.
+	Target string
 	// Topic (in public/default) and Subscription name the consumer.
 	Topic, Subscription string
 	// Query is appended to the consumer URL (without "?"), e.g. "receiverQueueSize=1000".
@@ -30,8 +30,12 @@ type ConsumerConfig struct {
 	// Rate is how many messages a second the consumer reads (and acks) at most. Zero: as
 	// fast as it can.
 	Rate float64
-	// Duration is how long the consumer runs. Required.
+	// Duration is how long the consumer runs at most. Required.
 	Duration time.Duration
+	// Messages, when > 0, ends the run once this many messages were read and acked.
+	Messages int64
+	// Acked, when set, is incremented for every message acked (for progress lines).
+	Acked *atomic.Int64
 	// Warmup is excluded from the measured counts and the ping histogram.
 	Warmup time.Duration
 	// PingInterval is how often a ping is sent, from Warmup on. Zero: no pings.
@@ -61,6 +65,8 @@ type ConsumerResult struct {
 	CloseReason string
 	// Err is the connection's failure before the end, other than a close by the edge.
 	Err error
+	// Done is when the Messages-th message was acked, from the start; zero if it never was.
+	Done time.Duration
 }
 
 // MsgRate and ByteRate are the measured delivery rates a second.
@@ -69,15 +75,8 @@ func (r *ConsumerResult) MsgRate() float64 { return perSecond(r.MeasuredMessages
 // ByteRate is measured payload bytes a second.
 func (r *ConsumerResult) ByteRate() float64 { return perSecond(r.MeasuredBytes, r.Measured) }
 
-func perSecond(n int64, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return float64(n) / d.Seconds()
-}
-
 func (c *ConsumerConfig) url() string {
-	u := strings.TrimSuffix(c.BaseURL, "/") + "/ws/v2/consumer/persistent/public/default/" + c.Topic + "/" + c.Subscription
+	u := strings.TrimSuffix(c.Target, "/") + "/ws/v2/consumer/persistent/public/default/" + c.Topic + "/" + c.Subscription
 	if c.Query != "" {
 		u += "?" + c.Query
 	}
@@ -99,7 +98,7 @@ func RunConsumer(ctx context.Context, cfg ConsumerConfig) (*ConsumerResult, erro
 	if cfg.Topic == "" || cfg.Subscription == "" {
 		return nil, errors.New("consumer topic and subscription: required")
 	}
-	if err := checkLoopback(cfg.BaseURL); err != nil {
+	if err := checkLoopback(cfg.Target); err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -230,6 +229,14 @@ func RunConsumer(ctx context.Context, cfg ConsumerConfig) (*ConsumerResult, erro
 		if ackErr == nil {
 			// After a failed write, keep reading: the edge's close frame, if it sent one, says why.
 			ackErr = c.WriteMessage(websocket.TextMessage, ack)
+			if ackErr == nil && cfg.Acked != nil {
+				cfg.Acked.Add(1)
+			}
+		}
+		if cfg.Messages > 0 && res.Received >= cfg.Messages && ackErr == nil {
+			res.Done = time.Since(start)
+			_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+			break
 		}
 	}
 	cancel()

@@ -1,0 +1,139 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// IdleConfig describes producer connections that are opened and then left idle.
+type IdleConfig struct {
+	// Target is the edge, "ws://127.0.0.1:PORT". Only loopback hosts are accepted.
+	Target string
+	// Topic names the topics in public/default: connection i uses Topic-(i mod Topics).
+	Topic string
+	// Topics is how many distinct topics the connections spread over. Zero: one each.
+	Topics int
+	// Connections is how many to open. Required.
+	Connections int
+	// Parallel is how many handshakes are in flight at once. Zero: 32.
+	Parallel int
+	// Progress, when set, is incremented for every connection opened.
+	Progress *atomic.Int64
+}
+
+// Held are idle producer connections. Each has a goroutine reading it, so that the edge's
+// pings are answered and a close by the edge is noticed; Close joins them all.
+type Held struct {
+	conns  []*websocket.Conn
+	wg     sync.WaitGroup
+	closed atomic.Int64 // connections that ended before Close
+	ending atomic.Bool
+}
+
+// idleBufferSize is the client's WebSocket buffer size per idle connection: nothing is sent,
+// so small buffers keep ten thousand of them cheap for the load generator.
+const idleBufferSize = 1 << 10
+
+// HoldProducers opens cfg.Connections producer WebSockets and returns once all are open.
+// On an error it closes the ones it opened.
+func HoldProducers(ctx context.Context, cfg IdleConfig) (*Held, error) {
+	if cfg.Connections <= 0 {
+		return nil, errors.New("idle connections: must be > 0")
+	}
+	if err := checkLoopback(cfg.Target); err != nil {
+		return nil, err
+	}
+	if cfg.Topic == "" {
+		return nil, errors.New("idle topic: required")
+	}
+	topics := cfg.Topics
+	if topics <= 0 || topics > cfg.Connections {
+		topics = cfg.Connections
+	}
+	parallel := cfg.Parallel
+	if parallel <= 0 {
+		parallel = 32
+	}
+	h := &Held{conns: make([]*websocket.Conn, cfg.Connections)}
+	next := make(chan int)
+	errs := make(chan error, parallel)
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var dialers sync.WaitGroup
+	for range parallel {
+		dialers.Go(func() {
+			for i := range next {
+				c, err := dialWith(dctx, wsProducerURL(cfg.Target, cfg.Topic+"-"+itoa(i%topics), ""), 0, idleBufferSize)
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					cancel()
+					continue
+				}
+				h.conns[i] = c
+				if cfg.Progress != nil {
+					cfg.Progress.Add(1)
+				}
+			}
+		})
+	}
+feed:
+	for i := range cfg.Connections {
+		select {
+		case next <- i:
+		case <-dctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	dialers.Wait()
+	for _, c := range h.conns {
+		if c != nil {
+			h.wg.Go(func() { h.read(c) })
+		}
+	}
+	select {
+	case err := <-errs:
+		h.Close()
+		return nil, err
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		h.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *Held) read(c *websocket.Conn) {
+	for {
+		if _, _, err := c.ReadMessage(); err != nil {
+			if !h.ending.Load() {
+				h.closed.Add(1)
+			}
+			return
+		}
+	}
+}
+
+// Lost is how many connections ended (closed by the edge, or failed) before Close.
+func (h *Held) Lost() int64 { return h.closed.Load() }
+
+// Close closes every connection and joins their readers.
+func (h *Held) Close() {
+	h.ending.Store(true)
+	for _, c := range h.conns {
+		if c != nil {
+			_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(100*time.Millisecond))
+			_ = c.Close()
+		}
+	}
+	h.wg.Wait()
+}

@@ -98,11 +98,8 @@ func (g *Gateway) track(kind wsapi.Kind, h session.Handshake, ep wsapi.Endpoint,
 // subscription is a consumer's subscription type and mode, for proxy-stats.
 type subscription struct{ typ, mode string }
 
-// SessionOpened implements session.Observer: the session's open line.
-func (t *tracked) SessionOpened(kind wsapi.Kind) {
-	t.next.SessionOpened(kind)
-	t.log.Info("session opened")
-}
+// SessionOpened implements session.Observer. The open line is written by start.
+func (t *tracked) SessionOpened(kind wsapi.Kind) { t.next.SessionOpened(kind) }
 
 // SessionClosed implements session.Observer: the session's close line, with its figures.
 func (t *tracked) SessionClosed(kind wsapi.Kind, code int) {

@@ -67,23 +67,19 @@ func (c *Conn) ReadInto(buf []byte, grow func(size int) error) (MessageType, []b
 // minReadBuffer is the smallest buffer ReadInto allocates.
 const minReadBuffer = 512
 
-// discard reads the rest of a refused message, of which read bytes were read, into a small
-// buffer and returns the RefusedError (or the read's own error).
+// discard reads the rest of a refused message, of which read bytes were read, and returns the
+// RefusedError (or the read's own error). io.Discard reads through a shared buffer: no
+// session's stack or heap holds one.
 func (c *Conn) discard(r io.Reader, read int64, cause error) error {
-	var scratch [4096]byte
-	for {
-		n, err := r.Read(scratch[:])
-		if read += int64(n); read > c.readLimit {
-			return &TooBigError{Limit: c.readLimit}
-		}
-		if err == io.EOF {
-			c.touchRead()
-			return &RefusedError{Read: read, Err: cause}
-		}
-		if err != nil {
-			return err
-		}
+	n, err := io.CopyN(io.Discard, r, c.readLimit+1-read)
+	switch read += n; {
+	case read > c.readLimit:
+		return &TooBigError{Limit: c.readLimit}
+	case err != nil && err != io.EOF:
+		return err
 	}
+	c.touchRead()
+	return &RefusedError{Read: read, Err: cause}
 }
 
 // RefusedError is returned by ReadInto for a message it had no memory for: the message, of

@@ -42,8 +42,9 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // setBrokerMemoryLimit bounds the Go heap of `sluice broker` to its store plus
 // RuntimeHeadroom, as `sluice serve` does with its pools: the store holds what
 // it stores, and the collector then collects before the heap doubles.
-// GOMEMLIMIT, when set, wins.
+// GOMEMLIMIT, when set, wins. The collector's target is GCPercent, as in serve.
 func setBrokerMemoryLimit(cfg embedded.Config, log *slog.Logger) {
+	defer raiseGCPercent(log)
 	if os.Getenv("GOMEMLIMIT") != "" {
 		log.Info("Go memory limit from GOMEMLIMIT", "limit", os.Getenv("GOMEMLIMIT"))
 		return

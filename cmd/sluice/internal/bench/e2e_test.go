@@ -190,7 +190,7 @@ func TestFloodEndToEnd(t *testing.T) {
 		t.Errorf("%d windows (want 4), %d memory samples (want >= 5), ok %d, errors %d, peak RSS %d, first %v last %v",
 			len(r.Windows), len(r.Memory), r.OK, r.Errors, r.PeakRSS, r.FirstRate, r.LastRate)
 	}
-	if r.BoundBytes != 512<<20 || r.WithinBound != (r.PeakRSS <= r.BoundBytes) {
+	if r.BoundBytes != 768<<20 || r.WithinBound != (r.PeakRSS <= r.BoundBytes) {
 		t.Errorf("bound %d, within %v for peak %d", r.BoundBytes, r.WithinBound, r.PeakRSS)
 	}
 }

@@ -65,7 +65,7 @@ func benchFlood(ctx context.Context, args []string, env Env) error {
 	duration := fs.Duration("duration", 5*time.Minute, "how long the flood lasts")
 	interval := fs.Duration("interval", 10*time.Second, "throughput window")
 	sample := fs.Duration("sample", time.Second, "how often the serve process's RSS is read")
-	boundMiB := fs.Int64("bound-mib", 64+64+256+128, "the stated memory bound in MiB: pools 64+64 + store 256 + base 128")
+	boundMiB := fs.Int64("bound-mib", 64+64+256+256+128, "the stated memory bound in MiB: producer and consumer pools 64+64 + session pool 256 + store 256 + base 128")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func benchFlood(ctx context.Context, args []string, env Env) error {
 		"The default single process: `sluice serve` with no configuration (embedded broker, default pools and store),",
 		"no consumer. \"first minute\" and \"last minute\" are the acked rates over the first and last 60 s of windows",
 		"(half the run each when it is shorter than two minutes). Peak RSS is the serve process's VmHWM at the end;",
-		"the bound is -bound-mib (the README's statement: pools + store + base).",
+		"the bound is -bound-mib (the README's statement: pools + store + base, the Go memory limit serve sets).",
 	}
 	rep.chart = floodChart(fr, *conns, *window, *size)
 	return c.emit(rep, env)

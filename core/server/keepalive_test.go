@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 )
 
@@ -124,6 +126,38 @@ func TestDeadPeerClosedByPongTimeout(t *testing.T) {
 			case err := <-aliveErr:
 				t.Errorf("the client answering pings was closed: %v", err)
 			case <-time.After(1500 * time.Millisecond):
+			}
+		})
+	}
+}
+
+// TestRedialAfterIdleTimeout is issue 16's 409: a client that dials again the moment its
+// session was closed for idleness must get its subscription (Exclusive) or its producer name
+// back, because the edge closes the broker-side object before it writes the close frame.
+func TestRedialAfterIdleTimeout(t *testing.T) {
+	t.Parallel()
+	_, base := edgetest.Start(t, "admin_listen: \"off\"\nwebsocket: { idle_timeout: 300ms }\n")
+	for name, path := range map[string]string{
+		"exclusive consumer": "/ws/v2/consumer/persistent/public/default/redial-c/sub?subscriptionType=Exclusive",
+		"named producer":     "/ws/v2/producer/persistent/public/default/redial-p?producerName=redialer",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for i := range 5 {
+				c, resp, err := websocket.DefaultDialer.Dial(base+path, nil)
+				if err != nil {
+					status := 0
+					if resp != nil {
+						status = resp.StatusCode
+					}
+					t.Fatalf("dial %d right after the idle close: %d %v", i, status, err)
+				}
+				_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				_, _, err = c.ReadMessage()
+				_ = c.Close()
+				if code := edgetest.CloseCode(err); code != websocket.CloseGoingAway {
+					t.Fatalf("session %d ended with %v, want the idle timeout's 1001", i, err)
+				}
 			}
 		})
 	}

@@ -51,9 +51,13 @@ func TestBrokerChildProcess(t *testing.T) {
 		}
 		setStoreLimit(&cfg, n)
 	}
-	// As `sluice broker` does: a Go memory limit of the store plus 128 MiB.
+	// As `sluice broker` does: a Go memory limit of the store plus 128 MiB, and the
+	// collector at GOGC=400 under it (cmd/sluice's GCPercent).
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(storeLimitOf(cfg) + 128<<20)
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
 	}
 	b := startBroker(t, cfg)
 	if path := os.Getenv(envBrokerProfile); path != "" {

@@ -31,8 +31,12 @@ type connectionsResult struct {
 	After       memorySample `json:"after"`
 	// Per connection: the growth from before the connections to after the idle period,
 	// divided by the connections.
-	RSSPer        float64 `json:"rss_bytes_per_connection"`
-	HeapPer       float64 `json:"heap_inuse_bytes_per_connection"`
+	RSSPer  float64 `json:"rss_bytes_per_connection"`
+	HeapPer float64 `json:"heap_inuse_bytes_per_connection"`
+	// LivePer is the live heap (heap_alloc after the forced collection): what the connections
+	// hold, without the allocator's partly used spans that heap_inuse counts too.
+	LivePer       float64 `json:"heap_alloc_bytes_per_connection"`
+	LiveStackPer  float64 `json:"live_heap_and_stack_bytes_per_connection"`
 	StackPer      float64 `json:"stack_inuse_bytes_per_connection"`
 	HeapStackPer  float64 `json:"heap_and_stack_bytes_per_connection"`
 	GoroutinesPer float64 `json:"goroutines_per_connection"`
@@ -44,6 +48,7 @@ type connectionsResult struct {
 type memorySample struct {
 	RSS        int64  `json:"rss_bytes"`
 	HeapInuse  uint64 `json:"heap_inuse_bytes"`
+	HeapAlloc  uint64 `json:"heap_alloc_bytes"`
 	StackInuse uint64 `json:"stack_inuse_bytes"`
 	Goroutines int64  `json:"goroutines"`
 	Sessions   int64  `json:"producer_sessions"`
@@ -58,6 +63,7 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	settle := fs.Duration("settle", 3*time.Second, "wait after the last connection opened before measuring")
 	idle := fs.Duration("idle", 10*time.Second, "how long the idle CPU is measured")
 	parallel := fs.Int("parallel", 32, "handshakes in flight at once")
+	sessionLimit := fs.String("session-limit", "2GiB", "memory.session_limit of the serve process: the default (256MiB) admits about 5,000 idle producers")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,7 +86,12 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	prog := newProgress(env.Stderr)
 	defer prog.close()
 	set := &binSet{serve: c.serveBin, broker: c.brokerBin}
-	t, err := startEdgeTarget(ctx, f, set, *config, "", 0)
+	t, err := startEdgeTarget(ctx, f, set, *config, "", 0, func(c *serveConfig) {
+		if c.Memory == nil {
+			c.Memory = &memoryConfig{}
+		}
+		c.Memory.SessionLimit = *sessionLimit
+	})
 	if err != nil {
 		return err
 	}
@@ -128,11 +139,13 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 		Binary: c.serveBin, Connections: *conns, Lost: held.Lost(), OpenS: openTime.Seconds(), Before: before, After: after,
 		RSSPer:        float64(after.RSS-before.RSS) / n,
 		HeapPer:       (float64(after.HeapInuse) - float64(before.HeapInuse)) / n,
+		LivePer:       (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / n,
 		StackPer:      (float64(after.StackInuse) - float64(before.StackInuse)) / n,
 		GoroutinesPer: float64(after.Goroutines-before.Goroutines) / n,
 		IdleCPU:       (cpu1 - cpu0).Seconds() / idleFor.Seconds(),
 	}
 	res.HeapStackPer = res.HeapPer + res.StackPer
+	res.LiveStackPer = res.LivePer + res.StackPer
 	prog.done(fmt.Sprintf("%s heap+stack per connection, idle CPU %.3f", kib(res.HeapStackPer), res.IdleCPU))
 
 	topicsDesc := "one topic each"
@@ -146,24 +159,26 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 		title: fmt.Sprintf("connections: %d idle producer connections (%s) on %s, measured %s after the last opened, idle CPU over %s",
 			*conns, topicsDesc, t.note, *settle, *idle),
 		header: []string{"connections", "open in", "producer sessions", "RSS before → after", "RSS per conn", "heap_inuse per conn",
-			"stack per conn", "heap + stack per conn", "goroutines per conn", "idle CPU", "lost"},
+			"live heap per conn", "stack per conn", "heap_inuse + stack per conn", "live heap + stack per conn", "goroutines per conn", "idle CPU", "lost"},
 	}
 	tb.add(count(int64(*conns)), openTime.Round(time.Millisecond).String(), count(after.Sessions),
-		mib(before.RSS)+" → "+mib(after.RSS), kib(res.RSSPer), kib(res.HeapPer), kib(res.StackPer), kib(res.HeapStackPer),
+		mib(before.RSS)+" → "+mib(after.RSS), kib(res.RSSPer), kib(res.HeapPer), kib(res.LivePer), kib(res.StackPer), kib(res.HeapStackPer), kib(res.LiveStackPer),
 		fmt.Sprintf("%.1f", res.GoroutinesPer), fmt.Sprintf("%.1f%% of a CPU", res.IdleCPU*100), count(res.Lost))
 	rep.tables = []*table{tb}
 	rep.notes = []string{
 		"Per-connection figures are the serve process's growth from before the first connection to after the idle",
-		"period, divided by the connections: RSS from /proc/PID/status, heap_inuse from /stats, goroutine stacks",
-		"from /stats or else /metrics (go_memstats_stack_inuse_bytes). heap_inuse is not taken after a forced",
-		"collection, so it includes garbage not yet collected. Idle CPU is the serve process's utime+stime over the",
-		"idle period per second of it. The latency floor is `sluice bench throughput -conns 1 -window 1`.",
+		"period, divided by the connections: RSS from /proc/PID/status, heap_inuse and the live heap (heap_alloc)",
+		"from /stats, goroutine stacks from /stats or else /metrics (go_memstats_stack_inuse_bytes), all read",
+		"after a forced collection (/stats?gc=1), so garbage left by the handshakes does not count; RSS still holds",
+		"the heap the collector freed and has not yet returned to the system. Idle CPU is the serve process's",
+		"utime+stime over the idle period per second of it. memory.session_limit is " + *sessionLimit + " (-session-limit).",
+		"The latency floor is `sluice bench throughput -conns 1 -window 1`.",
 	}
 	return c.emit(rep, env)
 }
 
 func sampleServeMemory(ctx context.Context, t *target) (memorySample, error) {
-	s, err := fetchStats(ctx, t.adminURL)
+	s, err := fetchStatsAt(ctx, t.adminURL, "/stats?gc=1")
 	if err != nil {
 		return memorySample{}, err
 	}
@@ -175,7 +190,7 @@ func sampleServeMemory(ctx context.Context, t *target) (memorySample, error) {
 	if err != nil {
 		return memorySample{}, err
 	}
-	return memorySample{RSS: st.RSS, HeapInuse: s.HeapInuse, StackInuse: stack, Goroutines: s.Goroutines, Sessions: s.Sessions["producer"]}, nil
+	return memorySample{RSS: st.RSS, HeapInuse: s.HeapInuse, HeapAlloc: s.HeapAlloc, StackInuse: stack, Goroutines: s.Goroutines, Sessions: s.Sessions["producer"]}, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -17,6 +17,7 @@ type serveConfig struct {
 type memoryConfig struct {
 	ProducerLimit string `yaml:"producer_limit,omitempty"`
 	ConsumerLimit string `yaml:"consumer_limit,omitempty"`
+	SessionLimit  string `yaml:"session_limit,omitempty"`
 }
 
 type pluginConfig struct {

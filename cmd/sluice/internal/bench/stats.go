@@ -92,7 +92,12 @@ func toInt(v any) int64 {
 
 // fetchStats reads adminURL/stats once ("http://127.0.0.1:PORT").
 func fetchStats(ctx context.Context, adminURL string) (*edgeStats, error) {
-	body, err := get(ctx, adminURL, "/stats")
+	return fetchStatsAt(ctx, adminURL, "/stats")
+}
+
+// fetchStatsAt reads the admin /stats at path (which may carry a query, such as gc=1).
+func fetchStatsAt(ctx context.Context, adminURL, path string) (*edgeStats, error) {
+	body, err := get(ctx, adminURL, path)
 	if err != nil {
 		return nil, err
 	}

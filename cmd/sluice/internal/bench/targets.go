@@ -147,10 +147,13 @@ func (b *binSet) brokerProc(ctx context.Context, f *fleet, retention int64) (*br
 }
 
 // startEdgeTarget starts the serve process of an edge kind for set b.
-func startEdgeTarget(ctx context.Context, f *fleet, b *binSet, kind, pluginPath string, retention int64) (*target, error) {
+func startEdgeTarget(ctx context.Context, f *fleet, b *binSet, kind, pluginPath string, retention int64, adjust ...func(*serveConfig)) (*target, error) {
 	cfg, note, embedded, err := edgeConfig(kind, pluginPath)
 	if err != nil {
 		return nil, err
+	}
+	for _, a := range adjust {
+		a(&cfg)
 	}
 	t := &target{name: kind + b.suffix(), kind: kind, bin: b.label, note: note}
 	brokerURL := ""

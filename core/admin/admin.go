@@ -32,6 +32,8 @@ type Source interface {
 	Routes() []*policy.Route
 	// Sessions are the open sessions, in the order they opened.
 	Sessions() []gateway.SessionInfo
+	// InFlight is, per route, the producer messages read and not yet acknowledged.
+	InFlight() map[string]int64
 	// PluginStates are the configured plugins' states; nil without plugins.
 	PluginStates() []plugins.State
 	// Readiness says whether the edge should be sent new sessions, and why not.
@@ -114,8 +116,9 @@ func New(src Source, m *Metrics, cfg Config, log *slog.Logger) *Admin {
 	return a
 }
 
-// Run samples the history and the per-session rates every SampleInterval until ctx ends. The
-// owner runs it on a goroutine of its own and waits for it.
+// Run samples the history every SampleInterval until ctx ends, and the per-session rates
+// while someone reads them (see sampler). The owner runs it on a goroutine of its own and
+// waits for it.
 func (a *Admin) Run(ctx context.Context) {
 	t := time.NewTicker(a.cfg.SampleInterval)
 	defer t.Stop()

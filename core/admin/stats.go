@@ -14,7 +14,6 @@ import (
 	"github.com/sluicehq/sluice/core/admission"
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/policy"
-	"github.com/sluicehq/sluice/core/wsapi"
 	"github.com/sluicehq/sluice/plugins"
 )
 
@@ -190,12 +189,7 @@ func (a *Admin) snapshot() Stats {
 		}
 		s.Plugins = append(s.Plugins, ps)
 	}
-	inflight := map[string]int64{}
-	for _, si := range a.src.Sessions() {
-		if si.Kind == wsapi.Producer {
-			inflight[si.Route] += si.InFlight
-		}
-	}
+	inflight := a.src.InFlight()
 	for _, r := range a.src.Routes() {
 		s.Routes = append(s.Routes, routeStats(g, r, states, inflight[r.Name()]))
 	}

@@ -205,6 +205,21 @@ func (g *Gateway) Sessions() []SessionInfo {
 	return out
 }
 
+// InFlight is, per route, the messages its producer sessions have read and not yet
+// acknowledged. It reads each gate and builds no session list: the admin sampler asks every
+// second, whatever the number of sessions.
+func (g *Gateway) InFlight() map[string]int64 {
+	out := map[string]int64{}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, t := range g.live {
+		if t.info.Kind == wsapi.Producer && t.gate != nil {
+			out[t.info.Route] += t.gate.Snapshot().Messages.Used
+		}
+	}
+	return out
+}
+
 // SessionCount is the number of open sessions.
 func (g *Gateway) SessionCount() int {
 	g.mu.Lock()

@@ -31,6 +31,14 @@ func (s *Server) Sessions() []gateway.SessionInfo {
 	return s.gw.Sessions()
 }
 
+// InFlight is, per route, the producer messages read and not yet acknowledged (admin.Source).
+func (s *Server) InFlight() map[string]int64 {
+	if s.gw == nil {
+		return nil
+	}
+	return s.gw.InFlight()
+}
+
 // PluginStates are the plugins' states, nil without plugins (admin.Source).
 func (s *Server) PluginStates() []plugins.State {
 	if s.plugins == nil {

@@ -228,7 +228,7 @@ func (p resource) covers(r wsapi.Resource) bool {
 		// Every topic of the namespace: the glob must end in ** after the namespace.
 		return len(p.segs) == len(ns)+1 && p.segs[len(ns)] == "**" && globMatch(p.segs[:len(ns)], ns)
 	}
-	name := append(ns, strings.Split(partitionedName(r.Topic), "/")...)
+	name := append(ns, strings.Split(wsapi.PartitionedTopic(r.Topic), "/")...)
 	return globMatch(p.segs, name)
 }
 
@@ -259,16 +259,3 @@ func segMatch(pat, seg string) bool {
 	return ok
 }
 
-// partitionedName is the partitioned topic a partition belongs to ("orders" for
-// "orders-partition-3"), or topic itself: Pulsar authorizes partitions as their topic.
-func partitionedName(topic string) string {
-	i := strings.LastIndex(topic, "-partition-")
-	if i <= 0 {
-		return topic
-	}
-	n := topic[i+len("-partition-"):]
-	if n == "" || strings.Trim(n, "0123456789") != "" {
-		return topic
-	}
-	return topic[:i]
-}

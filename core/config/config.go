@@ -61,8 +61,9 @@ type Config struct {
 	// Strategies bounds the calls the edge makes to every route's strategy.
 	Strategies Strategies `koanf:"strategies" json:"strategies"`
 	// Routes is the ordered route table: the first route whose Match
-	// matches the request path wins; a path no route matches is refused
-	// with 404. Zero (no routes) means one built-in route, "default",
+	// matches the topic a session accesses, in its canonical v2 path form
+	// (docs/security.md), wins; a topic no route matches is refused with
+	// 404. Zero (no routes) means one built-in route, "default",
 	// matching /ws/** with the hybrid strategy and on_full reject. Routes
 	// hot-reload.
 	Routes []Route `koanf:"routes" json:"routes"`
@@ -384,9 +385,11 @@ type Plugin struct {
 type Route struct {
 	// Name identifies the route in logs and metrics. Required and unique.
 	Name string `koanf:"name" json:"name"`
-	// Match is a path glob: "*" matches exactly one path segment, "**"
-	// zero or more segments, anything else is literal; a wildcard is a whole
-	// segment. Required; it starts with '/'.
+	// Match is a glob over the canonical v2 path of the topic accessed
+	// (/ws/v2/{kind}/{domain}/{tenant}/{ns}/{topic}[/{subscription}], whatever
+	// form the request used): "*" matches exactly one segment, "**" zero or
+	// more, anything else is literal; a wildcard is a whole segment.
+	// Required; it starts with '/'.
 	Match string `koanf:"match" json:"match"`
 	// Strategy names the strategy that sets this route's policy. Required.
 	Strategy StrategyRef `koanf:"strategy" json:"strategy"`

@@ -27,7 +27,8 @@ const ackHeadroom = 64
 // DefaultMaxOwedAckBytes bounds the bytes of the acks one producer session owes its client:
 // those waiting to be written and, by estimate, those of its messages in flight. A client that
 // does not read its acks makes the session stop reading its socket once this much is owed, so
-// it cannot grow the edge's heap; the session resumes below half. It also bounds the contexts
+// it cannot grow the edge's heap; the session resumes once a write brings it below the
+// bound. It also bounds the contexts
 // a session holds in flight.
 const DefaultMaxOwedAckBytes = 1 << 20
 

@@ -36,7 +36,9 @@ func (r Resource) Name() string {
 }
 
 // RouteSegments is the resource as the path segments routes match, in the v2 form of a
-// request path whatever form the client used:
+// request path whatever form the client used, and with a partition named as its partitioned
+// topic (orders for orders-partition-3), so that a partition is routed, and its roles are
+// checked, as the topic it belongs to:
 //
 //	ws v2 {kind} {domain} {tenant} {namespace…} {topic…} [{subscription}]
 //
@@ -50,7 +52,7 @@ func (r Resource) RouteSegments() []string {
 	if r.AnyTopic {
 		segs = append(segs, "")
 	} else {
-		segs = append(segs, strings.Split(r.Topic, "/")...)
+		segs = append(segs, strings.Split(PartitionedTopic(r.Topic), "/")...)
 	}
 	if r.Kind == Consumer {
 		segs = append(segs, r.Subscription)
@@ -149,4 +151,18 @@ func TopicResource(kind Kind, name string) (Resource, error) {
 	}
 	r.Kind = kind
 	return r, nil
+}
+
+// PartitionedTopic is the partitioned topic a partition belongs to ("orders" for
+// "orders-partition-3"), or topic itself. Pulsar authorizes a partition as its topic.
+func PartitionedTopic(topic string) string {
+	i := strings.LastIndex(topic, "-partition-")
+	if i <= 0 {
+		return topic
+	}
+	n := topic[i+len("-partition-"):]
+	if n == "" || strings.Trim(n, "0123456789") != "" {
+		return topic
+	}
+	return topic[:i]
 }

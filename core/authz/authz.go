@@ -258,4 +258,3 @@ func segMatch(pat, seg string) bool {
 	ok, _ := path.Match(pat, seg) // patterns were checked by parseResource
 	return ok
 }
-

@@ -127,7 +127,7 @@ func (c *Client) CreateProducer(ctx context.Context, o ProducerOptions) (*Produc
 		Name:  o.Name,
 		// No send timeout in the client library: its timeout goroutine keeps a closed producer
 		// (and its buffers) alive for up to the timeout, so churned sessions would pile up. The
-		// session answers timed-out sends itself (session.ProducerConfig.SendTimeout).
+		// session answers timed-out sends itself (session.ProducerGrant.SendTimeout).
 		SendTimeout:             -1,
 		DisableBlockIfQueueFull: true, // a full queue must fail a send, never block the session
 		MaxPendingMessages:      o.MaxPendingMessages,

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"runtime"
 	"strconv"
 	"strings"
@@ -293,4 +295,59 @@ func TestInvalidUTF8Closes1007(t *testing.T) {
 			t.Errorf("%s: read after invalid UTF-8: %v (code %d), want 1007", path, err, code)
 		}
 	}
+}
+
+// TestSessionPoolFullRefuses503: a handshake whose session does not fit memory.session_limit
+// is refused with 503 naming the key, for every kind, and the sessions already open go on;
+// once one closes, its memory admits the next (issue 9: connections count against memory).
+func TestSessionPoolFullRefuses503(t *testing.T) {
+	t.Parallel()
+	srv, base := edgetest.Start(t, "memory: { session_limit: 100KiB }\n")
+	first := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/pool-full-1")
+	used := srv.SessionPool().Snapshot().Edge.Used
+	if used <= 0 || used > 100<<10 {
+		t.Fatalf("one producer session charged %d bytes of a 100 KiB pool", used)
+	}
+	// Open producers until one is refused: the pool holds at most a few.
+	var refusedAt int
+	for i := 2; i <= 10 && refusedAt == 0; i++ {
+		c, resp, err := websocket.DefaultDialer.Dial(fmt.Sprintf("%s/ws/v2/producer/persistent/public/default/pool-full-%d", base, i), nil)
+		if err == nil {
+			t.Cleanup(func() { _ = c.Close() })
+			continue
+		}
+		if resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("producer %d: %v, want 503", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(body), "memory.session_limit") {
+			t.Errorf("503 body %q does not name memory.session_limit", body)
+		}
+		refusedAt = i
+	}
+	if refusedAt == 0 {
+		t.Fatal("ten producer sessions fit a 100 KiB session pool")
+	}
+	for _, path := range []string{"/ws/v2/consumer/persistent/public/default/pool-full-c/s", "/ws/v2/reader/persistent/public/default/pool-full-r"} {
+		if _, resp, err := websocket.DefaultDialer.Dial(base+path, nil); err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("%s with the pool full: %v, want 503", path, err)
+		}
+	}
+	// The open session still works.
+	if err := first.WriteMessage(websocket.TextMessage, []byte(`{"payload":"aGk="}`)); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, msg, err := first.ReadMessage(); err != nil || !strings.Contains(string(msg), `"result":"ok"`) {
+		t.Fatalf("ack on the open session: %s %v", msg, err)
+	}
+	_ = first.Close()
+	edgetest.WaitFor(t, 5*time.Second, "a closed session's memory admits the next", func() bool {
+		c, _, err := websocket.DefaultDialer.Dial(fmt.Sprintf("%s/ws/v2/producer/persistent/public/default/pool-full-%d", base, refusedAt), nil)
+		if err != nil {
+			return false
+		}
+		_ = c.Close()
+		return true
+	})
 }

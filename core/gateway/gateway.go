@@ -219,6 +219,7 @@ func (g *Gateway) start(t *tracked, run func(ctx context.Context)) {
 		g.mu.Unlock()
 		cancel()
 		run(ctx)
+		t.logClosed()
 		return
 	}
 	g.live[t.info.ID] = t
@@ -233,6 +234,7 @@ func (g *Gateway) start(t *tracked, run func(ctx context.Context)) {
 			g.mu.Unlock()
 		}()
 		run(ctx)
+		t.logClosed()
 	}()
 }
 

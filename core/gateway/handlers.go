@@ -52,10 +52,9 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 		grant.Release()
 		return
 	}
-	t := g.track(wsapi.Producer, h, ep, grant.Route, grant.Observer, grant.Gate, subscription{})
-	grant.Observer = t
+	t := g.track(wsapi.Producer, h, ep, grant.Route, grant.Gate, subscription{})
 	t.log = t.log.With("producer", p.Name())
-	g.start(t, func(ctx context.Context) { session.RunProducer(ctx, conn, p, grant, t.log) })
+	g.start(t, func(ctx context.Context) { session.RunProducer(ctx, conn, p, grant, &t.tally, t.log) })
 }
 
 // producerOptions are the broker-side producer's options: the client's parameters, with the
@@ -127,11 +126,10 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 		grant.Release()
 		return
 	}
-	t := g.track(wsapi.Consumer, h, ep, grant.Route, grant.Observer, grant.Gate,
+	t := g.track(wsapi.Consumer, h, ep, grant.Route, grant.Gate,
 		subscription{typ: string(params.SubscriptionType), mode: string(params.SubscriptionMode)})
-	grant.Observer = t
 	eot := g.consumerEndOfTopic(ep.TopicName(), c)
-	g.start(t, func(ctx context.Context) { session.RunConsumer(ctx, conn, c, grant, eot, t.log) })
+	g.start(t, func(ctx context.Context) { session.RunConsumer(ctx, conn, c, grant, eot, &t.tally, t.log) })
 }
 
 // consumerOptions are the broker-side consumer's options, from the client's parameters and
@@ -214,8 +212,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 		grant.Release()
 		return
 	}
-	t := g.track(wsapi.Reader, h, ep, grant.Route, grant.Observer, grant.Gate, subscription{})
-	grant.Observer = t
+	t := g.track(wsapi.Reader, h, ep, grant.Route, grant.Gate, subscription{})
 	topic := ep.TopicName()
 	eot := func(ctx context.Context, _ map[string]broker.MessageID) (bool, error) {
 		terminated, err := g.terminated(ctx, topic)
@@ -224,7 +221,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 		}
 		return !rd.HasNext(), nil
 	}
-	g.start(t, func(ctx context.Context) { session.RunReader(ctx, conn, rd, grant, eot, t.log) })
+	g.start(t, func(ctx context.Context) { session.RunReader(ctx, conn, rd, grant, eot, &t.tally, t.log) })
 }
 
 func (g *Gateway) terminated(ctx context.Context, topic string) (bool, error) {

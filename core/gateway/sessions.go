@@ -48,29 +48,22 @@ type SessionInfo struct {
 	HeldBytes int64 `json:"held_bytes"`
 }
 
-// tracked is one session as the gateway sees it: it wraps the session's observer (the
-// route) to count the session's own figures with atomics, forwards every outcome to the
-// route, and writes the session's open and close log lines. Nothing in it allocates per
-// message.
+// tracked is one open session as the gateway sees it: its description, its tally (which the
+// session counts into) and its open and close log lines. It is not on the session's path:
+// the session reports each outcome to its route and counts it in the tally itself.
 type tracked struct {
-	next   session.Observer
-	g      *Gateway
-	info   SessionInfo // the fixed part; the counters below are the rest
+	info   SessionInfo // the fixed part; the tally has the rest
 	gate   *admission.Gate
+	tally  session.Tally
 	log    *slog.Logger
 	cancel context.CancelFunc
 	// closing is why the edge closed the session ("" when it did not): set before cancel.
 	closing atomic.Pointer[string]
-
-	msgsIn, bytesIn, msgsOut, bytesOut, failed atomic.Int64
 }
 
-var _ session.Observer = (*tracked)(nil)
-
-// track registers a session about to start and returns its observer, which the session's
-// grant carries in place of the route.
-func (g *Gateway) track(kind wsapi.Kind, h session.Handshake, ep wsapi.Endpoint, route string, next session.Observer, gate *admission.Gate, sub subscription) *tracked {
-	t := &tracked{next: next, g: g, gate: gate}
+// track describes a session about to start.
+func (g *Gateway) track(kind wsapi.Kind, h session.Handshake, ep wsapi.Endpoint, route string, gate *admission.Gate, sub subscription) *tracked {
+	t := &tracked{gate: gate}
 	t.info = SessionInfo{
 		ID:               g.nextID.Add(1),
 		Kind:             kind,
@@ -98,21 +91,19 @@ func (g *Gateway) track(kind wsapi.Kind, h session.Handshake, ep wsapi.Endpoint,
 // subscription is a consumer's subscription type and mode, for proxy-stats.
 type subscription struct{ typ, mode string }
 
-// SessionOpened implements session.Observer. The open line is written by start.
-func (t *tracked) SessionOpened(kind wsapi.Kind) { t.next.SessionOpened(kind) }
-
-// SessionClosed implements session.Observer: the session's close line, with its figures.
-func (t *tracked) SessionClosed(kind wsapi.Kind, code int) {
-	t.next.SessionClosed(kind, code)
+// logClosed writes the session's close line, with its figures, once it has ended.
+func (t *tracked) logClosed() {
+	code := t.tally.CloseCode()
+	c := t.tally.Counts()
 	attrs := make([]slog.Attr, 0, 8)
 	attrs = append(attrs,
 		slog.Duration("duration", time.Since(t.info.Opened)),
-		slog.Int64("messages_in", t.msgsIn.Load()),
-		slog.Int64("messages_out", t.msgsOut.Load()))
-	if kind == wsapi.Producer {
-		attrs = append(attrs, slog.Int64("bytes_in", t.bytesIn.Load()), slog.Int64("failed", t.failed.Load()))
+		slog.Int64("messages_in", c.MessagesIn),
+		slog.Int64("messages_out", c.MessagesOut))
+	if t.info.Kind == wsapi.Producer {
+		attrs = append(attrs, slog.Int64("bytes_in", c.BytesIn), slog.Int64("failed", c.Failed))
 	} else {
-		attrs = append(attrs, slog.Int64("bytes_out", t.bytesOut.Load()))
+		attrs = append(attrs, slog.Int64("bytes_out", c.BytesOut))
 	}
 	attrs = append(attrs, slog.Int("close_code", code), slog.String("close_reason", t.closeReason(code)))
 	t.log.LogAttrs(context.Background(), slog.LevelInfo, "session closed", attrs...)
@@ -143,39 +134,11 @@ func (t *tracked) closeReason(code int) string {
 	return "close code " + strconv.Itoa(code)
 }
 
-// Published implements session.Observer.
-func (t *tracked) Published(r session.Result, n int, latency time.Duration) {
-	t.msgsIn.Add(1)
-	t.bytesIn.Add(int64(n))
-	t.msgsOut.Add(1) // its ack
-	if r != session.ResultOK {
-		t.failed.Add(1)
-	}
-	t.next.Published(r, n, latency)
-}
-
-// Paused implements session.Observer.
-func (t *tracked) Paused(d time.Duration) { t.next.Paused(d) }
-
-// Delivered implements session.Observer.
-func (t *tracked) Delivered(n int, redelivered bool) {
-	t.msgsOut.Add(1)
-	t.bytesOut.Add(int64(n))
-	t.next.Delivered(n, redelivered)
-}
-
-// Acknowledged implements session.Observer.
-func (t *tracked) Acknowledged(negative bool) {
-	t.msgsIn.Add(1)
-	t.next.Acknowledged(negative)
-}
-
 // snapshot is the session's description with its figures now.
 func (t *tracked) snapshot() SessionInfo {
 	s := t.info
-	s.MessagesIn, s.BytesIn = t.msgsIn.Load(), t.bytesIn.Load()
-	s.MessagesOut, s.BytesOut = t.msgsOut.Load(), t.bytesOut.Load()
-	s.Failed = t.failed.Load()
+	c := t.tally.Counts()
+	s.MessagesIn, s.BytesIn, s.MessagesOut, s.BytesOut, s.Failed = c.MessagesIn, c.BytesIn, c.MessagesOut, c.BytesOut, c.Failed
 	if t.gate != nil {
 		gs := t.gate.Snapshot()
 		s.HeldBytes = gs.Bytes.Used

@@ -37,9 +37,11 @@ const maxIDCache = 10000
 
 // RunConsumer serves one consumer socket under g until the client goes away or ctx ends. It
 // owns conn and c and closes both before returning, then releases g; unacknowledged messages
-// are then redelivered by the broker. eot answers isEndOfTopic; nil answers false.
-func RunConsumer(ctx context.Context, conn *wsconn.Conn, c *broker.Consumer, g ConsumerGrant, eot EndOfTopic, log *slog.Logger) {
+// are then redelivered by the broker. eot answers isEndOfTopic; nil answers false. The
+// session counts its figures into tally (nil: not counted), as RunProducer does.
+func RunConsumer(ctx context.Context, conn *wsconn.Conn, c *broker.Consumer, g ConsumerGrant, eot EndOfTopic, tally *Tally, log *slog.Logger) {
 	defer g.Release()
+	g.Observer = withTally(g.Observer, tally)
 	s := newDeliverySession(conn, g, eot, log)
 	s.consumer = c
 	g.Observer.SessionOpened(wsapi.Consumer)
@@ -49,8 +51,9 @@ func RunConsumer(ctx context.Context, conn *wsconn.Conn, c *broker.Consumer, g C
 
 // RunReader serves one reader socket under g until the client goes away or ctx ends. It owns
 // conn and r and closes both before returning, then releases g.
-func RunReader(ctx context.Context, conn *wsconn.Conn, r *broker.Reader, g ConsumerGrant, eot EndOfTopic, log *slog.Logger) {
+func RunReader(ctx context.Context, conn *wsconn.Conn, r *broker.Reader, g ConsumerGrant, eot EndOfTopic, tally *Tally, log *slog.Logger) {
 	defer g.Release()
+	g.Observer = withTally(g.Observer, tally)
 	g.PullMode = false
 	s := newDeliverySession(conn, g, eot, log)
 	g.Observer.SessionOpened(wsapi.Reader)

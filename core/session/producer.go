@@ -109,9 +109,11 @@ func (r *record) free() {
 // RunProducer serves one producer socket under g until the client goes away or ctx ends. It
 // owns conn and p and closes both before returning, then releases g. Every message read from
 // the socket gets exactly one ack, ok or error, unless the socket closes first; messages
-// already handed to the broker are still sent and their outcome logged.
-func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g ProducerGrant, log *slog.Logger) {
+// already handed to the broker are still sent and their outcome logged. The session counts
+// its figures into tally (nil: not counted) as it reports them to g's observer.
+func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g ProducerGrant, tally *Tally, log *slog.Logger) {
 	defer g.Release()
+	g.Observer = withTally(g.Observer, tally)
 	g.Observer.SessionOpened(wsapi.Producer)
 	s := &producerSession{
 		conn: conn,

@@ -1,0 +1,77 @@
+package session
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/core/wsapi"
+)
+
+// Tally is one session's own figures, for the admin views of open sessions (/sessions and
+// Pulsar's proxy-stats) and for its close line: what its client sent and was sent, and the
+// code it ended with. The session counts into it, with atomics and no allocation, beside
+// each outcome it reports to its route; the gateway, which lists open sessions, reads it.
+type Tally struct {
+	msgsIn, bytesIn, msgsOut, bytesOut, failed atomic.Int64
+	closeCode                                  atomic.Int64
+}
+
+// Counts are a Tally's figures at one moment. MessagesIn and BytesIn are what the client
+// sent: a producer's message frames (with their bytes), a consumer's acks and negative acks
+// (bytes not counted). MessagesOut and BytesOut are what the edge sent: a consumer's or
+// reader's message frames (with their bytes), a producer's acks (bytes not counted). Failed
+// counts a producer's messages answered with an error ack.
+type Counts struct {
+	MessagesIn, BytesIn, MessagesOut, BytesOut, Failed int64
+}
+
+// Counts returns the figures now.
+func (t *Tally) Counts() Counts {
+	return Counts{MessagesIn: t.msgsIn.Load(), BytesIn: t.bytesIn.Load(), MessagesOut: t.msgsOut.Load(),
+		BytesOut: t.bytesOut.Load(), Failed: t.failed.Load()}
+}
+
+// CloseCode is the code the session ended with (0 while it runs, or when the connection
+// ended without a close frame).
+func (t *Tally) CloseCode() int { return int(t.closeCode.Load()) }
+
+// tallied is the observer a session reports to: it counts each outcome in the session's
+// tally and forwards it to the route's observer.
+type tallied struct {
+	Observer
+	t *Tally
+}
+
+// withTally returns route's observer counting into t, or route itself when t is nil.
+func withTally(route Observer, t *Tally) Observer {
+	if t == nil {
+		return route
+	}
+	return tallied{Observer: route, t: t}
+}
+
+func (o tallied) Published(r Result, n int, latency time.Duration) {
+	o.t.msgsIn.Add(1)
+	o.t.bytesIn.Add(int64(n))
+	o.t.msgsOut.Add(1) // its ack
+	if r != ResultOK {
+		o.t.failed.Add(1)
+	}
+	o.Observer.Published(r, n, latency)
+}
+
+func (o tallied) Delivered(n int, redelivered bool) {
+	o.t.msgsOut.Add(1)
+	o.t.bytesOut.Add(int64(n))
+	o.Observer.Delivered(n, redelivered)
+}
+
+func (o tallied) Acknowledged(negative bool) {
+	o.t.msgsIn.Add(1)
+	o.Observer.Acknowledged(negative)
+}
+
+func (o tallied) SessionClosed(kind wsapi.Kind, code int) {
+	o.t.closeCode.Store(int64(code))
+	o.Observer.SessionClosed(kind, code)
+}

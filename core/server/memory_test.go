@@ -209,12 +209,13 @@ websocket: { max_text_message_size: 4MiB, max_properties: 100000, max_properties
 	})
 }
 
-// Connect, publish, close, 5,000 times: within 2 s of the last close the goroutines and the
-// heap are back to where they started (issue 9: each closed session lingered ~30 s, and churn
-// reached 28,000 goroutines).
+// Connect, publish, close, over 5,000 times, with a consumer and a reader opened and closed
+// for every three producers: within 2 s of the last close the goroutines and the heap are
+// back to where they started (issue 9: each closed session lingered ~30 s, and churn reached
+// 28,000 goroutines).
 func TestSessionChurnReleasesEverything(t *testing.T) {
 	srv, base := edgetest.Start(t, "")
-	const cycles, parallel = 5000, 8
+	const cycles, parallel = 8400, 8 // 5,040 producers, 1,680 consumers, 1,680 readers
 	warm := func(n int) {
 		var wg sync.WaitGroup
 		next := make(chan int)
@@ -223,7 +224,14 @@ func TestSessionChurnReleasesEverything(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := range next {
-					churnOnce(t, base, i)
+					switch i % 5 {
+					case 3:
+						churnReadOnce(t, base+"/ws/v2/consumer/persistent/public/default/churn-"+strconv.Itoa(i%50)+"/churn-sub?subscriptionType=Shared")
+					case 4:
+						churnReadOnce(t, base+"/ws/v2/reader/persistent/public/default/churn-"+strconv.Itoa(i%50))
+					default:
+						churnOnce(t, base, i)
+					}
 				}
 			}()
 		}
@@ -253,6 +261,23 @@ func TestSessionChurnReleasesEverything(t *testing.T) {
 	}
 	if used := srv.SessionPool().Snapshot().Edge.Used; used != 0 {
 		t.Errorf("session pool holds %d bytes with no session open", used)
+	}
+}
+
+// churnReadOnce opens a consumer or reader at url and closes it as a client does.
+func churnReadOnce(t *testing.T, url string) {
+	c, _, err := websocket.DefaultDialer.Dial(url, nil)
+	if err != nil {
+		t.Errorf("dial: %v", err)
+		return
+	}
+	defer c.Close()
+	_ = c.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		if _, _, err := c.ReadMessage(); err != nil {
+			return // the edge's close, after any message it was writing
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -318,6 +319,10 @@ func TestInvalidUTF8Closes1007(t *testing.T) {
 		_, _, err := c.ReadMessage()
 		if code := edgetest.CloseCode(err); code != websocket.CloseInvalidFramePayloadData {
 			t.Errorf("%s: read after invalid UTF-8: %v (code %d), want 1007", path, err, code)
+		}
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) && !strings.Contains(strings.ToLower(ce.Text), "utf-8") {
+			t.Errorf("%s: 1007 with reason %q, want one naming UTF-8", path, ce.Text)
 		}
 	}
 }

@@ -102,6 +102,9 @@ routes:
 			if got != tc.want {
 				t.Errorf("status %d (%s), want %d", got, strings.TrimSpace(body), tc.want)
 			}
+			if tc.want == 400 && !strings.Contains(body, "missing closing )") {
+				t.Errorf("400 body %q does not carry the regex parse error", body)
+			}
 		})
 	}
 }

@@ -97,17 +97,30 @@ websocket: { max_context_size: 2MiB, max_text_message_size: 4MiB }
 // hold the session's bound, and cannot grow the heap (issue 9: three such clients added
 // 275 MiB of heap in 8 s with the pool near zero).
 func TestClientNotReadingAcksPaused(t *testing.T) {
+	ctx := strings.Repeat("c", 256<<10)
+	for name, payload := range map[string]string{
+		"ok acks":    base64.StdEncoding.EncodeToString([]byte("x")),
+		"error acks": "not base64!", // each frame is answered at once with an error ack
+	} {
+		t.Run(name, func(t *testing.T) {
+			frame, err := json.Marshal(map[string]any{"payload": payload, "context": ctx})
+			if err != nil {
+				t.Fatal(err)
+			}
+			testNotReadingAcks(t, frame)
+		})
+	}
+}
+
+// testNotReadingAcks runs clients that send frame and never read: each must be paused, its
+// session holding at most its bound of acks owed.
+func testNotReadingAcks(t *testing.T, frame []byte) {
 	srv, base := edgetest.Start(t, `
 memory: { producer_limit: 512MiB }
 websocket: { max_context_size: 300KiB, write_timeout: 1m }
 `)
 	before := liveHeap()
 	const clients = 3
-	ctx := strings.Repeat("c", 256<<10)
-	frame, err := json.Marshal(map[string]any{"payload": base64.StdEncoding.EncodeToString([]byte("x")), "context": ctx})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var wg sync.WaitGroup
 	blocked := make(chan int, clients)
 	for c := range clients {

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +19,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/sluicehq/sluice/core/broker/embedded"
 )
 
 // process is `sluice serve` running as a subprocess: the test binary running main.
@@ -382,6 +387,7 @@ func TestSIGHUPReloads(t *testing.T) {
 	}
 	// Let the file watcher take its first look, so that what follows is SIGHUP's doing.
 	time.Sleep(300 * time.Millisecond)
+	loadedAtStart := lastReloadSuccess(t, p.admin)
 	write("  - { name: second, match: /ws/**, strategy: { name: count } }\nlog: { level: debug }\n")
 	p.signal(t, syscall.SIGHUP)
 	// Faster than the file watcher, which waits for a changed file to settle for a second.
@@ -392,6 +398,10 @@ func TestSIGHUPReloads(t *testing.T) {
 	waitUntil(t, 900*time.Millisecond, "the new log level applied", func() bool {
 		return strings.Contains(p.stderr.String(), `msg="log level changed" level=DEBUG`)
 	})
+	reloaded := lastReloadSuccess(t, p.admin)
+	if !(reloaded > loadedAtStart) {
+		t.Errorf("sluice_config_last_reload_success_timestamp_seconds %v after the reload, want later than at start (%v)", reloaded, loadedAtStart)
+	}
 	write("  - { name: broken, match: /ws/**, strategy: { name: nosuch } }\n")
 	p.signal(t, syscall.SIGHUP)
 	waitUntil(t, 900*time.Millisecond, "the failed reload counted", func() bool {
@@ -412,6 +422,9 @@ func TestSIGHUPReloads(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	if got := lastReloadSuccess(t, p.admin); got != reloaded {
+		t.Errorf("sluice_config_last_reload_success_timestamp_seconds %v after a failed reload, want it left at %v", got, reloaded)
+	}
 	p.signal(t, syscall.SIGTERM)
 	if code := p.wait(t, 20*time.Second); code != 0 {
 		t.Errorf("exit status %d", code)
@@ -419,8 +432,8 @@ func TestSIGHUPReloads(t *testing.T) {
 }
 
 // SIGUSR2 (lame duck) closes the sessions one at a time over lame_duck_duration, each with
-// 1001, then the process exits. (Producers: a consumer or reader session closed by the edge
-// can miss its 1001 today, a race in core/session's delivery loop noted in issue 14.)
+// 1001, then the process exits. (Producers here; TestDrainClosesConsumersAndReaders covers
+// consumers and readers.)
 func TestSIGUSR2LameDuck(t *testing.T) {
 	t.Parallel()
 	p := startProcess(t, shutdownConfig(t, "shutdown: { lame_duck_duration: 2s }\n"))
@@ -467,6 +480,26 @@ func TestSIGUSR2LameDuck(t *testing.T) {
 	}
 }
 
+var lastReloadRE = regexp.MustCompile(`(?m)^sluice_config_last_reload_success_timestamp_seconds (\S+)$`)
+
+// lastReloadSuccess reads sluice_config_last_reload_success_timestamp_seconds from /metrics.
+func lastReloadSuccess(t *testing.T, addr string) float64 {
+	t.Helper()
+	_, body, err := get(addr, "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := lastReloadRE.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatal("/metrics lacks sluice_config_last_reload_success_timestamp_seconds")
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // drainAcks yields the acks already read (the reader sends every ack before the end).
 func drainAcks(acks <-chan wsAck) <-chan wsAck {
 	out := make(chan wsAck, cap(acks))
@@ -488,4 +521,183 @@ func websocketCode(err error) int {
 		return ce.Code
 	}
 	return -1
+}
+
+// wsMessage is a consumer's or reader's message frame.
+type wsMessage struct {
+	MessageID string `json:"messageId"`
+	Payload   string `json:"payload"`
+}
+
+// readMessages reads n message frames from c, failing the test on any error.
+func readMessages(t *testing.T, c *websocket.Conn, n int) []wsMessage {
+	t.Helper()
+	out := make([]wsMessage, 0, n)
+	for range n {
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		var m wsMessage
+		if err := c.ReadJSON(&m); err != nil {
+			t.Fatalf("message %d of %d: %v", len(out), n, err)
+		}
+		out = append(out, m)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	return out
+}
+
+// payloadOf decodes a message frame's payload.
+func payloadOf(t *testing.T, m wsMessage) string {
+	t.Helper()
+	b, err := base64.StdEncoding.DecodeString(m.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// publishWS sends payloads through a producer session on addr and waits for their ok acks.
+func publishWS(t *testing.T, addr, topic string, payloads ...string) {
+	t.Helper()
+	c, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/ws/v2/producer/persistent/public/default/"+topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i, p := range payloads {
+		m := map[string]string{"payload": base64.StdEncoding.EncodeToString([]byte(p)), "context": strconv.Itoa(i)}
+		if err := c.WriteJSON(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range payloads {
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		var a wsAck
+		if err := c.ReadJSON(&a); err != nil || a.Result != "ok" {
+			t.Fatalf("publish to %s: %+v %v", topic, a, err)
+		}
+	}
+}
+
+// consumerAcks is the consumer acks /stats counts over every route.
+func consumerAcks(addr string) int64 {
+	_, body, err := get(addr, "/stats")
+	if err != nil {
+		return -1
+	}
+	var st struct {
+		Routes []struct {
+			Consumer struct {
+				Acks int64 `json:"acks"`
+			} `json:"consumer"`
+		} `json:"routes"`
+	}
+	if json.Unmarshal([]byte(body), &st) != nil {
+		return -1
+	}
+	var n int64
+	for _, r := range st.Routes {
+		n += r.Consumer.Acks
+	}
+	return n
+}
+
+// Consumers and readers are closed with 1001 by a drain (SIGTERM) and in lame-duck mode
+// (SIGUSR2), like producers. A consumer with messages delivered and not yet acknowledged
+// loses nothing: against a broker that outlives the edge, the next edge's consumer on the
+// same subscription gets exactly the unacknowledged messages again, and none of those the
+// first consumer acknowledged before the signal.
+func TestDrainClosesConsumersAndReaders(t *testing.T) {
+	t.Parallel()
+	for name, sig := range map[string]syscall.Signal{"SIGTERM drain": syscall.SIGTERM, "SIGUSR2 lame duck": syscall.SIGUSR2} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b, err := embedded.New(embedded.Config{Addr: "127.0.0.1:0"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Close() })
+			file := writeFile(t, t.TempDir(), "sluice.yaml", fmt.Sprintf(`
+listen: "127.0.0.1:0"
+admin_listen: "127.0.0.1:0"
+log: { format: json }
+broker: { url: %q }
+shutdown: { lame_duck_duration: 1s }
+`, b.ServiceURL()))
+			topic := "consumers-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+			const n, acked = 10, 6
+			payloads := make([]string, n)
+			for i := range payloads {
+				payloads[i] = "m-" + strconv.Itoa(i)
+			}
+
+			p := startProcess(t, file)
+			cons, _, err := websocket.DefaultDialer.Dial("ws://"+p.addr+"/ws/v2/consumer/persistent/public/default/"+topic+"/sub", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cons.Close() })
+			rdr, _, err := websocket.DefaultDialer.Dial("ws://"+p.addr+"/ws/v2/reader/persistent/public/default/"+topic+"?messageId=earliest", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = rdr.Close() })
+			publishWS(t, p.addr, topic, payloads...)
+			got := readMessages(t, cons, n)
+			for _, m := range got[:acked] {
+				if err := cons.WriteJSON(map[string]string{"messageId": m.MessageID}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if r := readMessages(t, rdr, n); payloadOf(t, r[n-1]) != payloads[n-1] {
+				t.Fatalf("reader's last message %q, want %q", payloadOf(t, r[n-1]), payloads[n-1])
+			}
+			waitUntil(t, 10*time.Second, "the consumer's acks counted", func() bool { return consumerAcks(p.admin) == acked })
+
+			p.signal(t, sig)
+			for what, c := range map[string]*websocket.Conn{"consumer": cons, "reader": rdr} {
+				_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+				_, data, err := c.ReadMessage()
+				if code := websocketCode(err); code != websocket.CloseGoingAway {
+					t.Errorf("%s after %s: %v (frame %q), want a 1001 close", what, name, err, data)
+				}
+			}
+			if code := p.wait(t, 20*time.Second); code != 0 {
+				t.Errorf("exit status %d", code)
+			}
+
+			// The next edge: the unacknowledged messages come again, the acknowledged do not;
+			// a message published after them marks the end.
+			next := startProcess(t, file)
+			again, _, err := websocket.DefaultDialer.Dial("ws://"+next.addr+"/ws/v2/consumer/persistent/public/default/"+topic+"/sub", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = again.Close() })
+			publishWS(t, next.addr, topic, "end")
+			var redelivered []string
+			for len(redelivered) <= n {
+				m := readMessages(t, again, 1)[0]
+				body := payloadOf(t, m)
+				if body == "end" {
+					break
+				}
+				redelivered = append(redelivered, body)
+				_ = again.WriteJSON(map[string]string{"messageId": m.MessageID})
+			}
+			sort.Strings(redelivered)
+			var want []string
+			for _, m := range got[acked:] {
+				want = append(want, payloadOf(t, m))
+			}
+			sort.Strings(want)
+			if strings.Join(redelivered, ",") != strings.Join(want, ",") {
+				t.Errorf("redelivered after the restart: %v, want exactly the unacknowledged %v", redelivered, want)
+			}
+			next.signal(t, syscall.SIGTERM)
+			next.wait(t, 20*time.Second)
+		})
+	}
 }

@@ -216,7 +216,7 @@ var (
 	poolReserved = poolDesc("sluice_pool_reserved_bytes", "Bytes reserved: for the edge layer the routes' reservations together, for a route its own.")
 	poolWaiters  = poolDesc("sluice_pool_waiters", "Sessions waiting on an admission layer now (paused producers, consumers waiting for room).")
 	poolPaused   = poolDesc("sluice_pool_paused", "1 while an admission layer holds its waiters back until usage falls to its low watermark.")
-	poolAdmitted = poolDesc("sluice_pool_admitted_total", "Charges admitted through an admission layer.")
+	poolAdmitted = poolDesc("sluice_pool_admitted_total", "Charges admitted through an admission layer (not the error acks held for rejected messages).")
 	poolRejected = poolDesc("sluice_pool_rejected_total", "Charges an admission layer refused at once (on_full: reject).")
 	poolWaited   = poolDesc("sluice_pool_waited_total", "Charges that had to wait for an admission layer (on_full: pause, and consumers).")
 	poolTimedOut = poolDesc("sluice_pool_timed_out_total", "Waits on an admission layer that ran out of time (max_pause).")

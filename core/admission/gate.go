@@ -211,14 +211,16 @@ func (g *Gate) TryHold(n int64) (*Charge, error) {
 // Hold charges n bytes against every layer without checking any limit and without counting a
 // message. It accounts for memory the edge already holds and cannot refuse, such as an error
 // ack waiting to be written: usage then shows what is held, and later charges see it. The
-// caller bounds what it holds this way.
+// caller bounds what it holds this way. A hold is not counted as admitted: nothing was
+// asked of the limits, and an error ack held for each rejected message would otherwise
+// count the rejection as an admission too.
 func (g *Gate) Hold(n int64) *Charge {
 	if n < 0 {
 		n = 0
 	}
 	p := g.p
 	p.mu.Lock()
-	p.commit(g, n, 0)
+	p.take(g, n, 0)
 	p.mu.Unlock()
 	return &Charge{g: g, n: n}
 }
@@ -378,18 +380,23 @@ func (p *Pool) check(g *Gate, n, msgs int64, wait bool) verdict {
 	return admit
 }
 
-// commit takes the charge on every layer. Must hold p.mu.
+// commit takes an admitted charge on every layer and counts it. Must hold p.mu.
 func (p *Pool) commit(g *Gate, n, msgs int64) {
+	p.take(g, n, msgs)
+	p.stats.admitted++
+	g.r.stats.admitted++
+	g.msgStats.admitted++
+	g.byteStats.admitted++
+}
+
+// take adds a charge's bytes and messages to every layer's usage. Must hold p.mu.
+func (p *Pool) take(g *Gate, n, msgs int64) {
 	r := g.r
 	p.shared += r.overflow(r.used+n) - r.overflow(r.used)
 	p.used += n
 	r.used += n
 	g.msgs += msgs
 	g.bytes += n
-	p.stats.admitted++
-	r.stats.admitted++
-	g.msgStats.admitted++
-	g.byteStats.admitted++
 }
 
 // release returns a charge to every layer, unpauses layers that fell to their

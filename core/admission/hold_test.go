@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Hold charges bytes whatever the limits, without a message; what it holds counts against
-// later charges and returns on Release.
+// Hold charges bytes whatever the limits, without a message and without counting an
+// admission; what it holds counts against later charges and returns on Release.
 func TestHoldIgnoresLimitsAndCountsNoMessage(t *testing.T) {
 	t.Parallel()
 	p, r, g := chain(t, PoolConfig{Limit: 100}, RouteConfig{Cap: 80}, GateConfig{MaxMessages: 1, MaxBytes: 50})
@@ -20,6 +20,9 @@ func TestHoldIgnoresLimitsAndCountsNoMessage(t *testing.T) {
 	}
 	if s := g.Snapshot(); s.Messages.Used != 0 || s.Bytes.Used != 500 {
 		t.Fatalf("gate %+v, want 0 messages and 500 bytes", s)
+	}
+	if s := p.Snapshot(); s.Edge.Admitted != 0 || s.Routes[0].Admitted != 0 || g.Snapshot().Bytes.Admitted != 0 {
+		t.Fatalf("a hold counted as admitted: %+v, gate %+v", s, g.Snapshot())
 	}
 	le := mustRefuse(t, g, 1)
 	if le.Layer != LayerEdge {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -127,12 +129,14 @@ func countResults(acks []ack) map[string]int {
 	return m
 }
 
-// The metrics after a scripted workload: producers with acks, rejects and pauses, consumers
-// with acks, a nack and its redelivery, a slow consumer closed, a refused handshake, and a
-// plugin killed and restarted. /stats reports the same numbers.
+// The metrics after a scripted workload: producers with acks, rejects and pauses (at a
+// producer gate and at a route pool), consumers with acks, a nack and its redelivery, a slow
+// consumer closed, a refused handshake, and a plugin killed and restarted. /stats reports the
+// same numbers.
 func TestMetricsAfterWorkload(t *testing.T) {
 	t.Parallel()
 	uniq := strconv.FormatInt(time.Now().UnixNano(), 10)
+	started := time.Now()
 	srv, base := edgetest.Start(t, fmt.Sprintf(`
 memory: { session_limit: 0 }
 plugins:
@@ -155,6 +159,14 @@ routes:
     match: /ws/v2/*/persistent/public/slow/**
     strategy: { name: bytes }
     slow_consumer: { action: close, timeout: 1s }
+  - name: cap
+    match: /ws/v2/*/persistent/public/cap/**
+    strategy: { name: bytes, params: { route_limit: 4KiB, reserve: 1KiB } }
+  - name: cappause
+    match: /ws/v2/*/persistent/public/cappause/**
+    strategy: { name: bytes, params: { route_limit: 4KiB } }
+    on_full: pause
+    max_pause: 400ms
   - name: all
     match: /ws/**
     strategy: { name: bytes }
@@ -180,6 +192,22 @@ routes:
 	if got := collect(tacks, 1, 10*time.Second); len(got) != 1 || got[0].Result == "ok" {
 		t.Fatalf("send timeout ack: %+v", got)
 	}
+	// At a route pool (byte limits are soft by one message): of 3 messages of 8 KiB against
+	// 4 KiB, the first is admitted and the other two rejected, or, pausing, each waits
+	// max_pause and times out.
+	kp := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/cap/t-"+uniq)
+	kacks := readAcks(kp, 3)
+	writeN(t, kp, 3, 8<<10)
+	kearly := collect(kacks, 2, 10*time.Second)
+	kpp := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/cappause/t-"+uniq)
+	kpacks := readAcks(kpp, 3)
+	writeN(t, kpp, 3, 8<<10)
+	edgetest.WaitFor(t, 10*time.Second, "a producer waiting on the cappause route pool", func() bool {
+		mfs := scrape(t, ah)
+		return metric(mfs, "sluice_pool_waiters", "pool", "producer", "layer", "route", "route", "cappause") == 1 &&
+			metric(mfs, "sluice_pool_paused", "pool", "producer", "layer", "route", "route", "cappause") == 1
+	})
+	kpearly := collect(kpacks, 2, 10*time.Second)
 	faults.ReleaseReceipts()
 	rall := append(early, collect(racks, 10-len(early), 10*time.Second)...)
 	pall := append(pearly, collect(packs, 3-len(pearly), 10*time.Second)...)
@@ -189,18 +217,32 @@ routes:
 	if got := countResults(pall); got["ok"] != 1 || got["send-error:8"] != 2 {
 		t.Fatalf("pause route acks: %v, want 1 ok and 2 rejected after pausing", got)
 	}
+	for name, got := range map[string][]ack{
+		"cap":      append(kearly, collect(kacks, 3-len(kearly), 10*time.Second)...),
+		"cappause": append(kpearly, collect(kpacks, 3-len(kpearly), 10*time.Second)...),
+	} {
+		if n := countResults(got); n["ok"] != 1 || n["send-error:8"] != 2 {
+			t.Fatalf("%s route acks: %v, want 1 ok and 2 rejected", name, n)
+		}
+	}
 
 	// A consumer acks 20 messages and nacks one, which is redelivered.
 	ctopic := "public/default/c-" + uniq
 	cc := edgetest.Dial(t, base+"/ws/v2/consumer/persistent/"+ctopic+"/sub?negativeAckRedeliveryDelay=50")
 	publish(t, base, ctopic, 20, 100, "m")
 	nacked := false
+	ccBytes := 0 // the message frames' bytes the consumer read
 	for got := 0; got < 21; got++ {
 		_ = cc.SetReadDeadline(time.Now().Add(20 * time.Second))
 		var m consumerMsg
-		if err := cc.ReadJSON(&m); err != nil {
+		_, data, err := cc.ReadMessage()
+		if err == nil {
+			err = json.Unmarshal(data, &m)
+		}
+		if err != nil {
 			t.Fatalf("consumer read %d: %v", got, err)
 		}
+		ccBytes += len(data)
 		typ := "ack"
 		if !nacked {
 			typ, nacked = "negativeAcknowledge", true
@@ -246,6 +288,12 @@ routes:
 	_ = pp.Close()
 	_ = tp.Close()
 	_ = cc.Close()
+	_ = kp.Close()
+	_ = kpp.Close()
+	edgetest.WaitFor(t, 10*time.Second, "the cap and cappause sessions closed", func() bool {
+		mfs := scrape(t, ah)
+		return metric(mfs, "sluice_sessions_open", "route", "cap") == 0 && metric(mfs, "sluice_sessions_open", "route", "cappause") == 0
+	})
 	edgetest.WaitFor(t, 10*time.Second, "the rej, pause and plugged sessions closed", func() bool {
 		mfs := scrape(t, ah)
 		return metric(mfs, "sluice_sessions_open", "route", "rej") == 0 && metric(mfs, "sluice_sessions_open", "route", "pause") == 0 &&
@@ -287,6 +335,33 @@ routes:
 		{"sluice_ready", nil, 1},
 		{"sluice_broker_up", nil, 1},
 		{"sluice_embedded_broker_messages_stored_total", nil, -1},
+		// The route pools' counters: each admitted message is one charge on its route; a
+		// count route refuses at its producer gate, not at its route pool.
+		{"sluice_pool_admitted_total", []string{"pool", "producer", "layer", "route", "route", "cap"}, 1},
+		{"sluice_pool_rejected_total", []string{"pool", "producer", "layer", "route", "route", "cap"}, 2},
+		{"sluice_pool_waited_total", []string{"pool", "producer", "layer", "route", "route", "cap"}, 0},
+		{"sluice_pool_admitted_total", []string{"pool", "producer", "layer", "route", "route", "cappause"}, 1},
+		{"sluice_pool_waited_total", []string{"pool", "producer", "layer", "route", "route", "cappause"}, 2},
+		{"sluice_pool_timed_out_total", []string{"pool", "producer", "layer", "route", "route", "cappause"}, 2},
+		{"sluice_pool_rejected_total", []string{"pool", "producer", "layer", "route", "route", "cappause"}, 0},
+		{"sluice_pool_admitted_total", []string{"pool", "producer", "layer", "route", "route", "rej"}, 2},
+		{"sluice_pool_rejected_total", []string{"pool", "producer", "layer", "route", "route", "rej"}, 0},
+		{"sluice_pool_admitted_total", []string{"pool", "producer", "layer", "route", "route", "pause"}, 1},
+		{"sluice_pool_timed_out_total", []string{"pool", "producer", "layer", "route", "route", "pause"}, 0},
+		{"sluice_pool_admitted_total", []string{"pool", "consumer", "layer", "route", "route", "all"}, 21},
+		{"sluice_pool_reserved_bytes", []string{"pool", "producer", "layer", "route", "route", "cap"}, 1 << 10},
+		{"sluice_pool_reserved_bytes", []string{"pool", "producer", "layer", "edge"}, 1 << 10},
+		{"sluice_pool_reserved_bytes", []string{"pool", "consumer", "layer", "edge"}, 0},
+		{"sluice_pool_limit_bytes", []string{"pool", "producer", "layer", "route", "route", "cap"}, 4 << 10},
+		{"sluice_pool_used_bytes", []string{"pool", "producer", "layer", "route", "route", "cap"}, 0},
+		{"sluice_pool_waiters", nil, 0},
+		{"sluice_pool_paused", nil, 0},
+		{"sluice_consumer_sent_bytes_total", []string{"route", "all"}, float64(ccBytes)},
+		{"sluice_strategy_decision_errors_total", nil, 0},
+		{"sluice_draining", nil, 0},
+		{"sluice_ready_check", []string{"check", "broker"}, 1},
+		{"sluice_ready_check", []string{"check", "plugins"}, 1},
+		{"sluice_ready_check", []string{"check", "draining"}, 1},
 	}
 	for _, w := range want {
 		got := metric(mfs, w.name, w.pairs...)
@@ -302,6 +377,10 @@ routes:
 	}
 	if got := metric(mfs, "sluice_producer_paused_seconds_total", "route", "pause"); got < 0.3 {
 		t.Errorf("paused seconds %v, want about 2 × 200ms", got)
+	}
+	// No reload: the configuration was last loaded when the edge started.
+	if got := metric(mfs, "sluice_config_last_reload_success_timestamp_seconds"); got < float64(started.UnixNano())/1e9 || got > float64(time.Now().UnixNano())/1e9 {
+		t.Errorf("sluice_config_last_reload_success_timestamp_seconds = %v, want the edge's start (after %v)", got, float64(started.UnixNano())/1e9)
 	}
 
 	// /stats reads the same registry.
@@ -701,4 +780,58 @@ func TestEmbeddedStoreMetrics(t *testing.T) {
 	if st := remote.Stats(); st.Store != nil {
 		t.Errorf("/stats embedded_store with a broker URL: %+v", st.Store)
 	}
+}
+
+// The connection series on /metrics, over the edge's own listener: connections open follow
+// the sessions, each refusal is counted under its reason, and a connection that never sends a
+// whole request is counted as incomplete.
+func TestConnectionMetrics(t *testing.T) {
+	t.Parallel()
+	srv, addr := startListening(t, "admin_listen: \"off\"\nlimits: { max_connections: 2 }\n")
+	ah := srv.AdminHandler()
+	url := "ws://" + addr + producerPath + "conns-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	if status, _ := handshake(t, websocket.DefaultDialer, url, http.Header{"Origin": {"https://evil.example"}}); status != http.StatusForbidden {
+		t.Fatalf("another site's origin: %d, want 403", status)
+	}
+	a, b := edgetest.Dial(t, url+"?producerName=a"), edgetest.Dial(t, url+"?producerName=b")
+	if status, _ := handshake(t, websocket.DefaultDialer, url+"?producerName=c", nil); status != http.StatusServiceUnavailable {
+		t.Fatalf("a third connection: %d, want 503 (max_connections)", status)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(c, "NOT HTTP\r\n\r\n")
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.Copy(io.Discard, c) // the server answers 400 and closes
+	_ = c.Close()
+	edgetest.WaitFor(t, 5*time.Second, "the malformed connection counted", func() bool {
+		return metric(scrape(t, ah), "sluice_connections_incomplete_total") == 1
+	})
+	mfs := scrape(t, ah)
+	for _, w := range []struct {
+		name  string
+		pairs []string
+		value float64
+	}{
+		{"sluice_connections_open", nil, 2},
+		{"sluice_connections_incomplete_total", nil, 1},
+		{"sluice_connections_refused_total", []string{"reason", "max_connections"}, 1},
+		{"sluice_connections_refused_total", []string{"reason", "origin"}, 1},
+		{"sluice_connections_refused_total", []string{"reason", "max_connections_per_address"}, 0},
+		{"sluice_connections_refused_total", []string{"reason", "max_connections_per_role"}, 0},
+		{"sluice_connections_refused_total", []string{"reason", "handshake_rate"}, 0},
+		{"sluice_connections_refused_total", []string{"reason", "not_authorized"}, 0},
+		{"sluice_connections_refused_total", []string{"reason", "broker_unavailable"}, 0},
+		{"sluice_connections_refused_total", nil, 2},
+	} {
+		if got := metric(mfs, w.name, w.pairs...); got != w.value {
+			t.Errorf("%s%v = %v, want %v", w.name, w.pairs, got, w.value)
+		}
+	}
+	_ = a.Close()
+	_ = b.Close()
+	edgetest.WaitFor(t, 5*time.Second, "sluice_connections_open 0 once the sessions closed", func() bool {
+		return metric(scrape(t, ah), "sluice_connections_open") == 0
+	})
 }

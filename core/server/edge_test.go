@@ -186,7 +186,7 @@ func TestForwardedAddressesFromUntrustedPeers(t *testing.T) {
 // are unaffected, and the bucket refills.
 func TestHandshakeRate(t *testing.T) {
 	t.Parallel()
-	srv, base := edgetest.Start(t, "admin_listen: \"off\"\nlimits: { handshake_rate: 2, handshake_burst: 3 }\ntrusted_proxies: { networks: [127.0.0.1/32] }\n")
+	srv, base := edgetest.Start(t, "admin_listen: \"off\"\nlimits: { handshake_rate: 0.5, handshake_burst: 3 }\ntrusted_proxies: { networks: [127.0.0.1/32] }\n")
 	from := func(a string) http.Header { return http.Header{"X-Forwarded-For": {a}} }
 	for i := range 3 {
 		if status, body := handshake(t, websocket.DefaultDialer, base+producerPath+"rate", from("198.51.100.7")); status != 101 {
@@ -204,7 +204,9 @@ func TestHandshakeRate(t *testing.T) {
 	if status, _ := handshake(t, websocket.DefaultDialer, base+producerPath+"rate", from("198.51.100.8")); status != 101 {
 		t.Errorf("another address was refused: %d", status)
 	}
-	time.Sleep(600 * time.Millisecond) // 2 per second: one token back
+	// One token every 2 s: slow enough that a loaded machine's handshakes above cannot earn
+	// one back before the fourth, and this wait earns exactly one.
+	time.Sleep(2100 * time.Millisecond)
 	if status, body := handshake(t, websocket.DefaultDialer, base+producerPath+"rate", from("198.51.100.7")); status != 101 {
 		t.Errorf("after the bucket refilled: %d %q", status, body)
 	}

@@ -336,8 +336,7 @@ func (s *deliverySession) readLoop(ctx context.Context) (int, string) {
 	for {
 		f.done()
 		typ, data, err := f.read(s.conn)
-		var refused *wsconn.RefusedError
-		if errors.As(err, &refused) {
+		if refused, ok := errors.AsType[*wsconn.RefusedError](err); ok { // As's target would escape
 			return wsapi.CloseTryAgainLater, refused.Error()
 		}
 		if err != nil {

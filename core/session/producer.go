@@ -78,9 +78,13 @@ type record struct {
 var records = sync.Pool{New: func() any { return &record{} }}
 
 // maxPooledAck is the largest ack buffer a record keeps when it goes back to the pool (an ok
-// ack is about 100 bytes; ProducerOverhead covers it). Payload buffers are not kept: a
-// message's charge is what it holds, whatever the record held before.
+// ack is about 100 bytes; ProducerOverhead covers it).
 const maxPooledAck = 256
+
+// maxPooledPayload is the largest payload buffer a record keeps for its next message, which
+// saves the allocation of small payloads; the next message is charged the buffer's whole
+// capacity (MessageCharge), so its charge is still what it holds.
+const maxPooledPayload = 4 << 10
 
 func newRecord(s *producerSession, size int) *record {
 	r := records.Get().(*record)
@@ -97,13 +101,24 @@ func newRecord(s *producerSession, size int) *record {
 // message whose send timed out.
 func (r *record) free() {
 	r.s, r.held, r.owed, r.size = nil, nil, 0, 0
-	r.msg = wsapi.ProducerMessage{}
-	r.out.Reset()
+	r.resetMessage()
 	r.ack = r.ack[:0]
 	if cap(r.ack) > maxPooledAck {
 		r.ack = nil
 	}
 	records.Put(r)
+}
+
+// resetMessage forgets r's message, keeping a small payload buffer for the next, and returns
+// the bytes it keeps.
+func (r *record) resetMessage() int64 {
+	payload := r.msg.Payload[:0]
+	if cap(payload) > maxPooledPayload {
+		payload = nil
+	}
+	r.msg = wsapi.ProducerMessage{Payload: payload}
+	r.out.Reset()
+	return int64(cap(payload))
 }
 
 // RunProducer serves one producer socket under g until the client goes away or ctx ends. It
@@ -229,8 +244,9 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 			return wsapi.CloseGoingAway, "server shutting down"
 		}
 		typ, data, err := f.read(s.conn)
-		var refused *wsconn.RefusedError
-		if err != nil && !errors.As(err, &refused) {
+		// AsType, not As: As's target escapes, which cost an allocation per frame.
+		refused, isRefused := errors.AsType[*wsconn.RefusedError](err)
+		if err != nil && !isRefused {
 			s.readErr = err
 			return readCloseCode(ctx, err)
 		}
@@ -240,7 +256,7 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 		s.slots.Add(1)
 		r := newRecord(s, len(data))
 		switch {
-		case refused != nil:
+		case isRefused:
 			s.reply(r, wsapi.AckError(wsapi.ErrorUnknown, refused.Error(), nil), ResultNoMemory)
 		case typ != wsconn.Text:
 			s.reply(r, wsapi.AckError(wsapi.ErrorFailedToDeserializeFromJSON,
@@ -410,10 +426,10 @@ func (r *record) sent(id broker.MessageID, err error) {
 		r.ack = wsapi.AppendAckOK(r.ack[:0], toWireID(id), r.msg.Context)
 	}
 	s.g.Observer.Published(result, r.size, time.Since(r.start))
-	// The client library has let go of the message; what stays held is the ack.
-	r.msg = wsapi.ProducerMessage{}
-	r.out.Reset()
-	r.charge.Shrink(AckCharge(cap(r.ack)))
+	// The client library has let go of the message; what stays held is the ack (and the
+	// payload buffer kept for the record's next message).
+	kept := r.resetMessage()
+	r.charge.Shrink(AckCharge(cap(r.ack)) + kept)
 	s.queue(r)
 	s.unanswered.Done()
 }

@@ -64,11 +64,9 @@ type bucket struct {
 	last   time.Time
 }
 
-// New returns a limiter for cfg; nil when cfg limits nothing.
+// New returns a limiter for cfg. One that limits nothing still counts the connections open
+// and the incomplete handshakes: the metrics must not go dark when the limits are off.
 func New(cfg config.Limits) *Limiter {
-	if cfg == (config.Limits{}) {
-		return nil
-	}
 	if cfg.HandshakeRate > 0 && cfg.HandshakeBurst <= 0 {
 		cfg.HandshakeBurst = max(1, int(math.Ceil(2*cfg.HandshakeRate)))
 	}

@@ -5,8 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509/pkix"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -14,17 +17,20 @@ import (
 
 	"github.com/gorilla/websocket"
 	proxyproto "github.com/pires/go-proxyproto"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/sluicehq/sluice/core/certs/certtest"
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/connlimit"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
+	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
 // startListening runs an edge from yaml on its own loopback listener (listen and TLS as
 // configured), for what only the real listener does: TLS, the PROXY protocol, header limits.
-func startListening(t *testing.T, yaml string) (*server.Server, string) {
+func startListening(t *testing.T, yaml string, opts ...server.Option) (*server.Server, string) {
 	t.Helper()
 	ctx := context.Background()
 	path := t.TempDir() + "/sluice.yaml"
@@ -35,7 +41,7 @@ func startListening(t *testing.T, yaml string) (*server.Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(cfg)
+	srv, err := server.New(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,5 +391,352 @@ authorization:
 	time.Sleep(1200 * time.Millisecond)
 	if got := serial(); got != renewed.SerialNumber.String() {
 		t.Errorf("a mismatched key replaced the certificate in service: serial %s", got)
+	}
+}
+
+// observedEdge is an edge whose every route's strategy records the requests it is asked
+// and whose Info log is captured, to see which client address reaches them.
+type observedEdge struct {
+	srv  *server.Server
+	base string // ws://host:port
+	rec  *recorder
+	log  *syncBuffer
+}
+
+// startObserved runs such an edge from yaml: on its own listener when listen is set (for
+// the PROXY protocol), else on an httptest server.
+func startObserved(t *testing.T, yaml string, listen bool) *observedEdge {
+	t.Helper()
+	e := &observedEdge{rec: &recorder{}, log: &syncBuffer{}}
+	reg := strategy.NewRegistry()
+	if err := reg.Register("recorder", func(context.Context, map[string]any) (strategy.Strategy, error) { return e.rec, nil }); err != nil {
+		t.Fatal(err)
+	}
+	opts := []server.Option{
+		server.WithRegistry(reg),
+		server.WithLogger(slog.New(slog.NewJSONHandler(e.log, &slog.HandlerOptions{Level: slog.LevelInfo}))),
+	}
+	yaml = "admin_listen: \"off\"\nroutes: [{ name: all, match: /ws/**, strategy: { name: recorder } }]\n" + yaml
+	if listen {
+		var addr string
+		e.srv, addr = startListening(t, yaml, opts...)
+		e.base = "ws://" + addr
+		return e
+	}
+	cfg, err := config.Load(context.Background(), config.LoadOptions{YAML: []byte(yaml)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv, e.base = edgetest.StartWith(t, cfg, opts...)
+	return e
+}
+
+// sessionRemotes waits until n sessions have logged their close line and returns the
+// "remote" of each session's open and close lines, by kind ("producer opened": [...]).
+func (e *observedEdge) sessionRemotes(t *testing.T, n int) map[string][]string {
+	t.Helper()
+	var out map[string][]string
+	edgetest.WaitFor(t, 10*time.Second, fmt.Sprintf("%d session closed lines", n), func() bool {
+		out = map[string][]string{}
+		closed := 0
+		for _, l := range parseLines(t, e.log.String()) {
+			var what string
+			switch l["msg"] {
+			case "session opened":
+				what = "opened"
+			case "session closed":
+				what, closed = "closed", closed+1
+			default:
+				continue
+			}
+			kind, _ := l["kind"].(string)
+			remote, _ := l["remote"].(string)
+			out[kind+" "+what] = append(out[kind+" "+what], remote)
+		}
+		return closed >= n
+	})
+	return out
+}
+
+// dialKept dials url, failing the test unless it is upgraded; the caller closes it.
+func dialKept(t *testing.T, d *websocket.Dialer, url string, header http.Header) *websocket.Conn {
+	t.Helper()
+	c, resp, err := d.Dial(url, header)
+	if err != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		t.Fatalf("dial %s: %d %v", url, status, err)
+	}
+	return c
+}
+
+// TestForwardedAddressInLogsAndStrategies: behind a trusted proxy the client's address from
+// X-Forwarded-For (the rightmost untrusted hop, not what the client wrote before it) is the
+// one the per-address limit counts, the session's log lines name and the strategy's
+// requests carry; the proxy's own address counts for nothing. From an untrusted peer the
+// header is ignored everywhere: the peer's address is counted, logged and given.
+func TestForwardedAddressInLogsAndStrategies(t *testing.T) {
+	t.Parallel()
+	const yaml = "limits: { max_connections_per_address: 1 }\ntrusted_proxies: { networks: [%s] }\n"
+	ctopic := "/ws/v2/consumer/persistent/public/default/fwd/sub"
+	from := func(xff string) http.Header { return http.Header{"X-Forwarded-For": {xff}} }
+
+	t.Run("trusted", func(t *testing.T) {
+		t.Parallel()
+		e := startObserved(t, fmt.Sprintf(yaml, "127.0.0.1/32"), false)
+		p := dialKept(t, websocket.DefaultDialer, e.base+producerPath+"fwd", from("192.0.2.77, 203.0.113.9"))
+		if a := publishPayloadsOn(t, p, []byte("x")); a[0].Result != "ok" {
+			t.Errorf("publish: %+v", a[0])
+		}
+		c := dialKept(t, websocket.DefaultDialer, e.base+ctopic, from("203.0.113.10"))
+		status, body := handshake(t, websocket.DefaultDialer, e.base+producerPath+"fwd-2", from("203.0.113.9"))
+		if status != 503 || !strings.Contains(body, "203.0.113.9 holds") {
+			t.Errorf("a second connection from 203.0.113.9: %d %q, want 503 naming it", status, body)
+		}
+		if st := e.srv.EdgeStats().Connections; st.Open != 2 || st.Addresses != 2 {
+			t.Errorf("connections %+v, want 2 open from the 2 forwarded addresses", st)
+		}
+		prods, conss := e.rec.remotes()
+		if strings.Join(prods, ",") != "203.0.113.9:0" || strings.Join(conss, ",") != "203.0.113.10:0" {
+			t.Errorf("strategy saw producers %q consumers %q, want 203.0.113.9:0 and 203.0.113.10:0", prods, conss)
+		}
+		_ = p.Close()
+		_ = c.Close()
+		got := e.sessionRemotes(t, 2)
+		for k, want := range map[string]string{"producer opened": "203.0.113.9:0", "producer closed": "203.0.113.9:0",
+			"consumer opened": "203.0.113.10:0", "consumer closed": "203.0.113.10:0"} {
+			if strings.Join(got[k], ",") != want {
+				t.Errorf("%s lines' remote %q, want %q", k, got[k], want)
+			}
+		}
+	})
+
+	t.Run("untrusted", func(t *testing.T) {
+		t.Parallel()
+		e := startObserved(t, fmt.Sprintf(yaml, "10.0.0.0/8"), false)
+		p := dialKept(t, websocket.DefaultDialer, e.base+producerPath+"fwd", from("203.0.113.9"))
+		if a := publishPayloadsOn(t, p, []byte("x")); a[0].Result != "ok" {
+			t.Errorf("publish: %+v", a[0])
+		}
+		status, body := handshake(t, websocket.DefaultDialer, e.base+ctopic, from("203.0.113.10"))
+		if status != 503 || !strings.Contains(body, "127.0.0.1 holds") {
+			t.Errorf("a second connection claiming another address: %d %q, want 503 for 127.0.0.1", status, body)
+		}
+		prods, conss := e.rec.remotes()
+		if len(prods) != 1 || !strings.HasPrefix(prods[0], "127.0.0.1:") || prods[0] == "127.0.0.1:0" || len(conss) != 0 {
+			t.Errorf("strategy saw producers %q consumers %q, want one producer from the loopback peer", prods, conss)
+		}
+		_ = p.Close()
+		got := e.sessionRemotes(t, 1)
+		for _, k := range []string{"producer opened", "producer closed"} {
+			if len(got[k]) != 1 || len(prods) != 1 || got[k][0] != prods[0] {
+				t.Errorf("%s lines' remote %q, want the peer's %q", k, got[k], prods)
+			}
+		}
+		if s := e.log.String(); strings.Contains(s, "203.0.113.") {
+			t.Errorf("the log repeats an untrusted peer's X-Forwarded-For:\n%s", s)
+		}
+	})
+}
+
+// proxyDialer writes a PROXY protocol header (version v) naming src before the handshake.
+func proxyDialer(v byte, src string) *websocket.Dialer {
+	return &websocket.Dialer{HandshakeTimeout: 10 * time.Second, NetDialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, a)
+		if err != nil {
+			return nil, err
+		}
+		h := &proxyproto.Header{Version: v, Command: proxyproto.PROXY, TransportProtocol: proxyproto.TCPv4,
+			SourceAddr: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(src)), DestinationAddr: c.RemoteAddr()}
+		if _, err := h.WriteTo(c); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return c, nil
+	}}
+}
+
+// TestProxyProtocolAddressInLogsAndStrategies: the address in a trusted peer's PROXY v1
+// header, port included, is the one the per-address limit counts, the session's log lines
+// name and the strategy's requests carry (with header: none, an X-Forwarded-For beside it
+// is not believed). An untrusted peer's PROXY header is not read: its handshake is
+// malformed, and a plain one is the peer's.
+func TestProxyProtocolAddressInLogsAndStrategies(t *testing.T) {
+	t.Parallel()
+	const yaml = "limits: { max_connections_per_address: 1 }\ntrusted_proxies: { networks: [%s], proxy_protocol: true, header: none }\n"
+	t.Run("trusted", func(t *testing.T) {
+		t.Parallel()
+		e := startObserved(t, fmt.Sprintf(yaml, "127.0.0.1/32"), true)
+		p := dialKept(t, proxyDialer(1, "203.0.113.21:4000"), e.base+producerPath+"pp1", http.Header{"X-Forwarded-For": {"192.0.2.5"}})
+		if a := publishPayloadsOn(t, p, []byte("x")); a[0].Result != "ok" {
+			t.Errorf("publish: %+v", a[0])
+		}
+		c := dialKept(t, proxyDialer(1, "203.0.113.22:4001"), e.base+"/ws/v2/consumer/persistent/public/default/pp1/sub", nil)
+		status, body := handshake(t, proxyDialer(1, "203.0.113.21:4002"), e.base+producerPath+"pp1-2", nil)
+		if status != 503 || !strings.Contains(body, "203.0.113.21 holds") {
+			t.Errorf("a second connection from 203.0.113.21: %d %q, want 503 naming it", status, body)
+		}
+		prods, conss := e.rec.remotes()
+		if strings.Join(prods, ",") != "203.0.113.21:4000" || strings.Join(conss, ",") != "203.0.113.22:4001" {
+			t.Errorf("strategy saw producers %q consumers %q, want 203.0.113.21:4000 and 203.0.113.22:4001", prods, conss)
+		}
+		_ = p.Close()
+		_ = c.Close()
+		got := e.sessionRemotes(t, 2)
+		for k, want := range map[string]string{"producer opened": "203.0.113.21:4000", "producer closed": "203.0.113.21:4000",
+			"consumer opened": "203.0.113.22:4001", "consumer closed": "203.0.113.22:4001"} {
+			if strings.Join(got[k], ",") != want {
+				t.Errorf("%s lines' remote %q, want %q", k, got[k], want)
+			}
+		}
+	})
+	t.Run("untrusted", func(t *testing.T) {
+		t.Parallel()
+		e := startObserved(t, fmt.Sprintf(yaml, "10.0.0.0/8"), true)
+		if status, body := handshake(t, proxyDialer(1, "203.0.113.21:4000"), e.base+producerPath+"pp2", nil); status != 400 {
+			t.Errorf("a PROXY header from an untrusted peer: %d %q, want 400", status, body)
+		}
+		p := dialKept(t, websocket.DefaultDialer, e.base+producerPath+"pp2", nil)
+		prods, _ := e.rec.remotes()
+		if len(prods) != 1 || !strings.HasPrefix(prods[0], "127.0.0.1:") {
+			t.Errorf("strategy saw producers %q, want one from the loopback peer", prods)
+		}
+		_ = p.Close()
+		if got := e.sessionRemotes(t, 1); len(got["producer opened"]) != 1 || len(prods) != 1 || got["producer opened"][0] != prods[0] {
+			t.Errorf("open line's remote %q, want the peer's %q", got["producer opened"], prods)
+		}
+	})
+}
+
+// scrapeAdmin reads /metrics from an admin listener over HTTP.
+func scrapeAdmin(t *testing.T, addr string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %d", resp.StatusCode)
+	}
+	var p expfmt.TextParser
+	mfs, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return mfs
+}
+
+// TestProtectionMetrics: what the protections do is visible on /metrics, scraped over HTTP:
+// sluice_connections_open follows the sessions open, a handshake over limits.max_connections
+// adds one to sluice_connections_refused_total{reason="max_connections"} (and to no other
+// reason), and a handshake cut by handshake_timeout before its headers were whole adds one to
+// sluice_connections_incomplete_total without holding a slot.
+func TestProtectionMetrics(t *testing.T) {
+	t.Parallel()
+	srv, addr := startListening(t, "admin_listen: \"127.0.0.1:0\"\nlimits: { max_connections: 2 }\nwebsocket: { handshake_timeout: 500ms }\n")
+	admin := srv.AdminAddr()
+	const (
+		open       = "sluice_connections_open"
+		refused    = "sluice_connections_refused_total"
+		incomplete = "sluice_connections_incomplete_total"
+	)
+	want := func(what string, f func(map[string]*dto.MetricFamily) bool) {
+		t.Helper()
+		var mfs map[string]*dto.MetricFamily
+		edgetest.WaitFor(t, 10*time.Second, what, func() bool { mfs = scrapeAdmin(t, admin); return f(mfs) })
+	}
+	mfs := scrapeAdmin(t, admin)
+	if metric(mfs, open) != 0 || metric(mfs, refused) != 0 || metric(mfs, incomplete) != 0 {
+		t.Fatalf("before any connection: open %v refused %v incomplete %v, want zeros",
+			metric(mfs, open), metric(mfs, refused), metric(mfs, incomplete))
+	}
+	url := "ws://" + addr + producerPath + "metrics"
+	a := dialKept(t, websocket.DefaultDialer, url, nil)
+	defer a.Close()
+	b := dialKept(t, websocket.DefaultDialer, url+"-b", nil)
+	defer b.Close()
+	if mfs := scrapeAdmin(t, admin); metric(mfs, open) != 2 {
+		t.Errorf("%s %v with two sessions open, want 2", open, metric(mfs, open))
+	}
+	if status, body := handshake(t, websocket.DefaultDialer, url+"-c", nil); status != 503 || !strings.Contains(body, "limits.max_connections") {
+		t.Fatalf("a third connection: %d %q, want 503 naming limits.max_connections", status, body)
+	}
+	mfs = scrapeAdmin(t, admin)
+	if got := metric(mfs, refused, "reason", "max_connections"); got != 1 {
+		t.Errorf("%s{reason=\"max_connections\"} %v, want 1", refused, got)
+	}
+	if got := metric(mfs, refused); got != 1 {
+		t.Errorf("%s over every reason %v, want 1", refused, got)
+	}
+	if got := metric(mfs, open); got != 2 {
+		t.Errorf("%s %v after a refusal, want 2", open, got)
+	}
+
+	// A handshake that never finishes its headers is cut after handshake_timeout.
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	fmt.Fprintf(raw, "GET %smetrics-d HTTP/1.1\r\nHost: x\r\n", producerPath)
+	_ = raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.Copy(io.Discard, raw); err != nil {
+		t.Fatalf("the unfinished handshake was not cut: %v", err)
+	}
+	want(incomplete+" 1", func(m map[string]*dto.MetricFamily) bool { return metric(m, incomplete) == 1 })
+	if got := metric(scrapeAdmin(t, admin), open); got != 2 {
+		t.Errorf("%s %v after the cut handshake, want 2", open, got)
+	}
+
+	_ = a.Close()
+	want(open+" 1 once a session closed", func(m map[string]*dto.MetricFamily) bool { return metric(m, open) == 1 })
+	c := dialKept(t, websocket.DefaultDialer, url+"-e", nil)
+	if mfs := scrapeAdmin(t, admin); metric(mfs, open) != 2 || metric(mfs, refused, "reason", "max_connections") != 1 {
+		t.Errorf("after a slot came back and was taken: open %v refused %v, want 2 and 1", metric(mfs, open), metric(mfs, refused, "reason", "max_connections"))
+	}
+	_ = b.Close()
+	_ = c.Close()
+	want(open+" 0 once every session closed", func(m map[string]*dto.MetricFamily) bool { return metric(m, open) == 0 })
+}
+
+// TestProtectionMetricsUnbounded: with every connection limit off (an explicit
+// max_connections: 0), /metrics still counts the connections open and the handshakes cut
+// by handshake_timeout; nothing is refused.
+func TestProtectionMetricsUnbounded(t *testing.T) {
+	t.Parallel()
+	srv, addr := startListening(t, "admin_listen: \"127.0.0.1:0\"\nlimits: { max_connections: 0 }\nwebsocket: { handshake_timeout: 500ms }\n")
+	admin := srv.AdminAddr()
+	url := "ws://" + addr + producerPath + "unbounded"
+	var open []*websocket.Conn
+	for i := range 3 {
+		open = append(open, dialKept(t, websocket.DefaultDialer, fmt.Sprintf("%s-%d", url, i), nil))
+	}
+	if got := metric(scrapeAdmin(t, admin), "sluice_connections_open"); got != 3 {
+		t.Errorf("sluice_connections_open %v with three sessions open, want 3", got)
+	}
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	fmt.Fprintf(raw, "GET %sunbounded HTTP/1.1\r\nHost: x\r\n", producerPath)
+	_ = raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.Copy(io.Discard, raw); err != nil {
+		t.Fatalf("the unfinished handshake was not cut: %v", err)
+	}
+	edgetest.WaitFor(t, 10*time.Second, "sluice_connections_incomplete_total 1", func() bool {
+		return metric(scrapeAdmin(t, admin), "sluice_connections_incomplete_total") == 1
+	})
+	for _, c := range open {
+		_ = c.Close()
+	}
+	edgetest.WaitFor(t, 10*time.Second, "sluice_connections_open 0", func() bool {
+		return metric(scrapeAdmin(t, admin), "sluice_connections_open") == 0
+	})
+	if got := metric(scrapeAdmin(t, admin), "sluice_connections_refused_total"); got != 0 {
+		t.Errorf("sluice_connections_refused_total %v without limits, want 0", got)
 	}
 }

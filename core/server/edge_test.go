@@ -24,7 +24,7 @@ import (
 
 // startListening runs an edge from yaml on its own loopback listener (listen and TLS as
 // configured), for what only the real listener does: TLS, the PROXY protocol, header limits.
-func startListening(t *testing.T, yaml string) (*server.Server, string) {
+func startListening(t *testing.T, yaml string, opts ...server.Option) (*server.Server, string) {
 	t.Helper()
 	ctx := context.Background()
 	path := t.TempDir() + "/sluice.yaml"
@@ -35,7 +35,7 @@ func startListening(t *testing.T, yaml string) (*server.Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(cfg)
+	srv, err := server.New(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

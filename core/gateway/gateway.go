@@ -275,8 +275,16 @@ func (g *Gateway) admitted(w http.ResponseWriter, r *http.Request, h session.Han
 // (rate-limited: a flood of bad handshakes must not flood the log).
 func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, kind wsapi.Kind, status int, msg string) {
 	g.hooks.HandshakeRefused(kind, status)
-	g.refusals.log(g.log, r, kind, status, msg)
+	g.refusals.log(g.log, r.URL.EscapedPath(), r.RemoteAddr, kind, status, msg)
 	http.Error(w, msg, status)
+}
+
+// Refused counts and logs a handshake refused before it reached the gateway, as the
+// gateway's own refusals are, with kind unknown: core/requestline answers a request line
+// net/http would refuse without a reason. path is the request-target without its query.
+func (g *Gateway) Refused(remote, path string, status int, reason string) {
+	g.hooks.HandshakeRefused(0, status)
+	g.refusals.log(g.log, path, remote, 0, status, reason)
 }
 
 // writeError answers a refused handshake with the error's HTTP status.

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
@@ -48,7 +47,7 @@ func (l *refusalLog) allow(now time.Time) (bool, int) {
 
 // log writes one refused handshake: its status and reason, the endpoint kind, the path
 // (never the query, which may hold a token) and the client's address.
-func (l *refusalLog) log(log *slog.Logger, r *http.Request, kind wsapi.Kind, status int, reason string) {
+func (l *refusalLog) log(log *slog.Logger, path, remote string, kind wsapi.Kind, status int, reason string) {
 	ctx := context.Background()
 	if !log.Enabled(ctx, slog.LevelInfo) {
 		return
@@ -61,8 +60,8 @@ func (l *refusalLog) log(log *slog.Logger, r *http.Request, kind wsapi.Kind, sta
 		slog.Int("status", status),
 		slog.String("reason", reason),
 		slog.String("kind", kindName(kind)),
-		slog.String("path", r.URL.EscapedPath()),
-		slog.String("remote", r.RemoteAddr),
+		slog.String("path", path),
+		slog.String("remote", remote),
 	}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int("suppressed", suppressed))

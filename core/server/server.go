@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/gateway"
 	"github.com/sluicehq/sluice/core/policy"
+	"github.com/sluicehq/sluice/core/requestline"
 	"github.com/sluicehq/sluice/plugins"
 	"github.com/sluicehq/sluice/sdk/strategy"
 	"github.com/sluicehq/sluice/strategies"
@@ -182,18 +183,33 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 		return fmt.Errorf("listening on %s: %w", s.cfg.Listen, err)
 	}
 	ws := s.cfg.WebSocket
-	if s.cfg.TrustedProxies.ProxyProtocol {
-		ln = s.guard.proxies.Listener(ln, ws.HandshakeTimeout)
-	}
-	if s.tls != nil {
-		ln = tls.NewListener(ln, s.tls.Config())
-	}
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: ws.HandshakeTimeout,
 		MaxHeaderBytes:    int(ws.MaxHeaderBytes.Bytes()),
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	if s.cfg.TrustedProxies.ProxyProtocol {
+		ln = s.guard.proxies.Listener(ln, ws.HandshakeTimeout)
+	}
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls.Config())
+	}
+	// Above TLS, so that it reads the plaintext: a request line net/http would refuse
+	// with a bare 400 is answered with its reason, counted and logged as the gateway's
+	// refusals are.
+	maxLine := 0 // zero: net/http's default header limit, and requestline's
+	if srv.MaxHeaderBytes > 0 {
+		maxLine = srv.MaxHeaderBytes + 4096 // net/http's own read limit for the headers
+	}
+	ln = requestline.Listener(ln, requestline.Config{
+		MaxLine:  maxLine,
+		Timeout:  ws.HandshakeTimeout,
+		ErrorLog: srv.ErrorLog,
+		Refused: func(r requestline.Refusal) {
+			s.gw.Refused(r.RemoteAddr, r.Path, r.Status, r.Reason)
+		},
+	})
 	s.guard.limits.Track(srv)
 	s.mu.Lock()
 	s.listener, s.http, s.serveErr = ln, srv, make(chan error, 1)

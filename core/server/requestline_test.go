@@ -1,0 +1,196 @@
+package server_test
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	proxyproto "github.com/pires/go-proxyproto"
+
+	"github.com/sluicehq/sluice/core/certs/certtest"
+	"github.com/sluicehq/sluice/core/internal/edgetest"
+	"github.com/sluicehq/sluice/core/server"
+)
+
+// withJSONLog logs the server's lines to logs as JSON.
+func withJSONLog(logs *syncBuffer) server.Option {
+	return server.WithLogger(slog.New(slog.NewJSONHandler(logs, nil)))
+}
+
+// badEscape is a producer handshake whose path net/http cannot parse.
+const badEscape = "GET " + producerPath + "t%zz?token=secret HTTP/1.1\r\nHost: edge\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+	"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+
+const badEscapeReason = `invalid request path: invalid URL escape "%zz"`
+
+// rawExchange writes req on c and returns the response's status, content type and body.
+func rawExchange(t *testing.T, c net.Conn, req string) (int, string, string) {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header.Get("Content-Type"), strings.TrimSpace(string(b))
+}
+
+// refusalLines are the "handshake refused" lines of a JSON log.
+func refusalLines(t *testing.T, logs string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(logs), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["msg"] == "handshake refused" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// checkRefusalLogged: one refusal line for the bad escape, from remote, without the query.
+func checkRefusalLogged(t *testing.T, logs *syncBuffer, remote string) {
+	t.Helper()
+	var lines []map[string]any
+	edgetest.WaitFor(t, 5*time.Second, "the refusal logged", func() bool {
+		lines = refusalLines(t, logs.String())
+		return len(lines) > 0
+	})
+	l := lines[0]
+	if len(lines) != 1 || l["status"] != float64(400) || l["reason"] != badEscapeReason || l["kind"] != "unknown" ||
+		l["path"] != producerPath+"t%zz" || !strings.HasPrefix(l["remote"].(string), remote) {
+		t.Errorf("refusal lines %v, want one for %s from %s", lines, producerPath+"t%zz", remote)
+	}
+	if strings.Contains(logs.String(), "secret") {
+		t.Error("the query (a token) was logged")
+	}
+}
+
+// TestMalformedRequestLine (issue 16): a handshake whose path has a malformed %-escape,
+// which net/http answers with a bare 400, gets a 400 that names the escape, in the shape of
+// the gateway's refusals, counted as sluice_handshakes_refused_total{kind="unknown",
+// status="400"} and logged; a producer on the same server still publishes.
+func TestMalformedRequestLine(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	srv, addr := startListening(t, "admin_listen: \"off\"\n", withJSONLog(logs))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	status, ctype, body := rawExchange(t, c, badEscape)
+	if status != 400 || ctype != "text/plain; charset=utf-8" || body != badEscapeReason {
+		t.Errorf("bad escape: %d %q %q, want 400 text/plain %q", status, ctype, body, badEscapeReason)
+	}
+	checkRefusalLogged(t, logs, "127.0.0.1:")
+	mfs := scrape(t, srv.AdminHandler())
+	if got := metric(mfs, "sluice_handshakes_refused_total", "kind", "unknown", "status", "400"); got != 1 {
+		t.Errorf("sluice_handshakes_refused_total{kind=unknown,status=400} = %v, want 1", got)
+	}
+	// The same server serves a producer: a published message is acknowledged.
+	for _, a := range publishPayloads(t, "ws://"+addr, "pct-ok", []byte("hello"), []byte("world")) {
+		if a.Result != "ok" || a.MessageID == "" {
+			t.Errorf("ack %+v", a)
+		}
+	}
+	// A valid escape in the path is served as before.
+	if status, body := handshake(t, websocket.DefaultDialer, "ws://"+addr+producerPath+"pct%2Dok", nil); status != 101 {
+		t.Errorf("escaped topic name: %d %s", status, body)
+	}
+}
+
+// TestMalformedRequestLineTLS: on the TLS listener the check sits above TLS: a bad escape
+// gets its reason over TLS, client certificates still reach authentication (the CN is the
+// role), and a producer publishes over wss.
+func TestMalformedRequestLineTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := certtest.NewCA(t, "test-ca")
+	certFile, keyFile := ca.Server(t, "edge-1").Write(t, dir, "server")
+	caFile := dir + "/ca.pem"
+	certtest.WriteFile(t, caFile, ca.PEM)
+	logs := &syncBuffer{}
+	_, addr := startListening(t, fmt.Sprintf(`
+admin_listen: "off"
+tls: { cert_file: %s, key_file: %s, client_ca_file: %s }
+auth: { client_certificates: true }
+authorization:
+  enabled: true
+  permissions:
+    - { role: alice, resource: public/default/alice-*, actions: [produce] }
+`, certFile, keyFile, caFile), withJSONLog(logs))
+	alice := ca.Client(t, pkix.Name{CommonName: "alice"})
+	cfg := &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{alice.TLSCert}}
+	c, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if status, _, body := rawExchange(t, c, badEscape); status != 400 || body != badEscapeReason {
+		t.Errorf("bad escape over TLS: %d %q", status, body)
+	}
+	checkRefusalLogged(t, logs, "127.0.0.1:")
+	d := &websocket.Dialer{TLSClientConfig: cfg, HandshakeTimeout: 5 * time.Second}
+	p, resp, err := d.Dial("wss://"+addr+producerPath+"alice-1", nil)
+	if err != nil {
+		t.Fatalf("wss producer with alice's certificate: %v (%v)", err, resp)
+	}
+	defer p.Close()
+	for _, a := range publishPayloadsOn(t, p, []byte("over tls")) {
+		if a.Result != "ok" {
+			t.Errorf("ack %+v", a)
+		}
+	}
+	if status, body := handshake(t, &websocket.Dialer{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}, "wss://"+addr+producerPath+"alice-1", nil); status != 401 {
+		t.Errorf("no certificate: %d %s, want 401", status, body)
+	}
+}
+
+// TestMalformedRequestLineProxyProtocol: behind the PROXY protocol the check reads after
+// the header, and the refusal is logged with the client's address from it.
+func TestMalformedRequestLineProxyProtocol(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	_, addr := startListening(t, "admin_listen: \"off\"\ntrusted_proxies: { networks: [127.0.0.1/32], proxy_protocol: true, header: none }\n",
+		withJSONLog(logs))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := &proxyproto.Header{Version: 1, Command: proxyproto.PROXY, TransportProtocol: proxyproto.TCPv4,
+		SourceAddr: &net.TCPAddr{IP: net.ParseIP("203.0.113.9"), Port: 4000}, DestinationAddr: c.RemoteAddr()}
+	if _, err := h.WriteTo(c); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, body := rawExchange(t, c, badEscape); status != 400 || body != badEscapeReason {
+		t.Errorf("bad escape behind the PROXY protocol: %d %q", status, body)
+	}
+	checkRefusalLogged(t, logs, "203.0.113.9:4000")
+	for _, a := range publishPayloads(t, "ws://"+addr, "pct-pp", []byte("hello")) {
+		if a.Result != "ok" {
+			t.Errorf("ack %+v", a)
+		}
+	}
+}

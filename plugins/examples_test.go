@@ -57,6 +57,14 @@ func TestExamplePlugins(t *testing.T) {
 		strategytest.Run(t, factory(t, h, "sluice-strategies", "hybrid"), builtinParams["hybrid"])
 	})
 
+	// A missing tiers file: the host names the plugin and strategy once, the plugin its param.
+	missing := filepath.Join(dir, "missing.conf")
+	_, err = factory(t, h, "tenant-tiers", "tenant-tier")(context.Background(), map[string]any{"config": missing})
+	want := `plugin "tenant-tiers": strategy "tenant-tier": create: config: open ` + missing + `: no such file or directory`
+	if err == nil || err.Error() != want {
+		t.Errorf("tenant-tier without its tiers file: %v, want %s", err, want)
+	}
+
 	s, err := factory(t, h, "tenant-tiers", "tenant-tier")(context.Background(), tierParams)
 	if err != nil {
 		t.Fatal(err)

@@ -318,7 +318,8 @@ func (h *Host) Plugins() []State {
 // calls fail at once with an error wrapping ErrPluginDown. The factory itself creates the
 // remote instance at once, bounded by its ctx and WithCallTimeout (the plugin's factory
 // gets that deadline), so bad params, an unknown strategy name (strategy.ErrUnknown) or a
-// plugin that is down fail there. Close is bounded the same way.
+// plugin that is down fail there. Close is bounded the same way. Every error the factory
+// and its strategies return names the plugin and the strategy, once.
 func (h *Host) Factory(plugin, name string) (strategy.Factory, error) {
 	p, ok := h.procs[plugin]
 	if !ok {

@@ -366,6 +366,45 @@ routes:
 	}
 }
 
+// TestPluginStrategyErrorsSayEachNameOnce: a plugin strategy that fails to create, and one
+// the plugin does not serve, are refused by validate and serve alike with the plugin and the
+// strategy named once; validate used to print `plugin "builtins" strategy "hybrid": plugin
+// "builtins": strategy "hybrid": create: …`.
+func TestPluginStrategyErrorsSayEachNameOnce(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "off")
+	dir := t.TempDir()
+	pluginScript(t, dir, "plugin.sh")
+	file := writeFile(t, dir, "sluice.yaml", `listen: "127.0.0.1:0"
+admin_listen: "off"
+plugins: [{ name: builtins, path: ./plugin.sh }]
+routes:
+  - { name: bad-params, match: /ws/v2/producer/**, strategy: { plugin: builtins, name: hybrid, params: { nosuch: 1 } } }
+  - { name: unserved, match: /ws/**, strategy: { plugin: builtins, name: nosuch } }
+`)
+	want := `sluice: routes[0] (bad-params).strategy: plugin "builtins": strategy "hybrid": create: strategy params: unknown parameter "nosuch"
+  routes[1] (unserved).strategy: plugin "builtins": strategy "nosuch": create: unknown strategy (known: ` + fmt.Sprint(builtinNames(t)) + `)`
+	_, _, err := runCmd(t, "validate", "-c", file)
+	if got := errorText(err); got != want {
+		t.Errorf("validate:\n got %s\nwant %s", got, want)
+	}
+	s := startServe(t, "-c", file)
+	if addr, err := s.addr(t); err == nil {
+		t.Fatalf("serve listened on %s", addr)
+	} else if got := errorText(err); got != want {
+		t.Errorf("serve:\n got %s\nwant %s", got, want)
+	}
+}
+
+// builtinNames are the strategies the test plugin serves.
+func builtinNames(t *testing.T) []string {
+	t.Helper()
+	reg := strategy.NewRegistry()
+	if err := strategies.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	return reg.Names()
+}
+
 // TestExampleNeedsBuiltPlugins: validating the example without its plugin built says to run
 // make examples.
 func TestExampleNeedsBuiltPlugins(t *testing.T) {

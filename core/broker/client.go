@@ -35,6 +35,13 @@ var (
 	ErrInvalidArgument = errors.New("invalid argument")
 )
 
+// sentinels are the errors classify maps to, and ErrUnavailable (health.go).
+var sentinels = []error{
+	ErrClosed, ErrProducerBusy, ErrConsumerBusy, ErrProducerFenced, ErrTopicNotFound,
+	ErrTopicTerminated, ErrQuotaExceeded, ErrNotAuthorized, ErrAuthentication,
+	ErrTooManyRequests, ErrTimeout, ErrInvalidArgument, ErrUnavailable,
+}
+
 // Config says how to reach the broker. Zero values are documented per field.
 type Config struct {
 	// URL is the broker service URL, pulsar://host:port or pulsar+ssl://host:port. Required.
@@ -131,10 +138,12 @@ func (c *Client) Close() {
 
 // classify maps a pulsar-client-go creation error to one of this package's sentinels. The
 // client reports broker errors as text ("server error: ProducerBusy: …"), so matching on the
-// server error names is the only option; it is confined to this function.
+// server error names is the only option; it is confined to this function. An error withCtx
+// already classified (a timeout, an outage) is returned as it is, so that its text says so
+// once.
 func classify(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || classified(err) {
+		return err
 	}
 	var perr *pulsar.Error
 	if errors.As(err, &perr) {
@@ -182,6 +191,16 @@ func classify(err error) error {
 		}
 	}
 	return err
+}
+
+// classified reports whether err already matches one of this package's sentinels.
+func classified(err error) bool {
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // withCtx runs a blocking client call, giving up when ctx ends. pulsar-client-go's creation

@@ -44,7 +44,8 @@ func DefaultRoutes() []config.Route {
 
 // PluginFactories gives the strategy factories that plugins serve; plugins.Host implements
 // it. A plugin strategy's calls fail with an error the route's fallback recognises while the
-// plugin is down.
+// plugin is down. Its errors, the factories' included, name the plugin and the strategy, as
+// the registry's name the strategy: the manager does not name them again.
 type PluginFactories interface {
 	Factory(plugin, name string) (strategy.Factory, error)
 }
@@ -155,7 +156,8 @@ func New(reg *strategy.Registry, producers, consumers *admission.Pool, settings 
 }
 
 // Apply builds a new table from routes (DefaultRoutes when empty) and swaps it in. On any
-// error the old table stays. Sessions already open keep the route they started on.
+// error the old table stays. Sessions already open keep the route they started on. Each
+// error names its route, by its key path where it has one: routes[1] (name).strategy: ….
 func (m *Manager) Apply(ctx context.Context, routes []config.Route) error {
 	if len(routes) == 0 {
 		routes = DefaultRoutes()
@@ -273,7 +275,7 @@ func (m *Manager) newStrategy(ctx context.Context, rc config.Route) (strategy.St
 	}
 	primary, err := f(ctx, ref.Params)
 	if err != nil {
-		return nil, fmt.Errorf("plugin %q strategy %q: %w", ref.Plugin, ref.Name, err)
+		return nil, err
 	}
 	if rc.Fallback == "" || m.fallback == nil {
 		return primary, nil

@@ -318,3 +318,26 @@ routes:
 		t.Fatalf("the subscription's next consumers got %d distinct messages, want %d", len(got), n)
 	}
 }
+
+// TestBadAckIDSaysInvalidOnce: an ack whose messageId is not a message id closes the consumer
+// with 4003 (Pulsar's FailedToDeserializeFromJSON) and a reason that says so once; it read `invalid messageId "AAAA": invalid
+// message id: …`.
+func TestBadAckIDSaysInvalidOnce(t *testing.T) {
+	t.Parallel()
+	_, base := edgetest.Start(t, "admin_listen: \"off\"\n")
+	for i, tc := range []struct{ id, want string }{
+		{"AAAA", `messageId "AAAA": invalid message id: bad field number 0`},
+		{"CAMQ-DAA", `messageId "CAMQ-DAA": Illegal base64 character 2d`},
+	} {
+		c := edgetest.Dial(t, fmt.Sprintf("%s/ws/v2/consumer/persistent/public/default/bad-ack-id/s%d", base, i))
+		if err := c.WriteJSON(map[string]string{"messageId": tc.id}); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, _, err := c.ReadMessage()
+		ce, ok := err.(*websocket.CloseError)
+		if !ok || ce.Code != 4003 || ce.Text != tc.want {
+			t.Errorf("ack of %q: %v, want 4003 %q", tc.id, err, tc.want)
+		}
+	}
+}

@@ -153,3 +153,36 @@ func TestHandshakeDeadline(t *testing.T) {
 		t.Errorf("it was refused after %s, want soon after the outage, long before the 20s deadline", r.took)
 	}
 }
+
+// TestCreationTimeoutSaysSoOnce: a broker that stalls producer and consumer creation is
+// answered 504 (500 for a reader, as Pulsar does) when the handshake's time is up, and the
+// text says it timed out once; it used to read "broker operation timed out: broker
+// operation timed out: context deadline exceeded".
+func TestCreationTimeoutSaysSoOnce(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, "127.0.0.1:0")
+	_, base := edgetest.Start(t, fmt.Sprintf("admin_listen: \"off\"\nbroker: { url: %q, operation_timeout: 3s }\nwebsocket: { handshake_timeout: 1s }\n", b.ServiceURL()))
+	const topic = "persistent://public/default/stalled"
+	if status, body := handshake(t, websocket.DefaultDialer, base+producerPath+"stalled", nil); status != 101 {
+		t.Fatalf("before the stall: %d %q", status, body)
+	}
+	b.Faults().StallCreation(true)
+	const timedOut = "broker operation timed out: context deadline exceeded"
+	for _, tc := range []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{producerPath + "stalled", 504, "Failed to create producer: creating producer on " + topic + ": " + timedOut},
+		{"/ws/v2/consumer/persistent/public/default/stalled/s", 504, "Failed to subscribe: subscribing s to " + topic + ": " + timedOut},
+		{"/ws/v2/reader/persistent/public/default/stalled", 500, "Failed to create reader: creating reader on " + topic + ": " + timedOut},
+	} {
+		status, body := handshake(t, websocket.DefaultDialer, base+tc.path, nil)
+		if status != tc.status || body != tc.want {
+			t.Errorf("%s while creation stalls:\n got %d %q\nwant %d %q", tc.path, status, body, tc.status, tc.want)
+		}
+		if n := strings.Count(body, "timed out"); n != 1 {
+			t.Errorf("%s: %q says \"timed out\" %d times, want once", tc.path, body, n)
+		}
+	}
+}

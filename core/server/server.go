@@ -278,7 +278,7 @@ func (s *Server) startBroker(ctx context.Context) error {
 			MaxMessageSize:           int(bc.Embedded.MaxMessageSize.Bytes()),
 		}, embedded.WithLogger(s.log.With("component", "embedded-broker")))
 		if err != nil {
-			return fmt.Errorf("embedded broker: %w", err)
+			return err // "invalid embedded broker config: …"
 		}
 		if err := eb.Start(ctx); err != nil {
 			return fmt.Errorf("starting embedded broker: %w", err)
@@ -325,7 +325,7 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	}
 	s.policies = policy.New(s.registry, s.producers, s.consumers, policySettings(s.cfg), popts...)
 	if err := s.policies.Apply(ctx, s.cfg.Routes); err != nil {
-		return fmt.Errorf("routes: %w", err)
+		return err // it names the route ("routes[0] (name).strategy: …")
 	}
 	s.mu.Lock()
 	s.routes = s.cfg.Routes
@@ -496,10 +496,7 @@ func Validate(ctx context.Context, cfg *config.Config, reg *strategy.Registry) e
 	}
 	m := policy.New(reg, prod, cons, policySettings(cfg), opts...)
 	defer m.Close()
-	if err := m.Apply(ctx, cfg.Routes); err != nil {
-		return fmt.Errorf("routes: %w", err)
-	}
-	return nil
+	return m.Apply(ctx, cfg.Routes) // its errors name the route
 }
 
 // Handler is the edge's HTTP handler, built once by Start: the WebSocket API under /ws/,

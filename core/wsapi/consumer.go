@@ -380,7 +380,7 @@ func DecodeConsumerCommand(frame []byte) (ConsumerCommand, error) {
 			code = CloseInternalError
 		}
 		return ConsumerCommand{}, &CommandError{PulsarCloseCode: code,
-			Msg: fmt.Sprintf("invalid messageId %q: %v", cmd.MessageID, err), Err: err}
+			Msg: fmt.Sprintf("messageId %q: %v", cmd.MessageID, err), Err: err}
 	}
 	cmd.ID = id
 	return cmd, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -41,7 +42,7 @@ func (c *Client) Create(ctx context.Context, name string, params map[string]any)
 	resp, err := c.c.Create(ctx, req)
 	if err != nil {
 		if st, ok := status.FromError(err); ok && st.Code() == codes.NotFound {
-			return 0, Capabilities{}, fmt.Errorf("%w: %s", strategy.ErrUnknown, st.Message())
+			return 0, Capabilities{}, answered(strategy.ErrUnknown, st.Message())
 		}
 		return 0, Capabilities{}, callErr(ctx, err)
 	}
@@ -92,6 +93,16 @@ func (c *Client) Close(ctx context.Context, id uint64) error {
 	return nil
 }
 
+// answered is a plugin's answer as sentinel, with the answer's text after it. The server's
+// message may start with sentinel's text already ("unknown strategy (known: …)", "unknown
+// strategy instance 3"), which is then not repeated.
+func answered(sentinel error, msg string) error {
+	if rest, ok := strings.CutPrefix(msg, sentinel.Error()); ok {
+		return fmt.Errorf("%w%s", sentinel, rest)
+	}
+	return fmt.Errorf("%w: %s", sentinel, msg)
+}
+
 // callErr turns a gRPC error into one of the package's: the ctx's error when the ctx ended
 // the call, ErrUnknownInstance, ErrUnavailable, or the plugin's message.
 func callErr(ctx context.Context, err error) error {
@@ -104,9 +115,9 @@ func callErr(ctx context.Context, err error) error {
 	}
 	switch st.Code() {
 	case codes.FailedPrecondition:
-		return fmt.Errorf("%w: %s", ErrUnknownInstance, st.Message())
+		return answered(ErrUnknownInstance, st.Message())
 	case codes.Unavailable, codes.Canceled:
-		return fmt.Errorf("%w: %s", ErrUnavailable, st.Message())
+		return answered(ErrUnavailable, st.Message())
 	case codes.DeadlineExceeded:
 		return context.DeadlineExceeded
 	default:

@@ -104,7 +104,8 @@ func (s *server) Create(ctx context.Context, req *strategypb.CreateRequest) (*st
 		}
 	}
 	if !s.reg.Has(req.GetName()) {
-		return nil, status.Errorf(codes.NotFound, "strategy %q: %v (known: %v)", req.GetName(), strategy.ErrUnknown, s.reg.Names())
+		// The host names the strategy already.
+		return nil, status.Errorf(codes.NotFound, "%v (known: %v)", strategy.ErrUnknown, s.reg.Names())
 	}
 	st, err := s.reg.New(ctx, req.GetName(), params)
 	if err != nil {

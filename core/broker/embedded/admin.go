@@ -61,14 +61,9 @@ func (b *Broker) adminHandler() http.Handler {
 		writeJSON(w, http.StatusOK, f.State())
 	})
 	mux.HandleFunc("POST /faults/unreachable", func(w http.ResponseWriter, r *http.Request) {
-		on := true
-		if s := r.URL.Query().Get("on"); s != "" {
-			v, err := strconv.ParseBool(s)
-			if err != nil {
-				writeError(w, http.StatusBadRequest, errors.New("on: want true or false"))
-				return
-			}
-			on = v
+		on, ok := onParam(w, r)
+		if !ok {
+			return
 		}
 		if err := f.Unreachable(on); err != nil {
 			writeError(w, http.StatusConflict, err)
@@ -77,16 +72,19 @@ func (b *Broker) adminHandler() http.Handler {
 		writeJSON(w, http.StatusOK, f.State())
 	})
 	mux.HandleFunc("POST /faults/stall-dispatch", func(w http.ResponseWriter, r *http.Request) {
-		on := true
-		if s := r.URL.Query().Get("on"); s != "" {
-			v, err := strconv.ParseBool(s)
-			if err != nil {
-				writeError(w, http.StatusBadRequest, errors.New("on: want true or false"))
-				return
-			}
-			on = v
+		on, ok := onParam(w, r)
+		if !ok {
+			return
 		}
 		f.StallDispatch(on)
+		writeJSON(w, http.StatusOK, f.State())
+	})
+	mux.HandleFunc("POST /faults/stall-creation", func(w http.ResponseWriter, r *http.Request) {
+		on, ok := onParam(w, r)
+		if !ok {
+			return
+		}
+		f.StallCreation(on)
 		writeJSON(w, http.StatusOK, f.State())
 	})
 	mux.HandleFunc("POST /faults/reset", func(w http.ResponseWriter, _ *http.Request) {
@@ -202,4 +200,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, status int, err error) {
 	writeJSON(w, status, map[string]string{"error": err.Error()})
+}
+
+// onParam reads a switch's ?on= (absent: true), answering 400 when it is not a boolean.
+func onParam(w http.ResponseWriter, r *http.Request) (on, ok bool) {
+	s := r.URL.Query().Get("on")
+	if s == "" {
+		return true, true
+	}
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, errors.New("on: want true or false"))
+		return false, false
+	}
+	return v, true
 }

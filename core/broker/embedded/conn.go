@@ -537,6 +537,9 @@ func (c *conn) handleControl(cmd *pulsarpb.BaseCommand) error {
 		if cmd.Producer == nil {
 			return errMissing
 		}
+		if b.faults.creationStalled() {
+			return nil
+		}
 		c.handleProducer(cmd.Producer)
 	case pulsarpb.BaseCommand_CLOSE_PRODUCER:
 		if cmd.CloseProducer == nil {
@@ -552,6 +555,9 @@ func (c *conn) handleControl(cmd *pulsarpb.BaseCommand) error {
 	case pulsarpb.BaseCommand_SUBSCRIBE:
 		if cmd.Subscribe == nil {
 			return errMissing
+		}
+		if b.faults.creationStalled() {
+			return nil
 		}
 		c.handleSubscribe(cmd.Subscribe)
 	case pulsarpb.BaseCommand_CLOSE_CONSUMER:

@@ -170,6 +170,7 @@
 //	POST /faults/drop-connections                Faults.DropConnections
 //	POST /faults/unreachable?on=true|false       Faults.Unreachable (on omitted: true)
 //	POST /faults/stall-dispatch?on=true|false    Faults.StallDispatch (on omitted: true)
+//	POST /faults/stall-creation?on=true|false    Faults.StallCreation (on omitted: true)
 //	POST /faults/reset                           Faults.Reset
 //	PUT  /admin/topics/{persistent|non-persistent}/{tenant}/{ns}/{topic}?partitions=N
 //	                                             CreateTopic (409 on conflict)

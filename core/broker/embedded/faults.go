@@ -19,6 +19,7 @@ type Faults struct {
 	failCode       pulsarpb.ServerError
 	failRemaining  int // >0: that many more; <0: until Reset; 0: off
 	stallDispatch  bool
+	stallCreation  bool
 	onChange       func()           // set once by the broker before use
 	dropAll        func()           // set once by the broker before use
 	unreachable    func(bool) error // set once by the broker before use
@@ -28,6 +29,7 @@ type Faults struct {
 	delayNs  atomic.Int64
 	holdOn   atomic.Bool
 	stallOn  atomic.Bool
+	createOn atomic.Bool // stallCreation
 	failArms atomic.Bool // failRemaining != 0
 }
 
@@ -36,6 +38,7 @@ func (f *Faults) publish() {
 	f.delayNs.Store(int64(f.receiptDelay))
 	f.holdOn.Store(f.holdReceipts)
 	f.stallOn.Store(f.stallDispatch)
+	f.createOn.Store(f.stallCreation)
 	f.failArms.Store(f.failRemaining != 0)
 }
 
@@ -51,6 +54,8 @@ type FaultState struct {
 	FailSendsRemaining int `json:"fail_sends_remaining"`
 	// StallDispatch reports whether MESSAGE dispatch is stalled.
 	StallDispatch bool `json:"stall_dispatch"`
+	// StallCreation reports whether PRODUCER and SUBSCRIBE requests go unanswered.
+	StallCreation bool `json:"stall_creation"`
 }
 
 // State returns a snapshot of the injected faults.
@@ -62,6 +67,7 @@ func (f *Faults) State() FaultState {
 		HoldReceipts:       f.holdReceipts,
 		FailSendsRemaining: f.failRemaining,
 		StallDispatch:      f.stallDispatch,
+		StallCreation:      f.stallCreation,
 	}
 	if f.failRemaining != 0 {
 		s.FailSendsCode = f.failCode.String()
@@ -155,11 +161,23 @@ func (f *Faults) StallDispatch(on bool) {
 	}
 }
 
+// StallCreation leaves every PRODUCER and SUBSCRIBE request unanswered (on), as a broker
+// too busy to create producers and consumers, until StallCreation(false). The client's
+// operation timeout ends each such request; one ignored stays ignored when the fault ends.
+// Connections, lookups and the data plane carry on.
+func (f *Faults) StallCreation(on bool) {
+	f.mu.Lock()
+	f.stallCreation = on
+	f.publish()
+	f.mu.Unlock()
+}
+
 // Reset turns every fault off and releases held receipts.
 func (f *Faults) Reset() {
 	f.mu.Lock()
 	stalled := f.stallDispatch
 	f.receiptDelay, f.holdReceipts, f.failRemaining, f.stallDispatch = 0, false, 0, false
+	f.stallCreation = false
 	f.publish()
 	f.mu.Unlock()
 	f.changed()
@@ -190,3 +208,5 @@ func (f *Faults) receiptPolicy() (time.Duration, bool) {
 }
 
 func (f *Faults) stalled() bool { return f.stallOn.Load() }
+
+func (f *Faults) creationStalled() bool { return f.createOn.Load() }

@@ -227,6 +227,37 @@ func TestStallDispatch(t *testing.T) {
 	receiveN(t, cons, 3, 5*time.Second, true)
 }
 
+// TestStallCreation: while creation stalls, producers and subscriptions time out at the
+// client's operation timeout and an existing producer still sends; afterwards both work.
+func TestStallCreation(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{})
+	c := newClient(t, b, func(o *pulsar.ClientOptions) { o.OperationTimeout = time.Second })
+	topic := uniqueTopic("stall-creation")
+	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	before := b.Stats().CommandsSent
+	b.Faults().StallCreation(true)
+	if _, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic}); err == nil {
+		t.Error("CreateProducer succeeded while creation stalls")
+	}
+	if _, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"}); err == nil {
+		t.Error("Subscribe succeeded while creation stalls")
+	}
+	sendN(t, p, 1, nil)
+	after := b.Stats()
+	if after.CommandsReceived["PRODUCER"] < 2 || after.CommandsReceived["SUBSCRIBE"] < 1 {
+		t.Errorf("the stalled requests did not reach the broker: %v", after.CommandsReceived)
+	}
+	for _, answer := range []string{"PRODUCER_SUCCESS", "ERROR"} {
+		if after.CommandsSent[answer] != before[answer] {
+			t.Errorf("%s sent while creation stalls: %d, before %d", answer, after.CommandsSent[answer], before[answer])
+		}
+	}
+	b.Faults().StallCreation(false)
+	mustProducer(t, c, pulsar.ProducerOptions{Topic: topic})
+	mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+}
+
 func TestRetentionFull(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, embedded.Config{StoreLimit: 8 << 10})

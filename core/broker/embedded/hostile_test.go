@@ -232,6 +232,11 @@ func TestAdminHTTP(t *testing.T) {
 	if !b.Faults().State().StallDispatch {
 		t.Fatal("not stalled")
 	}
+	do("POST", "/faults/stall-creation", 200)
+	if !b.Faults().State().StallCreation {
+		t.Fatal("creation not stalled")
+	}
+	do("POST", "/faults/stall-creation?on=maybe", 400)
 	do("POST", "/faults/drop-connections", 200)
 	do("POST", "/faults/reset", 200)
 	if s := b.Faults().State(); s != (embedded.FaultState{}) {

@@ -207,7 +207,7 @@ func newTenantTier(ctx context.Context, raw map[string]any, log *slog.Logger) (*
 	}
 	f, err := os.Open(p.Config)
 	if err != nil {
-		return nil, fmt.Errorf("tiers: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	defer f.Close()
 	ts, err := parseTiers(p.Config, bufio.NewScanner(f))

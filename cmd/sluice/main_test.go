@@ -245,6 +245,7 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 		"missing TLS certificate": {"tls: { cert_file: " + missing + ", key_file: " + otherKey + " }", "tls: stat " + missing},
 		"TLS key of another cert": {"tls: { cert_file: " + certFile + ", key_file: " + otherKey + " }", "tls.cert_file and key_file: tls: private key does not match public key"},
 		"TLS client CA file":      {"tls: { cert_file: " + certFile + ", key_file: " + keyFile + ", client_ca_file: " + garbage + " }", "tls.client_ca_file: " + garbage + " holds no PEM certificate"},
+		"too many partitions":     {"broker: { embedded: { default_partitions: 5000 } }", "broker.embedded: default_partitions: must be in [0, 1024]"},
 		"admin TLS missing key":   {"admin_tls: { cert_file: " + certFile + ", key_file: " + missing + " }\nadmin_listen: 127.0.0.1:0", "admin_tls: stat " + missing},
 	}
 	for name, tc := range tests {

@@ -38,6 +38,14 @@ func preflight(cfg *config.Config) error {
 			errs = append(errs, fmt.Errorf("%s: %w", a.key, err))
 		}
 	}
+	if cfg.Broker.URL == "" {
+		// What embedded.New checks at start; the addresses were checked above.
+		ec := embeddedConfig(cfg.Broker.Embedded)
+		ec.Addr, ec.AdminAddr = "", ""
+		if err := ec.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("broker.embedded: %w", err))
+		}
+	}
 	if _, err := auth.New(cfg.Auth); err != nil {
 		errs = append(errs, err)
 	}

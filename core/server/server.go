@@ -263,20 +263,25 @@ func (s *Server) startHealth() error {
 	return nil
 }
 
+// embeddedConfig is the embedded broker's configuration from the broker.embedded keys.
+func embeddedConfig(e config.Embedded) embedded.Config {
+	return embedded.Config{
+		Addr:                     e.Listen,
+		AdminAddr:                e.AdminListen,
+		DefaultPartitions:        e.DefaultPartitions,
+		DisableAutoTopicCreation: !e.AllowAutoTopicCreation,
+		StoreLimit:               e.StoreLimit.Bytes(),
+		RetentionSize:            e.RetentionSize.Bytes(),
+		RetentionTime:            e.RetentionTime,
+		MaxMessageSize:           int(e.MaxMessageSize.Bytes()),
+	}
+}
+
 func (s *Server) startBroker(ctx context.Context) error {
 	bc := s.cfg.Broker
 	url := bc.URL
 	if url == "" {
-		eb, err := embedded.New(embedded.Config{
-			Addr:                     bc.Embedded.Listen,
-			AdminAddr:                bc.Embedded.AdminListen,
-			DefaultPartitions:        bc.Embedded.DefaultPartitions,
-			DisableAutoTopicCreation: !bc.Embedded.AllowAutoTopicCreation,
-			StoreLimit:               bc.Embedded.StoreLimit.Bytes(),
-			RetentionSize:            bc.Embedded.RetentionSize.Bytes(),
-			RetentionTime:            bc.Embedded.RetentionTime,
-			MaxMessageSize:           int(bc.Embedded.MaxMessageSize.Bytes()),
-		}, embedded.WithLogger(s.log.With("component", "embedded-broker")))
+		eb, err := embedded.New(embeddedConfig(bc.Embedded), embedded.WithLogger(s.log.With("component", "embedded-broker")))
 		if err != nil {
 			return err // "invalid embedded broker config: …"
 		}

@@ -111,7 +111,7 @@ func (r *remote) handle(ctx context.Context) (*instance, uint64, error) {
 	if err != nil {
 		if errors.Is(err, wire.ErrUnavailable) {
 			r.p.checkNow()
-			err = fmt.Errorf("%w: %w", ErrPluginDown, err)
+			err = pluginDown(err)
 		}
 		return nil, 0, r.wrap("create", err)
 	}
@@ -146,7 +146,7 @@ func call[T any](ctx context.Context, r *remote, op string, f func(context.Conte
 			continue
 		case errors.Is(err, wire.ErrUnavailable):
 			r.p.checkNow()
-			err = fmt.Errorf("%w: %w", ErrPluginDown, err)
+			err = pluginDown(err)
 		}
 		return zero, r.wrap(op, err)
 	}
@@ -208,3 +208,13 @@ func (r *remote) Close(ctx context.Context) error {
 	}
 	return nil
 }
+
+// pluginDown marks err, the wire's ErrUnavailable, as ErrPluginDown without saying so twice
+// ("plugin down: plugin unavailable: …").
+func pluginDown(err error) error { return downError{err} }
+
+type downError struct{ err error }
+
+func (e downError) Error() string        { return e.err.Error() }
+func (e downError) Unwrap() error        { return e.err }
+func (e downError) Is(target error) bool { return target == ErrPluginDown }

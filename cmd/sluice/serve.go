@@ -18,7 +18,8 @@ import (
 )
 
 // loadOptions are the layers of the configuration: defaults, the files in order, the
-// SLUICE_ environment variables that are settings, then the flags that were set.
+// SLUICE_ environment variables (each must be a setting, unless SLUICE_ENV_IGNORE lists it),
+// then the flags that were set.
 func loadOptions(files []string, overrides map[string]any) config.LoadOptions {
 	return config.LoadOptions{Files: files, Env: os.Environ(), Overrides: overrides}
 }
@@ -60,9 +61,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	level.Set(lv)
 	logger := newServeLogger(stderr, cfg.Log.Format, level)
-	if ignored := config.IgnoredEnv(opts.Env); len(ignored) > 0 {
-		logger.Info("SLUICE_ variables that name no setting are left alone", "vars", ignored)
-	}
 	srv, err := server.New(cfg, server.WithLogger(logger), server.WithLogLevel(level), server.WithVersion(buildVersion()))
 	if err != nil {
 		return err

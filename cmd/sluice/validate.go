@@ -29,8 +29,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if fs.NArg() > 0 {
 		return fmt.Errorf("validate: unexpected argument %q", fs.Arg(0))
 	}
-	opts := loadOptions(*files, nil)
-	cfg, err := config.Load(ctx, opts)
+	cfg, err := config.Load(ctx, loadOptions(*files, nil))
 	if err != nil {
 		return err
 	}
@@ -39,9 +38,6 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(stdout, "warning:", w)
-	}
-	for _, name := range config.IgnoredEnv(opts.Env) {
-		fmt.Fprintf(stdout, "note: %s names no setting; left alone\n", name)
 	}
 	routes := cfg.Routes
 	if len(routes) == 0 {

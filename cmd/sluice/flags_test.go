@@ -62,3 +62,67 @@ func TestUnknownEnvironmentVariable(t *testing.T) {
 		t.Errorf("serve returned %v", err)
 	}
 }
+
+// TestValidateTakesServeFlags: validate takes serve's flags and checks what serve would run
+// with them: a flag that fixes a file's bad key makes both accept it, a bad flag makes both
+// refuse it, naming the flag's key.
+func TestValidateTakesServeFlags(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "off")
+	dir := t.TempDir()
+	bad := writeFile(t, dir, "bad.yaml", "listen: 127.0.0.1:99999\nadmin_listen: \"off\"\n")
+	good := writeFile(t, dir, "good.yaml", "listen: 127.0.0.1:0\nadmin_listen: \"off\"\n")
+
+	if got := refusesAlike(t, "-c", bad); !strings.Contains(got, bad+": listen: must be host:port") {
+		t.Errorf("the file's listen: %s", got)
+	}
+	args := []string{"-c", bad, "--listen", "127.0.0.1:0", "--log-level", "warn", "--log-format", "json", "--broker", ""}
+	if _, _, err := runCmd(t, append([]string{"validate"}, args...)...); err != nil {
+		t.Errorf("validate with --listen fixing the file: %s", errorText(err))
+	}
+	s := startServe(t, args...)
+	if _, err := s.addr(t); err != nil {
+		t.Fatalf("serve with --listen fixing the file: %s", errorText(err))
+	}
+	if err := s.stop(t); err != nil {
+		t.Errorf("serve returned %v", err)
+	}
+
+	for flag, want := range map[string]string{
+		"--listen=127.0.0.1:99999":    "sluice: flag: listen: must be host:port: port 99999 is out of range (0 to 65535)",
+		"--broker=http://pulsar:6650": "sluice: flag: broker.url: ",
+		"--log-level=loud":            "sluice: flag: log.level: ",
+		"--log-format=xml":            "sluice: flag: log.format: ",
+	} {
+		t.Run(flag, func(t *testing.T) {
+			if got := refusesAlike(t, "-c", good, flag); !strings.HasPrefix(got, want) {
+				t.Errorf("%s: %s; want %s…", flag, got, want)
+			}
+		})
+	}
+}
+
+// TestConfigShowsFlags: sluice config takes serve's flags and shows the keys they set with
+// the flag as their source; --defaults takes none.
+func TestConfigShowsFlags(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, dir, "sluice.yaml", "listen: \"127.0.0.1:9009\"\nbroker: { url: pulsar://file:6650 }\n")
+	out, _, err := runCmd(t, "config", "-c", file, "--listen", "127.0.0.1:9010", "--broker", "pulsar://flag:6650",
+		"--log-level", "debug", "--log-format", "json")
+	if err != nil {
+		t.Fatal(errorText(err))
+	}
+	for _, want := range []string{
+		"listen: 127.0.0.1:9010 # env SLUICE_LISTEN; from a flag",
+		"url: pulsar://flag:6650 # env SLUICE_BROKER__URL; from a flag",
+		"level: debug # env SLUICE_LOG__LEVEL; from a flag",
+		"format: json # env SLUICE_LOG__FORMAT; from a flag",
+		"admin_listen: 127.0.0.1:8081 # env SLUICE_ADMIN_LISTEN; default",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, _, err := runCmd(t, "config", "--defaults", "--listen", "127.0.0.1:1"); err == nil {
+		t.Error("config --defaults --listen: ok, want an error")
+	}
+}

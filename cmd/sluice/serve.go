@@ -28,28 +28,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	files := configFlag(fs, "")
-	listen := fs.String("listen", "", "WebSocket listen address (overrides the config's listen)")
-	brokerURL := fs.String("broker", "", "Pulsar service URL (overrides broker.url; empty: embedded broker)")
-	logLevel := fs.String("log-level", "", "debug, info, warn or error (overrides log.level)")
-	logFormat := fs.String("log-format", "", "text or json (overrides log.format)")
+	overrides := overrideFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
-	overrides := map[string]any{}
-	for key, v := range map[string]string{"listen": *listen, "broker.url": *brokerURL, "log.level": *logLevel, "log.format": *logFormat} {
-		if v != "" {
-			overrides[key] = v
-		}
-	}
 	// The signals serve handles; main's context ends on the first SIGTERM or SIGINT too.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 
-	opts := loadOptions(*files, overrides)
+	opts := loadOptions(*files, overrides())
 	cfg, err := config.Load(ctx, opts)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -124,5 +125,48 @@ func TestConfigShowsFlags(t *testing.T) {
 	}
 	if _, _, err := runCmd(t, "config", "--defaults", "--listen", "127.0.0.1:1"); err == nil {
 		t.Error("config --defaults --listen: ok, want an error")
+	}
+}
+
+// TestStrategyCreateFailure: a route whose strategy cannot be created (bad parameters for a
+// builtin, a plugin that does not serve the named strategy) is refused by validate and by
+// serve alike, and the error names the route, its index and the key.
+func TestStrategyCreateFailure(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "off")
+	dir := t.TempDir()
+	plugin := pluginScript(t, dir, "builtins.sh")
+	const head = "listen: 127.0.0.1:0\nadmin_listen: \"off\"\n"
+	const first = "  - { name: first, match: /ws/v2/producer/**, strategy: { name: count } }\n"
+	tests := map[string]struct {
+		yaml string
+		want []string
+	}{
+		"bad size for a builtin": {
+			head + "routes:\n" + first + "  - { name: fast, match: /ws/v2/**, strategy: { name: hybrid, params: { route_limit: lots } } }\n",
+			[]string{"routes[1] (fast).strategy: ", `strategy "hybrid"`, `route_limit: invalid size "lots"`},
+		},
+		"unknown parameter of a builtin": {
+			head + "routes:\n" + first + "  - { name: fast, match: /ws/v2/**, strategy: { name: bytes, params: { route_limt: 1MiB } } }\n",
+			[]string{"routes[1] (fast).strategy: ", `strategy "bytes"`, `unknown parameter "route_limt"`},
+		},
+		"plugin without the strategy": {
+			head + fmt.Sprintf("plugins: [{ name: builtins, path: %s }]\n", plugin) + "routes:\n" + first +
+				"  - { name: tiered, match: /ws/v2/**, strategy: { plugin: builtins, name: tenant-tier } }\n",
+			[]string{"routes[1] (tiered).strategy: ", `plugin "builtins"`, `"tenant-tier"`, "unknown strategy"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			file := writeFile(t, t.TempDir(), "sluice.yaml", tc.yaml)
+			got := refusesAlike(t, "-c", file)
+			for _, want := range tc.want {
+				if !strings.Contains(got, want) {
+					t.Errorf("error lacks %q:\n%s", want, got)
+				}
+			}
+			if strings.Contains(got, "routes[0]") || strings.Contains(got, "(first)") {
+				t.Errorf("error blames the good route:\n%s", got)
+			}
+		})
 	}
 }

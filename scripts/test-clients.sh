@@ -20,7 +20,7 @@ for _ in $(seq 1 100); do
   kill -0 $pid 2>/dev/null || { cat "$log"; exit 1; }
   sleep 0.1
 done
-export SLUICE_URL="ws://127.0.0.1:$port"
+export PULSAR_WS_URL="ws://127.0.0.1:$port"
 
 run() { echo "== $*"; timeout 60 "$@"; }
 passed=0

@@ -2,14 +2,16 @@
 //
 //	sluice serve    [-c FILE]... [--listen ADDR]  run the edge (embedded broker when none is configured)
 //	sluice broker   [--listen ADDR] [--admin ADDR] run the embedded Pulsar-protocol broker alone
-//	sluice validate -c FILE...                    check a configuration as serve would, without serving
+//	sluice validate -c FILE... [--listen ADDR]   check a configuration as serve would, without serving
 //	sluice config   [-c FILE]... [--defaults]     print the effective configuration, annotated
 //	sluice plugins  list|check -c FILE...         show or check the configured strategy plugins
 //	sluice bench    throughput|deliveries|flood|… run the benchmarks (docs/benchmarks.md)
 //	sluice version  (or --version, -v)            print the version
 //
 // Several -c files merge in order, later files over earlier ones (maps key by key, lists
-// replaced whole); see docs/configuration.md.
+// replaced whole); see docs/configuration.md. serve, validate and config take the same flags
+// that set keys (--listen, --broker, --log-level, --log-format), over the files and the
+// environment.
 package main
 
 import (
@@ -116,4 +118,33 @@ func configFlag(fs *flag.FlagSet, what string) *fileList {
 	var files fileList
 	fs.Var(&files, "c", "configuration file (YAML)"+what+"; repeat to merge several, later over earlier")
 	return &files
+}
+
+// keyFlags are the flags that set configuration keys. serve, validate and config take them
+// all, so that validate checks and config shows what serve would run with the same flags.
+var keyFlags = []struct{ name, key, usage string }{
+	{"listen", "listen", "WebSocket listen address (overrides listen)"},
+	{"broker", "broker.url", "Pulsar service URL (overrides broker.url; empty: embedded broker)"},
+	{"log-level", "log.level", "debug, info, warn or error (overrides log.level)"},
+	{"log-format", "log.format", "text or json (overrides log.format)"},
+}
+
+// overrideFlags adds keyFlags to fs. After fs.Parse, the function it returns gives the keys
+// the flags that were set name, with their values: the configuration's flag layer.
+func overrideFlags(fs *flag.FlagSet) func() map[string]any {
+	vals := make(map[string]*string, len(keyFlags))
+	for _, f := range keyFlags {
+		vals[f.name] = fs.String(f.name, "", f.usage)
+	}
+	return func() map[string]any {
+		overrides := map[string]any{}
+		fs.Visit(func(fl *flag.Flag) {
+			for _, f := range keyFlags {
+				if f.name == fl.Name {
+					overrides[f.key] = *vals[f.name]
+				}
+			}
+		})
+		return overrides
+	}
 }

@@ -18,7 +18,8 @@ import (
 )
 
 // loadOptions are the layers of the configuration: defaults, the files in order, the
-// SLUICE_ environment variables that are settings, then the flags that were set.
+// SLUICE_ environment variables (each must be a setting, unless SLUICE_ENV_IGNORE lists it),
+// then the flags that were set.
 func loadOptions(files []string, overrides map[string]any) config.LoadOptions {
 	return config.LoadOptions{Files: files, Env: os.Environ(), Overrides: overrides}
 }
@@ -27,28 +28,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	files := configFlag(fs, "")
-	listen := fs.String("listen", "", "WebSocket listen address (overrides the config's listen)")
-	brokerURL := fs.String("broker", "", "Pulsar service URL (overrides broker.url; empty: embedded broker)")
-	logLevel := fs.String("log-level", "", "debug, info, warn or error (overrides log.level)")
-	logFormat := fs.String("log-format", "", "text or json (overrides log.format)")
+	overrides := overrideFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
-	overrides := map[string]any{}
-	for key, v := range map[string]string{"listen": *listen, "broker.url": *brokerURL, "log.level": *logLevel, "log.format": *logFormat} {
-		if v != "" {
-			overrides[key] = v
-		}
-	}
 	// The signals serve handles; main's context ends on the first SIGTERM or SIGINT too.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 
-	opts := loadOptions(*files, overrides)
+	opts := loadOptions(*files, overrides())
 	cfg, err := config.Load(ctx, opts)
 	if err != nil {
 		return err
@@ -60,9 +52,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	level.Set(lv)
 	logger := newServeLogger(stderr, cfg.Log.Format, level)
-	if ignored := config.IgnoredEnv(opts.Env); len(ignored) > 0 {
-		logger.Info("SLUICE_ variables that name no setting are left alone", "vars", ignored)
-	}
 	srv, err := server.New(cfg, server.WithLogger(logger), server.WithLogLevel(level), server.WithVersion(buildVersion()))
 	if err != nil {
 		return err

@@ -13,13 +13,15 @@ import (
 	"github.com/sluicehq/sluice/core/server"
 )
 
-// runValidate loads the configuration as serve does and resolves everything serve resolves
-// before it listens: listen addresses, key and token files, CA files, plugins (launched),
-// every route's strategy (created, then closed). It binds nothing.
+// runValidate loads the configuration as serve does, with serve's flags, and resolves
+// everything serve resolves before it listens: listen addresses, key and token files, CA
+// files, plugins (launched), every route's strategy (created, then closed). It binds
+// nothing.
 func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	files := configFlag(fs, "; required")
+	overrides := overrideFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -29,8 +31,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if fs.NArg() > 0 {
 		return fmt.Errorf("validate: unexpected argument %q", fs.Arg(0))
 	}
-	opts := loadOptions(*files, nil)
-	cfg, err := config.Load(ctx, opts)
+	cfg, err := config.Load(ctx, loadOptions(*files, overrides()))
 	if err != nil {
 		return err
 	}
@@ -39,9 +40,6 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(stdout, "warning:", w)
-	}
-	for _, name := range config.IgnoredEnv(opts.Env) {
-		fmt.Fprintf(stdout, "note: %s names no setting; left alone\n", name)
 	}
 	routes := cfg.Routes
 	if len(routes) == 0 {
@@ -72,12 +70,14 @@ func printRoutes(w io.Writer, routes []config.Route) error {
 	return tw.Flush()
 }
 
-// runConfig prints the effective configuration after every layer, annotated with each key's
-// description, environment variable and source; or, with --defaults, the annotated defaults.
+// runConfig prints the effective configuration after every layer, serve's flags included,
+// annotated with each key's description, environment variable and source; or, with
+// --defaults, the annotated defaults.
 func runConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("config", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	files := configFlag(fs, "")
+	overrides := overrideFlags(fs)
 	defaults := fs.Bool("defaults", false, "print the defaults as an annotated configuration file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -85,14 +85,15 @@ func runConfig(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return fmt.Errorf("config: unexpected argument %q", fs.Arg(0))
 	}
+	flags := overrides()
 	if *defaults {
-		if len(*files) > 0 {
-			return fmt.Errorf("config: --defaults takes no -c")
+		if len(*files) > 0 || len(flags) > 0 {
+			return fmt.Errorf("config: --defaults takes no -c and no flag that sets a key")
 		}
 		_, err := stdout.Write(config.DefaultFile())
 		return err
 	}
-	b, err := config.Effective(ctx, loadOptions(*files, nil))
+	b, err := config.Effective(ctx, loadOptions(*files, flags))
 	if err != nil {
 		return err
 	}

@@ -39,11 +39,11 @@
 //
 // Values are typed by the schema: booleans and numbers are parsed, sizes and
 // durations are read as in YAML, and lists and mappings are YAML flow values.
-// A variable is a setting when what follows SLUICE_ starts with a top-level
-// key (see [IsSetting]); such a variable must name a key, and keys inside
-// lists (a single route) cannot be set one by one. Other SLUICE_ variables,
-// such as the example clients' SLUICE_URL, are not configuration and are
-// left alone ([IgnoredEnv] lists them).
+// Every SLUICE_ variable must name a key: one that does not is an unknown
+// setting, an error naming the variable. Keys inside lists (a single route)
+// cannot be set one by one. Variables that share the prefix but are not for
+// Sluice are listed in [EnvIgnore] (SLUICE_ENV_IGNORE=SLUICE_URL,SLUICE_APP_*)
+// and left alone, as is the plugin handshake's variable.
 //
 // # Sizes, durations and absent keys
 //

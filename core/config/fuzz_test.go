@@ -26,6 +26,8 @@ func FuzzConfigLoad(f *testing.F) {
 	f.Add([]byte("memory: {producer_limit: 1e30}"), "SLUICE_MEMORY__PRODUCER_LIMIT=9223372036854775807PiB")
 	f.Add([]byte("a: &x [*x]"), "SLUICE_PLUGINS={1: 2}")
 	f.Add([]byte("? [a]\n: b\n"), "SLUICE_=x")
+	f.Add([]byte("listen: :1"), "SLUICE_ENV_IGNORE=SLUICE_A*, ,URL,SLUICE_*")
+	f.Add([]byte("listen: :1"), "SLUICE_LISTN=:1")
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte, env string) {
 		file, err := os.CreateTemp(dir, "fuzz-*.yaml")

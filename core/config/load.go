@@ -30,9 +30,9 @@ type LoadOptions struct {
 	// YAML is configuration text in the files' format, merged after Files; its relative
 	// paths resolve against the working directory. Zero means none.
 	YAML []byte
-	// Env is the environment, as os.Environ returns it. Only the variables
-	// that are settings are read (see IsSetting), and each must name a key
-	// (see EnvKey). Zero (nil) means no environment layer: pass os.Environ()
+	// Env is the environment, as os.Environ returns it. Every SLUICE_
+	// variable in it must name a key (see EnvKey), except those EnvIgnore
+	// lists. Zero (nil) means no environment layer: pass os.Environ()
 	// explicitly.
 	Env []string
 	// Overrides are values from flags, keyed by dotted key path
@@ -245,8 +245,7 @@ func pruneNulls(m map[string]any) {
 //	SLUICE_MEMORY__PRODUCER_LIMIT  memory.producer_limit
 //	SLUICE_BROKER__EMBEDDED__DEFAULT_PARTITIONS  broker.embedded.default_partitions
 //
-// ok is false if name does not start with EnvPrefix. Whether the variable
-// is a setting at all is IsSetting's question.
+// ok is false if name does not start with EnvPrefix.
 func EnvKey(name string) (key string, ok bool) {
 	rest, ok := strings.CutPrefix(name, EnvPrefix)
 	if !ok {
@@ -255,13 +254,24 @@ func EnvKey(name string) (key string, ok bool) {
 	return strings.ReplaceAll(strings.ToLower(rest), "__", "."), true
 }
 
-// IsSetting reports whether the environment variable name is configuration:
+// EnvIgnore is the variable that lists SLUICE_ variables Load must leave alone, for
+// variables that share the prefix but are not meant for Sluice: names separated by commas,
+// each a whole name (SLUICE_URL) or a prefix ending in * (SLUICE_TEST_*).
+//
+//	SLUICE_ENV_IGNORE=SLUICE_URL,SLUICE_TOKEN
+const EnvIgnore = "SLUICE_ENV_IGNORE"
+
+// reservedEnv are the SLUICE_ variables Sluice itself uses for something other than
+// configuration, which Load leaves alone unasked: EnvIgnore, and the plugin handshake's
+// cookie (plugins/wire.MagicCookieKey), which every plugin process has in its environment.
+var reservedEnv = []string{EnvIgnore, "SLUICE_STRATEGY_PLUGIN"}
+
+// isSetting reports whether the environment variable name reads as a setting:
 // SLUICE_ followed by a top-level key (LISTEN, ADMIN_LISTEN, BROKER, MEMORY,
-// …) and then nothing, or an underscore. Every such variable must name a
-// key, or Load refuses it; other SLUICE_ variables (SLUICE_URL, which the
-// example clients read, SLUICE_TEST_LOG, …) are not configuration and are
-// left alone.
-func IsSetting(name string) bool {
+// …) and then nothing, or an underscore. Such a variable must name a key,
+// and its problems name the key path; any other SLUICE_ variable that Load
+// does not leave alone is an unknown setting.
+func isSetting(name string) bool {
 	rest, ok := strings.CutPrefix(name, EnvPrefix)
 	if !ok {
 		return false
@@ -275,18 +285,91 @@ func IsSetting(name string) bool {
 	return false
 }
 
-// IgnoredEnv returns the SLUICE_ variables in env that are not settings
-// (see IsSetting), sorted, for the caller to mention.
-func IgnoredEnv(env []string) []string {
-	var out []string
+// envIgnored returns whether Load leaves a SLUICE_ variable alone: a reserved one, or one
+// that env's EnvIgnore lists. A list entry that is not a SLUICE_ name is a problem, since
+// it would ignore nothing.
+func envIgnored(env []string) (func(name string) bool, []*Problem) {
+	names := map[string]bool{}
+	for _, n := range reservedEnv {
+		names[n] = true
+	}
+	var prefixes []string
+	var problems []*Problem
 	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, EnvPrefix) && !IsSetting(name) {
-			out = append(out, name)
+		name, val, _ := strings.Cut(kv, "=")
+		if name != EnvIgnore {
+			continue
+		}
+		for entry := range strings.SplitSeq(val, ",") {
+			entry = strings.TrimSpace(entry)
+			switch {
+			case entry == "":
+			case !strings.HasPrefix(entry, EnvPrefix):
+				problems = append(problems, &Problem{Source: Source{Kind: FromEnv, Name: EnvIgnore},
+					Msg: fmt.Sprintf("%q is not a %s variable: write the whole name (%s%s)", entry, EnvPrefix, EnvPrefix, entry)})
+			case strings.HasSuffix(entry, "*"):
+				prefixes = append(prefixes, strings.TrimSuffix(entry, "*"))
+			default:
+				names[entry] = true
+			}
 		}
 	}
-	sort.Strings(out)
-	return out
+	return func(name string) bool {
+		if names[name] {
+			return true
+		}
+		for _, p := range prefixes {
+			if strings.HasPrefix(name, p) {
+				return true
+			}
+		}
+		return false
+	}, problems
+}
+
+// unknownSettingHint suggests the setting a variable that names none was likely meant to
+// be (SLUICE_LISTN: SLUICE_LISTEN), or else how to leave it alone.
+func unknownSettingHint(name string) string {
+	rest := strings.ToUpper(strings.TrimPrefix(name, EnvPrefix))
+	maxDist := 2
+	if len(rest) <= 4 {
+		maxDist = 1
+	}
+	best, bestDist := "", maxDist+1
+	for _, k := range Keys() {
+		cand := strings.TrimPrefix(k.Env, EnvPrefix)
+		if k.Env == "" || max(len(rest)-len(cand), len(cand)-len(rest)) > maxDist {
+			continue // the distance is at least the difference in length
+		}
+		if d := editDistance(rest, cand); d < bestDist {
+			best, bestDist = k.Env, d
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf(" (did you mean %s?)", best)
+	}
+	return fmt.Sprintf(" (if it is not meant for Sluice, set %s=%s)", EnvIgnore, name)
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // topLevelKeys are the configuration's top-level keys.
@@ -307,19 +390,24 @@ type envVar struct {
 	value     any
 }
 
-// envLayer reads the settings in env (see IsSetting), typed by the schema:
+// envLayer reads the SLUICE_ variables in env, typed by the schema:
 // strings stay strings, booleans and numbers are parsed, and a list or
 // mapping (SLUICE_PLUGINS, SLUICE_ROUTES) is parsed as a YAML flow value
-// such as [{name: a, path: ./a}]. Each problem names its variable.
+// such as [{name: a, path: ./a}]. Every SLUICE_ variable must be a setting
+// unless it is left alone (EnvIgnore). Each problem names its variable.
 func envLayer(env []string) ([]envVar, []*Problem) {
 	var vars []envVar
-	var problems []*Problem
+	ignored, problems := envIgnored(env)
 	bad := func(name, key, format string, args ...any) {
 		problems = append(problems, &Problem{Path: key, Msg: fmt.Sprintf(format, args...), Source: Source{Kind: FromEnv, Name: name}})
 	}
 	for _, kv := range env {
 		name, val, _ := strings.Cut(kv, "=")
-		if !IsSetting(name) {
+		if !strings.HasPrefix(name, EnvPrefix) || ignored(name) {
+			continue
+		}
+		if !isSetting(name) {
+			bad(name, "", "unknown setting%s", unknownSettingHint(name))
 			continue
 		}
 		key, _ := EnvKey(name)

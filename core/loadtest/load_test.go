@@ -72,6 +72,7 @@ func start(t *testing.T, logName string, args ...string) (*proc, *bufio.Reader) 
 		t.Fatal(err)
 	}
 	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = childEnv()
 	cmd.Stderr = out
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -85,6 +86,18 @@ func start(t *testing.T, logName string, args ...string) (*proc, *bufio.Reader) 
 	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() { p.stop(t) })
 	return p, br
+}
+
+// childEnv is this process's environment without SLUICE_ variables: every one is
+// configuration to sluice, and this test's own switch (SLUICE_LOAD_TEST) is not.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SLUICE_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 func (p *proc) stop(t *testing.T) {

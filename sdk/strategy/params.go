@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -30,9 +33,28 @@ func DecodeParams(params map[string]any, out any) error {
 		if msg, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			return fmt.Errorf("strategy params: unknown parameter %s", msg)
 		}
+		if name := culprit(params, out); name != "" {
+			return fmt.Errorf("strategy params: %s: %w", name, err)
+		}
 		return fmt.Errorf("strategy params: %w", err)
 	}
 	return nil
+}
+
+// culprit returns the parameter whose value alone fails to decode into out's type, or "":
+// the errors of a value's own UnmarshalJSON (a Size's) do not name their field.
+func culprit(params map[string]any, out any) string {
+	t := reflect.TypeOf(out)
+	if t == nil || t.Kind() != reflect.Pointer {
+		return ""
+	}
+	for _, name := range slices.Sorted(maps.Keys(params)) {
+		b, err := json.Marshal(map[string]any{name: params[name]})
+		if err != nil || json.Unmarshal(b, reflect.New(t.Elem()).Interface()) != nil {
+			return name
+		}
+	}
+	return ""
 }
 
 // UnmarshalJSON accepts a non-negative integer or a size string.

@@ -78,6 +78,11 @@ func TestDecodeParamsSizes(t *testing.T) {
 	if err := DecodeParams(map[string]any{"a": -1}, &p); err == nil {
 		t.Error("negative size accepted")
 	}
+	// A size's own error names the parameter that holds it.
+	err := DecodeParams(map[string]any{"a": "1MiB", "b": "lots"}, &p)
+	if want := `strategy params: b: invalid size "lots": want an integer and an optional unit such as MiB`; err == nil || err.Error() != want {
+		t.Errorf("bad size: %v, want %s", err, want)
+	}
 }
 
 func TestSizeString(t *testing.T) {

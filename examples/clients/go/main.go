@@ -36,7 +36,7 @@ type consumerMessage struct {
 }
 
 func main() {
-	base := flag.String("url", envOr("SLUICE_URL", "ws://localhost:8080"), "Sluice WebSocket base URL")
+	base := flag.String("url", envOr("PULSAR_WS_URL", "ws://localhost:8080"), "Sluice WebSocket base URL")
 	topic := flag.String("topic", envOr("TOPIC", "my-topic"), "topic in public/default")
 	n := flag.Int("n", 10, "messages to publish and consume")
 	flag.Parse()

@@ -1,7 +1,7 @@
 // Consumes COUNT messages, acknowledging each. Usage: node consumer.js COUNT
 const WebSocket = require('ws');
 
-const base = process.env.SLUICE_URL || 'ws://localhost:8080';
+const base = process.env.PULSAR_WS_URL || 'ws://localhost:8080';
 const topic = process.env.TOPIC || 'my-topic';
 const sub = process.env.SUBSCRIPTION || 'my-sub';
 const count = parseInt(process.argv[2] || '1', 10);

@@ -1,8 +1,8 @@
 // Publishes COUNT messages and checks every ack. Usage: node producer.js [COUNT]
-// SLUICE_URL defaults to ws://localhost:8080, TOPIC to my-topic.
+// PULSAR_WS_URL defaults to ws://localhost:8080, TOPIC to my-topic.
 const WebSocket = require('ws');
 
-const base = process.env.SLUICE_URL || 'ws://localhost:8080';
+const base = process.env.PULSAR_WS_URL || 'ws://localhost:8080';
 const topic = process.env.TOPIC || 'my-topic';
 const count = parseInt(process.argv[2] || '1', 10);
 const ws = new WebSocket(`${base}/ws/v2/producer/persistent/public/default/${topic}`);

@@ -1,7 +1,7 @@
 // Reads COUNT messages from the earliest one. Usage: node reader.js COUNT
 const WebSocket = require('ws');
 
-const base = process.env.SLUICE_URL || 'ws://localhost:8080';
+const base = process.env.PULSAR_WS_URL || 'ws://localhost:8080';
 const topic = process.env.TOPIC || 'my-topic';
 const count = parseInt(process.argv[2] || '1', 10);
 const ws = new WebSocket(`${base}/ws/v2/reader/persistent/public/default/${topic}?messageId=earliest`);

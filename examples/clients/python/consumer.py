@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Consumes COUNT messages from a subscription, acknowledging each, then exits.
 
-Usage: consumer.py COUNT   (SLUICE_URL, TOPIC and SUBSCRIPTION from the environment)
+Usage: consumer.py COUNT   (PULSAR_WS_URL, TOPIC and SUBSCRIPTION from the environment)
 """
 import base64
 import json
@@ -10,7 +10,7 @@ import sys
 
 import websocket
 
-BASE = os.environ.get("SLUICE_URL", "ws://localhost:8080")
+BASE = os.environ.get("PULSAR_WS_URL", "ws://localhost:8080")
 TOPIC = os.environ.get("TOPIC", "my-topic")
 SUB = os.environ.get("SUBSCRIPTION", "my-sub")
 COUNT = int(sys.argv[1]) if len(sys.argv) > 1 else 1

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Publishes messages to Sluice (or any Pulsar WebSocket endpoint) and checks every ack.
 
-Usage: producer.py [COUNT]   (SLUICE_URL defaults to ws://localhost:8080, TOPIC to my-topic)
+Usage: producer.py [COUNT]   (PULSAR_WS_URL defaults to ws://localhost:8080, TOPIC to my-topic)
 Needs the websocket-client package (Debian: python3-websocket).
 """
 import base64
@@ -11,7 +11,7 @@ import sys
 
 import websocket
 
-BASE = os.environ.get("SLUICE_URL", "ws://localhost:8080")
+BASE = os.environ.get("PULSAR_WS_URL", "ws://localhost:8080")
 TOPIC = os.environ.get("TOPIC", "my-topic")
 COUNT = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 

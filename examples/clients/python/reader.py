@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reads COUNT messages of a topic from the earliest one, then exits.
 
-Usage: reader.py COUNT   (SLUICE_URL and TOPIC from the environment)
+Usage: reader.py COUNT   (PULSAR_WS_URL and TOPIC from the environment)
 """
 import base64
 import json
@@ -10,7 +10,7 @@ import sys
 
 import websocket
 
-BASE = os.environ.get("SLUICE_URL", "ws://localhost:8080")
+BASE = os.environ.get("PULSAR_WS_URL", "ws://localhost:8080")
 TOPIC = os.environ.get("TOPIC", "my-topic")
 COUNT = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 

@@ -302,6 +302,10 @@ type countedConn struct {
 	slot *slot
 }
 
+// Unwrap is the counted connection, for writers that need it whole (wsconn's vectored
+// writes): the count watches only Close.
+func (c *countedConn) Unwrap() net.Conn { return c.Conn }
+
 func (c *countedConn) Close() error {
 	err := c.Conn.Close()
 	c.slot.release()

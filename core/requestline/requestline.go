@@ -113,6 +113,10 @@ type pending struct {
 
 // Read returns the connection's bytes. Until the first request line has been read whole it
 // returns nothing, so that net/http never sees part of a line this package may answer.
+// Unwrap is the checked connection, for writers that need it whole (wsconn's vectored
+// writes): the check only reads.
+func (c *conn) Unwrap() net.Conn { return c.Conn }
+
 func (c *conn) Read(p []byte) (int, error) {
 	if c.done {
 		return c.Conn.Read(p)

@@ -92,6 +92,7 @@ type Conn struct {
 	pong         atomic.Pointer[[]byte] // the payload of a pong to write; nil: none
 	wake         chan struct{}          // cap 1: a pong is due
 	deflate      bool                   // permessage-deflate was negotiated
+	vectored     net.Conn               // where vectored writes go (see vectorTarget); nil: none
 }
 
 // Upgrade completes the WebSocket handshake. On failure gorilla has already answered with an
@@ -112,7 +113,7 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 	// The limit is enforced by ReadInto, which knows it and can say so in the close frame;
 	// gorilla's own would close with 1009 and no reason.
 	c := &Conn{ws: ws, writeTimeout: o.WriteTimeout, readLimit: limit, wake: make(chan struct{}, 1),
-		deflate: o.Compression && offersDeflate(r.Header)}
+		deflate: o.Compression && offersDeflate(r.Header), vectored: vectorTarget(ws.NetConn())}
 	if c.writeTimeout == 0 {
 		c.writeTimeout = 10 * time.Second
 	}

@@ -177,9 +177,12 @@ func (c *Conn) write(b []byte, bufs net.Buffers, data bool) error {
 		return err
 	}
 	var err error
-	if bufs != nil {
-		_, err = bufs.WriteTo(nc)
-	} else {
+	switch {
+	case bufs != nil && c.vectored != nil:
+		_, err = bufs.WriteTo(c.vectored)
+	case bufs != nil:
+		_, err = bufs.WriteTo(nc) // a write per buffer (TLS: a record each)
+	default:
 		_, err = nc.Write(b)
 	}
 	if err != nil {
@@ -189,6 +192,26 @@ func (c *Conn) write(b []byte, bufs net.Buffers, data bool) error {
 		c.touch()
 	}
 	return nil
+}
+
+// vectorTarget is the TCP connection under nc's wrappers that leave writes alone (the
+// connection limit's and the request-line check's, which Unwrap, and the PROXY protocol's,
+// whose header is read before any write: Raw), so that a vectored write is one system call;
+// through a wrapper net.Buffers would write each buffer on its own. It is nil when a layer
+// changes what is written (TLS): vectored writes then go through it a buffer at a time.
+func vectorTarget(nc net.Conn) net.Conn {
+	for {
+		switch c := nc.(type) {
+		case *net.TCPConn:
+			return c
+		case interface{ Unwrap() net.Conn }:
+			nc = c.Unwrap()
+		case interface{ Raw() net.Conn }:
+			nc = c.Raw()
+		default:
+			return nil
+		}
+	}
 }
 
 // appendFrame appends one unfragmented, unmasked frame (a server's) of type op.

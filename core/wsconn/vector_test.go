@@ -1,0 +1,50 @@
+package wsconn
+
+import (
+	"crypto/tls"
+	"net"
+	"testing"
+)
+
+// wrapped is a wrapper that leaves writes alone, as the connection limit's does.
+type wrapped struct{ net.Conn }
+
+func (w wrapped) Unwrap() net.Conn { return w.Conn }
+
+// rawWrapped is one that exposes its connection as the PROXY protocol's does.
+type rawWrapped struct{ net.Conn }
+
+func (w rawWrapped) Raw() net.Conn { return w.Conn }
+
+// opaque is a wrapper that says nothing of what it wraps.
+type opaque struct{ net.Conn }
+
+// Vectored writes go to the TCP connection under wrappers that leave writes alone, and never
+// around a layer that changes what is written (TLS).
+func TestVectorTarget(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tcp := c.(*net.TCPConn)
+	for name, tc := range map[string]struct {
+		conn net.Conn
+		want net.Conn
+	}{
+		"tcp":                       {tcp, tcp},
+		"limit over PROXY over tcp": {wrapped{rawWrapped{tcp}}, tcp},
+		"tls":                       {tls.Client(tcp, &tls.Config{}), nil},
+		"unwrap to tls":             {wrapped{tls.Client(tcp, &tls.Config{})}, nil},
+		"opaque":                    {opaque{tcp}, nil},
+	} {
+		if got := vectorTarget(tc.conn); got != tc.want {
+			t.Errorf("%s: vectored writes to %T, want %T", name, got, tc.want)
+		}
+	}
+}

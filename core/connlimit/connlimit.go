@@ -146,24 +146,32 @@ func (s *slot) release() {
 type slotKey struct{}
 
 // Handler counts the WebSocket handshakes it passes to next and the connections they become,
-// refusing those over a limit. The client address is r.RemoteAddr's host: put it behind
-// clientaddr's handler so that it is the real client's.
-func (l *Limiter) Handler(next http.Handler) http.Handler {
+// refusing those over a limit; refused, when not nil, is told of each refusal (for the log).
+// The client address is r.RemoteAddr's host: put it behind clientaddr's handler so that it
+// is the real client's.
+func (l *Limiter) Handler(next http.Handler, refused func(r *http.Request, status int, msg string)) http.Handler {
 	if l == nil {
 		return next
+	}
+	if refused == nil {
+		refused = func(*http.Request, int, string) {}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		addr := host(r.RemoteAddr)
 		if wait, ok := l.allowHandshake(addr); !ok {
 			l.count(ReasonHandshakeRate)
+			msg := fmt.Sprintf("Too Many Requests: more than %g handshakes per second from %s (limits.handshake_rate)",
+				l.cfg.HandshakeRate, addr)
+			refused(r, http.StatusTooManyRequests, msg)
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			http.Error(w, fmt.Sprintf("Too Many Requests: more than %g handshakes per second from %s (limits.handshake_rate)",
-				l.cfg.HandshakeRate, addr), http.StatusTooManyRequests)
+			http.Error(w, msg, http.StatusTooManyRequests)
 			return
 		}
 		s, err := l.acquire(addr)
 		if err != nil {
-			writeError(w, err)
+			status, msg := errorStatus(err)
+			refused(r, status, msg)
+			http.Error(w, msg, status)
 			return
 		}
 		tw := &trackingWriter{ResponseWriter: w, slot: s}
@@ -174,13 +182,12 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 	})
 }
 
-func writeError(w http.ResponseWriter, err error) {
-	var we *wsapi.Error
-	if errors.As(err, &we) {
-		http.Error(w, we.Message, we.Status)
-		return
+// errorStatus is the status and message a refusal is answered with.
+func errorStatus(err error) (int, string) {
+	if we, ok := errors.AsType[*wsapi.Error](err); ok {
+		return we.Status, we.Message
 	}
-	http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	return http.StatusServiceUnavailable, err.Error()
 }
 
 func unavailable(format string, args ...any) error {

@@ -27,6 +27,9 @@ type guard struct {
 	authz     *authz.Authorizer // nil: authorization off
 	health    *broker.Health
 	handshake time.Duration
+	// onRefused is told of every handshake the guard refuses: the gateway's Refused, which
+	// logs and counts it as the gateway's own refusals.
+	onRefused func(remote, path string, status int, reason string)
 
 	originRefused     atomic.Uint64
 	notAuthorized     atomic.Uint64
@@ -68,8 +71,19 @@ func (g *guard) handler(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
-	refused := func(*http.Request, error) { g.originRefused.Add(1) }
-	return g.proxies.Handler(g.limits.Handler(g.origins.Handler(deadline, refused)))
+	originRefused := func(r *http.Request, err error) {
+		g.originRefused.Add(1)
+		g.refused(r, http.StatusForbidden, "Forbidden: "+err.Error())
+	}
+	return g.proxies.Handler(g.limits.Handler(g.origins.Handler(deadline, originRefused), g.refused))
+}
+
+// refused logs a handshake the guard refused before the gateway saw it, as the gateway logs
+// its own refusals (rate-limited, counted by status).
+func (g *guard) refused(r *http.Request, status int, msg string) {
+	if g.onRefused != nil {
+		g.onRefused(r.RemoteAddr, r.URL.EscapedPath(), status, msg)
+	}
 }
 
 // Admit implements gateway.Admitter: authorization on every topic, then the broker's health

@@ -194,3 +194,52 @@ func TestMalformedRequestLineProxyProtocol(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardRefusalsLogged: handshakes refused before the gateway sees them — over the
+// handshake rate, over a connection limit, from a foreign Origin — are logged as the
+// gateway's refusals are, with status and reason, and counted by status.
+func TestGuardRefusalsLogged(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	srv, addr := startListening(t, "admin_listen: \"off\"\nlimits: { max_connections_per_address: 1, handshake_rate: 0.1, handshake_burst: 3 }\n", withJSONLog(logs))
+	base := "ws://" + addr
+	// Each handshake takes a rate token: a burst of 3, then 429.
+	if status, _ := handshake(t, websocket.DefaultDialer, base+producerPath+"guard-3", http.Header{"Origin": {"https://evil.example"}}); status != 403 {
+		t.Fatalf("foreign origin: %d, want 403", status)
+	}
+	kept := dialKept(t, websocket.DefaultDialer, base+producerPath+"guard-1", nil)
+	defer kept.Close()
+	if status, _ := handshake(t, websocket.DefaultDialer, base+producerPath+"guard-2", nil); status != 503 {
+		t.Fatalf("second connection from one address: %d, want 503", status)
+	}
+	if status, _ := handshake(t, websocket.DefaultDialer, base+producerPath+"guard-4", nil); status != 429 {
+		t.Fatalf("fourth handshake of a burst of 3: %d, want 429", status)
+	}
+	want := map[float64]string{
+		503: "limits.max_connections_per_address",
+		403: "Forbidden: ",
+		429: "limits.handshake_rate",
+	}
+	var lines []map[string]any
+	edgetest.WaitFor(t, 5*time.Second, "three refusals logged", func() bool {
+		lines = refusalLines(t, logs.String())
+		return len(lines) >= 3
+	})
+	for _, l := range lines {
+		status, _ := l["status"].(float64)
+		reason, _ := l["reason"].(string)
+		if w, ok := want[status]; !ok || !strings.Contains(reason, w) || l["path"] == "" || l["remote"] == "" {
+			t.Errorf("refusal line %v", l)
+		}
+		delete(want, status)
+	}
+	if len(want) > 0 {
+		t.Errorf("no refusal line for %v", want)
+	}
+	mfs := scrape(t, srv.AdminHandler())
+	for _, status := range []string{"403", "429", "503"} {
+		if got := metric(mfs, "sluice_handshakes_refused_total", "kind", "unknown", "status", status); got != 1 {
+			t.Errorf("sluice_handshakes_refused_total{status=%s} = %v, want 1", status, got)
+		}
+	}
+}

@@ -357,6 +357,7 @@ func (s *Server) buildGateway(ctx context.Context) error {
 		opts = append(opts, gateway.WithTopicInspector(embeddedInspector{s.embedded}))
 	}
 	s.gw = gateway.New(s.client, s.policies, gateway.Config{CreateTimeout: s.cfg.Broker.OperationTimeout}, opts...)
+	s.guard.onRefused = s.gw.Refused // the guard's refusals are logged and counted as the gateway's
 	s.admin = admin.New(s, s.metrics, admin.Config{Version: s.version, Pprof: s.cfg.AdminPprof}, s.log.With("component", "admin"))
 	s.handler = s.newHandler()
 	sctx, stopAdmin := context.WithCancel(context.WithoutCancel(ctx))

@@ -280,8 +280,9 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, kind wsapi.Kind
 }
 
 // Refused counts and logs a handshake refused before it reached the gateway, as the
-// gateway's own refusals are, with kind unknown: core/requestline answers a request line
-// net/http would refuse without a reason. path is the request-target without its query.
+// gateway's own refusals are, with kind unknown: a request line net/http would refuse
+// without a reason (core/requestline), the handshake rate, a connection limit, the Origin.
+// path is the request-target without its query.
 func (g *Gateway) Refused(remote, path string, status int, reason string) {
 	g.hooks.HandshakeRefused(0, status)
 	g.refusals.log(g.log, path, remote, 0, status, reason)

@@ -253,15 +253,17 @@ func (g *Gate) tryAcquire(c *Charge, n, msgs int64) error {
 // returned.
 func (g *Gate) Acquire(ctx context.Context, n int64) (*Charge, error) {
 	c := &Charge{}
-	if _, err := g.AcquireInto(ctx, c, n); err != nil {
+	if _, err := g.AcquireInto(ctx, c, n, 0); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// AcquireInto is Acquire charging into c (see TryAcquireInto), also returning how long the
-// caller waited: zero when it was admitted at once.
-func (g *Gate) AcquireInto(ctx context.Context, c *Charge, n int64) (time.Duration, error) {
+// AcquireInto is Acquire charging into c (see TryAcquireInto), waiting at most maxWait when
+// it is positive (the wait then ends as if ctx's deadline had passed), and returning how long
+// the caller waited: zero when it was admitted at once. The bound is a timer started only
+// when the caller must wait, so that a charge admitted at once costs no context or timer.
+func (g *Gate) AcquireInto(ctx context.Context, c *Charge, n int64, maxWait time.Duration) (time.Duration, error) {
 	if n < 0 {
 		return 0, errNegative
 	}
@@ -284,10 +286,20 @@ func (g *Gate) AcquireInto(ctx context.Context, c *Charge, n int64) (time.Durati
 	p.layerStats(g, v).waited++
 	p.mu.Unlock()
 
+	var expired <-chan time.Time
+	if maxWait > 0 {
+		t := time.NewTimer(maxWait)
+		defer t.Stop()
+		expired = t.C
+	}
+	var cause error
 	select {
 	case <-w.ready:
 		return time.Since(start), nil
 	case <-ctx.Done():
+		cause = ctx.Err()
+	case <-expired:
+		cause = context.DeadlineExceeded
 	}
 	p.mu.Lock()
 	if w.admitted { // admitted between ctx ending and the lock
@@ -301,7 +313,7 @@ func (g *Gate) AcquireInto(ctx context.Context, c *Charge, n int64) (time.Durati
 	g.r.held = admit
 	p.held = false
 	p.dispatch()
-	return time.Since(start), p.abandon(g, w.v, ctx.Err())
+	return time.Since(start), p.abandon(g, w.v, cause)
 }
 
 // abandon counts a wait that ended unadmitted, unlocks p.mu and returns the

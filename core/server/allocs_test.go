@@ -67,8 +67,16 @@ func sluiceStack(pcs []uintptr) bool {
 	return edge && !strings.Contains(first, "pulsar-client-go")
 }
 
-func BenchmarkProducerAllocs(b *testing.B) {
-	_, base := edgetest.Start(b, "")
+func BenchmarkProducerAllocs(b *testing.B) { benchProducerAllocs(b, "") }
+
+// BenchmarkProducerAllocsPause is the same on a route that pauses at its limit (on_full:
+// pause): its bound on a pause must cost nothing when a message is admitted at once.
+func BenchmarkProducerAllocsPause(b *testing.B) {
+	benchProducerAllocs(b, "routes: [{ name: p, match: /ws/**, strategy: { name: hybrid }, on_full: pause }]\n")
+}
+
+func benchProducerAllocs(b *testing.B, yaml string) {
+	_, base := edgetest.Start(b, yaml)
 	c := edgetest.Dial(b, base+"/ws/v2/producer/persistent/public/default/allocs")
 	frame, _ := json.Marshal(map[string]any{"payload": base64.StdEncoding.EncodeToString(make([]byte, 1024)), "context": "1234"})
 	roundTrip := func(n int) {

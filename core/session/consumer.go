@@ -200,7 +200,7 @@ func (s *deliverySession) pullLoop(ctx context.Context, src source) {
 			return
 		}
 		d := deliveries.Get().(*delivery)
-		if _, err := s.g.Gate.AcquireInto(ctx, &d.charge, DeliveryCharge(m)); err != nil {
+		if _, err := s.g.Gate.AcquireInto(ctx, &d.charge, DeliveryCharge(m), 0); err != nil {
 			deliveries.Put(d)
 			return // ctx ended; the message is redelivered after close
 		}

@@ -394,9 +394,8 @@ func (s *producerSession) admit(ctx context.Context, r *record) (Result, error) 
 	if s.g.OnFull != strategy.Pause {
 		return ResultRejected, s.g.Gate.TryAcquireInto(&r.charge, size)
 	}
-	pctx, cancel := context.WithTimeout(ctx, s.g.MaxPause)
-	defer cancel()
-	waited, err := s.g.Gate.AcquireInto(pctx, &r.charge, size)
+	// A zero MaxPause does not wait: a bound of a nanosecond ends any wait at once.
+	waited, err := s.g.Gate.AcquireInto(ctx, &r.charge, size, max(s.g.MaxPause, time.Nanosecond))
 	if waited > 0 {
 		s.g.Observer.Paused(waited)
 	}

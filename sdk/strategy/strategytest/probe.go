@@ -154,17 +154,7 @@ func probeProducers() map[string]strategy.ProducerRequest {
 		"MaxPendingMessages.Requested": func(r *strategy.ProducerRequest) { r.MaxPendingMessages.Requested = intp(0) },
 		"MaxPendingMessages not sent":  func(r *strategy.ProducerRequest) { r.MaxPendingMessages.Requested = nil },
 	}
-	out := map[string]strategy.ProducerRequest{}
-	for name, change := range variants {
-		r := base
-		change(&r)
-		out[name] = r
-		if r.Role != "" {
-			r.Role = DeniedRole
-			out[name+"/denied"] = r
-		}
-	}
-	return out
+	return withVariants(base, variants, func(r *strategy.ProducerRequest) *string { return &r.Role })
 }
 
 // probeConsumers is probeProducers for consumers.
@@ -192,13 +182,19 @@ func probeConsumers() map[string]strategy.ConsumerRequest {
 		"ReceiverQueueSize.Requested": func(r *strategy.ConsumerRequest) { r.ReceiverQueueSize.Requested = intp(0) },
 		"ReceiverQueueSize not sent":  func(r *strategy.ConsumerRequest) { r.ReceiverQueueSize.Requested = nil },
 	}
-	out := map[string]strategy.ConsumerRequest{}
+	return withVariants(base, variants, func(r *strategy.ConsumerRequest) *string { return &r.Role })
+}
+
+// withVariants is base changed by each variant, and each with a role also as DeniedRole
+// ("name/denied"); role points at a request's role.
+func withVariants[R any](base R, variants map[string]func(*R), role func(*R) *string) map[string]R {
+	out := map[string]R{}
 	for name, change := range variants {
 		r := base
 		change(&r)
 		out[name] = r
-		if r.Role != "" {
-			r.Role = DeniedRole
+		if *role(&r) != "" {
+			*role(&r) = DeniedRole
 			out[name+"/denied"] = r
 		}
 	}

@@ -125,6 +125,21 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.brokerBin, "broker-bin", "", "the sluice `binary` run as sluice broker (default: this one)")
 }
 
+// begin starts a mode's run: setup, the fleet of processes it starts and its progress line;
+// end stops them and undoes setup.
+func (c *common) begin(env Env) (f *fleet, prog *progress, end func(), err error) {
+	cleanup, err := c.setup(env)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	f, prog = c.fleet(), newProgress(env.Stderr)
+	return f, prog, func() {
+		prog.close()
+		f.stopAll()
+		cleanup()
+	}, nil
+}
+
 // setup resolves the flags after parsing: binaries, pinning (this process moves to the load
 // CPUs at once) and the run directory. The returned cleanup undoes all of it.
 func (c *common) setup(env Env) (cleanup func(), err error) {

@@ -76,15 +76,11 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	if err := raiseFileLimit(*conns + 256); err != nil {
 		return err
 	}
-	cleanup, err := c.setup(env)
+	f, prog, end, err := c.begin(env)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
-	f := c.fleet()
-	defer f.stopAll()
-	prog := newProgress(env.Stderr)
-	defer prog.close()
+	defer end()
 	set := &binSet{serve: c.serveBin, broker: c.brokerBin}
 	t, err := startEdgeTarget(ctx, f, set, *config, "", 0, func(c *serveConfig) {
 		if c.Memory == nil {

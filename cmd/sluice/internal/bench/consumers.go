@@ -85,15 +85,11 @@ func benchConsumers(ctx context.Context, args []string, env Env) error {
 		r := routeConfig{Name: "default", Match: "/ws/**", Strategy: strategyConfig{Name: "hybrid"}, SlowConsumer: &slowConsumer{Action: *slowAction}}
 		cfg.Routes = []routeConfig{r}
 	}
-	cleanup, err := c.setup(env)
+	f, prog, end, err := c.begin(env)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
-	f := c.fleet()
-	defer f.stopAll()
-	prog := newProgress(env.Stderr)
-	defer prog.close()
+	defer end()
 	// The slow subscriptions keep every message: retention must hold the whole run.
 	b, err := f.startBroker(ctx, "broker", c.brokerBin, 4<<30)
 	if err != nil {

@@ -48,16 +48,12 @@ type dlResult struct {
 }
 
 type dlRound struct {
-	Round      int     `json:"round"`
-	Rate       float64 `json:"deliveries_per_second"`
-	Delivered  int64   `json:"delivered"`
-	Missing    int64   `json:"missing"`
-	WallS      float64 `json:"wall_s"`
-	ServerCPUS float64 `json:"server_cpu_s"`
-	EdgeCPUS   float64 `json:"edge_cpu_s"`
-	LoadCPUS   float64 `json:"load_cpu_s"`
-	OtherCPUS  float64 `json:"other_cpu_s"`
-	FirstError string  `json:"first_error,omitempty"`
+	Round     int     `json:"round"`
+	Rate      float64 `json:"deliveries_per_second"`
+	Delivered int64   `json:"delivered"`
+	Missing   int64   `json:"missing"`
+	roundCPU
+	FirstError string `json:"first_error,omitempty"`
 }
 
 func benchDeliveries(ctx context.Context, args []string, env Env) error {
@@ -90,19 +86,15 @@ func benchDeliveries(ctx context.Context, args []string, env Env) error {
 			return fmt.Errorf("-configs: %q: deliveries runs edge and single", k)
 		}
 	}
-	cleanup, err := c.setup(env)
+	f, prog, end, err := c.begin(env)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	defer end()
 	sets, err := binSets(&c, *compare, *newLabel, *oldLabel)
 	if err != nil {
 		return err
 	}
-	f := c.fleet()
-	defer f.stopAll()
-	prog := newProgress(env.Stderr)
-	defer prog.close()
 
 	var targets []*target
 	for _, k := range kinds {
@@ -228,11 +220,7 @@ func deliveriesRound(ctx context.Context, t *target, topics []string, n int, tim
 	if err := errors.Join(errs...); err != nil {
 		return dlRound{}, err
 	}
-	rr := dlRound{
-		WallS: after.at.Sub(before.at).Seconds(), ServerCPUS: (after.server - before.server).Seconds(),
-		EdgeCPUS: (after.edge - before.edge).Seconds(), LoadCPUS: (after.load - before.load).Seconds(),
-		OtherCPUS: before.others(after).Seconds(),
-	}
+	rr := dlRound{roundCPU: before.until(after)}
 	for _, r := range results {
 		got := min(r.Received, int64(n))
 		rr.Delivered += got
@@ -252,22 +240,16 @@ func deliveriesRound(ctx context.Context, t *target, topics []string, n int, tim
 
 func (r *dlResult) summarise() {
 	var rates []float64
-	var wall, server, edge, load, other float64
+	var cpu roundCPU
 	for _, rr := range r.Rounds {
 		rates = append(rates, rr.Rate)
 		r.Delivered += rr.Delivered
 		r.Missing += rr.Missing
-		wall += rr.WallS
-		server += rr.ServerCPUS
-		edge += rr.EdgeCPUS
-		load += rr.LoadCPUS
-		other += rr.OtherCPUS
+		cpu.add(rr.roundCPU)
 	}
 	r.Rate, r.Min, r.Max = median(rates), slices.Min(rates), slices.Max(rates)
-	r.PerEdgeCPU, r.PerServerCPU = perCPU(r.Delivered, edge), perCPU(r.Delivered, server)
-	if wall > 0 {
-		r.ServerCPU, r.LoadCPU, r.OtherCPU = server/wall, load/wall, other/wall
-	}
+	r.PerEdgeCPU, r.PerServerCPU = perCPU(r.Delivered, cpu.EdgeCPUS), perCPU(r.Delivered, cpu.ServerCPUS)
+	r.ServerCPU, r.LoadCPU, r.OtherCPU = cpu.shares()
 }
 
 // pairDeliveries sets each new configuration's paired ratio against the -compare binary's.
@@ -288,14 +270,8 @@ func pairDeliveries(results []*dlResult, sets []*binSet) {
 		if !ok {
 			continue
 		}
-		var ratios []float64
-		for i, rr := range r.Rounds {
-			if i < len(ref.Rounds) && ref.Rounds[i].Rate > 0 {
-				ratios = append(ratios, rr.Rate/ref.Rounds[i].Rate)
-			}
-		}
-		if len(ratios) > 0 {
-			r.Paired, r.PairedWith = median(ratios), refName
+		if ratio, ok := pairedRatio(r.Rounds, ref.Rounds); ok {
+			r.Paired, r.PairedWith = ratio, refName
 		}
 	}
 }

@@ -72,15 +72,11 @@ func benchFlood(ctx context.Context, args []string, env Env) error {
 	if *conns < 1 || *size < 1 || *duration <= 0 || *interval <= 0 || *sample <= 0 || *window < 0 {
 		return errors.New("-conns, -size, -duration, -interval and -sample must be positive")
 	}
-	cleanup, err := c.setup(env)
+	f, prog, end, err := c.begin(env)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
-	f := c.fleet()
-	defer f.stopAll()
-	prog := newProgress(env.Stderr)
-	defer prog.close()
+	defer end()
 	set := &binSet{serve: c.serveBin, broker: c.brokerBin}
 	t, err := startEdgeTarget(ctx, f, set, "single", "", 0)
 	if err != nil {

@@ -82,15 +82,11 @@ func benchMemory(ctx context.Context, args []string, env Env) error {
 	if len(configs) == 0 {
 		return fmt.Errorf("-configs %q: want some of default, 16MiB, 0, 0-gate10000", *only)
 	}
-	cleanup, err := c.setup(env)
+	f, prog, end, err := c.begin(env)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
-	f := c.fleet()
-	defer f.stopAll()
-	prog := newProgress(env.Stderr)
-	defer prog.close()
+	defer end()
 	b, err := f.startBroker(ctx, "broker", c.brokerBin, 0)
 	if err != nil {
 		return err

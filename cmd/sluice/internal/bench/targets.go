@@ -210,6 +210,62 @@ type cpuSample struct {
 	machine      time.Duration
 }
 
+// pairedRatio is the median over rounds of a configuration's rate divided by a reference's
+// in the same round; ok is false when no round of the reference has a rate.
+func pairedRatio[R interface{ rate() float64 }](rounds, ref []R) (float64, bool) {
+	var ratios []float64
+	for i, rr := range rounds {
+		if i < len(ref) && ref[i].rate() > 0 {
+			ratios = append(ratios, rr.rate()/ref[i].rate())
+		}
+	}
+	if len(ratios) == 0 {
+		return 0, false
+	}
+	return median(ratios), true
+}
+
+func (r dlRound) rate() float64 { return r.Rate }
+func (r tpRound) rate() float64 { return r.Rate }
+
+// roundCPU is what a round took: its wall time and the CPU time of the server processes, of
+// the edge among them (zero when it has none of its own), of the load generator and of the
+// rest of the machine.
+type roundCPU struct {
+	WallS      float64 `json:"wall_s"`
+	ServerCPUS float64 `json:"server_cpu_s"`
+	EdgeCPUS   float64 `json:"edge_cpu_s,omitempty"`
+	LoadCPUS   float64 `json:"load_cpu_s"`
+	OtherCPUS  float64 `json:"other_cpu_s"`
+}
+
+// until is what the round between s and later took.
+func (s cpuSample) until(later cpuSample) roundCPU {
+	return roundCPU{
+		WallS: later.at.Sub(s.at).Seconds(), ServerCPUS: (later.server - s.server).Seconds(),
+		EdgeCPUS: (later.edge - s.edge).Seconds(), LoadCPUS: (later.load - s.load).Seconds(),
+		OtherCPUS: s.others(later).Seconds(),
+	}
+}
+
+// add sums o into c, for a configuration's rounds together.
+func (c *roundCPU) add(o roundCPU) {
+	c.WallS += o.WallS
+	c.ServerCPUS += o.ServerCPUS
+	c.EdgeCPUS += o.EdgeCPUS
+	c.LoadCPUS += o.LoadCPUS
+	c.OtherCPUS += o.OtherCPUS
+}
+
+// shares are the CPUs the server processes, the load generator and the rest of the machine
+// kept busy on average (CPU-seconds per second); zero without wall time.
+func (c roundCPU) shares() (server, load, other float64) {
+	if c.WallS <= 0 {
+		return 0, 0, 0
+	}
+	return c.ServerCPUS / c.WallS, c.LoadCPUS / c.WallS, c.OtherCPUS / c.WallS
+}
+
 // others is the CPU time the rest of the machine used between s and later.
 func (s cpuSample) others(later cpuSample) time.Duration {
 	ours := (later.server - s.server) + (later.load - s.load)

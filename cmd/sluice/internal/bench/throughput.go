@@ -73,23 +73,19 @@ type tpResult struct {
 }
 
 type tpRound struct {
-	Round      int     `json:"round"`
-	Rate       float64 `json:"acked_per_second"`
-	Sent       int64   `json:"sent"`
-	OK         int64   `json:"ok"`
-	OKInTime   int64   `json:"ok_in_round"`
-	Rejected   int64   `json:"rejected"`
-	Errors     int64   `json:"errors"`
-	P50Ms      float64 `json:"p50_ms"`
-	P99Ms      float64 `json:"p99_ms"`
-	P999Ms     float64 `json:"p999_ms"`
-	WallS      float64 `json:"wall_s"`
-	ServerCPUS float64 `json:"server_cpu_s"`
-	EdgeCPUS   float64 `json:"edge_cpu_s,omitempty"`
-	LoadCPUS   float64 `json:"load_cpu_s"`
-	OtherCPUS  float64 `json:"other_cpu_s"`
-	Retries    int     `json:"retries,omitempty"` // noisy attempts discarded (-retry-noisy)
-	FirstError string  `json:"first_error,omitempty"`
+	Round    int     `json:"round"`
+	Rate     float64 `json:"acked_per_second"`
+	Sent     int64   `json:"sent"`
+	OK       int64   `json:"ok"`
+	OKInTime int64   `json:"ok_in_round"`
+	Rejected int64   `json:"rejected"`
+	Errors   int64   `json:"errors"`
+	P50Ms    float64 `json:"p50_ms"`
+	P99Ms    float64 `json:"p99_ms"`
+	P999Ms   float64 `json:"p999_ms"`
+	roundCPU
+	Retries    int    `json:"retries,omitempty"` // noisy attempts discarded (-retry-noisy)
+	FirstError string `json:"first_error,omitempty"`
 }
 
 // seriesPoint is one interval of a target's rounds, placed on a time axis that concatenates
@@ -154,19 +150,15 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	if o.kinds, err = parseKinds(*configs, o.plugin); err != nil {
 		return err
 	}
-	cleanup, err := c.setup(env)
+	f, prog, end, err := c.begin(env)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	defer end()
 	sets, err := binSets(&c, o.compare, o.newLabel, o.oldLabel)
 	if err != nil {
 		return err
 	}
-	f := c.fleet()
-	defer f.stopAll()
-	prog := newProgress(env.Stderr)
-	defer prog.close()
 	targets, err := o.startTargets(ctx, f, sets, env.Self)
 	if err != nil {
 		return err
@@ -334,12 +326,7 @@ func throughputRound(ctx context.Context, t *target, cfg loadgen.ProducerConfig)
 		Rate: res.ThroughputOver(cfg.Duration), Sent: res.Sent, OK: res.OK, OKInTime: res.OKInTime,
 		Rejected: res.Rejected, Errors: res.Errors(),
 		P50Ms: quantileMs(res.Latency, 50), P99Ms: quantileMs(res.Latency, 99), P999Ms: quantileMs(res.Latency, 99.9),
-		WallS:      after.at.Sub(before.at).Seconds(),
-		ServerCPUS: (after.server - before.server).Seconds(), LoadCPUS: (after.load - before.load).Seconds(),
-		OtherCPUS: before.others(after).Seconds(),
-	}
-	if t.edge != 0 {
-		rr.EdgeCPUS = (after.edge - before.edge).Seconds()
+		roundCPU: before.until(after),
 	}
 	if res.FirstErr != nil {
 		rr.FirstError = res.FirstErr.Error()
@@ -374,25 +361,19 @@ func (r *tpResult) add(rr tpRound, res *loadgen.ProducerResult, round time.Durat
 
 func (r *tpResult) summarise() {
 	var rates []float64
-	var wall, server, edge, load, other float64
+	var cpu roundCPU
 	for _, rr := range r.Rounds {
 		rates = append(rates, rr.Rate)
 		r.OK += rr.OK
 		r.Rejected += rr.Rejected
 		r.Errors += rr.Errors
-		wall += rr.WallS
-		server += rr.ServerCPUS
-		edge += rr.EdgeCPUS
-		load += rr.LoadCPUS
-		other += rr.OtherCPUS
+		cpu.add(rr.roundCPU)
 	}
 	r.Rate, r.Min, r.Max = median(rates), slices.Min(rates), slices.Max(rates)
 	r.P50Ms, r.P99Ms, r.P999Ms = quantileMs(r.hist, 50), quantileMs(r.hist, 99), quantileMs(r.hist, 99.9)
 	r.MaxMs = float64(r.hist.Max()) / 1000
-	r.PerServerCPU, r.PerEdgeCPU = perCPU(r.OK, server), perCPU(r.OK, edge)
-	if wall > 0 {
-		r.ServerCPU, r.LoadCPU, r.OtherCPU = server/wall, load/wall, other/wall
-	}
+	r.PerServerCPU, r.PerEdgeCPU = perCPU(r.OK, cpu.ServerCPUS), perCPU(r.OK, cpu.EdgeCPUS)
+	r.ServerCPU, r.LoadCPU, r.OtherCPU = cpu.shares()
 }
 
 // pairResults sets each result's paired ratios: its rate over a reference's in the same
@@ -417,17 +398,11 @@ func pairResults(results []*tpResult, sets []*binSet) {
 			if !ok {
 				continue
 			}
-			var ratios []float64
-			for i, rr := range r.Rounds {
-				if i < len(ref.Rounds) && ref.Rounds[i].Rate > 0 {
-					ratios = append(ratios, rr.Rate/ref.Rounds[i].Rate)
-				}
-			}
-			if len(ratios) > 0 {
+			if ratio, ok := pairedRatio(r.Rounds, ref.Rounds); ok {
 				if r.Paired == nil {
 					r.Paired = map[string]float64{}
 				}
-				r.Paired[name] = median(ratios)
+				r.Paired[name] = ratio
 			}
 		}
 	}

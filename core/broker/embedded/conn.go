@@ -9,10 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -50,11 +52,14 @@ type conn struct {
 	// Only the reader goroutine touches these (goClient is set before any
 	// consumer of this connection exists, and read under topic locks).
 	connected bool
-	goClient  bool // pulsar-client-go: does not understand REACHED_END_OF_TOPIC
+	heldSince int64 // unix nanos: since when answers wait for the reader to flush them (0: none)
+	goClient  bool  // pulsar-client-go: does not understand REACHED_END_OF_TOPIC
 
 	mu        sync.Mutex // guards the maps; a leaf lock (see doc.go)
 	producers map[uint64]*producer
 	consumers map[uint64]*consumer
+
+	wmu sync.Mutex // held while writing to nc: the writer's or the reader's
 
 	outMu    sync.Mutex // guards the fields below; a leaf lock
 	out      []byte     // encoded frames waiting for the writer
@@ -156,18 +161,30 @@ func (c *conn) wakeWriter() {
 	}
 }
 
-// setBursting marks the start (true) or the end of the handling of the
-// frames one read returned; at the end it wakes the writer if frames were
-// queued meanwhile.
-func (c *conn) setBursting(on bool) {
+// startBurst marks the start of the handling of the frames one read
+// returned: until endBurst, the frames queued do not wake the writer.
+func (c *conn) startBurst() {
 	c.outMu.Lock()
-	c.bursting = on
-	wake := !on && c.deferred
-	if !on {
-		c.deferred = false
-	}
+	c.bursting = true
 	c.outMu.Unlock()
-	if wake {
+}
+
+// endBurst marks the end of the handling of the frames of a read that
+// started at burstAt (unix nanos). With hold, the frames queued meanwhile
+// wait for the reader's next read that would block (flushBeforeWait), or
+// until the oldest has waited holdAnswers; otherwise, or then, the writer
+// is woken for them.
+func (c *conn) endBurst(burstAt int64, hold bool) {
+	c.outMu.Lock()
+	c.bursting = false
+	queued := c.deferred
+	c.deferred = false
+	c.outMu.Unlock()
+	if queued && c.heldSince == 0 {
+		c.heldSince = burstAt
+	}
+	if c.heldSince != 0 && (!hold || burstAt-c.heldSince >= int64(holdAnswers)) {
+		c.heldSince = 0
 		c.wakeWriter()
 	}
 }
@@ -232,38 +249,140 @@ func (c *conn) writeLoop() {
 			}
 			continue
 		}
-		for {
-			c.outMu.Lock()
-			buf := c.out
-			c.out = nil
-			kick := c.blocked && len(buf) > 0
-			if kick {
-				c.blocked = false
-			}
-			c.outMu.Unlock()
-			if len(buf) == 0 {
-				break
-			}
-			if _, err := c.nc.Write(buf); err != nil {
-				c.logger().Debug("write failed", "err", err)
-				c.close()
-				return
-			}
-			if cap(buf) <= maxSpareOut {
-				c.outMu.Lock()
-				c.spare = buf[:0]
-				c.outMu.Unlock()
-			}
-			if kick {
-				c.b.kickConn(c)
-			}
+		if err := c.writeOut(); err != nil {
+			c.logger().Debug("write failed", "err", err)
+			c.close()
+			return
 		}
 	}
+}
+
+// writeOut writes what is queued until nothing is. It resumes paused
+// dispatch once the queue drained, without holding wmu.
+func (c *conn) writeOut() error {
+	for {
+		c.wmu.Lock()
+		c.outMu.Lock()
+		buf := c.out
+		c.out = nil
+		kick := c.blocked && len(buf) > 0
+		if kick {
+			c.blocked = false
+		}
+		c.outMu.Unlock()
+		if len(buf) == 0 {
+			c.wmu.Unlock()
+			return nil
+		}
+		_, err := c.nc.Write(buf)
+		c.wmu.Unlock()
+		if err != nil {
+			return err
+		}
+		c.recycle(buf)
+		if kick {
+			c.b.kickConn(c)
+		}
+	}
+}
+
+// recycle keeps a written buffer for the next frames, unless it is large.
+func (c *conn) recycle(buf []byte) {
+	if cap(buf) <= maxSpareOut {
+		c.outMu.Lock()
+		c.spare = buf[:0]
+		c.outMu.Unlock()
+	}
+}
+
+// flushBeforeWait writes the queued frames to fd without blocking; the
+// reader calls it when its next read would wait. Whatever the socket does
+// not take at once goes back to the head of the queue for the writer, as
+// does everything while dispatch is paused (the writer resumes it).
+func (c *conn) flushBeforeWait(fd uintptr) (wrote bool) {
+	if !c.wmu.TryLock() {
+		c.wakeWriter() // the writer is at it; make sure it looks again
+		return false
+	}
+	defer c.wmu.Unlock()
+	c.outMu.Lock()
+	buf := c.out
+	if len(buf) == 0 || c.blocked {
+		c.outMu.Unlock()
+		if len(buf) > 0 {
+			c.wakeWriter()
+		}
+		return false
+	}
+	c.out = nil
+	c.outMu.Unlock()
+	c.heldSince = 0
+	n, err := syscall.Write(int(fd), buf)
+	for err == syscall.EINTR {
+		n, err = syscall.Write(int(fd), buf)
+	}
+	if n == len(buf) {
+		c.recycle(buf)
+		return true
+	}
+	rest := buf[max(n, 0):]
+	c.outMu.Lock()
+	if len(c.out) > 0 {
+		rest = append(rest, c.out...)
+	}
+	c.out = rest
+	c.outMu.Unlock()
+	c.wakeWriter()
+	return false
+}
+
+// flushReader reads the socket for the reader goroutine, and writes the
+// connection's queued answers itself when a read finds nothing to read:
+// answers to the frames of several reads then leave in one write, and a
+// lone answer leaves as soon as the reader would wait.
+type flushReader struct {
+	c  *conn
+	rc syscall.RawConn
+}
+
+func (r *flushReader) Read(p []byte) (int, error) {
+	var n int
+	var err error
+	werr := r.rc.Read(func(fd uintptr) bool {
+		for {
+			n, err = syscall.Read(int(fd), p)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != syscall.EAGAIN {
+				return true
+			}
+			// Frames may arrive while the answers are written: look again
+			// before waiting.
+			if !r.c.flushBeforeWait(fd) {
+				return false
+			}
+		}
+	})
+	switch {
+	case werr != nil:
+		return 0, werr
+	case err != nil:
+		return 0, os.NewSyscallError("read", err)
+	case n == 0 && len(p) > 0:
+		return 0, io.EOF
+	}
+	return n, nil
 }
 
 // readBufSize is the reader's buffer: frames up to this size are handled in
 // place; larger ones are read into a buffer of their own.
 const readBufSize = 64 << 10
+
+// holdAnswers bounds how long the reader holds answers back while every
+// read finds more frames: a busy connection's answers leave at least this
+// often.
+const holdAnswers = 50 * time.Microsecond
 
 func (c *conn) readLoop() {
 	defer c.b.wg.Done()
@@ -272,19 +391,30 @@ func (c *conn) readLoop() {
 		c.b.cleanupConn(c)
 		c.logger().Debug("connection closed")
 	}()
-	br := bufio.NewReaderSize(c.nc, readBufSize)
+	var src io.Reader = c.nc
+	flushes := false
+	if sc, ok := c.nc.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			src, flushes = &flushReader{c: c, rc: rc}, true
+		}
+	}
+	br := bufio.NewReaderSize(src, readBufSize)
 	var big []byte
 	bursting := false
+	var burstAt int64 // when the current burst started, unix nanos
+	endBurst := func() {
+		c.endBurst(burstAt, flushes)
+		bursting = false
+	}
 	for {
 		if br.Buffered() < 4 && bursting {
 			// The frames of one read are handled. Let the goroutines that
 			// are ready run first: when the broker is busy, more of this
 			// client's frames arrive meanwhile, and the next read takes
-			// them all; when it is idle this returns at once. Then the
-			// writer sends every answer at once.
+			// them all; when it is idle this returns at once. The answers
+			// then leave together (endBurst).
 			runtime.Gosched()
-			c.setBursting(false)
-			bursting = false
+			endBurst()
 		}
 		hdr, err := br.Peek(4)
 		if err != nil {
@@ -301,8 +431,7 @@ func (c *conn) readLoop() {
 		n := 4 + int(size)
 		if br.Buffered() < n && bursting {
 			// The rest of this frame may be slow to come: answer what came.
-			c.setBursting(false)
-			bursting = false
+			endBurst()
 		}
 		var buf []byte
 		if n <= readBufSize {
@@ -322,8 +451,9 @@ func (c *conn) readLoop() {
 			}
 		}
 		if !bursting {
-			c.lastRecv.Store(time.Now().UnixNano())
-			c.setBursting(true)
+			burstAt = time.Now().UnixNano()
+			c.lastRecv.Store(burstAt)
+			c.startBurst()
 			bursting = true
 		}
 		err = c.handleFrame(buf)

@@ -109,7 +109,12 @@
 // # Bounds
 //
 // Each connection has one reader and one writer goroutine and a byte-bounded
-// outbound buffer: MESSAGE dispatch to a connection pauses while 4 MiB are
+// outbound buffer. The reader writes the answers to the frames it handled
+// itself when its next read would wait, so that the answers to several
+// reads leave in one write (after 50 µs of reads that found more, the
+// writer is woken for them); the writer sends the rest: deliveries, what
+// the socket did not take at once, pings. MESSAGE dispatch to a connection
+// pauses while 4 MiB are
 // queued and resumes when it drains; a connection whose buffer would pass
 // 64 MiB (a client that stopped reading) is closed. Stored messages are
 // bounded by StoreLimit. Delayed or held receipts are bounded by the stored
@@ -142,6 +147,8 @@
 //	store.mu          the store: accounting, eviction order, spare blocks
 //	topicLog.mu       a topic's entries and blocks (eviction takes any topic's)
 //	Broker.pumpMu     producers with queued receipts, delayed dispatches (leaf)
+//	conn.wmu          a connection's socket writes: the writer's, or the reader's
+//	                  before it waits for its next read
 //	conn.outMu        a connection's outbound buffer (leaf)
 //	Faults.mu         fault settings (leaf; the hot path reads atomic copies)
 //	Broker.lifeMu     listeners and URLs (leaf; only Start and Close hold it long)

@@ -1,6 +1,7 @@
 package embedded_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -83,6 +84,18 @@ func testMetadata() *pulsarpb.MessageMetadata {
 	}
 }
 
+// dialRaw opens a plain TCP connection to b's service port, closed at the
+// end of the test.
+func dialRaw(t testing.TB, b *embedded.Broker) net.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", strings.TrimPrefix(b.ServiceURL(), "pulsar://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	return nc
+}
+
 // expectClosed reads until the broker closes the connection.
 func expectClosed(t testing.TB, nc net.Conn) {
 	t.Helper()
@@ -146,11 +159,7 @@ func TestHostileInput(t *testing.T) {
 func TestRawProtocolAndKeepAlive(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, embedded.Config{KeepAliveInterval: 100 * time.Millisecond})
-	nc, err := net.Dial("tcp", strings.TrimPrefix(b.ServiceURL(), "pulsar://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := dialRaw(t, b)
 	topic := uniqueTopic("raw")
 	for _, f := range [][]byte{frame(t, connectCmd()), frame(t, producerCmd(topic)),
 		payloadFrame(t, sendCmd(), testMetadata(), []byte("hello"), false)} {
@@ -289,11 +298,7 @@ func readUntil(t testing.TB, nc net.Conn, want pulsarpb.BaseCommand_Type) []stri
 func TestRawReachedEndOfTopic(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, embedded.Config{})
-	nc, err := net.Dial("tcp", strings.TrimPrefix(b.ServiceURL(), "pulsar://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := dialRaw(t, b)
 	topic := uniqueTopic("rawend")
 	sub := &pulsarpb.BaseCommand{
 		Type: pulsarpb.BaseCommand_SUBSCRIBE.Enum(),
@@ -320,5 +325,67 @@ func TestRawReachedEndOfTopic(t *testing.T) {
 	seen := readUntil(t, nc, pulsarpb.BaseCommand_REACHED_END_OF_TOPIC)
 	if !strings.Contains(strings.Join(seen, " "), "CLOSE_PRODUCER") {
 		t.Fatalf("no CLOSE_PRODUCER before the end of topic: %v", seen)
+	}
+}
+
+// TestReceiptsInOrderWhenReadLate: a client that writes 200,000 sends
+// before it reads anything (more receipts than the socket buffers hold)
+// still gets every receipt, once, in sequence order, however the broker's
+// reader and writer shared the writing meanwhile.
+func TestReceiptsInOrderWhenReadLate(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{})
+	nc := dialRaw(t, b)
+	_ = nc.(*net.TCPConn).SetReadBuffer(64 << 10)
+	for _, f := range [][]byte{frame(t, connectCmd()), frame(t, producerCmd(uniqueTopic("late")))} {
+		if _, err := nc.Write(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readUntil(t, nc, pulsarpb.BaseCommand_PRODUCER_SUCCESS)
+
+	const n = 200_000
+	var sends []byte
+	for i := range n {
+		cmd := sendCmd()
+		cmd.Send.SequenceId = proto.Uint64(uint64(i))
+		md := testMetadata()
+		md.SequenceId = proto.Uint64(uint64(i))
+		sends = append(sends, payloadFrame(t, cmd, md, []byte("late reader"), false)...)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := nc.Write(sends)
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the broker stopped reading sends")
+	}
+	time.Sleep(100 * time.Millisecond) // let the receipts pile up unread
+
+	_ = nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReaderSize(nc, 64<<10)
+	for want := range uint64(n) {
+		var hdr [4]byte
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			t.Fatalf("after %d receipts: %v", want, err)
+		}
+		buf := make([]byte, 4+binary.BigEndian.Uint32(hdr[:]))
+		copy(buf, hdr[:])
+		if _, err := io.ReadFull(br, buf[4:]); err != nil {
+			t.Fatalf("after %d receipts: %v", want, err)
+		}
+		f, _, err := embedded.DecodeFrame(buf, 1<<20)
+		if err != nil {
+			t.Fatalf("receipt %d: %v", want, err)
+		}
+		if f.Cmd.GetType() != pulsarpb.BaseCommand_SEND_RECEIPT || f.Cmd.SendReceipt.GetSequenceId() != want {
+			t.Fatalf("frame %d: %v sequence %d, want SEND_RECEIPT %d", want, f.Cmd.GetType(), f.Cmd.GetSendReceipt().GetSequenceId(), want)
+		}
 	}
 }

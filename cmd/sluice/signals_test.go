@@ -38,9 +38,9 @@ var (
 	brokerAdminRE = regexp.MustCompile(`\(admin http://(\S+)\)`)
 )
 
-// startProcess runs `sluice serve -c file` in a subprocess and waits for its addresses. It is
-// killed when the test ends if it is still running.
-func startProcess(t *testing.T, file string) *process {
+// startProcess runs `sluice serve -c file` in a subprocess, its environment this one's with env
+// added, and waits for its addresses. It is killed when the test ends if it is still running.
+func startProcess(t *testing.T, file string, env ...string) *process {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -49,7 +49,7 @@ func startProcess(t *testing.T, file string) *process {
 	p := &process{stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(exe, mainArg, "serve", "-c", file)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	p.cmd.Env = append(os.Environ(), "GOMEMLIMIT=off")
+	p.cmd.Env = append(append(os.Environ(), "GOMEMLIMIT=off"), env...)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -9,12 +9,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -295,86 +293,6 @@ func (c *conn) recycle(buf []byte) {
 	}
 }
 
-// flushBeforeWait writes the queued frames to fd without blocking; the
-// reader calls it when its next read would wait. Whatever the socket does
-// not take at once goes back to the head of the queue for the writer, as
-// does everything while dispatch is paused (the writer resumes it).
-func (c *conn) flushBeforeWait(fd uintptr) (wrote bool) {
-	if !c.wmu.TryLock() {
-		c.wakeWriter() // the writer is at it; make sure it looks again
-		return false
-	}
-	defer c.wmu.Unlock()
-	c.outMu.Lock()
-	buf := c.out
-	if len(buf) == 0 || c.blocked {
-		c.outMu.Unlock()
-		if len(buf) > 0 {
-			c.wakeWriter()
-		}
-		return false
-	}
-	c.out = nil
-	c.outMu.Unlock()
-	c.heldSince = 0
-	n, err := syscall.Write(int(fd), buf)
-	for err == syscall.EINTR {
-		n, err = syscall.Write(int(fd), buf)
-	}
-	if n == len(buf) {
-		c.recycle(buf)
-		return true
-	}
-	rest := buf[max(n, 0):]
-	c.outMu.Lock()
-	if len(c.out) > 0 {
-		rest = append(rest, c.out...)
-	}
-	c.out = rest
-	c.outMu.Unlock()
-	c.wakeWriter()
-	return false
-}
-
-// flushReader reads the socket for the reader goroutine, and writes the
-// connection's queued answers itself when a read finds nothing to read:
-// answers to the frames of several reads then leave in one write, and a
-// lone answer leaves as soon as the reader would wait.
-type flushReader struct {
-	c  *conn
-	rc syscall.RawConn
-}
-
-func (r *flushReader) Read(p []byte) (int, error) {
-	var n int
-	var err error
-	werr := r.rc.Read(func(fd uintptr) bool {
-		for {
-			n, err = syscall.Read(int(fd), p)
-			if err == syscall.EINTR {
-				continue
-			}
-			if err != syscall.EAGAIN {
-				return true
-			}
-			// Frames may arrive while the answers are written: look again
-			// before waiting.
-			if !r.c.flushBeforeWait(fd) {
-				return false
-			}
-		}
-	})
-	switch {
-	case werr != nil:
-		return 0, werr
-	case err != nil:
-		return 0, os.NewSyscallError("read", err)
-	case n == 0 && len(p) > 0:
-		return 0, io.EOF
-	}
-	return n, nil
-}
-
 // readBufSize is the reader's buffer: frames up to this size are handled in
 // place; larger ones are read into a buffer of their own.
 const readBufSize = 64 << 10
@@ -391,13 +309,7 @@ func (c *conn) readLoop() {
 		c.b.cleanupConn(c)
 		c.logger().Debug("connection closed")
 	}()
-	var src io.Reader = c.nc
-	flushes := false
-	if sc, ok := c.nc.(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			src, flushes = &flushReader{c: c, rc: rc}, true
-		}
-	}
+	src, flushes := c.flushingReader()
 	br := bufio.NewReaderSize(src, readBufSize)
 	var big []byte
 	bursting := false

@@ -1,0 +1,7 @@
+//go:build unix
+
+package main
+
+import "syscall"
+
+func reexec(exe string, argv, env []string) error { return syscall.Exec(exe, argv, env) }

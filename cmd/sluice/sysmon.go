@@ -5,21 +5,22 @@ import (
 	"strings"
 )
 
-// SysmonAwake is the GODEBUG setting the commands that serve traffic (serve, broker and the
-// benchmarks' ceiling server) run with: it keeps the Go runtime's monitor thread, sysmon, out
-// of its deep sleep.
+// SysmonAwake is the GODEBUG setting `sluice serve` and the benchmarks' ceiling server run
+// with: it keeps the Go runtime's monitor thread, sysmon, out of its deep sleep.
 //
 // By default sysmon sleeps whenever every P is idle; the next system call wakes it (a futex
 // wake) and puts it back on a 20 µs period. A server on one or two CPUs is idle between
 // messages all the time, so it pays that sleep and wake-up, and the context switches they cost
 // on its own CPU, over and over: profiled at one connection with one message in flight they
-// were 21 % of `sluice serve`'s CPU and sat on every message's path, and under load 8 % of the
-// embedded broker's. A schedtrace period keeps sysmon out of the deep sleep (runtime/proc.go),
-// so it backs off to its 10 ms period as it does in any busy Go program; the longest period
-// (2^31-1 ms, 24.8 days) prints no trace until the host has been up that long, then one SCHED
-// line to stderr every 24.8 days. Measured in docs/benchmarks.md ("sysmon").
+// were 21 % of `sluice serve`'s CPU and sat on every message's path. A schedtrace period keeps
+// sysmon out of the deep sleep (runtime/proc.go), so it backs off to its 10 ms period as it
+// does in any busy Go program; the longest period (2^31-1 ms, 24.8 days) prints no trace until
+// the host has been up that long, then one SCHED line to stderr every 24.8 days.
 //
-// A GODEBUG that sets schedtrace itself wins: GODEBUG=schedtrace=0 is Go's default behaviour.
+// `sluice broker` keeps Go's default: alone on its CPU the setting takes it from about 190,000
+// to 205,000 publishes per CPU-second, but sharing one CPU with `sluice serve --broker` it cost
+// that pair a quarter of its throughput (docs/benchmarks.md, "sysmon"). A GODEBUG that sets
+// schedtrace itself wins: GODEBUG=schedtrace=0 is Go's default behaviour.
 const SysmonAwake = "schedtrace=2147483647"
 
 // servesTraffic reports whether args (without the program name) run a server.
@@ -28,7 +29,7 @@ func servesTraffic(args []string) bool {
 		return false
 	}
 	switch args[0] {
-	case "serve", "broker":
+	case "serve":
 		return true
 	case "bench":
 		return len(args) > 1 && args[1] == "ceiling-server"

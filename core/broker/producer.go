@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -179,6 +180,23 @@ func (p *Producer) Send(ctx context.Context, m *OutMessage) {
 		DeliverAt:           m.DeliverAt,
 		DeliverAfter:        m.DeliverAfter,
 	}
+	p.sendAsync(ctx, m)
+}
+
+// sendAsync is the library's SendAsync, with one panic of pulsar-client-go v0.19.0 turned into
+// the message's error: when a reconnect finds the producer's topic terminated or deleted, the
+// library closes the channel SendAsync sends on (partitionProducer.doClose) while a send may be
+// on its way into it, and that send panics with "send on closed channel". The message was not
+// queued then, and its callback not called; any other panic is not the library's to hide.
+func (p *Producer) sendAsync(ctx context.Context, m *OutMessage) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(runtime.Error); !ok || e.Error() != "send on closed channel" {
+				panic(r)
+			}
+			m.sent(nil, &m.pm, fmt.Errorf("%w: the client library closed it during the send", pulsar.ErrProducerClosed))
+		}
+	}()
 	p.p.SendAsync(ctx, &m.pm, m.sent)
 }
 

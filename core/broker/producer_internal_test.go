@@ -1,0 +1,47 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+)
+
+// panickingProducer is a pulsar.Producer whose SendAsync panics as pulsar-client-go's does when
+// the producer is closed under a send (a send on a closed channel), or with another value.
+type panickingProducer struct {
+	pulsar.Producer
+	other bool
+}
+
+func (p panickingProducer) SendAsync(context.Context, *pulsar.ProducerMessage, func(pulsar.MessageID, *pulsar.ProducerMessage, error)) {
+	if p.other {
+		panic("something else")
+	}
+	ch := make(chan struct{})
+	close(ch)
+	ch <- struct{}{}
+}
+
+func TestSendSurvivesTheLibraryClosingTheProducer(t *testing.T) {
+	p := &Producer{p: panickingProducer{}}
+	var calls int
+	var got error
+	m := &OutMessage{Payload: []byte("x"), Done: func(_ MessageID, err error) { calls++; got = err }}
+	p.Send(context.Background(), m)
+	if calls != 1 || !errors.Is(got, pulsar.ErrProducerClosed) {
+		t.Fatalf("Done called %d times with %v; want once with ErrProducerClosed", calls, got)
+	}
+}
+
+func TestSendLeavesOtherPanicsAlone(t *testing.T) {
+	p := &Producer{p: panickingProducer{other: true}}
+	m := &OutMessage{Done: func(MessageID, error) { t.Error("Done called for a panic that is not the library's") }}
+	defer func() {
+		if r := recover(); r != "something else" {
+			t.Fatalf("recovered %v, want the panic passed on", r)
+		}
+	}()
+	p.Send(context.Background(), m)
+}

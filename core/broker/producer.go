@@ -110,6 +110,7 @@ func (m *OutMessage) done(id pulsar.MessageID, _ *pulsar.ProducerMessage, err er
 // ordering domain: messages are sent in call order.
 type Producer struct {
 	p           pulsar.Producer
+	name        string // read once: the library rewrites its copy, unguarded, on each reconnect
 	partitioned bool
 }
 
@@ -150,6 +151,7 @@ func (c *Client) CreateProducer(ctx context.Context, o ProducerOptions) (*Produc
 	if err != nil {
 		return nil, fmt.Errorf("creating producer on %s: %w", o.Topic, classify(err))
 	}
+	name := p.Name() // at once, before a reconnect can rewrite it
 	// The client has just looked the partitions up; this is answered from the same broker.
 	parts, err := c.pc.TopicPartitions(o.Topic)
 	if err != nil {
@@ -157,11 +159,11 @@ func (c *Client) CreateProducer(ctx context.Context, o ProducerOptions) (*Produc
 		return nil, fmt.Errorf("looking up partitions of %s: %w", o.Topic, classify(err))
 	}
 	partitioned := len(parts) > 1 || (len(parts) == 1 && isPartition(parts[0]))
-	return &Producer{p: p, partitioned: partitioned}, nil
+	return &Producer{p: p, name: name, partitioned: partitioned}, nil
 }
 
 // Name is the producer's name, as assigned by the broker when none was asked for.
-func (p *Producer) Name() string { return p.p.Name() }
+func (p *Producer) Name() string { return p.name }
 
 // Send hands m to the client library; m.Done is called exactly once with the outcome. ctx
 // bounds nothing once the message is queued (the library's queue never blocks: it is sized

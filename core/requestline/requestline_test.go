@@ -283,9 +283,17 @@ func TestListenerTLS(t *testing.T) {
 	if resp.StatusCode != 400 || body != "Client sent an HTTP request to an HTTPS server.\n" {
 		t.Errorf("plain request on the TLS port: %d %q", resp.StatusCode, body)
 	}
-	if log := rec.log.String(); !strings.Contains(log, "http: TLS handshake error from 127.0.0.1:") ||
-		!strings.Contains(log, "client sent an HTTP request to an HTTPS server") {
-		t.Errorf("log %q, want the handshake error", log)
+	// The line is written after the answer is: the client may read the answer first.
+	logged := func() bool {
+		log := rec.log.String()
+		return strings.Contains(log, "http: TLS handshake error from 127.0.0.1:") &&
+			strings.Contains(log, "client sent an HTTP request to an HTTPS server")
+	}
+	for deadline := time.Now().Add(5 * time.Second); !logged() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !logged() {
+		t.Errorf("log %q, want the handshake error", rec.log.String())
 	}
 }
 

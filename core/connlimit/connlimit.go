@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/internal/halfclose"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
 
@@ -320,17 +321,7 @@ func (c *countedConn) Close() error {
 }
 
 // CloseWrite half-closes the connection when the one underneath can (TCP, TLS).
-func (c *countedConn) CloseWrite() error {
-	switch u := c.Conn.(type) {
-	case interface{ CloseWrite() error }:
-		return u.CloseWrite()
-	case interface{ TCPConn() (*net.TCPConn, bool) }:
-		if tc, ok := u.TCPConn(); ok {
-			return tc.CloseWrite()
-		}
-	}
-	return nil
-}
+func (c *countedConn) CloseWrite() error { return halfclose.CloseWrite(c.Conn) }
 
 // connMark records whether a connection delivered a whole request.
 type connMark struct{ served atomic.Bool }

@@ -26,6 +26,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/core/internal/halfclose"
 )
 
 // Config configures a Listener. Zero values are documented per field.
@@ -235,17 +237,7 @@ func (c *conn) linger() {
 
 // CloseWrite half-closes the connection when the one underneath can (TCP, TLS, the PROXY
 // protocol's).
-func (c *conn) CloseWrite() error {
-	switch u := c.Conn.(type) {
-	case interface{ CloseWrite() error }:
-		return u.CloseWrite()
-	case interface{ TCPConn() (*net.TCPConn, bool) }:
-		if tc, ok := u.TCPConn(); ok {
-			return tc.CloseWrite()
-		}
-	}
-	return nil
-}
+func (c *conn) CloseWrite() error { return halfclose.CloseWrite(c.Conn) }
 
 // response is a refusal as the gateway writes one with http.Error.
 func response(status int, reason string) []byte {

@@ -433,6 +433,26 @@ func startObserved(t *testing.T, yaml string, listen bool) *observedEdge {
 	return e
 }
 
+// expectRemotes checks that the strategy saw the producer p and the consumer c come from
+// producer and consumer, closes both, and checks their sessions' open and close lines say
+// the same.
+func (e *observedEdge) expectRemotes(t *testing.T, p, c io.Closer, producer, consumer string) {
+	t.Helper()
+	prods, conss := e.rec.remotes()
+	if strings.Join(prods, ",") != producer || strings.Join(conss, ",") != consumer {
+		t.Errorf("strategy saw producers %q consumers %q, want %s and %s", prods, conss, producer, consumer)
+	}
+	_ = p.Close()
+	_ = c.Close()
+	got := e.sessionRemotes(t, 2)
+	for k, want := range map[string]string{"producer opened": producer, "producer closed": producer,
+		"consumer opened": consumer, "consumer closed": consumer} {
+		if strings.Join(got[k], ",") != want {
+			t.Errorf("%s lines' remote %q, want %q", k, got[k], want)
+		}
+	}
+}
+
 // sessionRemotes waits until n sessions have logged their close line and returns the
 // "remote" of each session's open and close lines, by kind ("producer opened": [...]).
 func (e *observedEdge) sessionRemotes(t *testing.T, n int) map[string][]string {
@@ -500,19 +520,7 @@ func TestForwardedAddressInLogsAndStrategies(t *testing.T) {
 		if st := e.srv.EdgeStats().Connections; st.Open != 2 || st.Addresses != 2 {
 			t.Errorf("connections %+v, want 2 open from the 2 forwarded addresses", st)
 		}
-		prods, conss := e.rec.remotes()
-		if strings.Join(prods, ",") != "203.0.113.9:0" || strings.Join(conss, ",") != "203.0.113.10:0" {
-			t.Errorf("strategy saw producers %q consumers %q, want 203.0.113.9:0 and 203.0.113.10:0", prods, conss)
-		}
-		_ = p.Close()
-		_ = c.Close()
-		got := e.sessionRemotes(t, 2)
-		for k, want := range map[string]string{"producer opened": "203.0.113.9:0", "producer closed": "203.0.113.9:0",
-			"consumer opened": "203.0.113.10:0", "consumer closed": "203.0.113.10:0"} {
-			if strings.Join(got[k], ",") != want {
-				t.Errorf("%s lines' remote %q, want %q", k, got[k], want)
-			}
-		}
+		e.expectRemotes(t, p, c, "203.0.113.9:0", "203.0.113.10:0")
 	})
 
 	t.Run("untrusted", func(t *testing.T) {
@@ -580,19 +588,7 @@ func TestProxyProtocolAddressInLogsAndStrategies(t *testing.T) {
 		if status != 503 || !strings.Contains(body, "203.0.113.21 holds") {
 			t.Errorf("a second connection from 203.0.113.21: %d %q, want 503 naming it", status, body)
 		}
-		prods, conss := e.rec.remotes()
-		if strings.Join(prods, ",") != "203.0.113.21:4000" || strings.Join(conss, ",") != "203.0.113.22:4001" {
-			t.Errorf("strategy saw producers %q consumers %q, want 203.0.113.21:4000 and 203.0.113.22:4001", prods, conss)
-		}
-		_ = p.Close()
-		_ = c.Close()
-		got := e.sessionRemotes(t, 2)
-		for k, want := range map[string]string{"producer opened": "203.0.113.21:4000", "producer closed": "203.0.113.21:4000",
-			"consumer opened": "203.0.113.22:4001", "consumer closed": "203.0.113.22:4001"} {
-			if strings.Join(got[k], ",") != want {
-				t.Errorf("%s lines' remote %q, want %q", k, got[k], want)
-			}
-		}
+		e.expectRemotes(t, p, c, "203.0.113.21:4000", "203.0.113.22:4001")
 	})
 	t.Run("untrusted", func(t *testing.T) {
 		t.Parallel()

@@ -1,0 +1,20 @@
+// Package halfclose half-closes the connection a wrapper holds, for the wrappers in front of
+// net/http (core/connlimit, core/requestline) whose callers linger after an answer.
+package halfclose
+
+import "net"
+
+// CloseWrite closes c's write side when c can (TCP, TLS, a wrapper with its own CloseWrite)
+// or is the PROXY protocol's connection, whose TCPConn is the socket; otherwise it does
+// nothing.
+func CloseWrite(c net.Conn) error {
+	switch u := c.(type) {
+	case interface{ CloseWrite() error }:
+		return u.CloseWrite()
+	case interface{ TCPConn() (*net.TCPConn, bool) }:
+		if tc, ok := u.TCPConn(); ok {
+			return tc.CloseWrite()
+		}
+	}
+	return nil
+}

@@ -252,6 +252,11 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 	if o.ReceiverQueueSize < 0 {
 		return nil, fmt.Errorf("subscribing: %w: negative receiver queue size", ErrInvalidArgument)
 	}
+	for _, t := range append([]string{o.Topic, o.DeadLetterTopic}, o.Topics...) {
+		if err := checkTopicName(t); err != nil {
+			return nil, fmt.Errorf("subscribing %s to %s: %w", o.Subscription, t, err)
+		}
+	}
 	popts := pulsar.ConsumerOptions{
 		Topic:                       o.Topic,
 		Topics:                      o.Topics,
@@ -392,6 +397,9 @@ type Reader struct {
 
 // CreateReader creates the reader and returns once the broker has accepted it.
 func (c *Client) CreateReader(ctx context.Context, o ReaderOptions) (*Reader, error) {
+	if err := checkTopicName(o.Topic); err != nil {
+		return nil, fmt.Errorf("creating reader on %s: %w", o.Topic, err)
+	}
 	start := o.Start
 	if start.IsZero() {
 		start = LatestMessageID()

@@ -124,6 +124,9 @@ func (c *Client) CreateProducer(ctx context.Context, o ProducerOptions) (*Produc
 		// pulsar-client-go panics in a background goroutine on a negative value.
 		return nil, fmt.Errorf("creating producer: %w: negative max pending messages", ErrInvalidArgument)
 	}
+	if err := checkTopicName(o.Topic); err != nil {
+		return nil, fmt.Errorf("creating producer on %s: %w", o.Topic, err)
+	}
 	popts := pulsar.ProducerOptions{
 		Topic: o.Topic,
 		Name:  o.Name,

@@ -198,10 +198,14 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	if err != nil {
 		grant.Release()
 		// Pulsar answers every reader creation failure with 500; an unreachable broker is 503
-		// here as for producers and consumers.
+		// here as for producers and consumers, and a request that can never succeed (a topic
+		// name the client library cannot address) 400.
 		status := http.StatusInternalServerError
-		if errors.Is(err, broker.ErrUnavailable) {
+		switch {
+		case errors.Is(err, broker.ErrUnavailable):
 			status = http.StatusServiceUnavailable
+		case errors.Is(err, broker.ErrInvalidArgument):
+			status = http.StatusBadRequest
 		}
 		g.refuse(w, r, ep.Kind, status, "Failed to create reader: "+err.Error())
 		return

@@ -79,6 +79,8 @@ var (
 	ErrChecksum = errors.New("plugin checksum mismatch")
 	// ErrIncompatible: the plugin speaks a protocol version the host does not.
 	ErrIncompatible = errors.New("incompatible plugin protocol version")
+	// ErrNotPlugin: the executable ran and printed something other than the plugin handshake.
+	ErrNotPlugin = errors.New("not a sluice strategy plugin")
 	// ErrClosed: the host, or the strategy, was closed.
 	ErrClosed = errors.New("plugin host closed")
 )

@@ -263,6 +263,30 @@ func TestIncompatibleVersion(t *testing.T) {
 	}
 }
 
+// TestNotAPlugin: a program that does not call plugin.Serve is refused in one line that
+// quotes what it printed, or the last line of its standard error when it exited first, and
+// says what a plugin does, not in
+// go-plugin's ten lines about architectures and permissions.
+func TestNotAPlugin(t *testing.T) {
+	t.Parallel()
+	for mode, want := range map[string]string{
+		"chatty":  `not a sluice strategy plugin: its first line of output was "hello, I am not a plugin", not the handshake; a plugin's main calls plugin.Serve`,
+		"no-such": `it exited or closed its standard output before the plugin handshake, its last line on standard error "test plugin: unknown mode \"no-such\""; a plugin's main calls plugin.Serve`,
+	} {
+		h, err := plugins.NewHost([]plugins.Spec{helperSpec("fake", mode)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = h.Start(ctx)
+		cancel()
+		h.Close()
+		if err == nil || errors.Is(err, plugins.ErrNotPlugin) != (mode == "chatty") || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: Start = %q, want one line saying %q", mode, err, want)
+		}
+	}
+}
+
 // stateLog collects state changes from OnStateChange.
 type stateLog struct {
 	ch chan plugins.State

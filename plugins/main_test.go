@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/plugins/wire"
 	"github.com/sluicehq/sluice/sdk/plugin"
@@ -17,6 +18,11 @@ import (
 const helperArg = "sluice-test-plugin"
 
 func TestMain(m *testing.M) {
+	if len(os.Args) >= 3 && os.Args[1] == helperArg && os.Args[2] == "chatty" {
+		fmt.Println("hello, I am not a plugin") // a program that does not call plugin.Serve
+		time.Sleep(10 * time.Second)
+		os.Exit(0)
+	}
 	if len(os.Args) >= 3 && os.Args[1] == helperArg {
 		if err := servePlugin(os.Args[2]); err != nil {
 			fmt.Fprintln(os.Stderr, "test plugin:", err)

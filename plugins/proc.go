@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	goplugin "github.com/hashicorp/go-plugin"
 
@@ -289,6 +290,7 @@ func (p *proc) launch(ctx context.Context) (*instance, error) {
 	}
 	cmd := exec.Command(p.spec.Path, p.spec.Args...)
 	binary := filepath.Base(p.spec.Path)
+	stderr := new(lastLine)
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  wire.Handshake(wire.ProtocolVersion),
 		VersionedPlugins: wire.VersionedPlugins(),
@@ -298,14 +300,14 @@ func (p *proc) launch(ctx context.Context) (*instance, error) {
 		AutoMTLS:         true,
 		StartTimeout:     timeout,
 		Logger:           newHCLogger(p.log, binary),
-		Stderr:           io.Discard, // lines are logged through Logger
+		Stderr:           stderr, // lines are logged through Logger
 		SyncStdout:       &lineWriter{log: p.log, stream: "stdout"},
 		SyncStderr:       &lineWriter{log: p.log, stream: "stderr"},
 	})
 	rpc, err := wire.Dispense(client)
 	if err != nil {
-		stopInstance(&instance{client: client, cmd: cmd}, false)
-		return nil, fmt.Errorf("plugin %q: launching %s: %w", p.spec.Name, p.spec.Path, launchError(err))
+		stopInstance(&instance{client: client, cmd: cmd}, false) // waits for the stderr reader
+		return nil, fmt.Errorf("plugin %q: launching %s: %w", p.spec.Name, p.spec.Path, launchError(err, stderr.String()))
 	}
 	ictx, cancel := context.WithTimeout(ctx, p.cfg.callTimeout)
 	version, names, err := rpc.Info(ictx)
@@ -329,8 +331,9 @@ func (p *proc) launch(ctx context.Context) (*instance, error) {
 
 var pluginVersionRE = regexp.MustCompile(`Plugin version: (\d+)`)
 
-// launchError makes go-plugin's handshake errors say what to do.
-func launchError(err error) error {
+// launchError makes go-plugin's handshake errors say what to do. stderr is the last line
+// the plugin wrote to standard error.
+func launchError(err error, stderr string) error {
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "incompatible API version"):
@@ -343,10 +346,56 @@ func launchError(err error) error {
 			ErrIncompatible, got, wire.ProtocolVersion)
 	case errors.Is(err, goplugin.ErrChecksumsDoNotMatch):
 		return fmt.Errorf("%w: the executable changed after it was verified", ErrChecksum)
-	case strings.Contains(msg, "Unrecognized remote plugin message"):
-		return fmt.Errorf("not a sluice strategy plugin (it did not complete the handshake): %w", err)
+	case strings.HasPrefix(msg, notPluginPrefix):
+		// go-plugin's own text goes on for ten lines about architectures and permissions.
+		line, _, _ := strings.Cut(msg[len(notPluginPrefix):], "\n")
+		if line = strings.TrimSpace(line); line == "" {
+			if stderr != "" {
+				return fmt.Errorf("it exited or closed its standard output before the plugin handshake, its last line on standard error %q; %s", stderr, notPluginHint)
+			}
+			return fmt.Errorf("it exited or closed its standard output before the plugin handshake; %s", notPluginHint)
+		}
+		return fmt.Errorf("%w: its first line of output was %q, not the handshake; %s", ErrNotPlugin, truncate(line, 120), notPluginHint)
 	}
 	return err
+}
+
+const (
+	notPluginPrefix = "Unrecognized remote plugin message: "
+	notPluginHint   = "a plugin's main calls plugin.Serve (github.com/sluicehq/sluice/sdk/plugin)"
+)
+
+// lastLine keeps the last non-empty line written to it, cut to 200 bytes: go-plugin writes
+// the plugin's standard error to it a line at a time.
+type lastLine struct {
+	mu   sync.Mutex
+	line string
+}
+
+func (l *lastLine) Write(p []byte) (int, error) {
+	if line := strings.TrimSpace(string(p)); line != "" {
+		l.mu.Lock()
+		l.line = truncate(line, 200)
+		l.mu.Unlock()
+	}
+	return len(p), nil
+}
+
+func (l *lastLine) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.line
+}
+
+// truncate cuts s to at most n bytes, on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // verify checks the executable's SHA-256 against want (hex) and returns the sum.

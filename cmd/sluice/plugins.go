@@ -138,6 +138,8 @@ func brokenStatus(err error) string {
 		return "checksum-mismatch"
 	case errors.Is(err, plugins.ErrIncompatible):
 		return "incompatible"
+	case errors.Is(err, plugins.ErrNotPlugin):
+		return "not-a-plugin"
 	}
 	return "failed"
 }

@@ -14,7 +14,8 @@ import (
 
 // DecodeParams decodes a strategy's raw parameters into out, a pointer to a struct whose
 // fields carry json tags. Decoding is strict: an unknown parameter or a value of the wrong
-// type is an error naming the parameter. Use Size for byte sizes ("32MiB").
+// type is an error naming the parameter, and every such parameter is named, in name order,
+// so one edit of the configuration can fix them all. Use Size for byte sizes ("32MiB").
 func DecodeParams(params map[string]any, out any) error {
 	if len(params) == 0 {
 		return nil
@@ -23,38 +24,55 @@ func DecodeParams(params map[string]any, out any) error {
 	if err != nil {
 		return fmt.Errorf("strategy params: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(out); err != nil {
-		var ute *json.UnmarshalTypeError
-		if errors.As(err, &ute) {
-			return fmt.Errorf("strategy params: %s: cannot use %s", ute.Field, ute.Value)
-		}
-		if msg, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return fmt.Errorf("strategy params: unknown parameter %s", msg)
-		}
-		if name := culprit(params, out); name != "" {
-			return fmt.Errorf("strategy params: %s: %w", name, err)
+	if err := decodeStrict(b, out); err != nil {
+		if problems := paramProblems(params, out); len(problems) > 0 {
+			return fmt.Errorf("strategy params: %s", strings.Join(problems, "; "))
 		}
 		return fmt.Errorf("strategy params: %w", err)
 	}
 	return nil
 }
 
-// culprit returns the parameter whose value alone fails to decode into out's type, or "":
-// the errors of a value's own UnmarshalJSON (a Size's) do not name their field.
-func culprit(params map[string]any, out any) string {
+func decodeStrict(b []byte, out any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(out)
+}
+
+// paramProblems decodes each parameter alone into a fresh value of out's type and describes
+// each one that fails: the decoder stops at the first, and the errors of a value's own
+// UnmarshalJSON (a Size's) do not name their field.
+func paramProblems(params map[string]any, out any) []string {
 	t := reflect.TypeOf(out)
 	if t == nil || t.Kind() != reflect.Pointer {
-		return ""
+		return nil
 	}
+	var problems []string
 	for _, name := range slices.Sorted(maps.Keys(params)) {
 		b, err := json.Marshal(map[string]any{name: params[name]})
-		if err != nil || json.Unmarshal(b, reflect.New(t.Elem()).Interface()) != nil {
-			return name
+		if err == nil {
+			err = decodeStrict(b, reflect.New(t.Elem()).Interface())
+		}
+		if err != nil {
+			problems = append(problems, paramProblem(name, err))
 		}
 	}
-	return ""
+	return problems
+}
+
+// paramProblem says what is wrong with the parameter name.
+func paramProblem(name string, err error) string {
+	var ute *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &ute):
+		if ute.Field != "" {
+			name = ute.Field // the full path of a nested field
+		}
+		return fmt.Sprintf("%s: cannot use %s", name, ute.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return fmt.Sprintf("unknown parameter %q", name)
+	}
+	return fmt.Sprintf("%s: %v", name, err)
 }
 
 // UnmarshalJSON accepts a non-negative integer or a size string.

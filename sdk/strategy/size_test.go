@@ -85,6 +85,26 @@ func TestDecodeParamsSizes(t *testing.T) {
 	}
 }
 
+// TestDecodeParamsNamesEveryProblem: each bad parameter is named, in name order, so one edit
+// fixes them all; the good ones are not mentioned.
+func TestDecodeParamsNamesEveryProblem(t *testing.T) {
+	t.Parallel()
+	var p struct {
+		Limit  Size `json:"limit"`
+		Count  int  `json:"count"`
+		Nested struct {
+			Max int `json:"max"`
+		} `json:"nested"`
+	}
+	err := DecodeParams(map[string]any{
+		"limit": "lots", "count": "ten", "cuont": 3, "nested": map[string]any{"max": true}, "zzz": 1,
+	}, &p)
+	want := `strategy params: count: cannot use string; unknown parameter "cuont"; limit: invalid size "lots": want an integer and an optional unit such as MiB; nested.max: cannot use bool; unknown parameter "zzz"`
+	if err == nil || err.Error() != want {
+		t.Errorf("DecodeParams = %v\nwant %s", err, want)
+	}
+}
+
 func TestSizeString(t *testing.T) {
 	t.Parallel()
 	tests := map[Size]string{0: "0", 1: "1B", 1000: "1KB", 1024: "1KiB", 1500: "1500B", 64 << 20: "64MiB", 16_000_000: "16MB"}

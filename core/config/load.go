@@ -1,11 +1,13 @@
 package config
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -86,11 +88,12 @@ func load(ctx context.Context, opts LoadOptions) (*loaded, error) {
 			return nil, err
 		}
 	}
+	// A variable or flag that names no setting is reported with the other problems, after
+	// the files', not alone and first.
+	var unknown []*Problem
 	if opts.Env != nil {
 		vars, problems := envLayer(opts.Env)
-		if len(problems) > 0 {
-			return nil, joinProblems(problems)
-		}
+		unknown = append(unknown, problems...)
 		for _, v := range vars {
 			if err := l.add(user, Source{Kind: FromEnv, Name: v.name}, map[string]any{v.key: v.value}, "."); err != nil {
 				return nil, err
@@ -99,9 +102,7 @@ func load(ctx context.Context, opts LoadOptions) (*loaded, error) {
 	}
 	if len(opts.Overrides) > 0 {
 		m, problems := overrideLayer(opts.Overrides)
-		if len(problems) > 0 {
-			return nil, joinProblems(problems)
-		}
+		unknown = append(unknown, problems...)
 		if err := l.add(user, Source{Kind: FromFlag}, m, "."); err != nil {
 			return nil, err
 		}
@@ -118,13 +119,16 @@ func load(ctx context.Context, opts LoadOptions) (*loaded, error) {
 	c := &Config{}
 	uc := koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: decoderConfig(c)}
 	if err := k.UnmarshalWithConf("", c, uc); err != nil {
-		return nil, l.attribute(decodeErrors(err))
+		return nil, l.report(decodeErrors(err), unknown)
 	}
 	c.Memory.ProducerLimitSet = user.Exists("memory.producer_limit")
 	c.Memory.ConsumerLimitSet = user.Exists("memory.consumer_limit")
 	c.SetDefaults()
 	if err := c.Validate(); err != nil {
-		return nil, l.attribute(err)
+		return nil, l.report(err, unknown)
+	}
+	if len(unknown) > 0 {
+		return nil, joinProblems(unknown)
 	}
 	l.cfg = c
 	return l, nil
@@ -193,6 +197,19 @@ func (l *loaded) source(path string) Source {
 		}
 	}
 	return Source{Kind: FromDefault}
+}
+
+// report attributes err's problems and joins them with unknown, ordered by layer (files,
+// then environment variables, then flags) and otherwise as found. An err that is not made
+// of problems is returned as it is.
+func (l *loaded) report(err error, unknown []*Problem) error {
+	ps := Problems(l.attribute(err))
+	if ps == nil {
+		return err
+	}
+	ps = append(ps, unknown...)
+	slices.SortStableFunc(ps, func(a, b *Problem) int { return cmp.Compare(a.Source.Kind, b.Source.Kind) })
+	return joinProblems(ps)
 }
 
 // attribute sets the source of every problem in err that has none.

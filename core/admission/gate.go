@@ -53,6 +53,9 @@ func (r *Route) Gate(cfg GateConfig) (*Gate, error) {
 	return &Gate{p: r.p, r: r, maxMsgs: int64(cfg.MaxMessages), maxBytes: cfg.MaxBytes}, nil
 }
 
+// Route is the route the gate charges.
+func (g *Gate) Route() *Route { return g.r }
+
 // SetLimits changes the gate's limits; zero means unbounded. Lowering a limit
 // below usage admits nothing more until usage falls; raising it wakes a
 // waiter that now fits.
@@ -407,6 +410,7 @@ func (p *Pool) take(g *Gate, n, msgs int64) {
 	p.shared += r.overflow(r.used+n) - r.overflow(r.used)
 	p.used += n
 	r.used += n
+	r.msgs += msgs
 	g.msgs += msgs
 	g.bytes += n
 }
@@ -419,6 +423,7 @@ func (p *Pool) release(g *Gate, n, msgs int64) {
 	p.shared -= r.overflow(r.used) - r.overflow(r.used-n)
 	p.used -= n
 	r.used -= n
+	r.msgs -= msgs
 	g.msgs -= msgs
 	g.bytes -= n
 	wake := p.unpauseAll(g)

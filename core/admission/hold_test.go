@@ -106,3 +106,35 @@ func waitWaiters(t *testing.T, p *Pool, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A route counts the messages admitted through all its gates, not a hold's bytes, and each
+// Release takes its message back.
+func TestRouteMessages(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, PoolConfig{})
+	r, other := newRoute(t, p, RouteConfig{Name: "r"}), newRoute(t, p, RouteConfig{Name: "other"})
+	g1, g2, g3 := newGate(t, r, GateConfig{}), newGate(t, r, GateConfig{}), newGate(t, other, GateConfig{})
+	var charges []*Charge
+	for _, g := range []*Gate{g1, g1, g2, g3} {
+		c, err := g.TryAcquire(10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		charges = append(charges, c)
+	}
+	h := g2.Hold(100)
+	if got, want := []int64{r.Messages(), other.Messages()}, []int64{3, 1}; got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("route messages %v, want %v (a hold is not a message)", got, want)
+	}
+	if g1.Route() != r || g3.Route() != other {
+		t.Fatal("Gate.Route is not the route the gate was made from")
+	}
+	for _, c := range charges {
+		c.Release()
+	}
+	charges[0].Release() // a second release is a no-op
+	h.Release()
+	if r.Messages() != 0 || other.Messages() != 0 {
+		t.Fatalf("route messages %d and %d after every release, want 0", r.Messages(), other.Messages())
+	}
+}

@@ -162,6 +162,7 @@ type Route struct {
 	cap     int64
 	reserve int64
 	used    int64
+	msgs    int64 // messages admitted through the route's gates and not yet released
 	paused  bool
 	held    verdict // refusal of the first queued waiter through this route
 	closed  bool
@@ -316,6 +317,15 @@ func (p *Pool) Snapshot() PoolStats {
 		s.Routes = append(s.Routes, r.snapshot())
 	}
 	return s
+}
+
+// Messages is the number of messages admitted through the route's gates and not yet
+// released: the route's producer messages in flight, read in one step whatever the number of
+// gates.
+func (r *Route) Messages() int64 {
+	r.p.mu.Lock()
+	defer r.p.mu.Unlock()
+	return r.msgs
 }
 
 // Snapshot returns the route's state.

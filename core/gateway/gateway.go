@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/core/admission"
 	"github.com/sluicehq/sluice/core/broker"
 	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/wsapi"
@@ -82,8 +83,9 @@ type Gateway struct {
 	closed   atomic.Bool
 
 	nextID   atomic.Uint64
-	mu       sync.Mutex          // orders start's Add before Shutdown's Wait; guards live
-	live     map[uint64]*tracked // the open sessions, by id; guarded by mu
+	mu       sync.Mutex                       // orders start's Add before Shutdown's Wait; guards live and gated
+	live     map[uint64]*tracked              // the open sessions, by id; guarded by mu
+	gated    map[*admission.Route]*gatedRoute // the admission routes of open producer sessions; guarded by mu
 	refusals refusalLog
 }
 
@@ -127,7 +129,7 @@ func WithTopicInspector(ti TopicInspector) Option {
 // New returns a gateway forwarding to client, admitting sessions under grants.
 func New(client *broker.Client, grants Grants, cfg Config, opts ...Option) *Gateway {
 	g := &Gateway{client: client, cfg: cfg, grants: grants, hooks: nopHooks{}, log: slog.New(slog.DiscardHandler),
-		live: map[uint64]*tracked{}}
+		live: map[uint64]*tracked{}, gated: map[*admission.Route]*gatedRoute{}}
 	if g.cfg.CreateTimeout <= 0 {
 		g.cfg.CreateTimeout = 30 * time.Second
 	}
@@ -223,6 +225,7 @@ func (g *Gateway) start(t *tracked, run func(ctx context.Context)) {
 		return
 	}
 	g.live[t.info.ID] = t
+	g.countGated(t, 1)
 	g.sessions.Add(1)
 	g.mu.Unlock()
 	go func() {
@@ -231,6 +234,7 @@ func (g *Gateway) start(t *tracked, run func(ctx context.Context)) {
 			cancel()
 			g.mu.Lock()
 			delete(g.live, t.info.ID)
+			g.countGated(t, -1)
 			g.mu.Unlock()
 		}()
 		run(ctx)

@@ -835,3 +835,63 @@ func TestConnectionMetrics(t *testing.T) {
 		return metric(scrape(t, ah), "sluice_connections_open") == 0
 	})
 }
+
+// TestRouteInFlight: /stats counts, per route, the producer messages read and not yet
+// acknowledged, over every producer session of the route, and keeps counting once the
+// route's sessions have come and gone.
+func TestRouteInFlight(t *testing.T) {
+	t.Parallel()
+	srv, base := edgetest.Start(t, `
+routes:
+  - { name: orders, match: /ws/v2/*/persistent/public/orders/**, strategy: { name: bytes } }
+  - { name: all, match: /ws/**, strategy: { name: bytes } }
+`)
+	ah := srv.AdminHandler()
+	inFlight := func() map[string]int64 {
+		var s admin.Stats
+		getJSON(t, ah, "/stats", &s)
+		out := map[string]int64{}
+		for _, r := range s.Routes {
+			out[r.Name] = r.InFlight
+		}
+		return out
+	}
+	faults := srv.Embedded().Faults()
+	faults.HoldReceipts()
+	a := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/orders/a")
+	b := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/orders/b")
+	c := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/c")
+	acks := []<-chan ack{readAcks(a, 3), readAcks(b, 2), readAcks(c, 4)}
+	writeN(t, a, 3, 100)
+	writeN(t, b, 2, 100)
+	writeN(t, c, 4, 100)
+	edgetest.WaitFor(t, 10*time.Second, "5 messages in flight on orders and 4 on all", func() bool {
+		got := inFlight()
+		return got["orders"] == 5 && got["all"] == 4
+	})
+	faults.ReleaseReceipts()
+	for i, n := range []int{3, 2, 4} {
+		if got := countResults(collect(acks[i], n, 10*time.Second)); got["ok"] != n {
+			t.Fatalf("producer %d's acks: %v, want %d ok", i, got, n)
+		}
+	}
+	edgetest.WaitFor(t, 10*time.Second, "nothing in flight once every message was acked", func() bool {
+		got := inFlight()
+		return got["orders"] == 0 && got["all"] == 0
+	})
+	_, _ = a.Close(), b.Close()
+	edgetest.WaitFor(t, 10*time.Second, "one producer session left", func() bool {
+		var s admin.Stats
+		getJSON(t, ah, "/stats", &s)
+		return s.Sessions["producer"] == 1
+	})
+	faults.HoldReceipts()
+	d := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/orders/d")
+	dacks := readAcks(d, 1)
+	writeN(t, d, 1, 100)
+	edgetest.WaitFor(t, 10*time.Second, "a new session's message in flight on orders", func() bool {
+		return inFlight()["orders"] == 1
+	})
+	faults.ReleaseReceipts()
+	collect(dacks, 1, 10*time.Second)
+}

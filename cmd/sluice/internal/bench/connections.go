@@ -10,11 +10,12 @@ import (
 	"github.com/sluicehq/sluice/cmd/sluice/internal/bench/loadgen"
 )
 
-// connections holds idle producer connections open against `sluice serve` and reports what
-// each costs the serve process (RSS, Go heap, goroutine stacks, goroutines) and the CPU the
-// idle process spends.
+// connections holds idle producer (or consumer) connections open against `sluice serve` and
+// reports what each costs the serve process (RSS, Go heap, goroutine stacks, goroutines) and
+// the CPU the idle process spends.
 
 type connectionsSettings struct {
+	Kind        string  `json:"kind"`
 	Connections int     `json:"connections"`
 	Topics      int     `json:"topics"`
 	Config      string  `json:"config"`
@@ -51,13 +52,14 @@ type memorySample struct {
 	HeapAlloc  uint64 `json:"heap_alloc_bytes"`
 	StackInuse uint64 `json:"stack_inuse_bytes"`
 	Goroutines int64  `json:"goroutines"`
-	Sessions   int64  `json:"producer_sessions"`
+	Sessions   int64  `json:"sessions"` // of the kind held
 }
 
 func benchConnections(ctx context.Context, args []string, env Env) error {
 	var c common
 	fs := newFlags("connections", args, env, &c)
-	conns := fs.Int("conns", 10_000, "idle producer connections")
+	conns := fs.Int("conns", 10_000, "idle connections")
+	kind := fs.String("kind", "producer", "producer or consumer connections (a consumer subscribes to a topic no one publishes to)")
 	topics := fs.Int("topics", 0, "distinct topics the connections spread over (0: one each)")
 	config := fs.String("config", "single", "single (sluice serve, embedded broker) or edge (sluice serve --broker to a separate sluice broker)")
 	settle := fs.Duration("settle", 3*time.Second, "wait after the last connection opened before measuring")
@@ -69,6 +71,9 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	}
 	if *conns < 1 || *idle <= 0 || *settle < 0 {
 		return errors.New("-conns and -idle must be positive")
+	}
+	if *kind != "producer" && *kind != "consumer" {
+		return fmt.Errorf("-kind %q: want producer or consumer", *kind)
 	}
 	if *config != "single" && *config != "edge" {
 		return fmt.Errorf("-config %q: want single or edge", *config)
@@ -92,15 +97,15 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	time.Sleep(time.Second) // let start-up garbage settle before the baseline
-	before, err := sampleServeMemory(ctx, t)
+	before, err := sampleServeMemory(ctx, t, *kind)
 	if err != nil {
 		return err
 	}
 	var opened atomic.Int64
-	prog.step(fmt.Sprintf("opening %d producer connections", *conns), 0, &opened, "open")
+	prog.step(fmt.Sprintf("opening %d %s connections", *conns, *kind), 0, &opened, "open")
 	start := time.Now()
-	held, err := loadgen.HoldProducers(ctx, loadgen.IdleConfig{
-		Target: t.url, Topic: "idle-" + runID(), Topics: *topics, Connections: *conns, Parallel: *parallel, Progress: &opened,
+	held, err := loadgen.Hold(ctx, loadgen.IdleConfig{
+		Target: t.url, Consumers: *kind == "consumer", Topic: "idle-" + runID(), Topics: *topics, Connections: *conns, Parallel: *parallel, Progress: &opened,
 	})
 	if err != nil {
 		return err
@@ -126,7 +131,7 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	idleFor := time.Since(t0)
-	after, err := sampleServeMemory(ctx, t)
+	after, err := sampleServeMemory(ctx, t, *kind)
 	if err != nil {
 		return err
 	}
@@ -148,13 +153,13 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	if *topics > 0 && *topics < *conns {
 		topicsDesc = fmt.Sprintf("%d topics", *topics)
 	}
-	rep := c.newReport(connectionsSettings{Connections: *conns, Topics: *topics, Config: *config, SettleS: seconds(*settle), IdleS: seconds(*idle)})
+	rep := c.newReport(connectionsSettings{Kind: *kind, Connections: *conns, Topics: *topics, Config: *config, SettleS: seconds(*settle), IdleS: seconds(*idle)})
 	rep.Machine.Binaries = binaryReports(ctx, []*binSet{set})
 	rep.Results = res
 	tb := &table{
-		title: fmt.Sprintf("connections: %d idle producer connections (%s) on %s, measured %s after the last opened, idle CPU over %s",
-			*conns, topicsDesc, t.note, *settle, *idle),
-		header: []string{"connections", "open in", "producer sessions", "RSS before → after", "RSS per conn", "heap_inuse per conn",
+		title: fmt.Sprintf("connections: %d idle %s connections (%s) on %s, measured %s after the last opened, idle CPU over %s",
+			*conns, *kind, topicsDesc, t.note, *settle, *idle),
+		header: []string{"connections", "open in", *kind + " sessions", "RSS before → after", "RSS per conn", "heap_inuse per conn",
 			"live heap per conn", "stack per conn", "heap_inuse + stack per conn", "live heap + stack per conn", "goroutines per conn", "idle CPU", "lost"},
 	}
 	tb.add(count(int64(*conns)), openTime.Round(time.Millisecond).String(), count(after.Sessions),
@@ -173,7 +178,8 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	return c.emit(rep, env)
 }
 
-func sampleServeMemory(ctx context.Context, t *target) (memorySample, error) {
+// sampleServeMemory reads the serve process's memory and its open sessions of kind.
+func sampleServeMemory(ctx context.Context, t *target, kind string) (memorySample, error) {
 	s, err := fetchStatsAt(ctx, t.adminURL, "/stats?gc=1")
 	if err != nil {
 		return memorySample{}, err
@@ -186,7 +192,7 @@ func sampleServeMemory(ctx context.Context, t *target) (memorySample, error) {
 	if err != nil {
 		return memorySample{}, err
 	}
-	return memorySample{RSS: st.RSS, HeapInuse: s.HeapInuse, HeapAlloc: s.HeapAlloc, StackInuse: stack, Goroutines: s.Goroutines, Sessions: s.Sessions["producer"]}, nil
+	return memorySample{RSS: st.RSS, HeapInuse: s.HeapInuse, HeapAlloc: s.HeapAlloc, StackInuse: stack, Goroutines: s.Goroutines, Sessions: s.Sessions[kind]}, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,10 +11,13 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// IdleConfig describes producer connections that are opened and then left idle.
+// IdleConfig describes producer or consumer connections that are opened and then left idle.
 type IdleConfig struct {
 	// Target is the edge, "ws://127.0.0.1:PORT". Only loopback hosts are accepted.
 	Target string
+	// Consumers opens consumers (shared subscription "idle", on topics no one publishes to)
+	// instead of producers.
+	Consumers bool
 	// Topic names the topics in public/default: connection i uses Topic-(i mod Topics).
 	Topic string
 	// Topics is how many distinct topics the connections spread over. Zero: one each.
@@ -26,7 +30,7 @@ type IdleConfig struct {
 	Progress *atomic.Int64
 }
 
-// Held are idle producer connections. Each has a goroutine reading it, so that the edge's
+// Held are idle connections. Each has a goroutine reading it, so that the edge's
 // pings are answered and a close by the edge is noticed; Close joins them all.
 type Held struct {
 	conns  []*websocket.Conn
@@ -39,9 +43,9 @@ type Held struct {
 // so small buffers keep ten thousand of them cheap for the load generator.
 const idleBufferSize = 1 << 10
 
-// HoldProducers opens cfg.Connections producer WebSockets and returns once all are open.
+// Hold opens cfg.Connections WebSockets and returns once all are open.
 // On an error it closes the ones it opened.
-func HoldProducers(ctx context.Context, cfg IdleConfig) (*Held, error) {
+func Hold(ctx context.Context, cfg IdleConfig) (*Held, error) {
 	if cfg.Connections <= 0 {
 		return nil, errors.New("idle connections: must be > 0")
 	}
@@ -68,7 +72,7 @@ func HoldProducers(ctx context.Context, cfg IdleConfig) (*Held, error) {
 	for range parallel {
 		dialers.Go(func() {
 			for i := range next {
-				c, err := dialWith(dctx, wsProducerURL(cfg.Target, cfg.Topic+"-"+itoa(i%topics), ""), 0, idleBufferSize)
+				c, err := dialWith(dctx, cfg.url(cfg.Topic+"-"+itoa(i%topics)), 0, idleBufferSize)
 				if err != nil {
 					select {
 					case errs <- err:
@@ -110,6 +114,13 @@ feed:
 		return nil, err
 	}
 	return h, nil
+}
+
+func (cfg IdleConfig) url(topic string) string {
+	if cfg.Consumers {
+		return strings.TrimSuffix(cfg.Target, "/") + "/ws/v2/consumer/persistent/public/default/" + topic + "/idle?subscriptionType=Shared"
+	}
+	return wsProducerURL(cfg.Target, topic, "")
 }
 
 func (h *Held) read(c *websocket.Conn) {

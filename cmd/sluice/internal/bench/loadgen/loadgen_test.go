@@ -171,7 +171,8 @@ func TestOpenLoopKeepsSchedule(t *testing.T) {
 	}
 }
 
-// Consumers stop once they have read Messages, and idle producers stay open until closed.
+// Consumers stop once they have read Messages, and idle producers and consumers stay open
+// until closed.
 func TestConsumerMessagesAndIdleHold(t *testing.T) {
 	t.Parallel()
 	base := startEdge(t)
@@ -193,16 +194,18 @@ func TestConsumerMessagesAndIdleHold(t *testing.T) {
 		t.Errorf("consumer read %d (done after %s, err %v), want 20", r.Received, r.Done, r.Err)
 	}
 
-	var opened atomic.Int64
-	h, err := loadgen.HoldProducers(ctx, loadgen.IdleConfig{Target: base, Topic: topic + "-idle", Topics: 3, Connections: 10, Parallel: 4, Progress: &opened})
-	if err != nil {
-		t.Fatal(err)
+	for _, consumers := range []bool{false, true} {
+		var opened atomic.Int64
+		h, err := loadgen.Hold(ctx, loadgen.IdleConfig{Target: base, Consumers: consumers, Topic: topic + "-idle", Topics: 3, Connections: 10, Parallel: 4, Progress: &opened})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if h.Lost() != 0 || opened.Load() != 10 {
+			t.Errorf("consumers %v: opened %d, lost %d; want 10 open", consumers, opened.Load(), h.Lost())
+		}
+		h.Close()
 	}
-	time.Sleep(200 * time.Millisecond)
-	if h.Lost() != 0 || opened.Load() != 10 {
-		t.Errorf("opened %d, lost %d; want 10 open", opened.Load(), h.Lost())
-	}
-	h.Close()
 }
 
 func TestRejectsNonLoopback(t *testing.T) {

@@ -341,3 +341,41 @@ func TestBadAckIDSaysInvalidOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestAcksReachTheBrokerBeforeClose: acks leave in lists the edge gathers; a consumer that
+// acks everything and leaves at once has them all answered by the broker before its
+// subscription is closed, so the next consumer gets none of them again; each further
+// message arrives once.
+func TestAcksReachTheBrokerBeforeClose(t *testing.T) {
+	t.Parallel()
+	_, base := edgetest.Start(t, "admin_listen: \"off\"\n")
+	url := base + "/ws/v2/consumer/persistent/public/default/acked-then-gone/sub?subscriptionType=Shared"
+	c := edgetest.Dial(t, url)
+	publish(t, base, "acked-then-gone", 500, 100, "m")
+	for i := range 500 {
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		var m consumerMsg
+		if err := c.ReadJSON(&m); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if err := c.WriteJSON(map[string]string{"messageId": m.MessageID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = c.Close() // at once, with acks on their way
+	again := edgetest.Dial(t, url)
+	publish(t, base, "acked-then-gone", 1, 100, "after")
+	_ = again.SetReadDeadline(time.Now().Add(20 * time.Second))
+	var m consumerMsg
+	if err := again.ReadJSON(&m); err != nil {
+		t.Fatal(err)
+	}
+	if body, _ := base64.StdEncoding.DecodeString(m.Payload); !strings.HasPrefix(string(body), "after-") {
+		t.Fatalf("the next consumer got %q first, an acked message again", body)
+	}
+	_ = again.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if err := again.ReadJSON(&m); err == nil {
+		body, _ := base64.StdEncoding.DecodeString(m.Payload)
+		t.Fatalf("a second message arrived: %q", body)
+	}
+}

@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/sluice/internal/bench/loadgen"
 )
 
-// connections holds idle producer (or consumer) connections open against `sluice serve` and
+// connections holds idle producer (or consumer, or reader) connections open against `sluice serve` and
 // reports what each costs the serve process (RSS, Go heap, goroutine stacks, goroutines) and
 // the CPU the idle process spends.
 
@@ -59,7 +59,7 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	var c common
 	fs := newFlags("connections", args, env, &c)
 	conns := fs.Int("conns", 10_000, "idle connections")
-	kind := fs.String("kind", "producer", "producer or consumer connections (a consumer subscribes to a topic no one publishes to)")
+	kind := fs.String("kind", "producer", "producer, consumer or reader connections (consumers and readers on topics no one publishes to)")
 	topics := fs.Int("topics", 0, "distinct topics the connections spread over (0: one each)")
 	config := fs.String("config", "single", "single (sluice serve, embedded broker) or edge (sluice serve --broker to a separate sluice broker)")
 	settle := fs.Duration("settle", 3*time.Second, "wait after the last connection opened before measuring")
@@ -72,8 +72,8 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	if *conns < 1 || *idle <= 0 || *settle < 0 {
 		return errors.New("-conns and -idle must be positive")
 	}
-	if *kind != "producer" && *kind != "consumer" {
-		return fmt.Errorf("-kind %q: want producer or consumer", *kind)
+	if *kind != "producer" && *kind != "consumer" && *kind != "reader" {
+		return fmt.Errorf("-kind %q: want producer, consumer or reader", *kind)
 	}
 	if *config != "single" && *config != "edge" {
 		return fmt.Errorf("-config %q: want single or edge", *config)
@@ -105,7 +105,7 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	prog.step(fmt.Sprintf("opening %d %s connections", *conns, *kind), 0, &opened, "open")
 	start := time.Now()
 	held, err := loadgen.Hold(ctx, loadgen.IdleConfig{
-		Target: t.url, Consumers: *kind == "consumer", Topic: "idle-" + runID(), Topics: *topics, Connections: *conns, Parallel: *parallel, Progress: &opened,
+		Target: t.url, Kind: *kind, Topic: "idle-" + runID(), Topics: *topics, Connections: *conns, Parallel: *parallel, Progress: &opened,
 	})
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,9 +16,9 @@ import (
 type IdleConfig struct {
 	// Target is the edge, "ws://127.0.0.1:PORT". Only loopback hosts are accepted.
 	Target string
-	// Consumers opens consumers (shared subscription "idle", on topics no one publishes to)
-	// instead of producers.
-	Consumers bool
+	// Kind is what each connection is: "producer" (or empty), "consumer" (a shared
+	// subscription "idle") or "reader", on topics no one publishes to.
+	Kind string
 	// Topic names the topics in public/default: connection i uses Topic-(i mod Topics).
 	Topic string
 	// Topics is how many distinct topics the connections spread over. Zero: one each.
@@ -54,6 +55,9 @@ func Hold(ctx context.Context, cfg IdleConfig) (*Held, error) {
 	}
 	if cfg.Topic == "" {
 		return nil, errors.New("idle topic: required")
+	}
+	if k := cfg.Kind; k != "" && k != "producer" && k != "consumer" && k != "reader" {
+		return nil, fmt.Errorf("idle kind %q: want producer, consumer or reader", k)
 	}
 	topics := cfg.Topics
 	if topics <= 0 || topics > cfg.Connections {
@@ -117,8 +121,12 @@ feed:
 }
 
 func (cfg IdleConfig) url(topic string) string {
-	if cfg.Consumers {
-		return strings.TrimSuffix(cfg.Target, "/") + "/ws/v2/consumer/persistent/public/default/" + topic + "/idle?subscriptionType=Shared"
+	base := strings.TrimSuffix(cfg.Target, "/") + "/ws/v2/"
+	switch cfg.Kind {
+	case "consumer":
+		return base + "consumer/persistent/public/default/" + topic + "/idle?subscriptionType=Shared"
+	case "reader":
+		return base + "reader/persistent/public/default/" + topic
 	}
 	return wsProducerURL(cfg.Target, topic, "")
 }

@@ -171,8 +171,8 @@ func TestOpenLoopKeepsSchedule(t *testing.T) {
 	}
 }
 
-// Consumers stop once they have read Messages, and idle producers and consumers stay open
-// until closed.
+// Consumers stop once they have read Messages, and idle producers, consumers and readers stay
+// open until closed.
 func TestConsumerMessagesAndIdleHold(t *testing.T) {
 	t.Parallel()
 	base := startEdge(t)
@@ -194,15 +194,15 @@ func TestConsumerMessagesAndIdleHold(t *testing.T) {
 		t.Errorf("consumer read %d (done after %s, err %v), want 20", r.Received, r.Done, r.Err)
 	}
 
-	for _, consumers := range []bool{false, true} {
+	for _, kind := range []string{"producer", "consumer", "reader"} {
 		var opened atomic.Int64
-		h, err := loadgen.Hold(ctx, loadgen.IdleConfig{Target: base, Consumers: consumers, Topic: topic + "-idle", Topics: 3, Connections: 10, Parallel: 4, Progress: &opened})
+		h, err := loadgen.Hold(ctx, loadgen.IdleConfig{Target: base, Kind: kind, Topic: topic + "-idle", Topics: 3, Connections: 10, Parallel: 4, Progress: &opened})
 		if err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(200 * time.Millisecond)
 		if h.Lost() != 0 || opened.Load() != 10 {
-			t.Errorf("consumers %v: opened %d, lost %d; want 10 open", consumers, opened.Load(), h.Lost())
+			t.Errorf("%ss: opened %d, lost %d; want 10 open", kind, opened.Load(), h.Lost())
 		}
 		h.Close()
 	}

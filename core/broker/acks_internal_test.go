@@ -30,7 +30,8 @@ func entry(n int64) pulsar.MessageID { return pulsar.NewMessageID(1, n, -1, 0) }
 
 // TestAckLists: the first ack leaves at once and alone; the acks that arrive while a list is
 // with the broker leave together in the next; a full queue holds add back until a list is
-// taken; wait returns once the broker has answered; nothing runs once the acks are sent.
+// taken; wait returns once the broker has answered; nothing runs, and no burst's list is
+// kept, once the acks are sent.
 func TestAckLists(t *testing.T) {
 	t.Parallel()
 	c := &listConsumer{lists: make(chan []int64, 16), release: make(chan struct{})}
@@ -70,8 +71,9 @@ func TestAckLists(t *testing.T) {
 	<-waited
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.sending != nil || len(a.queued) != 0 {
-		t.Errorf("after the last list: sending %v, %d queued; want no sender and none", a.sending != nil, len(a.queued))
+	if a.sending != nil || len(a.queued) != 0 || cap(a.queued)+cap(a.spare) != 0 {
+		t.Errorf("after the last list: sending %v, %d queued, lists of %d kept; want no sender, none, and the burst's lists dropped",
+			a.sending != nil, len(a.queued), cap(a.queued)+cap(a.spare))
 	}
 }
 

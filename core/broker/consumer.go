@@ -390,6 +390,8 @@ func (c *Consumer) Close() {
 const (
 	// maxAckList bounds the acks queued while a list is with the broker, and so one list.
 	maxAckList = 1000
+	// keptAckList is the largest list capacity kept once the acks are sent.
+	keptAckList = 64
 	// closeAckWait bounds how long Close waits for queued acks.
 	closeAckWait = 5 * time.Second
 )
@@ -438,6 +440,9 @@ func (a *acks) send(done chan struct{}) {
 		list := a.queued
 		if len(list) == 0 {
 			a.sending = nil
+			if cap(a.spare)+cap(a.queued) > keptAckList { // an idle consumer keeps no burst's lists
+				a.queued, a.spare = nil, nil
+			}
 			a.mu.Unlock()
 			return
 		}

@@ -105,6 +105,7 @@ BENCH_CONSUMER_DURATION ?= 30s
 BENCH_CONSUMER_LIMIT    ?= 32MiB
 BENCH_FLOOD_DURATION    ?= 5m
 BENCH_CONNECTIONS       ?= 10000
+BENCH_KIND              ?= producer
 BENCH_CPUS     ?= $(shell [ "$$(nproc 2>/dev/null || echo 1)" -ge 2 ] && echo server=1,load=0)
 BENCH_PIN      := $(if $(BENCH_CPUS),-cpus $(BENCH_CPUS))
 BENCH_FLAGS    ?=
@@ -129,7 +130,7 @@ bench-flood: build
 	$(BIN)/sluice bench flood -duration $(BENCH_FLOOD_DURATION) $(BENCH_FLAGS)
 
 bench-connections: build
-	$(BIN)/sluice bench connections -conns $(BENCH_CONNECTIONS) $(BENCH_FLAGS)
+	$(BIN)/sluice bench connections -conns $(BENCH_CONNECTIONS) -kind $(BENCH_KIND) $(BENCH_PIN) $(BENCH_FLAGS)
 
 # The latency floor: one connection, one message in flight.
 bench-floor: build

@@ -300,7 +300,7 @@ func (p *proc) launch(ctx context.Context) (*instance, error) {
 		AutoMTLS:         true,
 		StartTimeout:     timeout,
 		Logger:           newHCLogger(p.log, binary),
-		Stderr:           stderr, // lines are logged through Logger
+		Stderr:           stderr, // its last line, for the launch error; lines are logged through Logger
 		SyncStdout:       &lineWriter{log: p.log, stream: "stdout"},
 		SyncStderr:       &lineWriter{log: p.log, stream: "stderr"},
 	})

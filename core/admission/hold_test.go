@@ -126,8 +126,8 @@ func TestRouteMessages(t *testing.T) {
 	if got, want := []int64{r.Messages(), other.Messages()}, []int64{3, 1}; got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("route messages %v, want %v (a hold is not a message)", got, want)
 	}
-	if g1.Route() != r || g3.Route() != other {
-		t.Fatal("Gate.Route is not the route the gate was made from")
+	if g1.Route() != r || g3.Route() != other || r.Name() != "r" {
+		t.Fatal("Gate.Route is not the route the gate was made from, or the route lost its name")
 	}
 	for _, c := range charges {
 		c.Release()

@@ -319,6 +319,9 @@ func (p *Pool) Snapshot() PoolStats {
 	return s
 }
 
+// Name is the route's name, as configured.
+func (r *Route) Name() string { return r.name }
+
 // Messages is the number of messages admitted through the route's gates and not yet
 // released: the route's producer messages in flight, read in one step whatever the number of
 // gates.

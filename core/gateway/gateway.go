@@ -83,9 +83,9 @@ type Gateway struct {
 	closed   atomic.Bool
 
 	nextID   atomic.Uint64
-	mu       sync.Mutex                       // orders start's Add before Shutdown's Wait; guards live and gated
-	live     map[uint64]*tracked              // the open sessions, by id; guarded by mu
-	gated    map[*admission.Route]*gatedRoute // the admission routes of open producer sessions; guarded by mu
+	mu       sync.Mutex               // orders start's Add before Shutdown's Wait; guards live and gated
+	live     map[uint64]*tracked      // the open sessions, by id; guarded by mu
+	gated    map[*admission.Route]int // open producer sessions by the admission route they charge; guarded by mu
 	refusals refusalLog
 }
 
@@ -129,7 +129,7 @@ func WithTopicInspector(ti TopicInspector) Option {
 // New returns a gateway forwarding to client, admitting sessions under grants.
 func New(client *broker.Client, grants Grants, cfg Config, opts ...Option) *Gateway {
 	g := &Gateway{client: client, cfg: cfg, grants: grants, hooks: nopHooks{}, log: slog.New(slog.DiscardHandler),
-		live: map[uint64]*tracked{}, gated: map[*admission.Route]*gatedRoute{}}
+		live: map[uint64]*tracked{}, gated: map[*admission.Route]int{}}
 	if g.cfg.CreateTimeout <= 0 {
 		g.cfg.CreateTimeout = 30 * time.Second
 	}

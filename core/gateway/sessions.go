@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -168,12 +169,6 @@ func (g *Gateway) Sessions() []SessionInfo {
 	return out
 }
 
-// gatedRoute is an admission route that open producer sessions charge, with their number.
-type gatedRoute struct {
-	name     string // the policy route's
-	sessions int
-}
-
 // countGated adds delta to the sessions charging t's admission route, when t is a producer
 // session with a gate. Must hold g.mu.
 func (g *Gateway) countGated(t *tracked, delta int) {
@@ -181,12 +176,7 @@ func (g *Gateway) countGated(t *tracked, delta int) {
 		return
 	}
 	r := t.gate.Route()
-	gr := g.gated[r]
-	if gr == nil {
-		gr = &gatedRoute{name: t.info.Route}
-		g.gated[r] = gr
-	}
-	if gr.sessions += delta; gr.sessions <= 0 {
+	if g.gated[r] += delta; g.gated[r] <= 0 {
 		delete(g.gated, r)
 	}
 }
@@ -197,14 +187,11 @@ func (g *Gateway) countGated(t *tracked, delta int) {
 // one per session: an idle edge with 10,000 sessions spent most of its CPU here.
 func (g *Gateway) InFlight() map[string]int64 {
 	g.mu.Lock()
-	routes := make(map[*admission.Route]string, len(g.gated))
-	for r, gr := range g.gated {
-		routes[r] = gr.name
-	}
+	routes := slices.Collect(maps.Keys(g.gated))
 	g.mu.Unlock()
 	out := make(map[string]int64, len(routes))
-	for r, name := range routes {
-		out[name] += r.Messages()
+	for _, r := range routes {
+		out[r.Name()] += r.Messages() // the admission route is named after the policy route
 	}
 	return out
 }

@@ -62,15 +62,17 @@ func paramProblems(params map[string]any, out any) []string {
 
 // paramProblem says what is wrong with the parameter name.
 func paramProblem(name string, err error) string {
-	var ute *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &ute):
+	if ute, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 		if ute.Field != "" {
 			name = ute.Field // the full path of a nested field
 		}
 		return fmt.Sprintf("%s: cannot use %s", name, ute.Value)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return fmt.Sprintf("unknown parameter %q", name)
+	}
+	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if field == strconv.Quote(name) {
+			return "unknown parameter " + field
+		}
+		return fmt.Sprintf("%s: unknown parameter %s", name, field) // inside a nested one
 	}
 	return fmt.Sprintf("%s: %v", name, err)
 }

@@ -103,6 +103,10 @@ func TestDecodeParamsNamesEveryProblem(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("DecodeParams = %v\nwant %s", err, want)
 	}
+	err = DecodeParams(map[string]any{"nested": map[string]any{"mx": 1}}, &p)
+	if want := `strategy params: nested: unknown parameter "mx"`; err == nil || err.Error() != want {
+		t.Errorf("nested unknown field: %v, want %s", err, want)
+	}
 }
 
 func TestSizeString(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 	"github.com/sluicehq/sluice/cmd/sluice/internal/bench/loadgen"
 )
 
-// connections holds idle producer (or consumer, or reader) connections open against `sluice serve` and
-// reports what each costs the serve process (RSS, Go heap, goroutine stacks, goroutines) and
-// the CPU the idle process spends.
+// connections holds idle producer (or consumer, or reader) connections open against `sluice
+// serve` and reports what each costs the serve process (RSS, Go heap, goroutine stacks,
+// goroutines) and the CPU the idle process spends.
 
 type connectionsSettings struct {
 	Kind        string  `json:"kind"`

@@ -12,7 +12,8 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// IdleConfig describes producer or consumer connections that are opened and then left idle.
+// IdleConfig describes connections (producers, consumers or readers) that are opened and then
+// left idle.
 type IdleConfig struct {
 	// Target is the edge, "ws://127.0.0.1:PORT". Only loopback hosts are accepted.
 	Target string

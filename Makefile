@@ -8,7 +8,7 @@ LDFLAGS   := $(if $(VERSION),-X main.version=$(VERSION))
 BENCHTIME ?= 3s
 COUNT     ?= 5
 
-.PHONY: all build run test test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
+.PHONY: third-party third-party-check all build run test test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
 	bench-deliveries bench-flood bench-connections bench-floor bench-compare
 
 all: build
@@ -28,13 +28,21 @@ test: vet
 
 vet:
 	$(GO) vet ./...
-	@out=$$(gofmt -l $$(find . -name '*.go' -not -name '*.pb.go' -not -path './.git/*')); \
+	@out=$$(gofmt -l $$(find . -name '*.go' -not -name '*.pb.go' -not -path './.git/*' -not -path './third_party/*')); \
 	  if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 
 # The load and chaos test (docs/security.md): 10,000 idle connections beside 500 producers
 # against `sluice serve` and `sluice broker` as separate processes, then broker connections
 # dropped, the broker killed and restarted and the plugin killed, every message answered and
 # every ok read back. Not part of `make test`; it takes the benchmark lock.
+# third_party/pulsar-client-go is pulsar-client-go with one patch (third_party/README.md):
+# third-party rebuilds it from the module proxy, third-party-check fails when it has drifted.
+third-party:
+	scripts/vendor-pulsar-client-go.sh
+
+third-party-check:
+	scripts/vendor-pulsar-client-go.sh --check
+
 test-load: build examples
 	SLUICE_LOAD_TEST=1 flock /tmp/sluice-bench.lock $(GO) test -tags load -run TestLoadAndChaos -count 1 -timeout 15m -v ./core/loadtest/
 

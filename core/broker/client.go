@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,7 +72,10 @@ type Client struct {
 // Option configures a Client with Go-only dependencies.
 type Option interface{ apply(*clientOptions) }
 
-type clientOptions struct{ log *slog.Logger }
+type clientOptions struct {
+	log  *slog.Logger
+	dial DialFunc
+}
 
 type optionFunc func(*clientOptions)
 
@@ -80,6 +85,17 @@ func (f optionFunc) apply(o *clientOptions) { f(o) }
 // The library's Info lines, several per session, are logged at Debug (see libLogger).
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(o *clientOptions) { o.log = l })
+}
+
+// DialFunc opens a connection to a broker address, host:port, in place of a TCP dial.
+type DialFunc func(ctx context.Context, network, address string) (net.Conn, error)
+
+// WithDialer makes the client open its broker connections with d: `sluice serve` reaches its
+// embedded broker in process this way. It needs pulsar-client-go's ClientOptions.Dialer, which
+// the copy in third_party has (see third_party/README.md); a build against a pulsar-client-go
+// without it dials TCP and logs so once.
+func WithDialer(d DialFunc) Option {
+	return optionFunc(func(o *clientOptions) { o.dial = d })
 }
 
 // Dial creates the shared client. pulsar-client-go connects lazily, so Dial succeeds even when
@@ -124,11 +140,29 @@ func Dial(cfg Config, opts ...Option) (*Client, error) {
 	if cfg.AuthToken != "" {
 		popts.Authentication = pulsar.NewAuthenticationToken(cfg.AuthToken)
 	}
+	if o.dial != nil && !setDialer(&popts, o.dial) {
+		logger.Warn("this build's pulsar-client-go cannot take a dialer: connecting to the broker over TCP")
+	}
 	pc, err := pulsar.NewClient(popts)
 	if err != nil {
 		return nil, fmt.Errorf("creating pulsar client for %s: %w", cfg.URL, err)
 	}
 	return &Client{pc: pc, log: logger}, nil
+}
+
+// setDialer sets the Dialer field of *options (pulsar.ClientOptions) to d, or reports false
+// when the pulsar-client-go in the build has no such field. It goes through reflect because a
+// program that embeds Sluice builds against upstream pulsar-client-go, whose ClientOptions has
+// no Dialer, unless it too replaces the module with third_party's copy (go.mod's replace
+// applies only to this module's own builds).
+func setDialer(options any, d DialFunc) bool {
+	f := reflect.ValueOf(options).Elem().FieldByName("Dialer")
+	fn := reflect.ValueOf((func(context.Context, string, string) (net.Conn, error))(d))
+	if !f.IsValid() || !f.CanSet() || f.Type() != fn.Type() {
+		return false
+	}
+	f.Set(fn)
+	return true
 }
 
 // Close closes the client and every producer and consumer still open on it.

@@ -1,0 +1,36 @@
+// Licensed to the Apache Software Foundation (ASF) under one
+// or more contributor license agreements.  See the NOTICE file
+// distributed with this work for additional information
+// regarding copyright ownership.  The ASF licenses this file
+// to you under the Apache License, Version 2.0 (the
+// "License"); you may not use this file except in compliance
+// with the License.  You may obtain a copy of the License at
+//
+//   http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing,
+// software distributed under the License is distributed on an
+// "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+// KIND, either express or implied.  See the License for the
+// specific language governing permissions and limitations
+// under the License.
+
+//go:build !cgo
+// +build !cgo
+
+package compression
+
+import (
+	"fmt"
+)
+
+func NewZStdProvider(level Level) Provider {
+	return newPureGoZStdProvider(level)
+}
+
+func newCGoZStdProvider(level Level) Provider {
+	// This is kept to avoid compile errors in benchmark code when cgo is disabled.
+	// The warning is only shown when running the benchmark with CGO disabled.
+	fmt.Println("WARNING: CGO is disabled, using pure Go implementation of ZStd. Use CGO_ENABLED=1 when running benchmark.")
+	return newPureGoZStdProvider(level)
+}

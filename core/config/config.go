@@ -259,6 +259,11 @@ type Embedded struct {
 	// AllowAutoTopicCreation creates topics on first use. An absent key
 	// means true; false makes unknown topics an error.
 	AllowAutoTopicCreation bool `koanf:"allow_auto_topic_creation" json:"allow_auto_topic_creation"`
+	// InProcess makes the edge reach the embedded broker inside the process,
+	// without system calls, instead of over loopback TCP; other clients use
+	// the listener either way. An absent key means true; false dials the
+	// listener as any client does.
+	InProcess bool `koanf:"in_process" json:"in_process"`
 	// StoreLimit bounds the memory the embedded broker's message store holds,
 	// for all topics together. Messages that some durable subscription has
 	// not acknowledged are kept; the oldest others are evicted to make room,

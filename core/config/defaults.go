@@ -73,7 +73,7 @@ func TextFrameFor(payload Size) Size {
 func defaultLayer() map[string]any {
 	return map[string]any{
 		"broker": map[string]any{
-			"embedded": map[string]any{"allow_auto_topic_creation": true},
+			"embedded": map[string]any{"allow_auto_topic_creation": true, "in_process": true},
 		},
 		"memory": map[string]any{
 			"producer_limit": DefaultMemoryLimit.String(),
@@ -106,14 +106,16 @@ func Defaults() *Config {
 		Limits: Limits{MaxConnections: DefaultMaxConnections},
 	}
 	c.Broker.Embedded.AllowAutoTopicCreation = true
+	c.Broker.Embedded.InProcess = true
 	c.SetDefaults()
 	return c
 }
 
 // SetDefaults replaces every zero field whose documented zero value means
 // "the default" with that default. It leaves alone fields whose zero value
-// means something else (memory limits, IdleTimeout, AllowAutoTopicCreation);
-// start from Defaults to get those. It is idempotent, and Load calls it.
+// means something else (memory limits, IdleTimeout, AllowAutoTopicCreation,
+// InProcess); start from Defaults to get those. It is idempotent, and Load
+// calls it.
 func (c *Config) SetDefaults() {
 	setDefault(&c.Listen, DefaultListen)
 	setDefault(&c.AdminListen, DefaultAdminListen)

@@ -36,6 +36,7 @@ var keyDocs = map[string]string{
 	"broker.embedded.admin_listen":              "`admin_listen` is the broker's HTTP admin and lookup listener. Zero means none.",
 	"broker.embedded.allow_auto_topic_creation": "`allow_auto_topic_creation` creates topics on first use. An absent key means true; false makes unknown topics an error.",
 	"broker.embedded.default_partitions":        "`default_partitions` is the partition count of auto-created topics. Zero means non-partitioned topics.",
+	"broker.embedded.in_process":                "`in_process` makes the edge reach the embedded broker inside the process, without system calls, instead of over loopback TCP; other clients use the listener either way. An absent key means true; false dials the listener as any client does.",
 	"broker.embedded.listen":                    "`listen` is the broker's Pulsar-protocol listener. Zero means \"127.0.0.1:0\" (a random loopback port).",
 	"broker.embedded.max_message_size":          "`max_message_size` is the embedded broker's maxMessageSize: the largest payload it accepts. Zero means websocket.max_message_size.",
 	"broker.embedded.retention":                 "`retention` is the deprecated name of `store_limit` (it used to bound each topic). It is used when `store_limit` is not set, and Warnings reports it.",

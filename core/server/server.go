@@ -280,6 +280,7 @@ func embeddedConfig(e config.Embedded) embedded.Config {
 func (s *Server) startBroker(ctx context.Context) error {
 	bc := s.cfg.Broker
 	url := bc.URL
+	opts := []broker.Option{broker.WithLogger(s.log.With("component", "pulsar-client"))}
 	if url == "" {
 		eb, err := embedded.New(embeddedConfig(bc.Embedded), embedded.WithLogger(s.log.With("component", "embedded-broker")))
 		if err != nil {
@@ -290,7 +291,10 @@ func (s *Server) startBroker(ctx context.Context) error {
 		}
 		s.embedded = eb
 		url = eb.ServiceURL()
-		s.log.Info("embedded broker started", "url", url, "admin", eb.AdminURL())
+		s.log.Info("embedded broker started", "url", url, "admin", eb.AdminURL(), "in_process", bc.Embedded.InProcess)
+		if bc.Embedded.InProcess {
+			opts = append(opts, broker.WithDialer(inProcess(eb, url)))
+		}
 	}
 	token := bc.AuthToken
 	if bc.AuthTokenFile != "" {
@@ -306,12 +310,25 @@ func (s *Server) startBroker(ctx context.Context) error {
 		TLSTrustCertsFile: bc.TLSTrustCertsFile,
 		TLSAllowInsecure:  bc.TLSAllowInsecure,
 		OperationTimeout:  bc.OperationTimeout,
-	}, broker.WithLogger(s.log.With("component", "pulsar-client")))
+	}, opts...)
 	if err != nil {
 		return err
 	}
 	s.client, s.brokerURL = client, url
 	return s.startHealth()
+}
+
+// inProcess dials the embedded broker at url inside the process, and any other address (the
+// broker only ever names itself in lookups) over TCP.
+func inProcess(eb *embedded.Broker, url string) broker.DialFunc {
+	self := strings.TrimPrefix(url, "pulsar://")
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		if address == self {
+			return eb.Connect()
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, address)
+	}
 }
 
 func (s *Server) buildGateway(ctx context.Context) error {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
+	"github.com/sluicehq/sluice/core/internal/memconn"
 )
 
 // ErrClosed is returned by Start after Close, and by admin calls on a closed broker.
@@ -64,6 +65,7 @@ type Broker struct {
 	cmdOut          [maxCommandType + 1]atomic.Uint64
 	connsOpen       atomic.Int64
 	connsTotal      atomic.Uint64
+	connsInProcess  atomic.Int64
 	protocolErrors  atomic.Uint64
 	messagesStored  atomic.Uint64
 	entriesStored   atomic.Uint64
@@ -83,6 +85,9 @@ type Stats struct {
 	ConnectionsOpen int64 `json:"connections_open"`
 	// ConnectionsTotal is the number of client connections ever accepted.
 	ConnectionsTotal uint64 `json:"connections_total"`
+	// ConnectionsInProcess is how many of the open connections were opened with
+	// Connect, inside the process.
+	ConnectionsInProcess int64 `json:"connections_in_process"`
 	// ProtocolErrors counts connections closed for malformed input.
 	ProtocolErrors uint64 `json:"protocol_errors"`
 	// MessagesStored counts messages stored (batch entries weighted by their size).
@@ -249,14 +254,15 @@ func (b *Broker) Faults() *Faults { return b.faults }
 // Stats returns a snapshot of the broker's counters.
 func (b *Broker) Stats() Stats {
 	s := Stats{
-		CommandsReceived: map[string]uint64{},
-		CommandsSent:     map[string]uint64{},
-		ConnectionsOpen:  b.connsOpen.Load(),
-		ConnectionsTotal: b.connsTotal.Load(),
-		ProtocolErrors:   b.protocolErrors.Load(),
-		MessagesStored:   b.messagesStored.Load(),
-		EntriesStored:    b.entriesStored.Load(),
-		MessagesDropped:  b.messagesDropped.Load(),
+		CommandsReceived:     map[string]uint64{},
+		CommandsSent:         map[string]uint64{},
+		ConnectionsOpen:      b.connsOpen.Load(),
+		ConnectionsTotal:     b.connsTotal.Load(),
+		ConnectionsInProcess: b.connsInProcess.Load(),
+		ProtocolErrors:       b.protocolErrors.Load(),
+		MessagesStored:       b.messagesStored.Load(),
+		EntriesStored:        b.entriesStored.Load(),
+		MessagesDropped:      b.messagesDropped.Load(),
 	}
 	for i := range b.cmdIn {
 		if n := b.cmdIn[i].Load(); n > 0 {
@@ -505,22 +511,45 @@ func (b *Broker) acceptLoop(ln net.Listener) {
 			}
 		}
 		backoff = 0
-		b.mu.Lock()
-		if b.closed {
-			b.mu.Unlock()
-			_ = nc.Close()
+		if err := b.serve(nc, false); err != nil {
 			return
 		}
-		b.nextConnID++
-		c := newConn(b, nc, b.nextConnID)
-		b.conns[c] = struct{}{}
-		b.mu.Unlock()
-		b.connsOpen.Add(1)
-		b.connsTotal.Add(1)
-		b.wg.Add(2)
-		go c.readLoop()
-		go c.writeLoop()
 	}
+}
+
+// Connect opens a connection to the broker inside the process, served as an accepted one is:
+// `sluice serve` reaches its embedded broker through it (pulsar-client-go's Dialer), so the
+// hop costs no system calls. It fails with net.ErrClosed once the broker is closed.
+func (b *Broker) Connect() (net.Conn, error) {
+	client, server := memconn.Pipe(0, "in-process")
+	if err := b.serve(server, true); err != nil {
+		return nil, err
+	}
+	return client, nil
+}
+
+// serve runs a connection's reader and writer, or closes it when the broker is closed.
+func (b *Broker) serve(nc net.Conn, inProcess bool) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		_ = nc.Close()
+		return net.ErrClosed
+	}
+	b.nextConnID++
+	c := newConn(b, nc, b.nextConnID)
+	c.inProcess = inProcess
+	b.conns[c] = struct{}{}
+	b.wg.Add(2) // under b.mu: Close, which waits, sets closed under it
+	b.mu.Unlock()
+	b.connsOpen.Add(1)
+	b.connsTotal.Add(1)
+	if inProcess {
+		b.connsInProcess.Add(1)
+	}
+	go c.readLoop()
+	go c.writeLoop()
+	return nil
 }
 
 // Listening reports whether the broker accepts connections: started, not closed, and not made
@@ -592,6 +621,9 @@ func (b *Broker) cleanupConn(c *conn) {
 	c.mu.Unlock()
 	delete(b.conns, c)
 	b.connsOpen.Add(-1)
+	if c.inProcess {
+		b.connsInProcess.Add(-1)
+	}
 	for _, p := range ps {
 		p.t.mu.Lock()
 		p.detach()

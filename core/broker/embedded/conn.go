@@ -37,15 +37,17 @@ const (
 // conn is one client connection: a reader goroutine handling commands and a
 // writer goroutine draining the bounded outbound buffer.
 type conn struct {
-	b        *Broker
-	nc       net.Conn
-	id       uint64
-	logp     atomic.Pointer[slog.Logger]
-	lastRecv atomic.Int64 // unix nanos
-	gone     atomic.Bool  // detached from the broker (set by cleanupConn)
-	done     chan struct{}
-	wake     chan struct{} // cap 1
-	once     sync.Once
+	b  *Broker
+	nc net.Conn
+	id uint64
+	// inProcess: opened with Broker.Connect, not accepted from the listener.
+	inProcess bool
+	logp      atomic.Pointer[slog.Logger]
+	lastRecv  atomic.Int64 // unix nanos
+	gone      atomic.Bool  // detached from the broker (set by cleanupConn)
+	done      chan struct{}
+	wake      chan struct{} // cap 1
+	once      sync.Once
 
 	// Only the reader goroutine touches these (goClient is set before any
 	// consumer of this connection exists, and read under topic locks).

@@ -21,8 +21,9 @@ import (
 const DefaultLimit = 1 << 20
 
 // keepCap is the largest buffer kept once drained; a larger one, grown by a burst, is freed so
-// that an idle connection holds no more than this.
-const keepCap = 64 << 10
+// that an idle connection holds no more than this. At 64 KiB the edge's consumer path regrew
+// its buffer often enough to cost 1 KB a delivery (BenchmarkConsumerAllocs in core/server).
+const keepCap = 256 << 10
 
 // Addr is the address of both ends of a Pipe.
 type Addr string

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Rebuilds third_party/pulsar-client-go: pulsar-client-go at $version from the Go module
-# proxy, only the packages Sluice builds, without their tests, with
+# proxy, only the packages Sluice builds (their Go files without tests, and their .proto), with
 # third_party/pulsar-client-go-dialer.patch applied (ClientOptions.Dialer, upstream pull
 # request apache/pulsar-client-go#1532's idea). go.mod replaces the module with the copy; see
 # third_party/README.md for why and when the copy goes. With --check, it rebuilds into a
@@ -25,7 +25,9 @@ trap 'rm -rf "$out"' EXIT
 cp "$src/go.mod" "$src/go.sum" "$src/LICENSE" "$src/NOTICE" "$out/"
 for p in "${packages[@]}"; do
   mkdir -p "$out/$p"
-  find "$src/$p" -maxdepth 1 -type f -name '*.go' ! -name '*_test.go' -exec cp {} "$out/$p/" \;
+  # The .proto files too: make proto (scripts/genproto.sh) reads PulsarApi.proto from here.
+  find "$src/$p" -maxdepth 1 -type f \( -name '*.go' ! -name '*_test.go' -o -name '*.proto' \) \
+    -exec cp {} "$out/$p/" \;
 done
 chmod -R u+w "$out"
 patch=$PWD/third_party/pulsar-client-go-dialer.patch

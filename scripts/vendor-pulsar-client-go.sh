@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Rebuilds third_party/pulsar-client-go: pulsar-client-go at $version from the Go module
 # proxy, only the packages Sluice builds (their Go files without tests, and their .proto), with
-# third_party/pulsar-client-go-dialer.patch applied (ClientOptions.Dialer, upstream pull
-# request apache/pulsar-client-go#1532's idea). go.mod replaces the module with the copy; see
-# third_party/README.md for why and when the copy goes. With --check, it rebuilds into a
+# the patches third_party/pulsar-client-go-*.patch applied in name order (third_party/README.md
+# says what each does, why, and when the copy goes). go.mod replaces the module with the copy. With --check, it rebuilds into a
 # temporary directory and fails when the committed copy differs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,19 +29,20 @@ for p in "${packages[@]}"; do
     -exec cp {} "$out/$p/" \;
 done
 chmod -R u+w "$out"
-patch=$PWD/third_party/pulsar-client-go-dialer.patch
-(cd "$out" && git apply -p1 "$patch")
+for patch in "$PWD"/third_party/pulsar-client-go-*.patch; do
+  (cd "$out" && git apply -p1 "$patch")
+done
 
 if [ "${1:-}" = "--check" ]; then
   if ! diff -r "$out" "$dest" >/dev/null; then
-    echo "$dest differs from $module@$version with the patch; run scripts/vendor-pulsar-client-go.sh" >&2
+    echo "$dest differs from $module@$version with the patches; run scripts/vendor-pulsar-client-go.sh" >&2
     diff -r "$out" "$dest" | head -20 >&2
     exit 1
   fi
-  echo "$dest is $module@$version with third_party/pulsar-client-go-dialer.patch"
+  echo "$dest is $module@$version with third_party/pulsar-client-go-*.patch"
   exit 0
 fi
 rm -rf "$dest"
 mkdir -p "$(dirname "$dest")"
 cp -r "$out" "$dest"
-echo "wrote $dest ($module@$version with the patch)"
+echo "wrote $dest ($module@$version with the patches)"

@@ -158,10 +158,10 @@ func Dial(cfg Config, opts ...Option) (*Client, error) {
 func setDialer(options any, d DialFunc) bool {
 	f := reflect.ValueOf(options).Elem().FieldByName("Dialer")
 	fn := reflect.ValueOf((func(context.Context, string, string) (net.Conn, error))(d))
-	if !f.IsValid() || !f.CanSet() || f.Type() != fn.Type() {
+	if !f.IsValid() || !f.CanSet() || !fn.Type().ConvertibleTo(f.Type()) {
 		return false
 	}
-	f.Set(fn)
+	f.Set(fn.Convert(f.Type())) // the field's type may be named, as upstream's may be
 	return true
 }
 

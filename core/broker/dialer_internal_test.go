@@ -33,6 +33,11 @@ func TestSetDialer(t *testing.T) {
 	if setDialer(&upstream, d) {
 		t.Fatal("setDialer accepted options without a Dialer field")
 	}
+	type namedDialer func(context.Context, string, string) (net.Conn, error)
+	var named struct{ Dialer namedDialer }
+	if !setDialer(&named, d) || named.Dialer == nil {
+		t.Fatal("setDialer refused a Dialer field of a named func type")
+	}
 	var otherType struct {
 		Dialer func(string) (net.Conn, error)
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
@@ -519,8 +520,21 @@ func (b *Broker) acceptLoop(ln net.Listener) {
 
 // Connect opens a connection to the broker inside the process, served as an accepted one is:
 // `sluice serve` reaches its embedded broker through it (pulsar-client-go's Dialer), so the
-// hop costs no system calls. It fails with net.ErrClosed once the broker is closed.
+// hop costs no system calls. Like a dial of the listener it fails before Start, after Close
+// (ErrClosed) and while the Unreachable fault is on (connection refused).
 func (b *Broker) Connect() (net.Conn, error) {
+	// lifeMu is held until the connection is registered, so that Unreachable or Close, which
+	// drop the registered connections under it, cannot miss this one.
+	b.lifeMu.Lock()
+	defer b.lifeMu.Unlock()
+	switch {
+	case b.stopped:
+		return nil, ErrClosed
+	case !b.started:
+		return nil, errors.New("embedded broker not started")
+	case b.unreachable:
+		return nil, fmt.Errorf("embedded broker unreachable: %w", syscall.ECONNREFUSED)
+	}
 	client, server := memconn.Pipe(0, "in-process")
 	if err := b.serve(server, true); err != nil {
 		return nil, err
@@ -812,11 +826,13 @@ func loopbackIfUnspecified(a net.Addr) string {
 }
 
 // advertisedURL is the broker URL given in LOOKUP answers on c: the bound
-// address, or for a wildcard listener the address c came in on.
+// address, or for a wildcard listener the address c came in on (an
+// in-process connection came in on none: it gets the bound address, which
+// the edge's dialer knows as this broker's).
 func (b *Broker) advertisedURL(c *conn) string {
 	b.lifeMu.Lock()
 	defer b.lifeMu.Unlock()
-	if b.wildcard {
+	if b.wildcard && !c.inProcess {
 		return "pulsar://" + c.nc.LocalAddr().String()
 	}
 	return b.serviceURL

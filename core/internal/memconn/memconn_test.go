@@ -85,7 +85,7 @@ func TestClose(t *testing.T) {
 // TestDrainedBufferIsFreed: a burst grows a direction's buffer; once read it is let go, so an
 // idle connection keeps at most keepCap.
 func TestDrainedBufferIsFreed(t *testing.T) {
-	a, b := Pipe(0, "memory")
+	a, b := Pipe(8*keepCap, "memory") // room for the burst: the write must not wait for the read
 	defer a.Close()
 	defer b.Close()
 	burst := bytes.Repeat([]byte("x"), 4*keepCap)

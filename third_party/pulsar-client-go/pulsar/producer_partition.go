@@ -1404,14 +1404,21 @@ func (p *partitionProducer) ReceivedSendReceipt(response *pb.CommandSendReceipt)
 			response.GetMessageId(), response.GetSequenceId(), pi.sequenceID)
 		return
 	}
-	// The ack was indeed for the expected item in the queue, we can remove it and trigger the callback
-	p.pendingQueue.Poll()
+	// The ack was indeed for the expected item in the queue, we can remove it and trigger the callback.
+	// Closing the producer fails the pending items on another goroutine (failPendingMessages): when
+	// it has taken this one meanwhile, its callbacks have run and its requests are recycled.
+	if p.pendingQueue.CompareAndPoll(func(m interface{}) bool { return m == pi }) == nil {
+		return
+	}
 
 	now := time.Now().UnixNano()
 
 	// lock the pending item while sending the requests
 	pi.Lock()
 	defer pi.Unlock()
+	if pi.isDone {
+		return
+	}
 	p.metrics.PublishRPCLatency.Observe(float64(now-pi.sentAt.UnixNano()) / 1.0e9)
 	batchSize := int32(len(pi.sendRequests))
 	for idx, i := range pi.sendRequests {

@@ -312,8 +312,16 @@ func (c *connection) dialWith(dial Dialer) (net.Conn, error) {
 		defer cancel()
 	}
 	cnx, err := dial(ctx, "tcp", c.physicalAddr.Host)
-	if err != nil || c.tlsOptions == nil {
-		return cnx, err
+	switch {
+	case err != nil:
+		if cnx != nil {
+			cnx.Close()
+		}
+		return nil, err
+	case cnx == nil:
+		return nil, errors.New("dialer returned no connection")
+	case c.tlsOptions == nil:
+		return cnx, nil
 	}
 	tlsConfig, err := c.getTLSConfig()
 	if err != nil {

@@ -1407,7 +1407,7 @@ func (p *partitionProducer) ReceivedSendReceipt(response *pb.CommandSendReceipt)
 	// The ack was indeed for the expected item in the queue, we can remove it and trigger the callback.
 	// Closing the producer fails the pending items on another goroutine (failPendingMessages): when
 	// it has taken this one meanwhile, its callbacks have run and its requests are recycled.
-	if p.pendingQueue.CompareAndPoll(func(m interface{}) bool { return m == pi }) == nil {
+	if !p.pendingQueue.PollIfHead(pi) {
 		return
 	}
 

@@ -39,6 +39,9 @@ type BlockingQueue interface {
 	// CompareAndPoll compare the first item and poll it if meet the conditions
 	CompareAndPoll(compare func(item interface{}) bool) interface{}
 
+	// PollIfHead removes item if it is the head of the queue, and reports whether it did.
+	PollIfHead(item interface{}) bool
+
 	// Peek return the first item without dequeing, return nil if queue is empty
 	Peek() interface{}
 
@@ -161,6 +164,17 @@ func (bq *blockingQueue) CompareAndPoll(compare func(interface{}) bool) interfac
 		return bq.dequeue()
 	}
 	return nil
+}
+
+func (bq *blockingQueue) PollIfHead(item interface{}) bool {
+	bq.mutex.Lock()
+	defer bq.mutex.Unlock()
+
+	if bq.size == 0 || bq.items[bq.headIdx] != item {
+		return false
+	}
+	bq.dequeue()
+	return true
 }
 
 func (bq *blockingQueue) Peek() interface{} {

@@ -164,6 +164,9 @@ type connection struct {
 	closeCh            chan struct{}
 	readyCh            chan struct{}
 	writeRequestsCh    chan *dataRequest
+	// queued and queuedBufs are reused by writeQueued: the requests of one write and their bytes.
+	queued     []*dataRequest
+	queuedBufs net.Buffers
 
 	pendingLock sync.Mutex
 	pendingReqs map[uint64]*request
@@ -481,11 +484,9 @@ func (c *connection) run() {
 			}
 			c.internalSendRequest(req)
 		case req := <-c.writeRequestsCh:
-			if req == nil {
+			if req == nil || c.writeQueued(req) {
 				return
 			}
-			c.internalWriteData(req.ctx, req.data)
-			req.data.Release()
 
 		case <-pingSendTicker.C:
 			c.sendPing()
@@ -557,6 +558,53 @@ func (c *connection) WriteData(ctx context.Context, data Buffer) {
 		}
 	}
 
+}
+
+// maxQueuedWrites bounds how many data requests writeQueued writes together.
+const maxQueuedWrites = 64
+
+// writeQueued writes first and the data requests queued behind it, up to maxQueuedWrites, with
+// one write (writev on TCP) instead of one each; a lone request is written at once. It reports
+// whether it took the nil request that ends the run loop.
+func (c *connection) writeQueued(first *dataRequest) (stop bool) {
+	reqs := append(c.queued[:0], first)
+gather:
+	for len(reqs) < maxQueuedWrites {
+		select {
+		case req := <-c.writeRequestsCh:
+			if req == nil {
+				stop = true
+				break gather
+			}
+			reqs = append(reqs, req)
+		default:
+			break gather
+		}
+	}
+	bufs := c.queuedBufs[:0]
+	for _, req := range reqs {
+		if req.ctx.Err() == nil {
+			bufs = append(bufs, req.data.ReadableSlice())
+		}
+	}
+	c.queuedBufs = bufs[:0] // WriteTo consumes the slice it is given
+	select {
+	case <-c.closeCh:
+	default:
+		if len(bufs) > 0 {
+			if _, err := bufs.WriteTo(c.cnx); err != nil {
+				c.log.WithError(err).Warn("Failed to write on connection")
+				c.Close()
+			}
+		}
+	}
+	for i, req := range reqs {
+		req.data.Release()
+		reqs[i] = nil
+	}
+	clear(c.queuedBufs[:cap(c.queuedBufs)])
+	c.queued = reqs[:0]
+	return stop
 }
 
 func (c *connection) internalWriteData(ctx context.Context, data Buffer) {

@@ -16,7 +16,7 @@ import (
 // answered twice. Every callback must still run exactly once. Upstream pulsar-client-go
 // v0.19.0 handed the second receipt requests the first had already completed and recycled, and
 // crashed the process (a nil pointer in sendRequest.done); the copy in third_party carries
-// pulsar-client-go-receipt-race.patch. The crash is a race: without the patch, this test and
+// pulsar-client-go-2-receipt-race.patch. The crash is a race: without the patch, this test and
 // the two other connection-drop tests run together (-count 10) crashed 2 runs in 4.
 func TestReceiptsAcrossDroppedConnections(t *testing.T) {
 	t.Parallel()

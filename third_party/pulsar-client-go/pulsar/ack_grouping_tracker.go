@@ -58,30 +58,14 @@ func newAckGroupingTracker(options *AckGroupingOptions,
 		}
 	}
 
-	t := &timedAckGroupingTracker{
+	return &timedAckGroupingTracker{
 		maxNumAcks:        int(options.MaxSize),
+		maxTime:           options.MaxTime,
 		ackCumulative:     ackCumulative,
 		ackList:           ackList,
 		pendingAcks:       make(map[position]*bitset.BitSet),
 		lastCumulativeAck: EarliestMessageID(),
 	}
-
-	if options.MaxTime > 0 {
-		t.ticker = time.NewTicker(options.MaxTime)
-		t.exitCh = make(chan struct{})
-		go func() {
-			for {
-				select {
-				case <-t.exitCh:
-					return
-				case <-t.ticker.C:
-					t.flush()
-				}
-			}
-		}()
-	}
-
-	return t
 }
 
 type immediateAckGroupingTracker struct {
@@ -125,7 +109,14 @@ type timedAckGroupingTracker struct {
 	maxNumAcks    int
 	ackCumulative func(id MessageID)
 	ackList       func(ids []*pb.MessageIdData)
-	ticker        *time.Ticker
+
+	// maxTime is how long an ack may wait to be grouped; 0 sends cumulative acks at once. The
+	// timer that flushes them is armed by the first ack to wait, not a ticker per consumer, so
+	// that an idle consumer or reader costs no CPU.
+	maxTime time.Duration
+	timer   *time.Timer
+	armed   bool
+	closed  bool
 
 	// Key is the pair of the ledger id and the entry id,
 	// Value is the bit set that represents which messages are acknowledged if the entry stores a batch.
@@ -137,8 +128,26 @@ type timedAckGroupingTracker struct {
 
 	lastCumulativeAck     MessageID
 	cumulativeAckRequired int32
+}
 
-	exitCh chan struct{}
+// arm starts the flush timer unless it is running; the caller holds t's lock.
+func (t *timedAckGroupingTracker) arm() {
+	if t.maxTime <= 0 || t.armed || t.closed {
+		return
+	}
+	t.armed = true
+	if t.timer == nil {
+		t.timer = time.AfterFunc(t.maxTime, t.onTimer)
+		return
+	}
+	t.timer.Reset(t.maxTime)
+}
+
+func (t *timedAckGroupingTracker) onTimer() {
+	t.Lock()
+	t.armed = false
+	t.Unlock()
+	t.flush()
 }
 
 func (t *timedAckGroupingTracker) add(id MessageID) {
@@ -174,6 +183,7 @@ func (t *timedAckGroupingTracker) tryAddIndividual(id MessageID) map[position]*b
 	defer t.Unlock()
 
 	addMsgIDToPendingAcks(t.pendingAcks, id)
+	t.arm()
 	if len(t.pendingAcks) >= t.maxNumAcks {
 		pendingAcks := t.pendingAcks
 		t.pendingAcks = make(map[position]*bitset.BitSet)
@@ -183,7 +193,7 @@ func (t *timedAckGroupingTracker) tryAddIndividual(id MessageID) map[position]*b
 }
 
 func (t *timedAckGroupingTracker) addCumulative(id MessageID) {
-	if t.tryUpdateCumulative(id) && t.ticker == nil {
+	if t.tryUpdateCumulative(id) && t.maxTime <= 0 {
 		t.ackCumulative(id)
 	}
 }
@@ -194,6 +204,7 @@ func (t *timedAckGroupingTracker) tryUpdateCumulative(id MessageID) bool {
 	if messageIDCompare(t.lastCumulativeAck, id) < 0 {
 		t.lastCumulativeAck = id
 		atomic.StoreInt32(&t.cumulativeAckRequired, 1)
+		t.arm()
 		return true
 	}
 	return false
@@ -251,13 +262,13 @@ func (t *timedAckGroupingTracker) clearPendingAcks() map[position]*bitset.BitSet
 }
 
 func (t *timedAckGroupingTracker) close() {
-	if t.ticker != nil {
-		t.ticker.Stop()
+	t.Lock()
+	t.closed = true
+	if t.timer != nil {
+		t.timer.Stop()
 	}
+	t.Unlock()
 	t.flushAndClean()
-	if t.exitCh != nil {
-		close(t.exitCh)
-	}
 }
 
 func toMsgIDDataList(pendingAcks map[position]*bitset.BitSet) []*pb.MessageIdData {

@@ -576,6 +576,10 @@ func (p *partitionProducer) runEventsLoop() {
 			if !ok {
 				return
 			}
+			if s := p.getProducerState(); s == producerClosing || s == producerClosed {
+				data.done(nil, ErrProducerClosed) // a close on another goroutine failed the pending ones
+				continue
+			}
 			p.internalSend(data)
 		case cmd, ok := <-p.cmdChan:
 			// when doClose() is call, p.dataChan will be closed, cmd will be nil
@@ -1477,6 +1481,7 @@ func (p *partitionProducer) doClose(reason error) {
 	}
 
 	p.log.Info("Closing producer")
+	defer p.failQueuedSends() // after dataChan is closed
 	defer close(p.dataChan)
 	defer close(p.cmdChan)
 
@@ -1540,6 +1545,16 @@ func (p *partitionProducer) failPendingMessages(err error) {
 		if pi == lastViewItem {
 			p.log.Infof("%d messages complete failed", viewSize)
 			return
+		}
+	}
+}
+
+// failQueuedSends fails the sends still queued for the event loop once dataChan is closed: the
+// loop can take Close before them, and their callbacks would never run.
+func (p *partitionProducer) failQueuedSends() {
+	for sr := range p.dataChan {
+		if sr != nil {
+			sr.done(nil, ErrProducerClosed)
 		}
 	}
 }

@@ -2,7 +2,7 @@ package embedded_test
 
 import (
 	"errors"
-	"sync/atomic"
+	"fmt"
 	"testing"
 	"time"
 
@@ -27,30 +27,16 @@ func TestCloseAnswersQueuedSends(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var calls, unexpected atomic.Int64
-		var perSend [sends]atomic.Int32
+		cb := newCallbacks(sends)
 		for i := range sends {
-			p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: []byte("x")}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-				if err != nil && !errors.Is(err, pulsar.ErrProducerClosed) {
-					unexpected.Add(1)
-				}
-				perSend[i].Add(1)
-				calls.Add(1)
-			})
+			p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: []byte("x")}, cb.of(i))
 		}
 		p.Close()
-		deadline := time.Now().Add(10 * time.Second)
-		for calls.Load() < sends && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		for i := range perSend {
-			if n := perSend[i].Load(); n != 1 {
-				t.Fatalf("round %d, send %d: callback ran %d times, want once (%d of %d callbacks ran)",
-					round, i, n, calls.Load(), sends)
+		cb.checkOnce(t, 10*time.Second, fmt.Sprintf("round %d", round))
+		for i := range sends {
+			if err := cb.err(i); err != nil && !errors.Is(err, pulsar.ErrProducerClosed) {
+				t.Fatalf("round %d, send %d: %v, want stored or the producer closed", round, i, err)
 			}
-		}
-		if n := unexpected.Load(); n > 0 {
-			t.Fatalf("round %d: %d sends failed with an error other than the producer being closed", round, n)
 		}
 	}
 }

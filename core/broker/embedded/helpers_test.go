@@ -149,3 +149,45 @@ func storeLimitOf(cfg embedded.Config) int64 {
 	}
 	return cfg.StoreLimit
 }
+
+// callbacks counts the callbacks of n sends, to check that each runs exactly once.
+type callbacks struct {
+	calls atomic.Int64
+	each  []atomic.Int32
+	errs  []atomic.Value // the error of each send's first callback, when not nil
+}
+
+func newCallbacks(n int) *callbacks {
+	return &callbacks{each: make([]atomic.Int32, n), errs: make([]atomic.Value, n)}
+}
+
+// of is send i's callback.
+func (cb *callbacks) of(i int) func(pulsar.MessageID, *pulsar.ProducerMessage, error) {
+	return func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+		if cb.each[i].Add(1) == 1 && err != nil {
+			cb.errs[i].Store(err)
+		}
+		cb.calls.Add(1)
+	}
+}
+
+// checkOnce waits up to d for every callback, then fails the test unless each ran once.
+func (cb *callbacks) checkOnce(t testing.TB, d time.Duration, what string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for int(cb.calls.Load()) < len(cb.each) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := range cb.each {
+		if n := cb.each[i].Load(); n != 1 {
+			t.Fatalf("%s, send %d: callback ran %d times, want once (%d callbacks for %d sends)",
+				what, i, n, cb.calls.Load(), len(cb.each))
+		}
+	}
+}
+
+// err is the error send i was answered with, nil when it was stored.
+func (cb *callbacks) err(i int) error {
+	err, _ := cb.errs[i].Load().(error)
+	return err
+}

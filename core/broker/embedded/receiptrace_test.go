@@ -1,7 +1,7 @@
 package embedded_test
 
 import (
-	"sync/atomic"
+	"fmt"
 	"testing"
 	"time"
 
@@ -28,25 +28,13 @@ func TestReceiptsAcrossDroppedConnections(t *testing.T) {
 	const rounds, sends = 20, 300
 	ctx := ctxT(t, 60*time.Second)
 	for round := range rounds {
-		var calls atomic.Int64
-		var perSend [sends]atomic.Int32
+		cb := newCallbacks(sends)
 		for i := range sends {
 			if i == sends/2 {
 				b.Faults().DropConnections()
 			}
-			p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: []byte("x")}, func(pulsar.MessageID, *pulsar.ProducerMessage, error) {
-				perSend[i].Add(1)
-				calls.Add(1)
-			})
+			p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: []byte("x")}, cb.of(i))
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for calls.Load() < sends && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		for i := range perSend {
-			if n := perSend[i].Load(); n != 1 {
-				t.Fatalf("round %d, send %d: callback ran %d times, want once", round, i, n)
-			}
-		}
+		cb.checkOnce(t, 20*time.Second, fmt.Sprintf("round %d", round))
 	}
 }

@@ -112,6 +112,7 @@ type Message struct {
 	Payload         []byte
 	Properties      map[string]string
 	Key             string
+	HasKey          bool // the message has Key, perhaps "" (an empty key, not none)
 	PublishTime     time.Time
 	EventTime       time.Time // zero when the producer set none
 	RedeliveryCount uint32
@@ -136,6 +137,16 @@ type EncryptionKey struct {
 	Metadata map[string]string
 }
 
+// hasKey reports whether m has a key, perhaps "". The pulsar-client-go copy in third_party says
+// so (HasKey, not in pulsar.Message: third_party/README.md); a library without it cannot tell
+// an empty key from none, and only a non-empty key counts.
+func hasKey(m pulsar.Message) bool {
+	if k, ok := m.(interface{ HasKey() bool }); ok {
+		return k.HasKey()
+	}
+	return m.Key() != ""
+}
+
 func fromPulsar(m pulsar.Message) *Message {
 	topic := m.Topic()
 	msg := &Message{
@@ -144,6 +155,7 @@ func fromPulsar(m pulsar.Message) *Message {
 		Payload:         m.Payload(),
 		Properties:      m.Properties(),
 		Key:             m.Key(),
+		HasKey:          hasKey(m),
 		PublishTime:     m.PublishTime(),
 		RedeliveryCount: m.RedeliveryCount(),
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"runtime"
 	"time"
 
@@ -76,6 +77,7 @@ type OutMessage struct {
 	Payload             []byte
 	Properties          map[string]string
 	Key                 string
+	HasKey              bool      // Key is sent even when it is "": an empty key, not none
 	EventTime           time.Time // zero means unset
 	ReplicationClusters []string
 	DeliverAt           time.Time     // zero means unset
@@ -185,7 +187,29 @@ func (p *Producer) Send(ctx context.Context, m *OutMessage) {
 		DeliverAt:           m.DeliverAt,
 		DeliverAfter:        m.DeliverAfter,
 	}
+	if m.HasKey && m.Key == "" {
+		setEmptyKey(&m.pm)
+	}
 	p.sendAsync(ctx, m)
+}
+
+// emptyKeyField is the index of pulsar.ProducerMessage's EmptyKey, which the pulsar-client-go
+// copy in third_party has and upstream does not (third_party/README.md); nil without it.
+var emptyKeyField = func() []int {
+	f, ok := reflect.TypeFor[pulsar.ProducerMessage]().FieldByName("EmptyKey")
+	if !ok || f.Type.Kind() != reflect.Bool {
+		return nil
+	}
+	return f.Index
+}()
+
+// setEmptyKey makes pm carry its empty key. It goes through reflect for the reason setDialer
+// does, and only for the rare message whose key is "" (without the field, the key is dropped
+// as upstream pulsar-client-go drops it).
+func setEmptyKey(pm *pulsar.ProducerMessage) {
+	if emptyKeyField != nil {
+		reflect.ValueOf(pm).Elem().FieldByIndex(emptyKeyField).SetBool(true)
+	}
 }
 
 // sendAsync is the library's SendAsync, with one panic of pulsar-client-go v0.19.0 turned into

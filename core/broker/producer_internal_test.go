@@ -64,3 +64,42 @@ func TestCheckTopicName(t *testing.T) {
 		}
 	}
 }
+
+// keyedMessage is a pulsar.Message with a key, and HasKey only when withHasKey (as the
+// pulsar-client-go copy in third_party has, and upstream not).
+type keyedMessage struct {
+	pulsar.Message
+	key string
+}
+
+func (m keyedMessage) Key() string { return m.key }
+
+type keyedMessageHasKey struct {
+	keyedMessage
+	has bool
+}
+
+func (m keyedMessageHasKey) HasKey() bool { return m.has }
+
+// TestEmptyKey: an empty key is sent (EmptyKey, which go.mod's pulsar-client-go copy has) and
+// read back as a key; a library without HasKey counts only a non-empty key.
+func TestEmptyKey(t *testing.T) {
+	var pm pulsar.ProducerMessage
+	setEmptyKey(&pm)
+	if !pm.EmptyKey {
+		t.Fatal("setEmptyKey did not set EmptyKey: is go.mod's replace of pulsar-client-go gone?")
+	}
+	for _, tc := range []struct {
+		m    pulsar.Message
+		want bool
+	}{
+		{keyedMessageHasKey{keyedMessage{key: ""}, true}, true},
+		{keyedMessageHasKey{keyedMessage{key: ""}, false}, false},
+		{keyedMessage{key: ""}, false},
+		{keyedMessage{key: "k"}, true},
+	} {
+		if got := hasKey(tc.m); got != tc.want {
+			t.Errorf("hasKey(%#v) = %v, want %v", tc.m, got, tc.want)
+		}
+	}
+}

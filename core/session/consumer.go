@@ -216,7 +216,7 @@ func (s *deliverySession) pullLoop(ctx context.Context, src source) {
 		if !m.EventTime.IsZero() {
 			cm.EventTime = m.EventTime.In(s.location())
 		}
-		if m.Key != "" {
+		if m.HasKey {
 			cm.Key = &m.Key
 		}
 		if s.consumer != nil {

@@ -304,7 +304,7 @@ func (s *producerSession) publish(ctx context.Context, r *record) {
 	out := &r.out
 	out.Payload, out.Properties, out.ReplicationClusters = m.Payload, m.Properties, m.ReplicationClusters
 	if m.Key != nil {
-		out.Key = *m.Key
+		out.Key, out.HasKey = *m.Key, true
 	}
 	if m.EventTimeMillis > 0 {
 		out.EventTime = time.UnixMilli(m.EventTimeMillis)

@@ -300,6 +300,7 @@ type message struct {
 	publishTime         time.Time
 	eventTime           time.Time
 	key                 string
+	hasKey              bool // the metadata has a key, perhaps ""
 	orderingKey         string
 	producerName        string
 	payLoad             []byte
@@ -340,6 +341,12 @@ func (msg *message) PublishTime() time.Time {
 
 func (msg *message) EventTime() time.Time {
 	return msg.eventTime
+}
+
+// HasKey reports whether the message has a key, which Key returns; false means none, where Key
+// returns "" too.
+func (msg *message) HasKey() bool {
+	return msg.hasKey
 }
 
 func (msg *message) Key() string {

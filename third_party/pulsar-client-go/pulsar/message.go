@@ -32,6 +32,10 @@ type ProducerMessage struct {
 	// Key sets the key of the message for routing policy
 	Key string
 
+	// EmptyKey sends Key even when it is "": the message then has an empty key, as Java's
+	// key("") gives, rather than none.
+	EmptyKey bool
+
 	// OrderingKey sets the ordering key of the message
 	OrderingKey string
 

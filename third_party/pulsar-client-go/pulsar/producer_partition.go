@@ -732,7 +732,7 @@ func (p *partitionProducer) genMetadata(msg *ProducerMessage,
 		mm.EventTime = proto.Uint64(internal.TimestampMillis(msg.EventTime))
 	}
 
-	if msg.Key != "" {
+	if msg.Key != "" || msg.EmptyKey {
 		mm.PartitionKey = proto.String(msg.Key)
 	}
 
@@ -779,7 +779,7 @@ func (p *partitionProducer) genSingleMessageMetadataInBatch(
 		smm.EventTime = proto.Uint64(internal.TimestampMillis(msg.EventTime))
 	}
 
-	if msg.Key != "" {
+	if msg.Key != "" || msg.EmptyKey {
 		smm.PartitionKey = proto.String(msg.Key)
 	}
 

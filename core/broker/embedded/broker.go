@@ -512,7 +512,7 @@ func (b *Broker) acceptLoop(ln net.Listener) {
 			}
 		}
 		backoff = 0
-		if err := b.serve(nc, false); err != nil {
+		if err := b.serve(nc); err != nil {
 			return
 		}
 	}
@@ -536,14 +536,15 @@ func (b *Broker) Connect() (net.Conn, error) {
 		return nil, fmt.Errorf("embedded broker unreachable: %w", syscall.ECONNREFUSED)
 	}
 	client, server := memconn.Pipe(0, "in-process")
-	if err := b.serve(server, true); err != nil {
+	if err := b.serve(server); err != nil {
 		return nil, err
 	}
 	return client, nil
 }
 
 // serve runs a connection's reader and writer, or closes it when the broker is closed.
-func (b *Broker) serve(nc net.Conn, inProcess bool) error {
+// Connections on a memconn pipe count as in process (Broker.Connect).
+func (b *Broker) serve(nc net.Conn) error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -552,13 +553,12 @@ func (b *Broker) serve(nc net.Conn, inProcess bool) error {
 	}
 	b.nextConnID++
 	c := newConn(b, nc, b.nextConnID)
-	c.inProcess = inProcess
 	b.conns[c] = struct{}{}
 	b.wg.Add(2) // under b.mu: Close, which waits, sets closed under it
 	b.mu.Unlock()
 	b.connsOpen.Add(1)
 	b.connsTotal.Add(1)
-	if inProcess {
+	if c.inProcess {
 		b.connsInProcess.Add(1)
 	}
 	go c.readLoop()

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
+	"github.com/sluicehq/sluice/core/internal/memconn"
 )
 
 // Outbound queue bounds, per connection. MESSAGE dispatch pauses while more
@@ -40,7 +41,7 @@ type conn struct {
 	b  *Broker
 	nc net.Conn
 	id uint64
-	// inProcess: opened with Broker.Connect, not accepted from the listener.
+	// inProcess: opened with Broker.Connect (a memconn pipe), not accepted from the listener.
 	inProcess bool
 	logp      atomic.Pointer[slog.Logger]
 	lastRecv  atomic.Int64 // unix nanos
@@ -82,6 +83,7 @@ func newConn(b *Broker, nc net.Conn, id uint64) *conn {
 		producers: map[uint64]*producer{},
 		consumers: map[uint64]*consumer{},
 	}
+	_, c.inProcess = nc.LocalAddr().(memconn.Addr)
 	c.logp.Store(b.log.With("conn_id", id, "remote", nc.RemoteAddr().String()))
 	c.lastRecv.Store(time.Now().UnixNano())
 	return c

@@ -177,8 +177,9 @@ func (s *deliverySession) run(ctx context.Context, src source) int {
 	if code > 0 {
 		_ = s.conn.WriteClose(code, reason)
 	}
-	// A writer blocked on a client that does not read returns once the connection is closed.
-	closeConn(s.conn, s.readErr)
+	// A writer blocked on a client that does not read returns once the connection is closed,
+	// so the connection does not linger for the close frame it may be blocked behind.
+	closeConn(s.conn, s.readErr, false)
 	wg.Wait()
 	s.mu.Lock()
 	s.idsHeld.release()

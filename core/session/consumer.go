@@ -535,7 +535,9 @@ func (s *deliverySession) nack(id string) error {
 	if err != nil {
 		return err
 	}
-	s.consumer.Nack(mid)
+	if err := s.consumer.Nack(mid); err != nil {
+		s.log.Debug("negative ack", "err", err)
+	}
 	return nil
 }
 
@@ -556,7 +558,7 @@ func (s *deliverySession) expireUnacked(now time.Time) {
 	}
 	s.mu.Unlock()
 	for _, id := range expired {
-		s.consumer.Nack(id)
+		_ = s.consumer.Nack(id) // ids the session delivered: the library can place them
 	}
 }
 

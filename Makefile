@@ -35,7 +35,7 @@ vet:
 # against `sluice serve` and `sluice broker` as separate processes, then broker connections
 # dropped, the broker killed and restarted and the plugin killed, every message answered and
 # every ok read back. Not part of `make test`; it takes the benchmark lock.
-# third_party/pulsar-client-go is pulsar-client-go with six patches (third_party/README.md):
+# third_party/pulsar-client-go is pulsar-client-go with seven patches (third_party/README.md):
 # third-party rebuilds it from the module proxy, third-party-check fails when it has drifted.
 third-party:
 	scripts/vendor-pulsar-client-go.sh

@@ -3,15 +3,17 @@ package plugins
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
-// Fallback returns a strategy that asks primary (a plugin strategy) and, when primary
-// fails with ErrPluginDown, asks fallback (the route's builtin) instead. Since a down
-// plugin's calls fail at once, a route switches to its fallback as soon as the host marks
-// the plugin down, and back on the first call after it is healthy again; no state change
-// needs handling. Any other error of primary (a denial, a deadline) is returned as is.
+// Fallback returns a strategy that asks primary (a plugin strategy) and, when primary fails
+// (its plugin is down, the call panicked, timed out or returned an error), asks fallback (the
+// route's builtin) instead; a denial is an answer, not a failure. Since a down plugin's calls
+// fail at once, a route switches to its fallback as soon as the host marks the plugin down,
+// and back on the first call after it is healthy again; no state change needs handling. When
+// both fail, the error is fallback's, joined with primary's.
 //
 // The result is a strategy.RouteLimiter (primary's limits, else fallback's; zero when
 // neither sets any) and, when primary is a strategy.Adjuster, an Adjuster forwarding to
@@ -42,18 +44,29 @@ var (
 
 func (f *withFallback) OpenProducer(ctx context.Context, req strategy.ProducerRequest) (strategy.ProducerDecision, error) {
 	d, err := f.primary.OpenProducer(ctx, req)
-	if errors.Is(err, ErrPluginDown) {
-		return f.fallback.OpenProducer(ctx, req)
+	if err != nil {
+		d, fbErr := f.fallback.OpenProducer(ctx, req)
+		return d, fallbackError(err, fbErr)
 	}
-	return d, err
+	return d, nil
 }
 
 func (f *withFallback) OpenConsumer(ctx context.Context, req strategy.ConsumerRequest) (strategy.ConsumerDecision, error) {
 	d, err := f.primary.OpenConsumer(ctx, req)
-	if errors.Is(err, ErrPluginDown) {
-		return f.fallback.OpenConsumer(ctx, req)
+	if err != nil {
+		d, fbErr := f.fallback.OpenConsumer(ctx, req)
+		return d, fallbackError(err, fbErr)
 	}
-	return d, err
+	return d, nil
+}
+
+// fallbackError is the error of a call that the fallback answered after primary failed:
+// nil when the fallback succeeded.
+func fallbackError(primary, fallback error) error {
+	if fallback == nil {
+		return nil
+	}
+	return errors.Join(fallback, fmt.Errorf("primary strategy: %w", primary))
 }
 
 func (f *withFallback) RouteLimits(ctx context.Context) (strategy.RouteLimits, error) {

@@ -3,6 +3,7 @@ package plugins_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,17 +60,63 @@ func TestFallback(t *testing.T) {
 	}
 }
 
-// TestFallbackPassesOtherErrors: only ErrPluginDown switches to the fallback.
-func TestFallbackPassesOtherErrors(t *testing.T) {
+// TestFallbackOnAnyFailure: any error of the primary (not only a down plugin) is answered by
+// the fallback; when both fail, both errors are kept.
+func TestFallbackOnAnyFailure(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
-	s := plugins.Fallback(failing{boom}, failing{errors.New("fallback used")})
-	if _, err := s.OpenConsumer(context.Background(), strategy.ConsumerRequest{}); !errors.Is(err, boom) {
-		t.Errorf("OpenConsumer = %v, want the primary's error", err)
+	reg := strategy.NewRegistry()
+	if err := strategies.Register(reg); err != nil {
+		t.Fatal(err)
 	}
-	l, err := s.(strategy.RouteLimiter).RouteLimits(context.Background())
+	fb, err := reg.New(context.Background(), "count", map[string]any{"max_pending_messages": 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := plugins.Fallback(failing{boom}, fb)
+	if d, err := s.OpenProducer(context.Background(), strategy.ProducerRequest{}); err != nil || d.MaxPendingMessages != 7 {
+		t.Errorf("OpenProducer = %+v, %v; want the fallback's answer", d, err)
+	}
+	if _, err := s.OpenConsumer(context.Background(), strategy.ConsumerRequest{}); err != nil {
+		t.Errorf("OpenConsumer = %v; want the fallback's answer", err)
+	}
+
+	worse := errors.New("fallback failed too")
+	both := plugins.Fallback(failing{boom}, failing{worse})
+	if _, err := both.OpenConsumer(context.Background(), strategy.ConsumerRequest{}); !errors.Is(err, boom) || !errors.Is(err, worse) {
+		t.Errorf("OpenConsumer = %v, want both errors", err)
+	}
+	l, err := both.(strategy.RouteLimiter).RouteLimits(context.Background())
 	if err != nil || l != (strategy.RouteLimits{}) {
 		t.Errorf("RouteLimits with no limiter = %+v, %v; want zero", l, err)
+	}
+}
+
+// TestFallbackOnPanic: a plugin strategy that panics fails that call with an error that names
+// the call but not the panic's value (the plugin logs that), and the route's fallback answers.
+func TestFallbackOnPanic(t *testing.T) {
+	t.Parallel()
+	h := startHost(t, []plugins.Spec{helperSpec("p", "builtin")})
+	primary, err := factory(t, h, "p", "panic")(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = primary.OpenProducer(context.Background(), strategy.ProducerRequest{})
+	if err == nil || !strings.Contains(err.Error(), "panicked") || strings.Contains(err.Error(), "secret") {
+		t.Errorf("OpenProducer of a panicking strategy = %v; want a failure without the panic's value", err)
+	}
+	reg := strategy.NewRegistry()
+	if err := strategies.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	fb, err := reg.New(context.Background(), "count", map[string]any{"max_pending_messages": 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := plugins.Fallback(primary, fb)
+	defer closeStrategy(s)
+	if d, err := s.OpenProducer(context.Background(), strategy.ProducerRequest{}); err != nil || d.MaxPendingMessages != 7 {
+		t.Errorf("OpenProducer = %+v, %v; want the fallback's answer", d, err)
 	}
 }
 

@@ -49,6 +49,9 @@ func servePlugin(mode string) error {
 	if err := reg.Register("pid", newPid); err != nil {
 		return err
 	}
+	if err := reg.Register("panic", newPanic); err != nil {
+		return err
+	}
 	log.Info("test plugin up", "mode", mode)
 	switch mode {
 	case "builtin":
@@ -94,5 +97,18 @@ func (pid) OpenProducer(context.Context, strategy.ProducerRequest) (strategy.Pro
 }
 
 func (pid) OpenConsumer(context.Context, strategy.ConsumerRequest) (strategy.ConsumerDecision, error) {
+	return strategy.ConsumerDecision{}, nil
+}
+
+// panicking panics in OpenProducer with a value the client must never see.
+type panicking struct{}
+
+func newPanic(context.Context, map[string]any) (strategy.Strategy, error) { return panicking{}, nil }
+
+func (panicking) OpenProducer(context.Context, strategy.ProducerRequest) (strategy.ProducerDecision, error) {
+	panic("secret internals")
+}
+
+func (panicking) OpenConsumer(context.Context, strategy.ConsumerRequest) (strategy.ConsumerDecision, error) {
 	return strategy.ConsumerDecision{}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -97,7 +98,13 @@ type Admin struct {
 	log     *slog.Logger
 	started time.Time
 	sampler *sampler
+	// lastGC is when /stats?gc=1 last forced a collection (unix nanoseconds).
+	lastGC atomic.Int64
 }
+
+// gcInterval is the least time between two collections forced by /stats?gc=1: each costs the
+// process a pass over its whole heap, which a caller polling it must not multiply.
+const gcInterval = 10 * time.Second
 
 // New returns the admin endpoints for src, whose routes are measured by m.
 func New(src Source, m *Metrics, cfg Config, log *slog.Logger) *Admin {
@@ -144,8 +151,12 @@ func (a *Admin) Handler() http.Handler {
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("gc") == "1" {
 			// A collection first, so the heap figures are live data: how benchmarks measure
-			// what a session costs.
-			runtime.GC()
+			// what a session costs. At most one per gcInterval; the others read the heap as
+			// it is.
+			now, last := time.Now().UnixNano(), a.lastGC.Load()
+			if now-last >= int64(gcInterval) && a.lastGC.CompareAndSwap(last, now) {
+				runtime.GC()
+			}
 		}
 		writeJSON(w, http.StatusOK, a.Snapshot())
 	})

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/sluicehq/sluice/core/internal/lograte"
 )
 
 // Sentinel errors. Creation errors from the broker are classified into these so the gateway can
@@ -133,7 +135,9 @@ func Dial(cfg Config, opts ...Option) (*Client, error) {
 		// limit is switched off: with it on, a full client buffer would be a second, unaccounted
 		// limit that fails sends the edge already admitted.
 		MemoryLimitBytes: -1,
-		Logger:           newLibLogger(logger),
+		// Some of the library's warnings and errors follow from what clients send (an ack of an
+		// id it cannot place, say): rate-limited, so that a client cannot flood the log.
+		Logger: newLibLogger(slog.New(lograte.Handler(logger.Handler(), lograte.New(20, 10)))),
 		// No per-topic Prometheus series from the library: the edge exports its own metrics.
 		MetricsCardinality: pulsar.MetricsCardinalityNone,
 	}

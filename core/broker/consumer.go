@@ -23,6 +23,9 @@ import (
 type MessageID struct {
 	id          pulsar.MessageID
 	partitioned bool
+	// decoded marks an id parsed from its bytes (ParseMessageID) rather than one the library
+	// returned: it carries no link to the consumer that received it (see Consumer.place).
+	decoded bool
 }
 
 // isPartition reports whether topic names one partition of a partitioned topic: it ends in
@@ -80,7 +83,7 @@ func ParseMessageID(b []byte) (MessageID, error) {
 	if err != nil {
 		return MessageID{}, fmt.Errorf("%w: message id: %w", ErrInvalidArgument, err)
 	}
-	return MessageID{id: id, partitioned: id.PartitionIdx() >= 0}, nil
+	return MessageID{id: id, partitioned: id.PartitionIdx() >= 0, decoded: true}, nil
 }
 
 // NewMessageID builds an id from its parts; batchIndex and partition are -1 when unset.
@@ -256,6 +259,9 @@ type ConsumerOptions struct {
 type Consumer struct {
 	c    pulsar.Consumer
 	acks *acks
+	// partitions is the number of partitions of the consumer's one topic (1 when it is not
+	// partitioned), or 0 for a consumer of several topics.
+	partitions int
 }
 
 // Subscribe creates the broker-side consumer and returns once the broker has accepted it, or
@@ -324,7 +330,14 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 	if err != nil {
 		return nil, fmt.Errorf("subscribing %s to %s: %w", o.Subscription, topicsOf(o), classify(err))
 	}
-	return &Consumer{c: pc, acks: newAcks(pc, c.log)}, nil
+	cons := &Consumer{c: pc, acks: newAcks(pc, c.log)}
+	if o.Topic != "" {
+		cons.partitions = 1
+		if parts, err := c.pc.TopicPartitions(o.Topic); err == nil && len(parts) > 0 {
+			cons.partitions = len(parts)
+		}
+	}
+	return cons, nil
 }
 
 func topicsOf(o ConsumerOptions) string {
@@ -355,18 +368,45 @@ func (c *Consumer) Receive(ctx context.Context) (*Message, error) {
 // Ack acknowledges one message. It returns once the ack is queued for the broker, or waits
 // while maxAckList acks are queued already (the client's acks then pause with its socket).
 func (c *Consumer) Ack(id MessageID) error {
-	if id.IsZero() {
-		return fmt.Errorf("ack: %w: zero message id", ErrInvalidArgument)
+	pid, err := c.place(id)
+	if err != nil {
+		return fmt.Errorf("ack: %w", err)
 	}
-	c.acks.add(id.id)
+	c.acks.add(pid)
 	return nil
 }
 
 // Nack asks for the message to be redelivered after the negative-ack delay.
-func (c *Consumer) Nack(id MessageID) {
-	if !id.IsZero() {
-		c.c.NackID(id.id)
+func (c *Consumer) Nack(id MessageID) error {
+	pid, err := c.place(id)
+	if err != nil {
+		return fmt.Errorf("negative ack: %w", err)
 	}
+	c.c.NackID(pid)
+	return nil
+}
+
+// place returns the library's id for id, checked before the library sees it. The library
+// addresses an ack by the id's partition index, and logs two lines for one it cannot place: a
+// decoded id says partition -1 for a topic that is not partitioned (the library's index is 0)
+// and may name any partition, and on a consumer of several topics it names no topic at all.
+func (c *Consumer) place(id MessageID) (pulsar.MessageID, error) {
+	switch p := id.id; {
+	case id.IsZero():
+		return nil, fmt.Errorf("%w: zero message id", ErrInvalidArgument)
+	case !id.decoded:
+		return p, nil
+	case c.partitions == 0:
+		return nil, fmt.Errorf("%w: a consumer of several topics acknowledges only ids it delivered", ErrInvalidArgument)
+	case c.partitions == 1:
+		if p.PartitionIdx() == 0 {
+			return p, nil
+		}
+		return pulsar.NewMessageID(p.LedgerID(), p.EntryID(), p.BatchIdx(), 0), nil
+	case p.PartitionIdx() < 0 || int(p.PartitionIdx()) >= c.partitions:
+		return nil, fmt.Errorf("%w: partition %d of a topic of %d partitions", ErrInvalidArgument, p.PartitionIdx(), c.partitions)
+	}
+	return id.id, nil
 }
 
 // Unsubscribe removes the subscription.

@@ -129,7 +129,7 @@ func WithTopicInspector(ti TopicInspector) Option {
 // New returns a gateway forwarding to client, admitting sessions under grants.
 func New(client *broker.Client, grants Grants, cfg Config, opts ...Option) *Gateway {
 	g := &Gateway{client: client, cfg: cfg, grants: grants, hooks: nopHooks{}, log: slog.New(slog.DiscardHandler),
-		live: map[uint64]*tracked{}, gated: map[*admission.Route]int{}}
+		live: map[uint64]*tracked{}, gated: map[*admission.Route]int{}, refusals: newRefusalLog()}
 	if g.cfg.CreateTimeout <= 0 {
 		g.cfg.CreateTimeout = 30 * time.Second
 	}

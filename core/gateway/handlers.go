@@ -144,6 +144,10 @@ func consumerOptions(ep wsapi.Endpoint, params wsapi.ConsumerParams, prefetch in
 		NackRedeliveryDelay: max(time.Duration(params.NegativeAckRedeliveryDelayMillis)*time.Millisecond, time.Millisecond),
 		CryptoFailure:       toCryptoFailure(params.CryptoFailureAction),
 	}
+	if params.AckTimeoutMillis > 0 {
+		// The session holds the client's negative acks for their delay itself.
+		opts.NackRedeliveryDelay = min(opts.NackRedeliveryDelay, session.AckTimeoutNackDelay)
+	}
 	if params.SubscriptionInitialPosition == wsapi.Earliest {
 		opts.InitialPosition = broker.Earliest
 	}

@@ -278,6 +278,8 @@ func TestHandshakeStatusCodes(t *testing.T) {
 		"negative receiver queue":     {"/ws/v2/consumer/persistent/public/default/exists/s4?receiverQueueSize=-1", http.StatusBadRequest},
 		"invalid subscription type":   {"/ws/v2/consumer/persistent/public/default/exists/s5?subscriptionType=Bogus", http.StatusBadRequest},
 		"invalid routing mode":        {"/ws/v2/producer/persistent/public/default/exists?messageRoutingMode=Bogus", http.StatusBadRequest},
+		"blank producer name":         {"/ws/v2/producer/persistent/public/default/exists?producerName=", http.StatusBadRequest},
+		"blank consumer name":         {"/ws/v2/consumer/persistent/public/default/exists/s6?consumerName=%20", http.StatusBadRequest},
 		"reader of missing topic 500": {"/ws/v2/reader/persistent/public/default/missing", http.StatusInternalServerError},
 	}
 	for name, tc := range tests {
@@ -526,6 +528,40 @@ func TestAckTimeoutRedelivers(t *testing.T) {
 	if m3, err := c.tryRecv(2 * time.Second); err == nil {
 		t.Errorf("delivery after ack: %s", m3["_raw"])
 	}
+}
+
+// TestAckTimeoutBesideNackDelay: with Pulsar's default negativeAckRedeliveryDelay (60 s) an
+// ack timeout still redelivers on its own schedule, and a negative ack still waits for its own
+// delay, however the broker client's single nack delay is set.
+func TestAckTimeoutBesideNackDelay(t *testing.T) {
+	t.Parallel()
+	e := startEdge(t, edgeOptions{})
+	topic := uniqueTopic(t)
+	c := e.dial("/ws/v2/consumer/persistent/public/default/" + topic + "/sub?subscriptionType=Shared&ackTimeoutMillis=1000")
+	p := e.dial("/ws/v2/producer/persistent/public/default/" + topic)
+	produce(t, p, 1, "m")
+	m := c.recv(wait)
+	start := time.Now()
+	m2 := c.recv(5 * time.Second) // not acked: back after about a second, not a minute
+	if d := time.Since(start); d < 900*time.Millisecond {
+		t.Errorf("redelivered after %s, before the 1s ack timeout", d)
+	}
+	if m2["messageId"] != m["messageId"] || m2["redeliveryCount"] != float64(1) {
+		t.Errorf("redelivery %s of %s", m2["_raw"], m["_raw"])
+	}
+
+	n := e.dial("/ws/v2/consumer/persistent/public/default/" + topic + "/sub2?subscriptionType=Shared&ackTimeoutMillis=1000&negativeAckRedeliveryDelay=3000&subscriptionInitialPosition=Earliest")
+	first := n.recv(wait)
+	n.send(map[string]any{"type": "negativeAcknowledge", "messageId": first["messageId"]})
+	start = time.Now()
+	again := n.recv(10 * time.Second)
+	if d := time.Since(start); d < 2500*time.Millisecond {
+		t.Errorf("negatively acknowledged message redelivered after %s, before its 3s delay", d)
+	}
+	if again["messageId"] != first["messageId"] {
+		t.Errorf("redelivery %s of %s", again["_raw"], first["_raw"])
+	}
+	n.send(map[string]any{"messageId": again["messageId"]})
 }
 
 func TestLegacyV1Paths(t *testing.T) {

@@ -3,9 +3,9 @@ package gateway
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/core/internal/lograte"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
 
@@ -16,34 +16,10 @@ const (
 	refusalRate  = 10
 )
 
-// refusalLog logs refused handshakes, rate-limited with a token bucket.
-type refusalLog struct {
-	mu         sync.Mutex
-	tokens     float64
-	last       time.Time
-	suppressed int
-}
+// refusalLog logs refused handshakes, rate-limited.
+type refusalLog struct{ lim *lograte.Limiter }
 
-// allow takes a token, reporting whether the line may be written and how many were left out
-// before it.
-func (l *refusalLog) allow(now time.Time) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.last.IsZero() {
-		l.tokens = refusalBurst
-	} else {
-		l.tokens = min(refusalBurst, l.tokens+now.Sub(l.last).Seconds()*refusalRate)
-	}
-	l.last = now
-	if l.tokens < 1 {
-		l.suppressed++
-		return false, 0
-	}
-	l.tokens--
-	n := l.suppressed
-	l.suppressed = 0
-	return true, n
-}
+func newRefusalLog() refusalLog { return refusalLog{lim: lograte.New(refusalBurst, refusalRate)} }
 
 // log writes one refused handshake: its status and reason, the endpoint kind, the path
 // (never the query, which may hold a token) and the client's address.
@@ -52,7 +28,7 @@ func (l *refusalLog) log(log *slog.Logger, path, remote string, kind wsapi.Kind,
 	if !log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	ok, suppressed := l.allow(time.Now())
+	ok, suppressed := l.lim.Allow(time.Now())
 	if !ok {
 		return
 	}

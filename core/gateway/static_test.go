@@ -47,6 +47,7 @@ func (s *staticGrants) Consumer(ctx context.Context, h session.Handshake, p wsap
 	g.PullMode = p.PullMode
 	g.MaxPending = p.PendingLimit()
 	g.AckTimeout = time.Duration(p.AckTimeoutMillis) * time.Millisecond
+	g.NackDelay = time.Duration(p.NegativeAckRedeliveryDelayMillis) * time.Millisecond
 	return g, err
 }
 

@@ -6,7 +6,7 @@
 // affected.
 //
 // The default is same-origin: a request with an Origin must come from a page served by the
-// edge's own scheme, host and port. Other origins are allowed by listing them, with a leading
+// edge's own host and port (any scheme: see sameOrigin). Other origins are allowed by listing them, with a leading
 // "*." for any subdomain, or "*" for every origin (which must be listed explicitly).
 package origin
 
@@ -96,26 +96,40 @@ func (p *Policy) Handler(next http.Handler, refused func(r *http.Request, err er
 	})
 }
 
-// sameOrigin reports whether origin o is the edge's own as the client addressed it.
+// sameOrigin reports whether origin o names the host and port the client addressed. The
+// scheme is not compared, as gorilla/websocket's own check does not compare it: clients that
+// are not browsers (Python's websocket-client among them) send an http:// Origin over wss://
+// too, and a drop-in replacement for Pulsar's proxy, which accepts every origin, must admit
+// them. A page cannot choose the port its origin names, so host and port are what keep
+// other sites out. A port left out on both sides matches; one left out on one side is its
+// scheme's default.
 func (p *Policy) sameOrigin(r *http.Request, o string) bool {
-	scheme, host, port, ok := split(o)
+	_, host, port, ok := split(o)
 	if !ok {
 		return false
 	}
-	want := "http"
-	if p.scheme != nil {
-		want = p.scheme(r)
-	} else if r.TLS != nil {
-		want = "https"
-	}
-	if scheme != want {
+	h, hp := splitHost(strings.ToLower(r.Host))
+	if h == "" || h != host {
 		return false
 	}
-	h, hp := splitHost(strings.ToLower(r.Host))
 	if hp == "" {
-		hp = defaultPort(want)
+		if u, err := url.Parse(o); err == nil && u.Port() == "" {
+			return true // no port on either side
+		}
+		hp = defaultPort(p.clientScheme(r))
 	}
-	return h != "" && h == host && hp == port
+	return hp == port
+}
+
+// clientScheme is the scheme the client used to reach the edge.
+func (p *Policy) clientScheme(r *http.Request) string {
+	switch {
+	case p.scheme != nil:
+		return p.scheme(r)
+	case r.TLS != nil:
+		return "https"
+	}
+	return "http"
 }
 
 // matches reports whether the origin o is one the pattern allows.

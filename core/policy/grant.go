@@ -176,6 +176,7 @@ func (m *Manager) Consumer(ctx context.Context, h session.Handshake, p wsapi.Con
 	}
 	g.PullMode = p.PullMode
 	g.AckTimeout = time.Duration(p.AckTimeoutMillis) * time.Millisecond
+	g.NackDelay = time.Duration(p.NegativeAckRedeliveryDelayMillis) * time.Millisecond
 	return g, nil
 }
 
@@ -325,7 +326,10 @@ func memoryFull(err error) error {
 	return &wsapi.Error{Status: http.StatusServiceUnavailable, Message: "Service unavailable: no memory for a new session (memory.session_limit): " + err.Error()}
 }
 
+// decisionError refuses a session whose strategy (and fallback) failed to decide. The client
+// learns only that the route's strategy is unavailable; the error, which may carry a plugin's
+// internals, goes to the log.
 func (m *Manager) decisionError(r *Route, err error) error {
 	m.log.Warn("strategy decision failed", "route", r.cfg.Name, "err", err)
-	return &wsapi.Error{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("route %s: strategy unavailable: %v", r.cfg.Name, err)}
+	return &wsapi.Error{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("route %s: strategy unavailable", r.cfg.Name)}
 }

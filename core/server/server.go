@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/core/certs"
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/gateway"
+	"github.com/sluicehq/sluice/core/internal/lograte"
 	"github.com/sluicehq/sluice/core/policy"
 	"github.com/sluicehq/sluice/core/requestline"
 	"github.com/sluicehq/sluice/plugins"
@@ -187,7 +188,9 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: ws.HandshakeTimeout,
 		MaxHeaderBytes:    int(ws.MaxHeaderBytes.Bytes()),
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		// net/http's own lines (a failed TLS handshake, among them) are the client's doing:
+		// rate-limited, so that a flood of bad handshakes cannot flood the log.
+		ErrorLog: slog.NewLogLogger(lograte.Handler(s.log.Handler(), lograte.New(20, 10)), slog.LevelWarn),
 	}
 	if s.cfg.TrustedProxies.ProxyProtocol {
 		ln = s.guard.proxies.Listener(ln, ws.HandshakeTimeout)

@@ -61,10 +61,20 @@ func RunReader(ctx context.Context, conn *wsconn.Conn, r *broker.Reader, g Consu
 	g.Observer.SessionClosed(wsapi.Reader, code)
 }
 
+// AckTimeoutNackDelay is the broker-side consumer's negative-ack delay for a session with an
+// ack timeout. Pulsar redelivers a message whose ack timed out at once and one the client
+// negatively acknowledged after its negativeAckRedeliveryDelay, but pulsar-client-go has one
+// delay for every negative ack of a consumer: such a session keeps that delay short, uses it
+// for expired messages, and holds the client's negative acks itself for the rest of theirs.
+const AckTimeoutNackDelay = 100 * time.Millisecond
+
 // delivered is a message delivered to the client and not yet acknowledged.
 type delivered struct {
 	id broker.MessageID
 	at time.Time
+	// nackAt is when a negatively acknowledged message goes back to the broker (ack-timeout
+	// sessions only); zero while it is not negatively acknowledged.
+	nackAt time.Time
 }
 
 // delivery is a message on its way to the client: its frame and its charge. Deliveries are
@@ -167,8 +177,9 @@ func (s *deliverySession) run(ctx context.Context, src source) int {
 	if code > 0 {
 		_ = s.conn.WriteClose(code, reason)
 	}
-	// A writer blocked on a client that does not read returns once the connection is closed.
-	closeConn(s.conn, s.readErr)
+	// A writer blocked on a client that does not read returns once the connection is closed,
+	// so the connection does not linger for the close frame it may be blocked behind.
+	closeConn(s.conn, s.readErr, false)
 	wg.Wait()
 	s.mu.Lock()
 	s.idsHeld.release()
@@ -370,11 +381,9 @@ func (s *deliverySession) readLoop(ctx context.Context) (int, string) {
 				s.addCredit(1)
 			}
 		case wsapi.CommandNegativeAck:
-			mid, err := s.resolve(cmd.MessageID, false)
-			if err != nil {
+			if err := s.nack(cmd.MessageID); err != nil {
 				return wsapi.CloseFailedToDeserializeFromJSON, "invalid messageId: " + err.Error()
 			}
-			s.consumer.Nack(mid)
 			s.g.Observer.Acknowledged(true)
 			if !s.g.PullMode {
 				s.addCredit(1)
@@ -506,19 +515,50 @@ func (s *deliverySession) takeReady(frames [][]byte, batch *[]*delivery) [][]byt
 	return frames
 }
 
-// expireUnacked negatively acknowledges messages delivered more than AckTimeout ago.
+// nack negatively acknowledges the message id names. In a session with an ack timeout a
+// message it delivered waits in the session until its NackDelay has passed (see
+// AckTimeoutNackDelay); otherwise it goes to the broker-side consumer at once.
+func (s *deliverySession) nack(id string) error {
+	if s.g.AckTimeout > 0 && s.g.NackDelay > AckTimeoutNackDelay {
+		s.mu.Lock()
+		d, ok := s.ids[id]
+		if ok {
+			d.nackAt = time.Now().Add(s.g.NackDelay - AckTimeoutNackDelay)
+			s.ids[id] = d
+		}
+		s.mu.Unlock()
+		if ok {
+			return nil
+		}
+	}
+	mid, err := s.resolve(id, false)
+	if err != nil {
+		return err
+	}
+	if err := s.consumer.Nack(mid); err != nil {
+		s.log.Debug("negative ack", "err", err)
+	}
+	return nil
+}
+
+// expireUnacked sends back to the broker the messages delivered more than AckTimeout ago and
+// not acknowledged, and those negatively acknowledged whose delay has passed.
 func (s *deliverySession) expireUnacked(now time.Time) {
 	var expired []broker.MessageID
 	s.mu.Lock()
 	for k, d := range s.ids {
-		if now.Sub(d.at) >= s.g.AckTimeout {
+		due := d.at.Add(s.g.AckTimeout)
+		if !d.nackAt.IsZero() {
+			due = d.nackAt
+		}
+		if !now.Before(due) {
 			expired = append(expired, d.id)
 			delete(s.ids, k)
 		}
 	}
 	s.mu.Unlock()
 	for _, id := range expired {
-		s.consumer.Nack(id)
+		_ = s.consumer.Nack(id) // ids the session delivered: the library can place them
 	}
 }
 

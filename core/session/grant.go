@@ -93,9 +93,14 @@ type ConsumerGrant struct {
 	// SlowConsumerTimeout closes the session with CloseSlowConsumer when one frame cannot be
 	// written within it; zero means the session waits for its client.
 	SlowConsumerTimeout time.Duration
-	// AckTimeout negatively acknowledges a delivered message not acknowledged within it
-	// (consumers only); zero means none.
+	// AckTimeout redelivers a delivered message not acknowledged within it (consumers only);
+	// zero means none. The broker-side consumer of such a session must have a negative-ack
+	// delay of at most AckTimeoutNackDelay, so that an expired message comes back at once.
 	AckTimeout time.Duration
+	// NackDelay is how long a negatively acknowledged message waits before it is redelivered.
+	// The session applies it itself only with an AckTimeout (the broker-side consumer applies it
+	// otherwise); zero means at once.
+	NackDelay time.Duration
 	// Location is the time zone of publishTime and eventTime, as Pulsar formats in the
 	// proxy's zone.
 	Location *time.Location

@@ -139,16 +139,22 @@ func readCloseCode(ctx context.Context, err error) (int, string) {
 	return 0, ""
 }
 
-// closeConn closes a session's connection once its reader has stopped with readErr: after a
-// message over the read limit gorilla has sent 1009 while the client may still be writing that
-// message, so the connection lingers to let the close frame arrive.
-func closeConn(conn *wsconn.Conn, readErr error) {
-	if wsconn.IsTooBig(readErr) {
-		_ = conn.Linger(time.Second)
+// closeConn closes a session's connection once its reader has stopped with readErr. The
+// connection lingers (RFC 6455 §7.1.1: the server half-closes and reads until the client
+// closes) when the client may still be writing: after a message over the read limit, for which
+// gorilla has sent 1009, and when sentClose says the edge ended the session with a close frame
+// of its own. Closing with unread data makes the kernel reset the connection, and a reset
+// discards what the client had not read yet: the close frame, and a producer's last acks.
+func closeConn(conn *wsconn.Conn, readErr error, sentClose bool) {
+	if wsconn.IsTooBig(readErr) || (sentClose && wsconn.PeerCloseCode(readErr) == 0) {
+		_ = conn.Linger(lingerTimeout)
 		return
 	}
 	_ = conn.Close()
 }
+
+// lingerTimeout bounds how long a closing connection waits for its client's close.
+const lingerTimeout = time.Second
 
 // endCode is the close code a session ended with, for its observer: the one it sent, else
 // the one its peer sent, 1009 for a message over the read limit, or 0 when the connection

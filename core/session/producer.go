@@ -179,7 +179,7 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g P
 	if closeCode > 0 {
 		_ = conn.WriteClose(closeCode, reason)
 	}
-	closeConn(conn, s.readErr)
+	closeConn(conn, s.readErr, closeCode > 0)
 	g.Observer.SessionClosed(wsapi.Producer, endCode(closeCode, s.readErr))
 }
 

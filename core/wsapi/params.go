@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"unicode"
 )
 
 // Enumerations accepted in query parameters. Values are matched exactly, as
@@ -145,6 +146,22 @@ func (q query) get(name string) (string, bool) {
 	return v[0], true
 }
 
+// javaBlank reports whether s is empty or all whitespace as Java's StringUtils.isBlank sees
+// it (Character.isWhitespace: no-break spaces are not whitespace), which is how the Java client
+// refuses blank producer and consumer names.
+func javaBlank(s string) bool {
+	for _, r := range s {
+		switch {
+		case r == '\u00a0' || r == '\u2007' || r == '\u202f':
+			return false
+		case r >= 0x1c && r <= 0x1f, unicode.IsSpace(r):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 func (q query) int(name string, bits int) (int64, bool, error) {
 	s, ok := q.get(name)
 	if !ok {
@@ -171,7 +188,12 @@ func ParseProducerParams(values url.Values) (ProducerParams, error) {
 		MessageRoutingMode: SinglePartition,
 		CompressionType:    CompressionNone,
 	}
-	p.ProducerName, _ = q.get("producerName")
+	if v, ok := q.get("producerName"); ok {
+		if javaBlank(v) {
+			return ProducerParams{}, invalidParams("producerName cannot be blank")
+		}
+		p.ProducerName = v
+	}
 	p.Token, _ = q.get("token")
 	if v, ok, err := q.int("initialSequenceId", 64); err != nil {
 		return ProducerParams{}, err
@@ -517,7 +539,12 @@ func ParseConsumerParams(values url.Values) (ConsumerParams, error) {
 		}
 		p.ReceiverQueueSize = int(min(v, MaxReceiverQueueSize))
 	}
-	p.ConsumerName, _ = q.get("consumerName")
+	if v, ok := q.get("consumerName"); ok {
+		if javaBlank(v) {
+			return ConsumerParams{}, invalidParams("consumerName cannot be blank")
+		}
+		p.ConsumerName = v
+	}
 	if v, ok, err := q.int("priorityLevel", 32); err != nil {
 		return ConsumerParams{}, err
 	} else if ok {

@@ -61,10 +61,15 @@ func TestParseProducerParams(t *testing.T) {
 		want    ProducerParams
 		wantErr string
 	}{
-		"defaults":     {query: "", want: defaultProducerParams()},
-		"unknown":      {query: "foo=bar&blockIfQueueFull=true", want: defaultProducerParams()},
-		"producerName": {query: "producerName=p1&producerName=p2", want: with(func(p *ProducerParams) { p.ProducerName = "p1" })},
-		"token":        {query: "token=abc", want: with(func(p *ProducerParams) { p.Token = "abc" })},
+		"defaults":            {query: "", want: defaultProducerParams()},
+		"unknown":             {query: "foo=bar&blockIfQueueFull=true", want: defaultProducerParams()},
+		"producerName":        {query: "producerName=p1&producerName=p2", want: with(func(p *ProducerParams) { p.ProducerName = "p1" })},
+		"token":               {query: "token=abc", want: with(func(p *ProducerParams) { p.Token = "abc" })},
+		"producerName blank":  {query: "producerName=&sendTimeoutMillis=-1", wantErr: "producerName cannot be blank"},
+		"producerName spaces": {query: "producerName=%20%09", wantErr: "producerName cannot be blank"},
+		"producerName no-break space": {
+			query: "producerName=%C2%A0", want: with(func(p *ProducerParams) { p.ProducerName = "\u00a0" }),
+		},
 		"initialSequenceId": {
 			query: "initialSequenceId=-9223372036854775808",
 			want:  with(func(p *ProducerParams) { p.InitialSequenceID = ptr(int64(-9223372036854775808)) }),
@@ -280,6 +285,8 @@ func TestParseConsumerParams(t *testing.T) {
 		"receiverQueueSize negative": {query: "receiverQueueSize=-1", wantErr: "receiverQueueSize needs to be >= 0"},
 		"receiverQueueSize bad":      {query: "receiverQueueSize=ten", wantErr: `receiverQueueSize: For input string: "ten"`},
 		"consumerName":               {query: "consumerName=c", want: with(func(p *ConsumerParams) { p.ConsumerName = "c" })},
+		"consumerName blank":         {query: "consumerName=", wantErr: "consumerName cannot be blank"},
+		"consumerName spaces":        {query: "consumerName=+", wantErr: "consumerName cannot be blank"},
 		"priorityLevel":              {query: "priorityLevel=3", want: with(func(p *ConsumerParams) { p.PriorityLevel = 3 })},
 		"priorityLevel negative":     {query: "priorityLevel=-1", wantErr: "priorityLevel needs to be >= 0"},
 		"negativeAckRedeliveryDelay": {query: "negativeAckRedeliveryDelay=0", want: with(func(p *ConsumerParams) { p.NegativeAckRedeliveryDelayMillis = 0 })},

@@ -311,3 +311,74 @@ func BenchmarkDeflate(b *testing.B) {
 	}
 	b.ReportMetric(float64(n), "out-B")
 }
+
+// TestLingerDeliversWhatWasWritten: a server that ends a session while its client is still
+// sending has unread data in the socket, and closing it would make the kernel reset the
+// connection and drop the frames still queued for the client. Linger half-closes and drains
+// instead, so the client, which reads only after it stops writing, gets every frame and the
+// close frame. The client's small receive buffer keeps most of the frames queued on the
+// server's side when it closes (closing without lingering, the client got 5 of the 200).
+func TestLingerDeliversWhatWasWritten(t *testing.T) {
+	t.Parallel()
+	const frames = 200
+	closed := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := Upgrade(w, r, Options{ReadLimit: 1 << 20})
+		if err != nil {
+			t.Errorf("upgrade: %v", err)
+			return
+		}
+		defer close(closed)
+		if _, _, err := c.ReadInto(nil, nil); err != nil { // the client is sending
+			t.Error(err)
+		}
+		for i := range frames {
+			if err := c.WriteText([]byte(fmt.Sprintf("%04d%s", i, strings.Repeat("x", 1020)))); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		_ = c.WriteClose(websocket.CloseGoingAway, "server shutting down")
+		_ = c.Linger(2 * time.Second)
+	}))
+	defer hs.Close()
+	d := websocket.Dialer{NetDial: func(network, addr string) (net.Conn, error) {
+		nc, err := net.Dial(network, addr)
+		if tc, ok := nc.(*net.TCPConn); ok {
+			_ = tc.SetReadBuffer(4096)
+		}
+		return nc, err
+	}}
+	c, _, err := d.Dial("ws"+strings.TrimPrefix(hs.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	wrote := make(chan struct{})
+	go func() { // sends until the server goes away
+		defer close(wrote)
+		frame := bytes.Repeat([]byte("y"), 8<<10)
+		for range 1024 {
+			if c.WriteMessage(websocket.TextMessage, frame) != nil {
+				return
+			}
+		}
+	}()
+	<-closed
+	<-wrote
+	got := 0
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, m, err := c.ReadMessage()
+		if err != nil {
+			if got != frames || !websocket.IsCloseError(err, websocket.CloseGoingAway) {
+				t.Errorf("after %d of %d frames: %v; want every frame, then 1001", got, frames, err)
+			}
+			return
+		}
+		if want := fmt.Sprintf("%04d", got); string(m[:4]) != want {
+			t.Fatalf("frame %q, want %s", m[:4], want)
+		}
+		got++
+	}
+}

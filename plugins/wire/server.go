@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -55,27 +56,32 @@ func Serve(reg *strategy.Registry, cfg ServeConfig) error {
 	}
 	srv := &server{reg: reg, version: version, instances: map[uint64]strategy.Strategy{}}
 	defer srv.closeAll()
+	// go-plugin's own messages and ours, as JSON on stderr, which the host parses into its log.
+	log := hclog.New(&hclog.LoggerOptions{Output: os.Stderr, JSONFormat: true, Level: hclog.Info})
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig:  Handshake(v),
 		VersionedPlugins: map[int]goplugin.PluginSet{v: {PluginName: &grpcPlugin{srv: srv}}},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			return grpc.NewServer(append(opts, grpc.ChainUnaryInterceptor(recoverPanics))...)
+			return grpc.NewServer(append(opts, grpc.ChainUnaryInterceptor(recoverPanics(log)))...)
 		},
-		// go-plugin's own messages, as JSON on stderr, which the host parses into its log.
-		Logger: hclog.New(&hclog.LoggerOptions{Output: os.Stderr, JSONFormat: true, Level: hclog.Info}),
+		Logger: log,
 	})
 	return nil
 }
 
 // recoverPanics turns a panicking strategy into an error for that call, instead of a
-// crashed plugin.
-func recoverPanics(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = status.Errorf(codes.Internal, "strategy panicked: %v", r)
-		}
-	}()
-	return h(ctx, req)
+// crashed plugin; the panic and its stack go to the log (the host's, through stderr), the
+// error names only the call.
+func recoverPanics(log hclog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				log.Error("strategy panicked", "method", info.FullMethod, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				err = status.Errorf(codes.Internal, "strategy panicked in %s", path.Base(info.FullMethod))
+			}
+		}()
+		return h(ctx, req)
+	}
 }
 
 // server implements the Strategies service over a registry.

@@ -142,14 +142,13 @@ func (r *MessageReader) ReadBrokerMetadata() (*pb.BrokerEntryMetadata, error) {
 }
 
 func (r *MessageReader) ReadMessage() (*pb.SingleMessageMetadata, []byte, error) {
-	if r.buffer.ReadableBytes() == 0 && r.buffer.Capacity() > 0 {
-		if !r.batched && r.hasProperties {
-			return nil, []byte{}, nil
-		}
-		return nil, nil, ErrEOM
-	}
 	if !r.batched {
+		// A message that is not batched is the rest of the frame, which may be empty: an empty
+		// payload is a message like any other, not the end of the input.
 		return r.readMessage()
+	}
+	if r.buffer.ReadableBytes() == 0 {
+		return nil, nil, ErrEOM
 	}
 
 	return r.readSingleMessage()
@@ -159,7 +158,11 @@ func (r *MessageReader) readMessage() (*pb.SingleMessageMetadata, []byte, error)
 	// Wire format
 	// [PAYLOAD]
 
-	return nil, r.buffer.Read(r.buffer.ReadableBytes()), nil
+	payload := r.buffer.Read(r.buffer.ReadableBytes())
+	if payload == nil {
+		payload = []byte{}
+	}
+	return nil, payload, nil
 }
 
 func (r *MessageReader) readSingleMessage() (*pb.SingleMessageMetadata, []byte, error) {

@@ -1,0 +1,66 @@
+package server_test
+
+import (
+	"encoding/base64"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/internal/edgetest"
+)
+
+// TestAckOfDecodedID: an ack whose id is not the string the session delivered (another client
+// library's encoding of the same message, or an id the session no longer remembers) is
+// resolved by decoding it, and still reaches the broker: the message is not redelivered. A
+// Java-encoded id of a topic that is not partitioned says partition -1, which pulsar-client-go
+// cannot place on its own.
+func TestAckOfDecodedID(t *testing.T) {
+	t.Parallel()
+	cfg := config.Defaults()
+	cfg.AdminListen = config.AdminListenOff
+	_, base := edgetest.StartWith(t, cfg)
+	topic := fmt.Sprintf("ack-decoded-%d", time.Now().UnixNano())
+	sub := base + "/ws/v2/consumer/persistent/public/default/" + topic + "/s?subscriptionType=Shared"
+	c := edgetest.Dial(t, sub)
+	p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/"+topic)
+	publish := func(payload string) {
+		t.Helper()
+		if err := p.WriteJSON(map[string]string{"payload": payload}); err != nil {
+			t.Fatal(err)
+		}
+		var a ack
+		_ = p.SetReadDeadline(time.Now().Add(docsWait))
+		if err := p.ReadJSON(&a); err != nil || a.Result != "ok" {
+			t.Fatalf("publish: %+v, %v", a, err)
+		}
+	}
+	publish("Zmlyc3Q=")
+	var m consumerMsg
+	_ = c.SetReadDeadline(time.Now().Add(docsWait))
+	if err := c.ReadJSON(&m); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := base64.StdEncoding.DecodeString(m.MessageID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same id with its partition written out as -1 (field 3, a ten-byte varint).
+	raw = append(raw, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)
+	if err := c.WriteJSON(map[string]string{"messageId": base64.StdEncoding.EncodeToString(raw)}); err != nil {
+		t.Fatal(err)
+	}
+	// The session sends the acks it read before it closes its consumer, which would otherwise
+	// give the message back to the subscription.
+	_ = c.Close()
+
+	publish("c2Vjb25k")
+	c2 := edgetest.Dial(t, sub)
+	_ = c2.SetReadDeadline(time.Now().Add(docsWait))
+	if err := c2.ReadJSON(&m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Payload != "c2Vjb25k" {
+		t.Errorf("the next consumer got %q first, want the second message: the ack of the first was lost", m.Payload)
+	}
+}

@@ -8,7 +8,7 @@ LDFLAGS   := $(if $(VERSION),-X main.version=$(VERSION))
 BENCHTIME ?= 3s
 COUNT     ?= 5
 
-.PHONY: third-party third-party-check all build run test test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
+.PHONY: third-party third-party-check all build run test test-pulsar test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
 	bench-deliveries bench-flood bench-connections bench-floor bench-compare
 
 all: build
@@ -42,6 +42,16 @@ third-party:
 
 third-party-check:
 	scripts/vendor-pulsar-client-go.sh --check
+
+# The edge against a real Apache Pulsar 4.2.4 on loopback (scripts/pulsar/pulsar.sh; needs Java
+# 17 and Maven, the jars are cached in ~/.cache/sluice-pulsar; SLUICE_PULSAR_PORT,
+# SLUICE_PULSAR_WEB_PORT, SLUICE_PULSAR_PROXY_PORT and SLUICE_PULSAR_STATE pick another instance):
+# the standalone broker with token authentication and Pulsar's WebSocket proxy, then the tests of
+# build tag pulsar, the differential conformance run (TestPulsarDifferential) among them. Pulsar
+# stays up afterwards; `scripts/pulsar/pulsar.sh wipe` stops it and removes its data.
+test-pulsar:
+	set -e; scripts/pulsar/pulsar.sh start >/dev/null; eval "$$(scripts/pulsar/pulsar.sh proxy-start)"; \
+	$(GO) test -tags pulsar -run '^TestPulsar' -count 1 -timeout 30m -v ./core/server/
 
 test-load: build examples
 	SLUICE_LOAD_TEST=1 flock /tmp/sluice-bench.lock $(GO) test -tags load -run TestLoadAndChaos -count 1 -timeout 15m -v ./core/loadtest/

@@ -106,6 +106,10 @@ func (i inspector) TopicTerminated(_ context.Context, topic string) (bool, error
 	return info.Terminated, err
 }
 
+func (i inspector) SubscriptionBacklog(_ context.Context, topic, subscription string) (int64, error) {
+	return i.b.Backlog(topic, subscription)
+}
+
 func (e *edge) url(path string) string { return "ws" + strings.TrimPrefix(e.srv.URL, "http") + path }
 
 // dial opens a WebSocket to path; it fails the test unless the upgrade succeeds.

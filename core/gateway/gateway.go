@@ -58,6 +58,14 @@ type TopicInspector interface {
 	TopicTerminated(ctx context.Context, topic string) (bool, error)
 }
 
+// BacklogInspector, when the TopicInspector implements it too, counts a subscription's
+// unacknowledged messages, so that isEndOfTopic is true for a consumer with nothing left to
+// receive on a terminated topic although it was never delivered the last message (it joined
+// after it), as in Pulsar.
+type BacklogInspector interface {
+	SubscriptionBacklog(ctx context.Context, topic, subscription string) (int64, error)
+}
+
 // Hooks observe what the gateway decides before a session exists, for metrics; what happens
 // on sessions goes to their grant's observer. Methods must not block. The Prometheus adapter
 // in core/admin implements it.

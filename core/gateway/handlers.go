@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -128,7 +127,7 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 	}
 	t := g.track(wsapi.Consumer, h, ep, grant.Route, grant.Gate,
 		subscription{typ: string(params.SubscriptionType), mode: string(params.SubscriptionMode)})
-	eot := g.consumerEndOfTopic(ep.TopicName(), c)
+	eot := g.consumerEndOfTopic(ep.TopicName(), ep.Subscription, c)
 	g.start(t, func(ctx context.Context) { session.RunConsumer(ctx, conn, c, grant, eot, &t.tally, t.log) })
 }
 
@@ -201,16 +200,10 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	rd, err := g.client.CreateReader(ctx, opts)
 	if err != nil {
 		grant.Release()
-		// Pulsar answers every reader creation failure with 500; an unreachable broker is 503
-		// here as for producers and consumers, and a request that can never succeed (a topic
-		// name the client library cannot address) 400.
-		status := http.StatusInternalServerError
-		switch {
-		case errors.Is(err, broker.ErrUnavailable):
-			status = http.StatusServiceUnavailable
-		case errors.Is(err, broker.ErrInvalidArgument):
-			status = http.StatusBadRequest
-		}
+		// As Pulsar's ReaderHandler (getErrorCode, as for producers and consumers): 404 for a
+		// missing topic, 503 for an unreachable broker, 504 for a timeout, 400 for a request
+		// that can never succeed (a topic name the client library cannot address).
+		status := creationStatus(err)
 		g.refuse(w, r, ep.Kind, status, "Failed to create reader: "+err.Error())
 		return
 	}
@@ -240,8 +233,9 @@ func (g *Gateway) terminated(ctx context.Context, topic string) (bool, error) {
 }
 
 // consumerEndOfTopic answers isEndOfTopic for a consumer: the topic is terminated and the
-// session has been delivered the last message of every topic it reads.
-func (g *Gateway) consumerEndOfTopic(topic string, c *broker.Consumer) session.EndOfTopic {
+// session has been delivered the last message of every topic it reads, or its subscription has
+// nothing left unacknowledged.
+func (g *Gateway) consumerEndOfTopic(topic, subscription string, c *broker.Consumer) session.EndOfTopic {
 	return func(ctx context.Context, delivered map[string]broker.MessageID) (bool, error) {
 		terminated, err := g.terminated(ctx, topic)
 		if err != nil || !terminated {
@@ -257,11 +251,21 @@ func (g *Gateway) consumerEndOfTopic(topic string, c *broker.Consumer) session.E
 			}
 			got, ok := delivered[t]
 			if !ok || got.Ledger() < id.Ledger() || (got.Ledger() == id.Ledger() && got.Entry() < id.Entry()) {
-				return false, nil
+				return g.drained(ctx, topic, subscription), nil
 			}
 		}
 		return true, nil
 	}
+}
+
+// drained reports whether the broker says subscription has no unacknowledged message.
+func (g *Gateway) drained(ctx context.Context, topic, subscription string) bool {
+	bi, ok := g.inspect.(BacklogInspector)
+	if !ok {
+		return false
+	}
+	n, err := bi.SubscriptionBacklog(ctx, topic, subscription)
+	return err == nil && n == 0
 }
 
 func toSubscriptionType(t wsapi.SubscriptionType) broker.SubscriptionType {

@@ -225,6 +225,33 @@ func TestEndOfTopicAfterRedelivery(t *testing.T) {
 	})
 }
 
+// A consumer that joined a topic after its last message has nothing to receive: once the topic
+// is terminated it is at its end, as Pulsar answers, although it was never delivered that
+// message. One that has not received a message yet is not.
+func TestEndOfTopicLateConsumer(t *testing.T) {
+	t.Parallel()
+	e := startEdge(t, edgeOptions{})
+	topic := uniqueTopic(t)
+	early := e.dial("/ws/v2/consumer/persistent/public/default/" + topic + "/early?pullMode=true")
+	p := e.dial("/ws/v2/producer/persistent/public/default/" + topic)
+	produce(t, p, 2, "m")
+	late := e.dial("/ws/v2/consumer/persistent/public/default/" + topic + "/late")
+	if err := e.broker.TerminateTopic("persistent://public/default/" + topic); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, wait, func() error {
+		late.send(map[string]any{"type": "isEndOfTopic"})
+		if m := late.recv(wait); m["_raw"] != `{"endOfTopic":true}` {
+			return fmt.Errorf("late consumer's isEndOfTopic: %s", m["_raw"])
+		}
+		return nil
+	})
+	early.send(map[string]any{"type": "isEndOfTopic"})
+	if m := early.recv(wait); m["_raw"] != `{"endOfTopic":false}` {
+		t.Fatalf("isEndOfTopic of a consumer with two messages to receive: %s", m["_raw"])
+	}
+}
+
 func TestUnsubscribe(t *testing.T) {
 	t.Parallel()
 	e := startEdge(t, edgeOptions{broker: embedded.Config{DefaultPartitions: 3}})
@@ -263,24 +290,24 @@ func TestHandshakeStatusCodes(t *testing.T) {
 		path string
 		want int
 	}{
-		"empty subscription":          {"/ws/v2/consumer/persistent/public/default/exists/?x=1", http.StatusBadRequest},
-		"consumer topic with slash":   {"/ws/v2/consumer/persistent/public/default/a/b/sub", http.StatusBadRequest},
-		"bad query param":             {"/ws/v2/producer/persistent/public/default/exists?sendTimeoutMillis=abc", http.StatusBadRequest},
-		"conflicting producer":        {"/ws/v2/producer/persistent/public/default/exists?producerName=p1", http.StatusConflict},
-		"conflicting consumer":        {"/ws/v2/consumer/persistent/public/default/exists/excl", http.StatusConflict},
-		"missing topic producer":      {"/ws/v2/producer/persistent/public/default/missing", http.StatusNotFound},
-		"missing topic consumer":      {"/ws/v2/consumer/persistent/public/default/missing/sub", http.StatusNotFound},
-		"terminated topic producer":   {"/ws/v2/producer/persistent/public/default/terminated", http.StatusServiceUnavailable},
-		"dead letter without max":     {"/ws/v2/consumer/persistent/public/default/exists/s2?deadLetterTopic=x", http.StatusBadRequest},
-		"ack timeout below 1000":      {"/ws/v2/consumer/persistent/public/default/exists/s3?ackTimeoutMillis=10", http.StatusBadRequest},
-		"unknown endpoint":            {"/ws/v2/nothing/persistent/public/default/exists", http.StatusNotFound},
-		"v3 with topics and pattern":  {"/ws/v3/consumer/sub?topics=a&topicsPattern=b", http.StatusBadRequest},
-		"negative receiver queue":     {"/ws/v2/consumer/persistent/public/default/exists/s4?receiverQueueSize=-1", http.StatusBadRequest},
-		"invalid subscription type":   {"/ws/v2/consumer/persistent/public/default/exists/s5?subscriptionType=Bogus", http.StatusBadRequest},
-		"invalid routing mode":        {"/ws/v2/producer/persistent/public/default/exists?messageRoutingMode=Bogus", http.StatusBadRequest},
-		"blank producer name":         {"/ws/v2/producer/persistent/public/default/exists?producerName=", http.StatusBadRequest},
-		"blank consumer name":         {"/ws/v2/consumer/persistent/public/default/exists/s6?consumerName=%20", http.StatusBadRequest},
-		"reader of missing topic 500": {"/ws/v2/reader/persistent/public/default/missing", http.StatusInternalServerError},
+		"empty subscription":         {"/ws/v2/consumer/persistent/public/default/exists/?x=1", http.StatusBadRequest},
+		"consumer topic with slash":  {"/ws/v2/consumer/persistent/public/default/a/b/sub", http.StatusBadRequest},
+		"bad query param":            {"/ws/v2/producer/persistent/public/default/exists?sendTimeoutMillis=abc", http.StatusBadRequest},
+		"conflicting producer":       {"/ws/v2/producer/persistent/public/default/exists?producerName=p1", http.StatusConflict},
+		"conflicting consumer":       {"/ws/v2/consumer/persistent/public/default/exists/excl", http.StatusConflict},
+		"missing topic producer":     {"/ws/v2/producer/persistent/public/default/missing", http.StatusNotFound},
+		"missing topic consumer":     {"/ws/v2/consumer/persistent/public/default/missing/sub", http.StatusNotFound},
+		"terminated topic producer":  {"/ws/v2/producer/persistent/public/default/terminated", http.StatusServiceUnavailable},
+		"dead letter without max":    {"/ws/v2/consumer/persistent/public/default/exists/s2?deadLetterTopic=x", http.StatusBadRequest},
+		"ack timeout below 1000":     {"/ws/v2/consumer/persistent/public/default/exists/s3?ackTimeoutMillis=10", http.StatusBadRequest},
+		"unknown endpoint":           {"/ws/v2/nothing/persistent/public/default/exists", http.StatusNotFound},
+		"v3 with topics and pattern": {"/ws/v3/consumer/sub?topics=a&topicsPattern=b", http.StatusBadRequest},
+		"negative receiver queue":    {"/ws/v2/consumer/persistent/public/default/exists/s4?receiverQueueSize=-1", http.StatusBadRequest},
+		"invalid subscription type":  {"/ws/v2/consumer/persistent/public/default/exists/s5?subscriptionType=Bogus", http.StatusBadRequest},
+		"invalid routing mode":       {"/ws/v2/producer/persistent/public/default/exists?messageRoutingMode=Bogus", http.StatusBadRequest},
+		"blank producer name":        {"/ws/v2/producer/persistent/public/default/exists?producerName=", http.StatusBadRequest},
+		"blank consumer name":        {"/ws/v2/consumer/persistent/public/default/exists/s6?consumerName=%20", http.StatusBadRequest},
+		"reader of missing topic":    {"/ws/v2/reader/persistent/public/default/missing", http.StatusNotFound},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

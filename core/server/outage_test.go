@@ -155,7 +155,7 @@ func TestHandshakeDeadline(t *testing.T) {
 }
 
 // TestCreationTimeoutSaysSoOnce: a broker that stalls producer and consumer creation is
-// answered 504 (500 for a reader, as Pulsar does) when the handshake's time is up, and the
+// answered 504 when the handshake's time is up, and the
 // text says it timed out once; it used to read "broker operation timed out: broker
 // operation timed out: context deadline exceeded".
 func TestCreationTimeoutSaysSoOnce(t *testing.T) {
@@ -175,7 +175,7 @@ func TestCreationTimeoutSaysSoOnce(t *testing.T) {
 	}{
 		{producerPath + "stalled", 504, "Failed to create producer: creating producer on " + topic + ": " + timedOut},
 		{"/ws/v2/consumer/persistent/public/default/stalled/s", 504, "Failed to subscribe: subscribing s to " + topic + ": " + timedOut},
-		{"/ws/v2/reader/persistent/public/default/stalled", 500, "Failed to create reader: creating reader on " + topic + ": " + timedOut},
+		{"/ws/v2/reader/persistent/public/default/stalled", 504, "Failed to create reader: creating reader on " + topic + ": " + timedOut},
 	} {
 		status, body := handshake(t, websocket.DefaultDialer, base+tc.path, nil)
 		if status != tc.status || body != tc.want {

@@ -704,3 +704,7 @@ func (e embeddedInspector) TopicTerminated(_ context.Context, topic string) (boo
 	}
 	return info.Terminated, nil
 }
+
+func (e embeddedInspector) SubscriptionBacklog(_ context.Context, topic, subscription string) (int64, error) {
+	return e.b.Backlog(topic, subscription)
+}

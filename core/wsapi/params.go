@@ -3,6 +3,7 @@ package wsapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -633,9 +634,7 @@ func (p ReaderParams) PendingLimit() int {
 }
 
 // ParseReaderParams parses a reader's query parameters. Errors are *Error
-// with status 400 (deviation: Pulsar answers 500 for every reader parameter
-// error, because it parses receiverQueueSize outside its try/catch and maps
-// every reader creation failure to 500).
+// with status 400.
 func ParseReaderParams(values url.Values) (ReaderParams, error) {
 	q := query(values)
 	p := ReaderParams{ReceiverQueueSize: MaxReceiverQueueSize, CryptoFailureAction: CryptoFail}
@@ -658,7 +657,11 @@ func ParseReaderParams(values url.Values) (ReaderParams, error) {
 		default:
 			id, err := DecodeMessageID(s)
 			if err != nil {
-				return ReaderParams{}, invalidParams("messageId: %v", err)
+				// Pulsar's texts, which do not say more.
+				if _, ok := errors.AsType[*Base64Error](err); ok {
+					return ReaderParams{}, invalidParams("Invalid messageId base64 value")
+				}
+				return ReaderParams{}, invalidParams("Invalid messageId value")
 			}
 			p.Start, p.StartMessageID = StartAfterMessageID, id
 		}

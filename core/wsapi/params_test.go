@@ -407,8 +407,8 @@ func TestParseReaderParams(t *testing.T) {
 				p.StartMessageID = MessageID{LedgerID: 0, EntryID: 3, Partition: -1, BatchIndex: -1, BatchSize: -1}
 			}),
 		},
-		"messageId plus became space": {query: "messageId=CA+QADAA", wantErr: "Illegal base64 character 20"},
-		"messageId not protobuf":      {query: "messageId=AAAA", wantErr: "invalid message id"},
+		"messageId plus became space": {query: "messageId=CA+QADAA", wantErr: "Invalid messageId base64 value"},
+		"messageId not protobuf":      {query: "messageId=AAAA", wantErr: "Invalid messageId value"},
 		"cryptoFailureAction":         {query: "cryptoFailureAction=DISCARD", want: with(func(p *ReaderParams) { p.CryptoFailureAction = CryptoDiscard })},
 		"cryptoFailureAction invalid": {query: "cryptoFailureAction=x", want: def},
 		"token":                       {query: "token=Bearer%20x", want: with(func(p *ReaderParams) { p.Token = "Bearer x" })},

@@ -164,14 +164,15 @@ var bodyField = []string{"body"}
 
 // The compatibility.md entries the known differences name.
 const (
-	entryErrorTexts    = "**Error texts**"
-	entryBinary        = "Ignores a binary frame silently (no ack)."
-	entryNullProperty  = "Kills the producer session (1011, no ack) for a `null` property value"
-	entryBadAck        = "Closes a consumer session (1011) for an ack without `messageId`"
-	entryEndOfTopic    = "**`isEndOfTopic` against a Pulsar cluster**"
-	entryMalformedPath = "Answers some malformed requests with 500"
-	entryRefusalBody   = "**Refusal bodies**"
-	entryPriorityLevel = "**`priorityLevel`**"
+	entryErrorTexts      = "**Error texts**"
+	entryBinary          = "Ignores a binary frame silently (no ack)."
+	entryNullProperty    = "Kills the producer session (1011, no ack) for a `null` property value"
+	entryBadAck          = "Closes a consumer session (1011) for an ack without `messageId`"
+	entryEndOfTopic      = "**`isEndOfTopic` against a Pulsar cluster**"
+	entryMalformedPath   = "Answers some malformed requests with 500"
+	entryRefusalBody     = "**Refusal bodies**"
+	entryPriorityLevel   = "**`priorityLevel`**"
+	entryDeadLetterProps = "**A dead-lettered message's properties**"
 )
 
 var dfFlows = []dfFlow{
@@ -437,6 +438,80 @@ var dfFlows = []dfFlow{
 			dfNextStep("after it", "c"),
 		),
 		known: []dfKnown{{step: "after it", entry: entryBadAck}},
+	},
+	{
+		name:     "bad frames on a consumer and a reader",
+		doc:      "a binary frame on a consumer, an unparseable frame on a reader, an unknown command type",
+		embedded: true,
+		steps: dfSteps(
+			dfDialStep("open producer", "p", dfProducer),
+			dfDialStep("open consumer", "c", dfConsumer),
+			dfDialStep("open reader", "r", dfReader+"?messageId=earliest"),
+			dfPublish("m1", "p", `{"payload":"bTE="}`, "a1"),
+			dfNextStep("consumer message", "c"),
+			dfNextStep("reader message", "r"),
+			dfSendStep("unknown command type", "c", `{"type":"bogus","messageId":"{a1}"}`),
+			dfQuietS("after the unknown type", "c"),
+			dfSendStep("reader garbage", "r", `not json`),
+			dfQuietS("reader after garbage", "r"),
+			dfSendStep("reader isEndOfTopic", "r", `{"type":"isEndOfTopic"}`),
+			dfNextStep("reader isEndOfTopic answer", "r"),
+			dfSendBinStep("consumer binary frame", "c", `{"messageId":"{a1}"}`),
+			dfNextStep("consumer after the binary frame", "c"),
+		),
+		known: []dfKnown{
+			{step: "consumer after the binary frame", entry: entryBinary},
+		},
+	},
+	{
+		name:     "ack timeout",
+		doc:      "ackTimeoutMillis=1000: an unacknowledged message comes again",
+		embedded: true,
+		steps: dfSteps(
+			dfDialStep("open consumer", "c", dfConsumer+"?subscriptionType=Shared&ackTimeoutMillis=1000"),
+			dfDialStep("open producer", "p", dfProducer),
+			dfPublish("m1", "p", `{"payload":"bTE="}`, "a1"),
+			dfNextStep("message", "c"),
+			dfNextStep("redelivery after the ack timeout", "c"),
+			dfSendStep("ack", "c", `{"messageId":"{a1}"}`),
+			dfQuietS("nothing after the ack", "c"),
+		),
+	},
+	{
+		name:     "unsubscribe",
+		doc:      "the unsubscribe command, then a new consumer of the subscription",
+		embedded: true,
+		steps: dfSteps(
+			dfDialStep("open consumer", "c", dfConsumer),
+			dfDialStep("open producer", "p", dfProducer),
+			dfPublish("m1", "p", `{"payload":"bTE="}`, "a1"),
+			dfNextStep("message", "c"),
+			dfSendStep("unsubscribe", "c", `{"type":"unsubscribe"}`),
+			dfQuietS("after unsubscribe", "c"),
+			dfPublish("m2", "p", `{"payload":"bTI="}`, "a2"),
+			dfDialStep("open consumer again", "c2", dfConsumer+"?subscriptionInitialPosition=Earliest"),
+			dfNextStep("first message of the new subscription", "c2"),
+		),
+	},
+	{
+		name:     "dead letter",
+		doc:      "maxRedeliverCount=1 with negative acks: the message goes to the dead-letter topic",
+		embedded: true,
+		steps: dfSteps(
+			dfDialStep("open dead-letter consumer", "d", "/ws/v2/consumer/persistent/{ns}/{t2}/sub"),
+			dfDialStep("open consumer", "c", dfConsumer+"?subscriptionType=Shared&negativeAckRedeliveryDelay=100&maxRedeliverCount=1&deadLetterTopic=persistent://{ns}/{t2}"),
+			dfDialStep("open producer", "p", dfProducer),
+			dfPublish("poison", "p", `{"payload":"cG9pc29u","properties":{"a":"b"},"key":"k"}`, "a1"),
+			dfNextStep("delivery 1", "c"),
+			dfSendStep("nack 1", "c", `{"type":"negativeAcknowledge","messageId":"{a1}"}`),
+			dfNextStep("delivery 2", "c"),
+			dfSendStep("nack 2", "c", `{"type":"negativeAcknowledge","messageId":"{a1}"}`),
+			dfNextStep("dead-lettered", "d"),
+			dfQuietS("no third delivery", "c"),
+		),
+		known: []dfKnown{
+			{step: "dead-lettered", entry: entryDeadLetterProps, fields: []string{"properties"}},
+		},
 	},
 	{
 		name:     "partitioned topic",
@@ -705,6 +780,11 @@ func (r *dfRun) normalize(b []byte) (*dfParsedFrame, string) {
 		case "properties":
 			var m map[string]any
 			if json.Unmarshal(p.fields[name], &m) == nil && m != nil {
+				for k, pv := range m {
+					if s, ok := pv.(string); ok {
+						m[k] = r.normalizeProperty(s)
+					}
+				}
 				sorted, _ := json.Marshal(m) // map keys sorted
 				v = string(sorted)
 			}
@@ -721,6 +801,20 @@ func (r *dfRun) normalize(b []byte) (*dfParsedFrame, string) {
 	}
 	sb.WriteString("}")
 	return f, sb.String()
+}
+
+// propertyMessageID is a message id as a client library writes it in a property
+// (ORIGIN_MESSAGE_ID of a dead-lettered message): ledger:entry:partition.
+var propertyMessageID = regexp.MustCompile(`^\d+:\d+:(-?\d+)$`)
+
+// normalizeProperty replaces the run's topic names and the ledger and entry of a message id
+// in a property's value.
+func (r *dfRun) normalizeProperty(s string) string {
+	if m := propertyMessageID.FindStringSubmatch(s); m != nil {
+		return "<ledger>:<entry>:" + m[1]
+	}
+	s = strings.ReplaceAll(s, r.vars["t2"], "{t2}")
+	return strings.ReplaceAll(s, r.vars["t"], "{t}")
 }
 
 // dfEqualMasked reports whether two frames are equal but for the masked fields, which must be

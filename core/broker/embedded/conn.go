@@ -1035,7 +1035,8 @@ func (c *conn) handleUnsubscribe(r *pulsarpb.CommandUnsubscribe) {
 		return
 	}
 	if len(s.consumers) > 1 && !r.GetForce() {
-		c.sendError(r.GetRequestId(), pulsarpb.ServerError_ConsumerBusy, "other consumers are connected to "+s.name)
+		// Pulsar's code and text (Consumer.doUnsubscribe's ServerMetadataException).
+		c.sendError(r.GetRequestId(), pulsarpb.ServerError_MetadataError, "Unconnected or shared consumer attempting to unsubscribe")
 		return
 	}
 	for _, other := range cloneConsumers(s.consumers) {

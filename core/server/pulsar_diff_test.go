@@ -364,6 +364,11 @@ var dfFlows = []dfFlow{
 			dfDialStep("second exclusive consumer", "c2", dfConsumer+"?subscriptionType=Exclusive"),
 			dfDialStep("shared consumer of an exclusive subscription", "c3", dfConsumer+"?subscriptionType=Shared"),
 			dfDialStep("short path", "x9", "/ws/v2/producer/persistent/{ns}"),
+			dfDialStep("unknown endpoint", "x12", "/ws/v2/nothing/persistent/{ns}/{t}"),
+			dfDialStep("server-side encryption keys", "x13", dfProducer+"?encryptionKeys=my-key"),
+			dfDialStep("bad subscriptionInitialPosition", "x14", dfConsumer+"?subscriptionInitialPosition=Middle"),
+			dfDialStep("negative receiverQueueSize", "x15", dfConsumer+"?receiverQueueSize=-1"),
+			dfDialStep("bad messageRoutingMode", "x16", dfProducer+"?messageRoutingMode=Bogus"),
 		),
 		known: []dfKnown{
 			{step: "short path", entry: entryMalformedPath},
@@ -375,6 +380,9 @@ var dfFlows = []dfFlow{
 			{step: "second producer of that name", entry: entryRefusalBody, fields: bodyField},
 			{step: "second exclusive consumer", entry: entryRefusalBody, fields: bodyField},
 			{step: "shared consumer of an exclusive subscription", entry: entryRefusalBody, fields: bodyField},
+			{step: "unknown endpoint", entry: entryRefusalBody, fields: bodyField},
+			// Sluice has no cryptoKeyReaderFactoryClassName to name.
+			{step: "server-side encryption keys", entry: entryRefusalBody, fields: bodyField},
 		},
 	},
 	{
@@ -520,6 +528,63 @@ var dfFlows = []dfFlow{
 		},
 	},
 	{
+		name:     "ack null",
+		doc:      "the JSON literal null on a consumer",
+		embedded: true,
+		steps: dfSteps(
+			dfDialStep("open", "c", dfConsumer),
+			dfSendStep("null", "c", `null`),
+			dfNextStep("after it", "c"),
+		),
+		known: []dfKnown{{step: "after it", entry: entryBadAck}},
+	},
+	{
+		name:     "docs query params",
+		doc:      "every query parameter of the docs' tables with a valid value",
+		embedded: true,
+		steps: dfSteps(
+			dfDialStep("consumer", "c", dfConsumer+"?ackTimeoutMillis=30000&subscriptionType=Shared&receiverQueueSize=500&consumerName=my-consumer&priorityLevel=1"+
+				"&maxRedeliverCount=5&deadLetterTopic=persistent://{ns}/{t}-my-sub-DLQ&pullMode=false&negativeAckRedeliveryDelay=1000"),
+			dfDialStep("reader", "r", dfReader+"?readerName=my-reader&receiverQueueSize=500&messageId=latest"),
+			dfDialStep("producer", "p", dfProducer+"?sendTimeoutMillis=30000&batchingEnabled=false&batchingMaxMessages=1000&maxPendingMessages=1000"+
+				"&batchingMaxPublishDelay=10&messageRoutingMode=SinglePartition&compressionType=LZ4&producerName=my-producer&initialSequenceId=0&hashingScheme=JavaStringHash"),
+			dfPublish("publish", "p", dfDocsMsg, "a1"),
+			dfNextStep("consumer message", "c"),
+			dfNextStep("reader message", "r"),
+			dfDialStep("batching producer", "b", dfProducer+"?batchingEnabled=true&batchingMaxMessages=10&maxPendingMessages=100&batchingMaxPublishDelay=1"+
+				"&messageRoutingMode=RoundRobinPartition&compressionType=ZLIB&hashingScheme=Murmur3_32Hash"),
+			dfPublish("batched publish", "b", dfDocsMsg, "a2"),
+			dfNextStep("batched message to the consumer", "c"),
+		),
+	},
+	{
+		name:     "delayed delivery",
+		doc:      "deliverAfterMs and deliverAt on a Shared subscription: the undelayed message first",
+		embedded: true,
+		steps: dfSteps(
+			dfDialStep("open consumer", "c", dfConsumer+"?subscriptionType=Shared"),
+			dfDialStep("open producer", "p", dfProducer),
+			dfPublish("after", "p", `{"payload":"YWZ0ZXI=","deliverAfterMs":3000,"context":"after"}`, "a1"),
+			dfPublish("now", "p", `{"payload":"bm93","context":"now"}`, "a2"),
+			dfNextStep("first", "c"),
+			dfQuietS("nothing yet", "c"),
+			dfNextStep("the delayed one", "c"),
+		),
+	},
+	{
+		name:     "non-persistent topic",
+		doc:      "a producer, a consumer and a reader of a non-persistent topic",
+		embedded: true,
+		steps: dfSteps(
+			dfDialStep("open consumer", "c", "/ws/v2/consumer/non-persistent/{ns}/{t}/sub"),
+			dfDialStep("open reader", "r", "/ws/v2/reader/non-persistent/{ns}/{t}"),
+			dfDialStep("open producer", "p", "/ws/v2/producer/non-persistent/{ns}/{t}"),
+			dfPublish("publish", "p", `{"payload":"bm9u","key":"k","context":"1"}`, "a1"),
+			dfNextStep("consumer message", "c"),
+			dfNextStep("reader message", "r"),
+		),
+	},
+	{
 		name:     "partitioned topic",
 		doc:      "a topic of two partitions: ids with their partition, keyed routing",
 		embedded: true,
@@ -531,6 +596,8 @@ var dfFlows = []dfFlow{
 			dfNextStep("message", "c"),
 			dfSendStep("ack", "c", `{"messageId":"{a1}"}`),
 			dfQuietS("nothing more", "c"),
+			dfDialStep("open reader", "r", dfReader+"?messageId=earliest"),
+			dfNextStep("reader message", "r"),
 		),
 	},
 }

@@ -104,6 +104,10 @@ type dfFlow struct {
 	// noAutoCreate puts the topics in a namespace without topic auto-creation (and the
 	// embedded target on a broker without it).
 	noAutoCreate bool
+	// auth runs the flow without the targets' Authorization header, against Pulsar's broker and
+	// an edge that authenticates clients with the broker's token key (Pulsar's proxy here
+	// admits every client); {token} is the token.
+	auth bool
 }
 
 // Step constructors, to keep the table readable.
@@ -585,6 +589,30 @@ var dfFlows = []dfFlow{
 		),
 	},
 	{
+		name: "authentication",
+		doc:  "token authentication of clients: none, a bad one, the token parameter, Bearer in the parameter",
+		auth: true,
+		steps: dfSteps(
+			dfDialStep("no token", "x1", dfProducer),
+			dfDialStep("bad token", "x2", dfProducer+"?token=bad"),
+			dfDialStep("empty token", "x3", dfProducer+"?token="),
+			dfDialStep("token parameter", "p", dfProducer+"?token={token}"),
+			dfPublish("publish", "p", `{"payload":"YQ==","context":"1"}`, "a1"),
+			dfDialStep("Bearer in the token parameter", "c", dfConsumer+"?subscriptionInitialPosition=Earliest&token=Bearer%20{token}"),
+			dfNextStep("message", "c"),
+			dfDialStep("reader without a token", "x4", dfReader),
+			dfDialStep("consumer without a token", "x5", dfConsumer),
+		),
+		known: []dfKnown{
+			// Sluice says why after Pulsar's "Failed to authenticate".
+			{step: "no token", entry: entryRefusalBody, fields: bodyField},
+			{step: "bad token", entry: entryRefusalBody, fields: bodyField},
+			{step: "empty token", entry: entryRefusalBody, fields: bodyField},
+			{step: "reader without a token", entry: entryRefusalBody, fields: bodyField},
+			{step: "consumer without a token", entry: entryRefusalBody, fields: bodyField},
+		},
+	},
+	{
 		name:     "partitioned topic",
 		doc:      "a topic of two partitions: ids with their partition, keyed routing",
 		embedded: true,
@@ -915,6 +943,7 @@ type dfEnv struct {
 	embNoAutoT dfTarget
 	pulsar     dfTarget
 	pulsarPx   dfTarget
+	sluiceAuth dfTarget
 }
 
 func dfSetup(t *testing.T) *dfEnv {
@@ -946,6 +975,24 @@ func dfSetup(t *testing.T) *dfEnv {
 	env.pulsar = dfTarget{name: "pulsar", base: ws, header: h, admin: pulsarAdmin}
 	env.pulsarPx = dfTarget{name: "proxy", base: env.proxy, header: h, admin: pulsarAdmin}
 	env.sluice = dfTarget{name: "sluice", base: rpEdge(t, e, nil), admin: pulsarAdmin}
+	// An edge that authenticates clients as the broker does, with its secret key (pulsar.sh
+	// keeps it in its state directory).
+	if e.token != "" {
+		state := os.Getenv("SLUICE_PULSAR_STATE")
+		if state == "" {
+			home, _ := os.UserHomeDir()
+			state = filepath.Join(os.Getenv("SLUICE_PULSAR_HOME"), "state")
+			if os.Getenv("SLUICE_PULSAR_HOME") == "" {
+				state = filepath.Join(home, ".cache", "sluice-pulsar", "state")
+			}
+		}
+		key := filepath.Join(state, "secret.key")
+		if _, err := os.Stat(key); err == nil {
+			env.sluiceAuth = dfTarget{name: "sluice", admin: pulsarAdmin, base: rpEdge(t, e, func(c *config.Config) {
+				c.Auth.Token.SecretKeyFile = key
+			})}
+		}
+	}
 	embAdmin := func(srv *server.Server) func(t *testing.T, ns, action string) {
 		return func(t *testing.T, ns, action string) {
 			f := strings.Fields(action)
@@ -1011,6 +1058,19 @@ func TestPulsarDifferential(t *testing.T) {
 			t.Parallel()
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			if flow.auth {
+				if env.sluiceAuth.base == "" {
+					t.Skip("no broker token or no secret key in SLUICE_PULSAR_STATE")
+				}
+				ref := env.pulsar
+				ref.header = nil
+				runs := []*dfRun{dfRunFlow(t, flow, ref, "public/default", env.rp.token), dfRunFlow(t, flow, env.sluiceAuth, "public/default", env.rp.token)}
+				lines := dfCompare(t, flow, runs)
+				reportMu.Lock()
+				report = append(report, lines...)
+				reportMu.Unlock()
+				return
+			}
 			targets := []dfTarget{env.pulsar}
 			if env.proxy != "" {
 				targets = append(targets, env.pulsarPx)
@@ -1028,17 +1088,8 @@ func TestPulsarDifferential(t *testing.T) {
 				ns = "public/diff-noauto"
 			}
 			runs := make([]*dfRun, len(targets))
-			stamp := time.Now().UnixNano()
 			for i, tg := range targets {
-				slug := strings.ReplaceAll(flow.name, " ", "-")
-				topic := fmt.Sprintf("diff-%s-%s-%d", slug, tg.name, stamp)
-				r := &dfRun{t: t, flow: flow, target: tg, ns: ns,
-					vars:  map[string]string{"t": topic, "t2": topic + "-2", "ns": ns},
-					ids:   map[string]string{},
-					conns: map[string]*dfConn{},
-				}
-				r.run()
-				runs[i] = r
+				runs[i] = dfRunFlow(t, flow, tg, ns, "")
 			}
 			lines := dfCompare(t, flow, runs)
 			reportMu.Lock()
@@ -1052,6 +1103,20 @@ func TestPulsarDifferential(t *testing.T) {
 			t.Log(l)
 		}
 	})
+}
+
+// dfRunFlow runs flow against tg, its topics in ns and named after the flow, the target and
+// the time.
+func dfRunFlow(t *testing.T, flow dfFlow, tg dfTarget, ns, token string) *dfRun {
+	slug := strings.ReplaceAll(flow.name, " ", "-")
+	topic := fmt.Sprintf("diff-%s-%s-%d", slug, tg.name, time.Now().UnixNano())
+	r := &dfRun{t: t, flow: flow, target: tg, ns: ns,
+		vars:  map[string]string{"t": topic, "t2": topic + "-2", "ns": ns, "token": token},
+		ids:   map[string]string{},
+		conns: map[string]*dfConn{},
+	}
+	r.run()
+	return r
 }
 
 // dfCompare compares every run with the reference (runs[0]), step by step, and returns a line

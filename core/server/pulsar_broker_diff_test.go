@@ -268,6 +268,93 @@ var bdFlows = []bdFlow{
 		},
 	},
 	{
+		name: "cumulative ack",
+		run: func(t *testing.T, b bdBroker, topic string, obs func(string, string, ...any)) {
+			opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Exclusive}
+			cons, err := b.client.Subscribe(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := b.client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			ctx := bdCtx(t)
+			for i := range 5 {
+				if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "m%d", i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var third pulsar.Message
+			for i := range 5 {
+				m, err := cons.Receive(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i == 2 {
+					third = m
+				}
+			}
+			obs("cumulative ack of the third", "%s", bdErr(cons.AckCumulative(third)))
+			cons.Close()
+			cons, err = b.client.Subscribe(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cons.Close()
+			for i := range 2 {
+				m, err := cons.Receive(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				obs(fmt.Sprintf("after resubscribing %d", i), "%s", bdMsg(m))
+			}
+		},
+	},
+	{
+		name: "unacked redelivered to another consumer",
+		run: func(t *testing.T, b bdBroker, topic string, obs func(string, string, ...any)) {
+			opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared, ReceiverQueueSize: 10}
+			c1, err := b.client.Subscribe(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := b.client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			ctx := bdCtx(t)
+			for i := range 2 {
+				if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "m%d", i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 2 {
+				m, err := c1.Receive(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				obs(fmt.Sprintf("first consumer %d", i), "%s", bdMsg(m))
+			}
+			c2, err := b.client.Subscribe(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c2.Close()
+			c1.Close()
+			for i := range 2 {
+				m, err := c2.Receive(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				obs(fmt.Sprintf("second consumer %d", i), "%s", bdMsg(m))
+				_ = c2.Ack(m)
+			}
+		},
+	},
+	{
 		name:   "missing topic",
 		noAuto: true,
 		run: func(t *testing.T, b bdBroker, topic string, obs func(string, string, ...any)) {

@@ -646,7 +646,7 @@ func (b *Broker) cleanupConn(c *conn) {
 	for _, cons := range cs {
 		t := cons.sub.t
 		t.mu.Lock()
-		cons.sub.removeConsumer(cons, true)
+		cons.sub.removeConsumer(cons)
 		t.mu.Unlock()
 	}
 }

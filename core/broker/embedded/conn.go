@@ -614,7 +614,7 @@ func (c *conn) handleControl(cmd *pulsarpb.BaseCommand) error {
 			c.removeConsumer(cons)
 			t := cons.sub.t
 			t.mu.Lock()
-			cons.sub.removeConsumer(cons, true)
+			cons.sub.removeConsumer(cons)
 			t.mu.Unlock()
 		}
 		c.sendSuccess(cmd.CloseConsumer.GetRequestId())
@@ -1044,7 +1044,7 @@ func (c *conn) handleUnsubscribe(r *pulsarpb.CommandUnsubscribe) {
 		if other != cons {
 			other.c.send(closeConsumerCmd(other.id))
 		}
-		s.removeConsumer(other, false)
+		s.removeConsumer(other)
 	}
 	if s.t.subs[s.name] == s {
 		delete(s.t.subs, s.name)
@@ -1092,7 +1092,7 @@ func (c *conn) handleSeek(r *pulsarpb.CommandSeek) {
 	for _, other := range cloneConsumers(s.consumers) {
 		other.c.removeConsumer(other)
 		other.c.send(closeConsumerCmd(other.id))
-		s.removeConsumer(other, false)
+		s.removeConsumer(other)
 	}
 }
 

@@ -579,8 +579,10 @@ func (s *subscription) addConsumer(c *consumer) {
 }
 
 // removeConsumer detaches a consumer; its unacknowledged entries go to the
-// other consumers. A non-durable subscription without consumers is deleted.
-func (s *subscription) removeConsumer(c *consumer, countRedelivery bool) {
+// other consumers, their redelivery counts unchanged (Pulsar counts only
+// redeliveries a client asks for: negative acks, ack timeouts). A
+// non-durable subscription without consumers is deleted.
+func (s *subscription) removeConsumer(c *consumer) {
 	i := slices.Index(s.consumers, c)
 	if i < 0 {
 		return
@@ -588,7 +590,7 @@ func (s *subscription) removeConsumer(c *consumer, countRedelivery bool) {
 	c.closed = true
 	s.consumers = slices.Delete(s.consumers, i, i+1)
 	for id := range c.pending {
-		s.unassign(id, countRedelivery)
+		s.unassign(id, false)
 	}
 	if !s.durable && len(s.consumers) == 0 {
 		if s.t.subs[s.name] == s {

@@ -619,6 +619,22 @@ var dfFlows = []dfFlow{
 		},
 	},
 	{
+		name:     "handover",
+		doc:      "a Shared consumer closes with a message unacknowledged: another consumer gets it",
+		embedded: true,
+		steps: dfSteps(
+			dfDialStep("open first consumer", "c1", dfConsumer+"?subscriptionType=Shared"),
+			dfDialStep("open producer", "p", dfProducer),
+			dfPublish("m1", "p", `{"payload":"bTE=","key":"k"}`, "a1"),
+			dfNextStep("first consumer's message", "c1"),
+			dfDialStep("open second consumer", "c2", dfConsumer+"?subscriptionType=Shared"),
+			dfCloseStep("close the first consumer", "c1"),
+			dfNextStep("second consumer's message", "c2"),
+			dfSendStep("ack", "c2", `{"messageId":"{a1}"}`),
+			dfQuietS("nothing more", "c2"),
+		),
+	},
+	{
 		name:     "partitioned topic",
 		doc:      "a topic of two partitions: ids with their partition, keyed routing",
 		embedded: true,

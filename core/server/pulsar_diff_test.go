@@ -1245,3 +1245,32 @@ func dfCompare(t *testing.T, flow dfFlow, runs []*dfRun) []string {
 	}
 	return seen
 }
+
+// TestPulsarEndOfTopicKeepsConnection: Pulsar tells a reader at the end of a terminated topic
+// so (REACHED_END_OF_TOPIC); pulsar-client-go v0.19.0 closed its connection to the broker over
+// that command, the one every session of the edge shares, and the reader, back at the end on
+// the new connection, brought that one down too: handshakes failed with 500 "connection
+// closed" while the reader stayed (third_party patch 8). Handshakes and sends on other topics
+// must all succeed.
+func TestPulsarEndOfTopicKeepsConnection(t *testing.T) {
+	e := rpEnvOf(t)
+	base := rpEdge(t, e, nil)
+	topic := rpTopic(t)
+	rpProduce(t, base, topic, []string{"last"}, nil)
+	r := edgetest.Dial(t, base+"/ws/v2/reader/persistent/public/default/"+topic+"?messageId=earliest")
+	rpRead(t, r, rpWait)
+	c := edgetest.Dial(t, base+"/ws/v2/consumer/persistent/public/default/"+topic+"/sub?subscriptionInitialPosition=Earliest")
+	rpRead(t, c, rpWait)
+	p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/"+topic+"-other")
+	rpAdminOK(t, e, http.MethodPost, "/admin/v2/persistent/public/default/"+topic+"/terminate", "")
+	for i := range 30 {
+		if _, status, err := rpDial(t, base+"/ws/v2/producer/persistent/public/default/"+topic+"-other-"+strconv.Itoa(i)); err != nil {
+			t.Fatalf("handshake %d after the termination: %d %v", i, status, err)
+		}
+		rpSend(t, p, "x", "", strconv.Itoa(i))
+		if a := rpReadAck(t, p); a.Result != "ok" {
+			t.Fatalf("send %d after the termination: %+v", i, a)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

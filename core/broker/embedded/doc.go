@@ -96,8 +96,9 @@
 //     the producer and fails its pending sends), as do new producers and
 //     racing SENDs. Consumers that have received everything get
 //     REACHED_END_OF_TOPIC, except pulsar-client-go ones: v0.19.0 does not
-//     handle that command and would drop the connection, so its readers see
-//     the end through HasNext (GET_LAST_MESSAGE_ID) instead.
+//     handle that command and drops the connection (the copy in third_party
+//     ignores it, patch 8; a program built against upstream still drops it),
+//     so its readers see the end through HasNext (GET_LAST_MESSAGE_ID) instead.
 //   - PRODUCER: a name already connected gives ProducerBusy unless the new
 //     request carries a higher epoch (the same producer reconnecting), which
 //     replaces the stale one. Unnamed producers get "sluice-embedded-N".

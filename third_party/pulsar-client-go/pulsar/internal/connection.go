@@ -732,6 +732,13 @@ func (c *connection) receivedCommand(cmd *pb.BaseCommand, headersAndPayload Buff
 	case pb.BaseCommand_ACTIVE_CONSUMER_CHANGE:
 		c.handleActiveConsumerChange(cmd.GetActiveConsumerChange())
 
+	case pb.BaseCommand_REACHED_END_OF_TOPIC:
+		// A consumer or reader has read everything of a terminated topic. Nothing here uses it,
+		// but it is a command of the protocol: closing the connection over it (the default case)
+		// made every producer and consumer on the connection reconnect, and the consumer, at
+		// the end again, brought the new connection down too.
+		c.log.Debugf("Consumer %d reached the end of its topic", cmd.GetReachedEndOfTopic().GetConsumerId())
+
 	default:
 		c.log.Errorf("Received invalid command type: %s", cmd.Type)
 		c.Close()

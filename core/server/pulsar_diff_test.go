@@ -635,19 +635,19 @@ var dfFlows = []dfFlow{
 		),
 	},
 	{
-		name:     "failover",
-		doc:      "two Failover consumers named b and a: the one whose name sorts first is active; it closes and the other takes over",
+		name: "failover",
+		// Which of two connected Failover consumers of a topic that is not partitioned is active
+		// is not deterministic in Pulsar (the switch waits activeConsumerFailoverDelayTimeMillis);
+		// the takeover is.
+		doc:      "a Failover consumer closes and the one that joined after it takes over",
 		embedded: true,
 		steps: dfSteps(
-			dfDialStep("open b", "b", dfConsumer+"?subscriptionType=Failover&consumerName=b"),
 			dfDialStep("open a", "a", dfConsumer+"?subscriptionType=Failover&consumerName=a"),
-			// Pulsar makes a the active consumer after activeConsumerFailoverDelayTimeMillis (1 s).
-			dfQuietS("the switch to a", "a"),
 			dfDialStep("open producer", "p", dfProducer),
 			dfPublish("m1", "p", `{"payload":"bTE="}`, "a1"),
 			dfNextStep("a's message", "a"),
-			dfQuietS("b gets nothing", "b"),
 			dfSendStep("a acks", "a", `{"messageId":"{a1}"}`),
+			dfDialStep("open b", "b", dfConsumer+"?subscriptionType=Failover&consumerName=b"),
 			dfCloseStep("close a", "a"),
 			dfPublish("m2", "p", `{"payload":"bTI="}`, "a2"),
 			dfNextStep("b's message", "b"),

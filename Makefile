@@ -8,7 +8,7 @@ LDFLAGS   := $(if $(VERSION),-X main.version=$(VERSION))
 BENCHTIME ?= 3s
 COUNT     ?= 5
 
-.PHONY: third-party third-party-check all build run test test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
+.PHONY: third-party third-party-check all build run test test-norace test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
 	bench-deliveries bench-flood bench-connections bench-floor bench-compare
 
 all: build
@@ -25,6 +25,12 @@ run: build
 
 test: vet
 	$(GO) test -race -timeout 15m ./...
+
+# The checks the race detector would falsify, run without it: allocation budgets of the data
+# path and the codecs, and the heap cost of a frame's properties. An allocation regression
+# fails here.
+test-norace:
+	$(GO) test -p 1 -count 1 -run 'AllocBudget|TestCodecAllocations|TestFrameLimitsBoundTheCost|TestPropertyOverheadMeasured' ./...
 
 vet:
 	$(GO) vet ./...

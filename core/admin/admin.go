@@ -135,6 +135,7 @@ func (a *Admin) Run(ctx context.Context) {
 			return
 		case now := <-t.C:
 			a.sampler.sample(a, now)
+			a.m.Prune(routeNames(a.src.Routes()))
 		}
 	}
 }
@@ -195,4 +196,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+func routeNames(routes []*policy.Route) []string {
+	names := make([]string, len(routes))
+	for i, r := range routes {
+		names[i] = r.Name()
+	}
+	return names
 }

@@ -4,12 +4,14 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicehq/sluice/core/admission"
 	"github.com/sluicehq/sluice/core/gateway"
@@ -51,6 +53,46 @@ type Metrics struct {
 	mu         sync.Mutex
 	lastReload time.Time // the last successful reload; zero before the first
 	reloadFail bool
+	labelled   map[string]bool // the routes with series, for Prune
+}
+
+// routeVecs are the metrics labelled by route.
+func (m *Metrics) routeVecs() []interface {
+	DeletePartialMatch(prometheus.Labels) int
+} {
+	return []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{m.sessions, m.opened, m.closed, m.messages, m.bytesIn, m.sendLatency, m.pauses, m.paused,
+		m.deliveries, m.redeliveries, m.bytesOut, m.acks, m.slowCloses, m.decisions, m.decisionErrs}
+}
+
+// Prune deletes the series of routes that are no longer in the route table (live) once none of
+// their sessions is open: a route renamed or removed by a reload does not leave its series on
+// /metrics for good. Sessions opened under it keep counting until they close.
+func (m *Metrics) Prune(live []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for route := range m.labelled {
+		if slices.Contains(live, route) || m.openSessions(route) > 0 {
+			continue
+		}
+		for _, v := range m.routeVecs() {
+			v.DeletePartialMatch(prometheus.Labels{"route": route})
+		}
+		delete(m.labelled, route)
+	}
+}
+
+// openSessions is the number of route's open sessions, of every kind.
+func (m *Metrics) openSessions(route string) float64 {
+	var n float64
+	for _, k := range kinds {
+		var d dto.Metric
+		if m.sessions.WithLabelValues(route, k.String()).Write(&d) == nil {
+			n += d.GetGauge().GetValue()
+		}
+	}
+	return n
 }
 
 var _ gateway.Hooks = (*Metrics)(nil)
@@ -175,6 +217,12 @@ var kinds = []wsapi.Kind{wsapi.Producer, wsapi.Consumer, wsapi.Reader}
 // RouteMetrics returns one route's instruments, their labels resolved now so that nothing is
 // looked up per message.
 func (m *Metrics) RouteMetrics(route string) policy.Metrics {
+	m.mu.Lock()
+	if m.labelled == nil {
+		m.labelled = map[string]bool{}
+	}
+	m.labelled[route] = true
+	m.mu.Unlock()
 	rm := policy.Metrics{
 		BytesIn:            m.bytesIn.WithLabelValues(route),
 		SendLatency:        m.sendLatency.WithLabelValues(route),

@@ -7,8 +7,9 @@
 #   2. builds examples/embed in a module of its own in a temporary directory, with
 #      `go get github.com/sluicehq/sluice@$version` and no replace, and runs it: a publish and
 #      consume round trip through sdk/edge and its embedded broker, an empty key among the
-#      messages, with no warning logged; and checks that it links Sluice's pulsar-client-go
-#      fork and not upstream's.
+#      messages, with no warning logged; checks that it links Sluice's pulsar-client-go fork
+#      and not upstream's; and runs, from that module, the tests of the fork's patches that
+#      core/broker/embedded has.
 # Other modules come from the local module cache, then from the machine's GOPROXY.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -77,5 +78,10 @@ if grep -qi 'dialer' err.txt; then
   exit 1
 fi
 grep -q 'delivered "empty key" key ""' out.txt
+
+# The fork's tests, run from the embedding module on the code it builds: the receipt race
+# (patch 2), sends queued at a close (patch 5) and sends racing the library's close (patch 8).
+go test -count 1 -run 'TestReceiptsAcrossDroppedConnections|TestCloseAnswersQueuedSends|TestSendRacingTheLibrarysClose' \
+  "$module/core/broker/embedded"
 cd "$root"
 echo "check-install: go install and an embedding module at $version are fine"

@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 )
 
 // Sentinel errors. Creation errors from the broker are classified into these so the gateway can

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 )
 
 // MessageID identifies a message in the broker. The zero value is no message.

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
+	plog "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 // libLogger routes pulsar-client-go's logs into slog. The library logs every producer and

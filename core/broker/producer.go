@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 	"github.com/spaolacci/murmur3"
 
 	"github.com/sluicehq/sluice/core/internal/testhooks"

@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/sluicehq/sluice/core/internal/testhooks"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 )
 
 // fakeProducer is a pulsar.Producer that keeps what SendAsync is given, for a test to answer.

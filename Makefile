@@ -8,7 +8,7 @@ LDFLAGS   := $(if $(VERSION),-X main.version=$(VERSION))
 BENCHTIME ?= 3s
 COUNT     ?= 5
 
-.PHONY: third-party third-party-check all build run test test-norace test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
+.PHONY: third-party third-party-check check-install all build run test test-norace test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
 	bench-deliveries bench-flood bench-connections bench-floor bench-compare
 
 all: build
@@ -41,13 +41,20 @@ vet:
 # against `sluice serve` and `sluice broker` as separate processes, then broker connections
 # dropped, the broker killed and restarted and the plugin killed, every message answered and
 # every ok read back. Not part of `make test`; it takes the benchmark lock.
-# third_party/pulsar-client-go is pulsar-client-go with seven patches (third_party/README.md):
-# third-party rebuilds it from the module proxy, third-party-check fails when it has drifted.
+# third_party/pulsar-client-go is Sluice's fork of pulsar-client-go (third_party/README.md):
+# third-party rebuilds it from the module proxy and the patches, third-party-check fails when it
+# has drifted.
 third-party:
 	scripts/vendor-pulsar-client-go.sh
 
 third-party-check:
 	scripts/vendor-pulsar-client-go.sh --check
+
+# `go install github.com/sluicehq/sluice/cmd/sluice@version`, and a program of its own module
+# that embeds sdk/edge, built from this tree served by a file:// module proxy; the program runs
+# a publish and consume round trip.
+check-install:
+	scripts/check-install.sh
 
 test-load: build examples
 	SLUICE_LOAD_TEST=1 flock /tmp/sluice-bench.lock $(GO) test -tags load -run TestLoadAndChaos -count 1 -timeout 15m -v ./core/loadtest/

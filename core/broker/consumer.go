@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 )
 
 // MessageID identifies a message in the broker. The zero value is no message.
@@ -140,9 +140,10 @@ type EncryptionKey struct {
 	Metadata map[string]string
 }
 
-// hasKey reports whether m has a key, perhaps "". The pulsar-client-go copy in third_party says
-// so (HasKey, not in pulsar.Message: third_party/README.md); a library without it cannot tell
-// an empty key from none, and only a non-empty key counts.
+// hasKey reports whether m has a key, perhaps "". Every message the client delivers says so
+// (HasKey: pulsar-client-go-6-empty-key.patch); it is not a method of the pulsar.Message
+// interface, so that the patch leaves upstream's interface as it is, which is why it is asked
+// for here. A Message of another implementation counts only a non-empty key.
 func hasKey(m pulsar.Message) bool {
 	if k, ok := m.(interface{ HasKey() bool }); ok {
 		return k.HasKey()

@@ -23,9 +23,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/gorilla/websocket"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
+	plog "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 // The load, bounded: counts and durations are fixed, and every wait has a deadline.

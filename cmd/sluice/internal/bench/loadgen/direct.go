@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
+	plog "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 // newPulsarClient is one pulsar-client-go client for url, configured as Sluice's broker

@@ -19,8 +19,8 @@ import (
 
 	"github.com/sluicehq/sluice/core/admission"
 	"github.com/sluicehq/sluice/core/broker/embedded"
-	"github.com/sluicehq/sluice/core/gateway"
 	"github.com/sluicehq/sluice/core/policy"
+	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/plugins"
 )
 
@@ -32,7 +32,7 @@ type Source interface {
 	// Routes is the live route table.
 	Routes() []*policy.Route
 	// Sessions are the open sessions, in the order they opened.
-	Sessions() []gateway.SessionInfo
+	Sessions() []session.Info
 	// InFlight is, per route, the producer messages read and not yet acknowledged.
 	InFlight() map[string]int64
 	// PluginStates are the configured plugins' states; nil without plugins.

@@ -14,14 +14,13 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicehq/sluice/core/admission"
-	"github.com/sluicehq/sluice/core/gateway"
 	"github.com/sluicehq/sluice/core/policy"
 	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/wsapi"
 	"github.com/sluicehq/sluice/plugins"
 )
 
-// Metrics is the Prometheus adapter: gateway.Hooks for refused handshakes, each route's
+// Metrics is the Prometheus adapter: the gateway's hooks for refused handshakes, each route's
 // instruments (RouteMetrics) for everything that happens on sessions, collectors that read
 // the pools, plugins, broker and readiness at scrape time, and the reload counters. Every
 // metric is named sluice_*, in base units, counters ending in _total, and a route is always
@@ -94,8 +93,6 @@ func (m *Metrics) openSessions(route string) float64 {
 	}
 	return n
 }
-
-var _ gateway.Hooks = (*Metrics)(nil)
 
 // NewMetrics registers the edge's metrics, the collectors reading src, the build's and the Go
 // and process collectors in a new registry. version is the edge's version, for
@@ -183,7 +180,7 @@ func revision() string {
 // Registry is the registry of the sluice_* metrics, for tests and embedding programs.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// HandshakeRefused implements gateway.Hooks.
+// HandshakeRefused counts a handshake the gateway refused (the gateway's hooks).
 func (m *Metrics) HandshakeRefused(kind wsapi.Kind, status int) {
 	m.refused.WithLabelValues(kindLabel(kind), strconv.Itoa(status)).Inc()
 }

@@ -43,7 +43,7 @@ func startListening(t *testing.T, yaml string, opts ...server.Option) (*server.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(cfg, opts...)
+	srv, err := server.New(cfg, append([]server.Option{server.WithRegistry(edgetest.Builtins(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func TestRouteGlobForUnmatchedFormRefused(t *testing.T) {
 		r := config.Route{Name: "r", Match: match, Strategy: config.StrategyRef{Name: "hybrid"}, Roles: []string{"x"}}
 		r.SetDefaults()
 		cfg.Routes = []config.Route{r}
-		err := server.Validate(context.Background(), cfg, nil)
+		err := server.Validate(context.Background(), cfg, edgetest.Builtins(t))
 		if err == nil || !strings.Contains(err.Error(), "matches no endpoint") {
 			t.Errorf("match %s: %v, want a refusal explaining the v2 form", match, err)
 		}

@@ -30,7 +30,6 @@ import (
 	"github.com/sluicehq/sluice/core/requestline"
 	"github.com/sluicehq/sluice/plugins"
 	"github.com/sluicehq/sluice/sdk/strategy"
-	"github.com/sluicehq/sluice/strategies"
 )
 
 // Server is one running edge.
@@ -110,11 +109,15 @@ func WithLogLevel(v *slog.LevelVar) Option {
 	return optionFunc(func(s *Server) { s.level = v })
 }
 
-// WithRegistry sets the strategies routes may name. Nil, or no WithRegistry, means the
-// builtin strategies only.
+// WithRegistry sets the in-process strategies routes may name (the builtins are registered
+// by the program: strategies.Register). A server needs one; strategies served by plugins come
+// from the configuration.
 func WithRegistry(r *strategy.Registry) Option {
 	return optionFunc(func(s *Server) { s.registry = r })
 }
+
+// errNoRegistry refuses a server without its in-process strategies.
+var errNoRegistry = errors.New("no strategy registry: pass the in-process strategies (server.WithRegistry)")
 
 // New validates cfg and prepares a server; Start runs it.
 func New(cfg *config.Config, opts ...Option) (*Server, error) {
@@ -129,10 +132,7 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 		o.apply(s)
 	}
 	if s.registry == nil {
-		s.registry = strategy.NewRegistry()
-		if err := strategies.Register(s.registry); err != nil {
-			return nil, err
-		}
+		return nil, errNoRegistry
 	}
 	return s, nil
 }
@@ -493,19 +493,16 @@ func StartPlugins(ctx context.Context, cfg *config.Config, log *slog.Logger) (*p
 
 // Validate resolves everything cfg names without serving: it launches the plugins, creates
 // every route's strategy (through its plugin where it names one) and its pools, then closes
-// them all. reg is the in-process strategies; nil means the builtins.
+// them all. reg is the in-process strategies, as for WithRegistry.
 func Validate(ctx context.Context, cfg *config.Config, reg *strategy.Registry) error {
+	if reg == nil {
+		return errNoRegistry
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	if err := preflight(cfg); err != nil {
 		return err
-	}
-	if reg == nil {
-		reg = strategy.NewRegistry()
-		if err := strategies.Register(reg); err != nil {
-			return err
-		}
 	}
 	prod, cons, _, err := newPools(cfg.Memory)
 	if err != nil {

@@ -430,29 +430,48 @@ func TestPulsarSubscriptionTypes(t *testing.T) {
 				keys[i] = "key-" + strconv.Itoa(i%8)
 			}
 			rpProduce(t, base, topic, bodies, keys)
-			// Both consumers read and ack until all n have arrived; who got what is kept.
-			var mu sync.Mutex
-			byConsumer := map[string][]rpMsg{}
-			seen := map[string]int{}
-			var wg sync.WaitGroup
+			// Both consumers read and ack until all n have arrived, and then for a quiet half
+			// second (a message delivered twice would show by then); who got what is kept.
+			type got struct {
+				name string
+				m    rpMsg
+			}
+			msgs := make(chan got, 4*n)
 			for name, c := range map[string]*websocket.Conn{"c1": c1, "c2": c2} {
-				wg.Add(1)
 				go func() {
-					defer wg.Done()
 					for {
-						m, err := rpTryRead(c, 5*time.Second)
+						m, err := rpTryRead(c, 2*rpWait)
 						if err != nil {
 							return
 						}
 						_ = c.WriteJSON(map[string]string{"messageId": m.MessageID})
-						mu.Lock()
-						byConsumer[name] = append(byConsumer[name], m)
-						seen[m.Payload]++
-						mu.Unlock()
+						msgs <- got{name, m}
 					}
 				}()
 			}
-			wg.Wait()
+			byConsumer := map[string][]rpMsg{}
+			seen := map[string]int{}
+			record := func(g got) {
+				byConsumer[g.name] = append(byConsumer[g.name], g.m)
+				seen[g.m.Payload]++
+			}
+			for len(seen) < n {
+				select {
+				case g := <-msgs:
+					record(g)
+				case <-time.After(rpWait):
+					t.Fatalf("%d of %d messages after %s", len(seen), n, rpWait)
+				}
+			}
+		quiet:
+			for {
+				select {
+				case g := <-msgs:
+					record(g)
+				case <-time.After(500 * time.Millisecond):
+					break quiet
+				}
+			}
 			if len(seen) != n {
 				t.Fatalf("%d distinct messages of %d", len(seen), n)
 			}

@@ -627,6 +627,12 @@ func TestPulsarBrokerToken(t *testing.T) {
 	if code, _ := rpAdmin(t, anon, http.MethodGet, "/admin/v2/namespaces/public/default", ""); code != http.StatusUnauthorized {
 		t.Fatalf("anonymous admin call: %d, want 401", code)
 	}
+	// And so does the broker's own WebSocket service.
+	if ws := os.Getenv("SLUICE_PULSAR_WS"); ws != "" {
+		if _, status, err := rpDial(t, ws+"/ws/v2/producer/persistent/public/default/"+topic); err == nil || status != http.StatusUnauthorized {
+			t.Fatalf("anonymous producer on Pulsar's WebSocket service: %d %v, want 401", status, err)
+		}
+	}
 }
 
 // A topic at its backlog quota with the producer_exception policy: once the broker's check

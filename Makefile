@@ -8,7 +8,8 @@ LDFLAGS   := $(if $(VERSION),-X main.version=$(VERSION))
 BENCHTIME ?= 3s
 COUNT     ?= 5
 
-.PHONY: third-party third-party-check check-install all build run test test-norace test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
+.PHONY: pulsar pulsar-stop pulsar-wipe pulsar-proxy pulsar-proxy-stop pulsar-status test-pulsar \
+	third-party third-party-check check-install all build run test test-norace test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
 	bench-deliveries bench-flood bench-connections bench-floor bench-compare
 
 all: build
@@ -58,6 +59,41 @@ check-install:
 
 test-load: build examples
 	SLUICE_LOAD_TEST=1 flock /tmp/sluice-bench.lock $(GO) test -tags load -run TestLoadAndChaos -count 1 -timeout 15m -v ./core/loadtest/
+
+# Apache Pulsar 4.2.4 standalone on loopback (scripts/pulsar/pulsar.sh; needs Java 17 and
+# Maven, which fetches the jars from Maven Central once into ~/.cache/sluice-pulsar): make pulsar
+# starts it and prints the SLUICE_PULSAR_* variables to export; make pulsar-proxy starts Pulsar's
+# WebSocket proxy in front of it.
+PULSAR := scripts/pulsar/pulsar.sh
+pulsar:
+	@$(PULSAR) start
+
+pulsar-stop:
+	@$(PULSAR) proxy-stop
+	@$(PULSAR) stop
+
+pulsar-wipe:
+	@$(PULSAR) wipe
+
+pulsar-proxy:
+	@$(PULSAR) proxy-start
+
+pulsar-proxy-stop:
+	@$(PULSAR) proxy-stop
+
+pulsar-status:
+	@$(PULSAR) status
+
+# The edge against real Pulsar (core/server/pulsar_real_test.go, build tag pulsar). Without
+# SLUICE_PULSAR_URL it uses the Pulsar of `make pulsar`, starting it first when it is not running
+# and stopping it at the end if it started it.
+test-pulsar:
+	@set -e; \
+	if [ -z "$$SLUICE_PULSAR_URL" ]; then \
+	  if ! $(PULSAR) status >/dev/null 2>&1; then trap '$(PULSAR) stop' EXIT; fi; \
+	  eval "$$($(PULSAR) start)"; \
+	fi; \
+	$(GO) test -race -tags pulsar -count 1 -v -timeout 20m -run '^(TestRealPulsar|TestPulsar.*)$$' ./core/server/
 
 # The dashboard in headless Chromium against an edge under load (needs Debian's chromium and
 # chromium-driver; .ci/run installs them). `make screenshot` also writes docs/dashboard.png.

@@ -34,9 +34,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/gorilla/websocket"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
+	plog "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/internal/edgetest"

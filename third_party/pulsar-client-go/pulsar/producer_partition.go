@@ -354,7 +354,12 @@ func (p *partitionProducer) grabCnx(assignedBrokerURL string) error {
 		return err
 	}
 
-	p.producerName = res.Response.ProducerSuccess.GetProducerName()
+	// A send's metadata points at producerName while the send is serialized on another
+	// goroutine: write it only when the broker gave another name (the first connection of a
+	// producer without one), never on the reconnection of a producer that has it.
+	if name := res.Response.ProducerSuccess.GetProducerName(); name != p.producerName {
+		p.producerName = name
+	}
 	nextTopicEpoch := res.Response.ProducerSuccess.GetTopicEpoch()
 	p.topicEpoch = &nextTopicEpoch
 
@@ -849,8 +854,10 @@ func (p *partitionProducer) internalSingleSend(
 	)
 
 	if err != nil {
+		// Log before done: the caller may reuse msg once its send is answered. The payload
+		// is not logged.
+		p.log.WithError(err).Error("Single message serialize failed")
 		sr.done(nil, err)
-		p.log.WithError(err).Errorf("Single message serialize failed %s", msg.Value)
 		return
 	}
 

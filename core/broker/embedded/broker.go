@@ -478,13 +478,15 @@ func (b *Broker) resolveLocked(name string) ([]*topic, error) {
 // partitions, if the topic caps and the store admit them.
 func (b *Broker) createTopicLocked(tn topicName, partitions int) (pulsarpb.ServerError, error) {
 	if partitions > 0 {
-		missing := 0
+		missing, charge := 0, int64(0)
 		for i := range partitions {
 			if _, ok := b.topics[partitionName(tn.full, i)]; !ok {
+				pn, _ := parseTopic(partitionName(tn.full, i))
 				missing++
+				charge += topicCharge(pn)
 			}
 		}
-		if code, err := b.admitTopicsLocked(tn, missing); err != nil {
+		if code, err := b.admitTopicsLocked(tn, missing, charge); err != nil {
 			return code, err
 		}
 		b.partitioned[tn.full] = partitions
@@ -506,7 +508,7 @@ func (b *Broker) newTopicLocked(tn topicName) (*topic, pulsarpb.ServerError, err
 	if t, ok := b.topics[tn.full]; ok {
 		return t, 0, nil
 	}
-	if code, err := b.admitTopicsLocked(tn, 1); err != nil {
+	if code, err := b.admitTopicsLocked(tn, 1, topicCharge(tn)); err != nil {
 		return nil, code, err
 	}
 	return b.addTopicLocked(tn), 0, nil
@@ -518,7 +520,6 @@ func (b *Broker) addTopicLocked(tn topicName) *topic {
 	ns := b.namespaceLocked(tn.namespace)
 	ns.topics++
 	t := &topic{
-		ns:         ns,
 		lastActive: time.Now().UnixNano(),
 		b:          b,
 		name:       tn,

@@ -103,7 +103,6 @@ func (t *topic) inactive() bool {
 // subscriptions and its metadata. Called with Broker.mu held.
 func (b *Broker) deleteTopicLocked(t *topic) {
 	t.mu.Lock()
-	t.deleted = true
 	for _, s := range t.subs {
 		t.dropSub(s)
 		b.pumpMu.Lock()

@@ -3,6 +3,7 @@ package embedded_test
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -312,6 +313,9 @@ func TestInactivePartitionsDeleted(t *testing.T) {
 		_, err := b.TopicInfo(topic)
 		return errors.Is(err, embedded.ErrNotFound)
 	})
+	if st := b.StoreStats(); st.MetadataBytes != 0 || st.Bytes != 0 {
+		t.Fatalf("store after every topic was deleted: %+v", st)
+	}
 }
 
 // TestTopicCaps: past MaxTopicsPerNamespace a new topic in that namespace
@@ -319,7 +323,7 @@ func TestInactivePartitionsDeleted(t *testing.T) {
 // existing topics still work.
 func TestTopicCaps(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, embedded.Config{MaxTopics: 5, MaxTopicsPerNamespace: 3})
+	b := startBroker(t, embedded.Config{MaxTopics: 5, MaxTopicsPerNamespace: 3, AdminAddr: "127.0.0.1:0"})
 	c := newClient(t, b, nil)
 	var kept []pulsar.Producer
 	for i := range 3 {
@@ -342,6 +346,15 @@ func TestTopicCaps(t *testing.T) {
 	}
 	if err := b.CreateTopic(tenantTopic("t", "three", "1"), 0); !errors.Is(err, embedded.ErrTooManyTopics) {
 		t.Fatalf("CreateTopic past the cap: %v", err)
+	}
+	req, _ := http.NewRequest(http.MethodPut, b.AdminURL()+"/admin/topics/persistent/t/three/x", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusPreconditionFailed {
+		t.Fatalf("admin PUT past the cap: %d, want 412 as Pulsar answers", resp.StatusCode)
 	}
 	if _, err := kept[0].Send(ctxT(t, 5*time.Second), &pulsar.ProducerMessage{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)

@@ -25,6 +25,9 @@ import (
 // ErrTooManyTopics is returned by CreateTopic when a topic cap is reached.
 var ErrTooManyTopics = errors.New("too many topics")
 
+// errStoreFull: the store has no room for a topic's metadata.
+var errStoreFull = errors.New("the store is full")
+
 // namespace is what the broker tracks per tenant/ns: its topic count and
 // the sum of its topics' backlogs.
 type namespace struct {
@@ -58,11 +61,11 @@ func topicCharge(tn topicName) int64 { return topicMetaBytes + topicNameFactor*i
 func subCharge(name string) int64 { return subMetaBytes + int64(len(name)) }
 
 // admitTopicsLocked checks that n new topics in tn's namespace fit the caps
-// and charges their metadata to the store. The error code is what Pulsar
+// and charges their metadata (charge, for all n) to the store. The error code is what Pulsar
 // answers when maxTopicsPerNamespace is reached: its broker fails the topic
 // with a RestException, which the binary protocol carries as UnknownError.
 // Called with Broker.mu held.
-func (b *Broker) admitTopicsLocked(tn topicName, n int) (pulsarpb.ServerError, error) {
+func (b *Broker) admitTopicsLocked(tn topicName, n int, charge int64) (pulsarpb.ServerError, error) {
 	if m := b.cfg.MaxTopics; m > 0 && len(b.topics)+n > m {
 		b.topicsRefused.Add(1)
 		return pulsarpb.ServerError_UnknownError, fmt.Errorf("%w: Exceed maximum number of topics in the broker (%d)", ErrTooManyTopics, m)
@@ -75,9 +78,9 @@ func (b *Broker) admitTopicsLocked(tn topicName, n int) (pulsarpb.ServerError, e
 		b.topicsRefused.Add(1)
 		return pulsarpb.ServerError_UnknownError, fmt.Errorf("%w: Exceed maximum number of topics in namespace %s (%d)", ErrTooManyTopics, tn.namespace, m)
 	}
-	if !b.store.reserveMeta(int64(n) * topicCharge(tn)) {
+	if !b.store.reserveMeta(charge) {
 		b.topicsRefused.Add(1)
-		return pulsarpb.ServerError_ServiceNotReady, errors.New("the store is full: no room for a new topic's metadata")
+		return pulsarpb.ServerError_ServiceNotReady, fmt.Errorf("%w: no room for a new topic's metadata", errStoreFull)
 	}
 	return 0, nil
 }

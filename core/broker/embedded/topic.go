@@ -35,14 +35,12 @@ type topic struct {
 	subs       map[string]*subscription
 	schema     *pulsarpb.Schema
 
-	ns *namespace
 	// quotaBlocked: a SEND was refused for the topic's backlog quota;
 	// producers are refused until the backlog is under 90% of it.
 	quotaBlocked bool
 	// lastActive is when the topic was last seen active (unix nanos): with
 	// producers or consumers, or as InactiveTopicMode counts subscriptions.
 	lastActive int64
-	deleted    bool
 }
 
 func (t *topic) partition() int32 { return int32(t.name.partition) }

@@ -31,7 +31,9 @@ type Broker struct {
 
 	stop     chan struct{} // closed by Close
 	pumpWake chan struct{} // cap 1: receipts to flush
-	wg       sync.WaitGroup
+	// nsEvictWake (cap 1): namespaces over their backlog quota to evict from.
+	nsEvictWake chan struct{}
+	wg          sync.WaitGroup
 
 	lifeMu     sync.Mutex // guards the fields below it
 	started    bool
@@ -159,6 +161,7 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		store:       newStore(cfg),
 		stop:        make(chan struct{}),
 		pumpWake:    make(chan struct{}, 1),
+		nsEvictWake: make(chan struct{}, 1),
 		conns:       make(map[*conn]struct{}),
 		topics:      make(map[string]*topic),
 		partitioned: make(map[string]int),
@@ -866,6 +869,9 @@ func (b *Broker) receiptPump() {
 			continue
 		case now := <-gc:
 			b.collectInactive(now)
+			continue
+		case <-b.nsEvictWake:
+			b.evictNamespaces()
 			continue
 		case <-b.pumpWake:
 		case <-timer.C:

@@ -176,7 +176,10 @@
 //     until the backlog is at 90% of the quota, as Pulsar's
 //     dropBacklogForSizeLimit skips entries on the slowest cursor (a
 //     subscription whose acknowledgements lag behind may be the slowest:
-//     its delivered messages are then skipped too). That is the only way a
+//     its delivered messages are then skipped too). A namespace over its
+//     quota is brought back to 90% of it by the pump, from its topics with
+//     the largest backlogs first (soft by what arrives meanwhile, as
+//     Pulsar's periodic quota check is). That is the only way a
 //     message a producer got a receipt for leaves a durable backlog before
 //     it is acknowledged.
 //   - Inactive topics (brokerDeleteInactiveTopicsEnabled, on unless

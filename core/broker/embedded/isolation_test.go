@@ -399,3 +399,45 @@ func TestTopicMetadataBound(t *testing.T) {
 		t.Fatalf("default cap: %d topics, then %v", n, err)
 	}
 }
+
+// TestNamespaceBacklogEviction: under consumer_backlog_eviction a topic
+// whose namespace is over its quota because of another topic's backlog is
+// not refused: the slowest subscriptions of the namespace's topics are
+// evicted, largest backlog first (the older topic's too, not only the
+// newcomer's), until the namespace is back within its quota.
+func TestNamespaceBacklogEviction(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{
+		StoreLimit: 16 << 20, BacklogQuotaLimit: 256 << 10, NamespaceBacklogQuotaLimit: 320 << 10,
+		BacklogQuotaPolicy: embedded.BacklogQuotaConsumerBacklogEviction,
+	})
+	c := newClient(t, b, nil)
+	first, second := tenantTopic("acme", "orders", "big"), tenantTopic("acme", "orders", "new")
+	for _, topic := range []string{first, second} {
+		mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "abandoned"}).Close()
+	}
+	for _, topic := range []string{first, second} {
+		p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+		if acked, errs := publishAll(t, p, 0, 200); len(errs) > 0 || len(acked) != 200 {
+			t.Fatalf("%s: %d acked, errors %v", topic, len(acked), errs)
+		}
+	}
+	backlogs := func() (int64, int64) {
+		n1, err1 := b.Backlog(first, "abandoned")
+		n2, err2 := b.Backlog(second, "abandoned")
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		return n1, n2
+	}
+	eventually(t, 10*time.Second, "the namespace back within its quota", func() bool {
+		n1, n2 := backlogs()
+		return (n1+n2)*1024 <= 320<<10
+	})
+	n1, n2 := backlogs()
+	s := b.Stats()
+	t.Logf("backlogs %d and %d; stats %+v", n1, n2, s)
+	if n1 >= 200 || s.BacklogQuotaRefusedSends != 0 || s.BacklogEvictedMessages == 0 {
+		t.Fatalf("backlogs %d and %d; stats %+v", n1, n2, s)
+	}
+}

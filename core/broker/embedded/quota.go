@@ -1,8 +1,10 @@
 package embedded
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
@@ -36,6 +38,9 @@ type namespace struct {
 	// blocked: a SEND was refused for the namespace's quota; producers are
 	// refused until its backlog is back under 90% of the quota.
 	blocked atomic.Bool
+	// evict: consumer_backlog_eviction found it over its quota; the pump
+	// evicts from its topics.
+	evict atomic.Bool
 }
 
 // Metadata charges, measured by TestMetadataCharge: the heap after GC over
@@ -171,7 +176,17 @@ func (t *topic) quotaAllows(size int) bool {
 	}
 	if t.b.cfg.BacklogQuotaPolicy == BacklogQuotaConsumerBacklogEviction {
 		t.evictBacklog(cost)
-		if topicOver, nsOver = t.overQuota(cost); !topicOver && !nsOver {
+		topicOver, nsOver = t.overQuota(cost)
+		if nsOver && !topicOver {
+			// The namespace's excess is evicted by the pump from its topics
+			// with the largest backlogs (a goroutine here holds only this
+			// topic's lock), as Pulsar's periodic quota check would: the
+			// namespace's quota is soft by what arrives meanwhile.
+			l.ns.evict.Store(true)
+			t.b.wakeNamespaceEviction()
+			return true
+		}
+		if !topicOver {
 			return true
 		}
 	}
@@ -185,21 +200,20 @@ func (t *topic) quotaAllows(size int) bool {
 }
 
 // evictBacklog moves the slowest durable subscriptions' cursors past their
-// oldest entries until t's backlog, and its namespace's, leave room for cost
-// bytes under 90% of their quotas (as far as t's own backlog can give it).
-// Called with t.mu held.
+// oldest entries until t's backlog leaves room for cost bytes under 90% of
+// its quota. (A namespace's excess is evicted by evictNamespaces, from its
+// largest backlogs first.) Called with t.mu held.
 func (t *topic) evictBacklog(cost int64) {
-	cfg := &t.b.cfg
+	if lim := t.b.cfg.BacklogQuotaLimit; lim > 0 && t.log.backlogNow()+cost > lim {
+		t.evictTo(max(lim/10*9-cost, 0))
+	}
+}
+
+// evictTo moves the slowest durable subscriptions' cursors past their
+// oldest entries until t's backlog is at most target bytes, or only entries
+// held for queued receipts are left. Called with t.mu held.
+func (t *topic) evictTo(target int64) {
 	l := t.log
-	bl := l.backlogNow()
-	target := bl
-	if lim := cfg.BacklogQuotaLimit; lim > 0 {
-		target = min(target, lim/10*9-cost)
-	}
-	if lim, ns := cfg.NamespaceBacklogQuotaLimit, l.ns; lim > 0 && ns != nil {
-		target = min(target, bl-(ns.backlog.Load()+cost-lim/10*9))
-	}
-	target = max(target, 0)
 	for range len(t.subs) {
 		if l.backlogNow() <= target {
 			return
@@ -226,6 +240,51 @@ func (t *topic) evictBacklog(cost int64) {
 		l.mu.Unlock()
 		t.b.backlogEvicted.Add(uint64(slowest.skipTo(pos)))
 		t.updateKeep()
+	}
+}
+
+// evictNamespaces brings the namespaces that a SEND found over their quota
+// back to 90% of it, evicting from their topics with the largest backlogs
+// first (consumer_backlog_eviction). The pump runs it when woken.
+func (b *Broker) evictNamespaces() {
+	lim := b.cfg.NamespaceBacklogQuotaLimit
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || lim <= 0 {
+		return
+	}
+	for name, ns := range b.namespaces {
+		if !ns.evict.Swap(false) || ns.backlog.Load() <= lim/10*9 {
+			continue
+		}
+		type sized struct {
+			t       *topic
+			backlog int64
+		}
+		var ts []sized
+		for _, t := range b.topics {
+			if t.log != nil && t.name.namespace == name {
+				ts = append(ts, sized{t, t.log.backlogNow()})
+			}
+		}
+		slices.SortFunc(ts, func(x, y sized) int { return cmp.Compare(y.backlog, x.backlog) })
+		for _, s := range ts {
+			excess := ns.backlog.Load() - lim/10*9
+			if excess <= 0 {
+				break
+			}
+			s.t.mu.Lock()
+			s.t.evictTo(max(s.t.log.backlogNow()-excess, 0))
+			s.t.mu.Unlock()
+		}
+	}
+}
+
+// wakeNamespaceEviction asks the pump to run evictNamespaces.
+func (b *Broker) wakeNamespaceEviction() {
+	select {
+	case b.nsEvictWake <- struct{}{}:
+	default:
 	}
 }
 

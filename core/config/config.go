@@ -314,7 +314,8 @@ type Embedded struct {
 	DeleteInactiveTopics bool `koanf:"delete_inactive_topics" json:"delete_inactive_topics"`
 	// InactiveTopicDeleteAfter is Pulsar's brokerDeleteInactiveTopicsMaxInactiveDurationSeconds:
 	// how long a topic stays without producers, consumers and (as inactive_topic_mode says)
-	// subscriptions before it is deleted. Zero means 60s.
+	// subscriptions before it is deleted (retention_time instead, if longer: Pulsar keeps an
+	// inactive topic within its retention time). Zero means 60s.
 	InactiveTopicDeleteAfter time.Duration `koanf:"inactive_topic_delete_after" json:"inactive_topic_delete_after"`
 	// InactiveTopicCheckInterval is Pulsar's brokerDeleteInactiveTopicsFrequencySeconds: how
 	// often inactive topics and expired subscriptions are looked for. Zero means 60s, or

@@ -187,8 +187,11 @@
 //     producers, consumers and queued receipts and, in
 //     delete_when_no_subscriptions mode, without subscriptions (in
 //     delete_when_subscriptions_caught_up mode, without backlogs) that has
-//     been so for InactiveTopicDeleteAfter (60 s) is deleted with its
-//     messages and subscriptions. Partitions go one by one (one is created
+//     been so for InactiveTopicDeleteAfter (60 s), or RetentionTime if that
+//     is longer (Pulsar keeps an inactive topic within its retention time),
+//     is deleted with its messages and subscriptions. (RetentionTime 0 is
+//     no time bound for the messages of a live topic, not a topic kept
+//     forever.) Partitions go one by one (one is created
 //     again when used); a partitioned topic's metadata goes with its last
 //     partition (in Pulsar only with
 //     brokerDeleteInactivePartitionedTopicMetadataEnabled).

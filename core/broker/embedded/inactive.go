@@ -8,10 +8,11 @@ import (
 // brokerDeleteInactiveTopics* and subscriptionExpirationTimeMinutes: every
 // InactiveTopicCheckInterval the pump expires durable subscriptions without
 // consumers for SubscriptionExpiration, then deletes the topics inactive for
-// InactiveTopicDeleteAfter. A topic is active while it has producers,
-// consumers or receipts to send, and, as InactiveTopicMode says, while it
-// has subscriptions (delete_when_no_subscriptions) or subscriptions with a
-// backlog (delete_when_subscriptions_caught_up). Partitions are deleted one
+// InactiveTopicDeleteAfter (or RetentionTime, if longer). A topic is active
+// while it has producers, consumers or receipts to send, and, as
+// InactiveTopicMode says, while it has subscriptions
+// (delete_when_no_subscriptions) or subscriptions with a backlog
+// (delete_when_subscriptions_caught_up). Partitions are deleted one
 // by one, as in Pulsar (a partition is created again when used), and a
 // partitioned topic's metadata with its last partition (as Pulsar's
 // brokerDeleteInactivePartitionedTopicMetadataEnabled, which is off there by
@@ -29,7 +30,9 @@ func (b *Broker) collectInactive(now time.Time) {
 	if d := b.cfg.SubscriptionExpiration; d > 0 {
 		expireBefore = now.Add(-d).UnixNano()
 	}
-	deleteBefore := now.Add(-b.cfg.InactiveTopicDeleteAfter).UnixNano()
+	// As Pulsar's shouldTopicBeRetained: an inactive topic is kept while
+	// within its retention time.
+	deleteBefore := now.Add(-max(b.cfg.InactiveTopicDeleteAfter, b.cfg.RetentionTime)).UnixNano()
 	var doomed []*topic
 	for _, t := range b.topics {
 		t.mu.Lock()

@@ -1,8 +1,11 @@
 package embedded_test
 
 import (
+	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -10,8 +13,10 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
+	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
 )
 
 // tenantTopic is a unique topic name in tenant/ns.
@@ -439,5 +444,56 @@ func TestNamespaceBacklogEviction(t *testing.T) {
 	t.Logf("backlogs %d and %d; stats %+v", n1, n2, s)
 	if n1 >= 200 || s.BacklogQuotaRefusedSends != 0 || s.BacklogEvictedMessages == 0 {
 		t.Fatalf("backlogs %d and %d; stats %+v", n1, n2, s)
+	}
+}
+
+// TestAutoCreatedTopicsWithinStore: topics auto-created over the wire (one
+// PRODUCER each, as a client inventing names would) are charged to the
+// store: past its bound they are refused with ServiceNotReady, and the store
+// never holds more than its bound.
+func TestAutoCreatedTopicsWithinStore(t *testing.T) {
+	t.Parallel()
+	const limit, n = 2 << 20, 4000
+	b := startBroker(t, embedded.Config{StoreLimit: limit, MaxTopics: -1})
+	nc := dialRaw(t, b)
+	w := bufio.NewWriter(nc)
+	_, _ = w.Write(frame(t, connectCmd()))
+	for i := range n {
+		cmd := producerCmd(fmt.Sprintf("persistent://invented-%d/ns/topic-%d", i%10, i))
+		cmd.Producer.ProducerId, cmd.Producer.RequestId = proto.Uint64(uint64(i)), proto.Uint64(uint64(i))
+		_, _ = w.Write(frame(t, cmd))
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	var created, refused int
+	for created+refused < n {
+		var hdr [4]byte
+		if _, err := io.ReadFull(nc, hdr[:]); err != nil {
+			t.Fatalf("after %d created, %d refused: %v", created, refused, err)
+		}
+		buf := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+		if _, err := io.ReadFull(nc, buf); err != nil {
+			t.Fatal(err)
+		}
+		f, _, err := embedded.DecodeFrame(append(hdr[:], buf...), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f.Cmd.GetType() {
+		case pulsarpb.BaseCommand_PRODUCER_SUCCESS:
+			created++
+		case pulsarpb.BaseCommand_ERROR:
+			if f.Cmd.Error.GetError() != pulsarpb.ServerError_ServiceNotReady {
+				t.Fatalf("refused with %v: %s", f.Cmd.Error.GetError(), f.Cmd.Error.GetMessage())
+			}
+			refused++
+		}
+	}
+	st := b.StoreStats()
+	t.Logf("%d topics created, %d refused; store %+v", created, refused, st)
+	if refused == 0 || st.Bytes > limit || st.MetadataBytes < int64(created)*1024 || b.Stats().Topics != created {
+		t.Fatalf("%d created, %d refused; store %+v", created, refused, st)
 	}
 }

@@ -286,6 +286,58 @@ type Embedded struct {
 	// MaxMessageSize is the embedded broker's maxMessageSize: the largest payload it
 	// accepts. Zero means websocket.max_message_size.
 	MaxMessageSize Size `koanf:"max_message_size" json:"max_message_size"`
+	// BacklogQuotaLimit is Pulsar's backlogQuotaDefaultLimitBytes: the bytes that the
+	// unacknowledged messages of one topic's (one partition's) durable subscriptions may
+	// hold in the store. A topic at its quota gets backlog_quota_policy; other topics are
+	// not affected. Zero means store_limit/16, so that one topic cannot take more than a
+	// sixteenth of the store; a value of store_limit or more leaves only store_limit.
+	BacklogQuotaLimit Size `koanf:"backlog_quota_limit" json:"backlog_quota_limit"`
+	// NamespaceBacklogQuotaLimit bounds the backlogs of all the topics of one namespace
+	// (tenant/namespace) together; a topic of a namespace at its quota is treated as at
+	// its own. (Pulsar's namespace backlog quota sets each topic's quota; this one is a
+	// sum, so that one tenant's many topics cannot fill the store.) Zero means
+	// store_limit/4; a value of store_limit or more leaves only store_limit.
+	NamespaceBacklogQuotaLimit Size `koanf:"namespace_backlog_quota_limit" json:"namespace_backlog_quota_limit"`
+	// BacklogQuotaPolicy is Pulsar's backlogQuotaDefaultRetentionPolicy, what a topic at its
+	// quota does: producer_exception (its producers are closed and refused with
+	// ProducerBlockedQuotaExceededException: their pending messages fail at once),
+	// producer_request_hold (refused with ProducerBlockedQuotaExceededError: clients keep
+	// their pending messages and retry, so they fail by their send timeout), or
+	// consumer_backlog_eviction (the slowest subscription skips its oldest messages until
+	// the backlog is at 90% of the quota; producers are not refused). Zero means
+	// producer_exception (Pulsar's default is producer_request_hold: with it a WebSocket
+	// producer learns of the quota only through its send timeout).
+	BacklogQuotaPolicy string `koanf:"backlog_quota_policy" json:"backlog_quota_policy"`
+	// DeleteInactiveTopics is Pulsar's brokerDeleteInactiveTopicsEnabled: topics inactive for
+	// inactive_topic_delete_after are deleted, with their messages. An absent key means
+	// true, as in Pulsar; false keeps every topic until the process exits.
+	DeleteInactiveTopics bool `koanf:"delete_inactive_topics" json:"delete_inactive_topics"`
+	// InactiveTopicDeleteAfter is Pulsar's brokerDeleteInactiveTopicsMaxInactiveDurationSeconds:
+	// how long a topic stays without producers, consumers and (as inactive_topic_mode says)
+	// subscriptions before it is deleted (retention_time instead, if longer: Pulsar keeps an
+	// inactive topic within its retention time). Zero means 60s.
+	InactiveTopicDeleteAfter time.Duration `koanf:"inactive_topic_delete_after" json:"inactive_topic_delete_after"`
+	// InactiveTopicCheckInterval is Pulsar's brokerDeleteInactiveTopicsFrequencySeconds: how
+	// often inactive topics and expired subscriptions are looked for. Zero means 60s, or
+	// inactive_topic_delete_after or subscription_expiration when shorter.
+	InactiveTopicCheckInterval time.Duration `koanf:"inactive_topic_check_interval" json:"inactive_topic_check_interval"`
+	// InactiveTopicMode is Pulsar's brokerDeleteInactiveTopicsMode: delete_when_no_subscriptions
+	// (a topic with a subscription is active) or delete_when_subscriptions_caught_up (a topic
+	// whose subscriptions have no backlog is deleted with them). Zero means
+	// delete_when_no_subscriptions.
+	InactiveTopicMode string `koanf:"inactive_topic_mode" json:"inactive_topic_mode"`
+	// SubscriptionExpiration is Pulsar's subscriptionExpirationTimeMinutes: a durable
+	// subscription without consumers for this long is deleted, with its backlog. Zero means
+	// never, as in Pulsar: a subscription is a client's position, and what it holds is
+	// already bounded by the backlog quotas.
+	SubscriptionExpiration time.Duration `koanf:"subscription_expiration" json:"subscription_expiration"`
+	// MaxTopics bounds the embedded broker's topics (each partition counts one). A new topic
+	// past it is refused as Pulsar refuses one past maxTopicsPerNamespace. Each topic is also
+	// charged about 1KiB against store_limit. Zero means as many as a quarter of store_limit
+	// holds at that charge (65536 with the default store_limit).
+	MaxTopics int `koanf:"max_topics" json:"max_topics"`
+	// MaxTopicsPerNamespace is Pulsar's maxTopicsPerNamespace. Zero means max_topics/4.
+	MaxTopicsPerNamespace int `koanf:"max_topics_per_namespace" json:"max_topics_per_namespace"`
 }
 
 // Memory holds the edge-wide byte pools (static). Byte limits are soft by at

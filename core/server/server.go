@@ -277,6 +277,17 @@ func embeddedConfig(e config.Embedded) embedded.Config {
 		RetentionSize:            e.RetentionSize.Bytes(),
 		RetentionTime:            e.RetentionTime,
 		MaxMessageSize:           int(e.MaxMessageSize.Bytes()),
+
+		BacklogQuotaLimit:          e.BacklogQuotaLimit.Bytes(),
+		NamespaceBacklogQuotaLimit: e.NamespaceBacklogQuotaLimit.Bytes(),
+		BacklogQuotaPolicy:         e.BacklogQuotaPolicy,
+		KeepInactiveTopics:         !e.DeleteInactiveTopics,
+		InactiveTopicDeleteAfter:   e.InactiveTopicDeleteAfter,
+		InactiveTopicCheckInterval: e.InactiveTopicCheckInterval,
+		InactiveTopicMode:          e.InactiveTopicMode,
+		SubscriptionExpiration:     e.SubscriptionExpiration,
+		MaxTopics:                  e.MaxTopics,
+		MaxTopicsPerNamespace:      e.MaxTopicsPerNamespace,
 	}
 }
 

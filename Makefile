@@ -93,7 +93,7 @@ test-pulsar:
 	  if ! $(PULSAR) status >/dev/null 2>&1; then trap '$(PULSAR) stop' EXIT; fi; \
 	  eval "$$($(PULSAR) start)"; \
 	fi; \
-	$(GO) test -race -tags pulsar -count 1 -v -timeout 20m -run '^(TestRealPulsar|TestPulsar.*)$$' ./core/server/
+	$(GO) test -race -tags pulsar -count 1 -v -timeout 20m -run '^(TestRealPulsar|TestPulsar.*|TestEmptyPayloadDelivered)$$' ./core/server/
 
 # The dashboard in headless Chromium against an edge under load (needs Debian's chromium and
 # chromium-driver; .ci/run installs them). `make screenshot` also writes docs/dashboard.png.

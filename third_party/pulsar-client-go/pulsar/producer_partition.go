@@ -818,8 +818,6 @@ func (p *partitionProducer) internalSingleSend(
 	sr *sendRequest,
 	maxMessageSize uint32,
 ) {
-	msg := sr.msg
-
 	payloadBuf := internal.NewBuffer(len(compressedPayload))
 	payloadBuf.Write(compressedPayload)
 

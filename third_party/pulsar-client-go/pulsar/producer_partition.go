@@ -363,12 +363,16 @@ func (p *partitionProducer) grabCnx(assignedBrokerURL string) error {
 	nextTopicEpoch := res.Response.ProducerSuccess.GetTopicEpoch()
 	p.topicEpoch = &nextTopicEpoch
 
-	if p.options.Encryption != nil {
+	// Sends being serialized on another goroutine read the encryptor: it is made once, at the
+	// first connection, not again on each reconnection.
+	switch {
+	case p.encryptor != nil:
+	case p.options.Encryption != nil:
 		p.encryptor = internalcrypto.NewProducerEncryptor(p.options.Encryption.Keys,
 			p.options.Encryption.KeyReader,
 			p.options.Encryption.MessageCrypto,
 			p.options.Encryption.ProducerCryptoFailureAction, p.log)
-	} else {
+	default:
 		p.encryptor = internalcrypto.NewNoopEncryptor()
 	}
 

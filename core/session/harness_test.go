@@ -240,6 +240,7 @@ func (h *harness) serve(r *run, cc session.ConnConfig, o serveOptions, session f
 		// the session ends before its broker does.
 		h.broker.Faults().Reset()
 		cancel()
+		r.close()
 		select {
 		case <-r.done:
 		case <-upgraded:
@@ -250,7 +251,6 @@ func (h *harness) serve(r *run, cc session.ConnConfig, o serveOptions, session f
 			}
 		default: // never upgraded
 		}
-		r.close()
 		srv.Close()
 	})
 	d := websocket.Dialer{HandshakeTimeout: patience}
@@ -416,7 +416,10 @@ func (c *client) read() {
 			for {
 				_, b, err := c.ws.ReadMessage()
 				if err != nil {
+					// The close handshake is over (gorilla has answered a close frame), or
+					// the connection broke: the client closes its end.
 					c.readErr = err
+					c.close()
 					return
 				}
 				c.frames <- b

@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/sluicehq/sluice/core/admission"
+	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/sdk/strategy"
 )
@@ -280,6 +281,208 @@ func TestProducerMaxPauseRejects(t *testing.T) {
 			h.broker.Faults().ReleaseReceipts()
 			if a := recv[ack](r.client); a.Result != "ok" || a.context() != "held" {
 				t.Fatalf("ack %+v", a)
+			}
+			h.waitPoolsEmpty()
+		})
+	}
+}
+
+// What the broker and the client library fail is answered with send-error:8 saying why, once
+// per message, and the session goes on: a message larger than the broker's maxMessageSize,
+// one the broker does not acknowledge within the send timeout (its late receipt then adds
+// no second ack). A send the broker fails with a transient error is resent by the library
+// and acknowledged ok, once.
+func TestProducerBrokerFailures(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		broker  embedded.Config
+		timeout time.Duration
+		fault   func(*embedded.Faults) error
+		payload int
+		result  string
+		msg     string
+		outcome session.Result
+	}{
+		"over the broker's max size": {broker: embedded.Config{MaxMessageSize: 4 << 10}, payload: 64 << 10,
+			result: "send-error:8", msg: "larger than the broker's maxMessageSize", outcome: session.ResultSendError},
+		"send timeout": {timeout: 200 * time.Millisecond, fault: func(f *embedded.Faults) error { f.HoldReceipts(); return nil },
+			result: "send-error:8", msg: "message send timeout: the broker did not acknowledge it within 200ms", outcome: session.ResultSendTimeout},
+		"transient failure": {fault: func(f *embedded.Faults) error { return f.FailSends("ServiceNotReady", 2) },
+			result: "ok", outcome: session.ResultOK},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, harnessConfig{broker: tc.broker})
+			g := h.producerGrant(admission.GateConfig{})
+			g.SendTimeout = tc.timeout
+			r := h.startProducer(g)
+			if tc.fault != nil {
+				if err := tc.fault(h.broker.Faults()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.send(produce(strings.Repeat("x", tc.payload), "failed"))
+			if a := recv[ack](r.client); a.Result != tc.result || !strings.Contains(a.ErrorMsg, tc.msg) || a.context() != "failed" {
+				t.Fatalf("ack %+v, want %s with %q", a, tc.result, tc.msg)
+			}
+			h.broker.Faults().Reset()
+			r.send(produce("next", "next"))
+			if a := recv[ack](r.client); a.Result != "ok" || a.context() != "next" {
+				t.Fatalf("the next message: ack %+v", a)
+			}
+			r.expectNone("after both acks")
+			if got := r.obs.result(tc.outcome); got != 1+btoi(tc.outcome == session.ResultOK) {
+				t.Errorf("%d %s results observed", got, tc.outcome.Reason())
+			}
+			h.waitPoolsEmpty()
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// When the client goes away with messages in flight, the session waits for the broker's
+// answers, then ends: every charge is released and the grant once, whether the client said
+// goodbye or just dropped the connection (which gorilla reports as 1006).
+func TestProducerClientGoneMidFlight(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		leave func(*client)
+		code  int
+	}{
+		"close frame": {leave: (*client).goodbye, code: 1000},
+		"dropped":     {leave: (*client).close, code: websocket.CloseAbnormalClosure},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, harnessConfig{})
+			r := h.startProducer(h.producerGrant(admission.GateConfig{}))
+			h.broker.Faults().HoldReceipts()
+			const n = 5
+			for i := range n {
+				r.send(produce(strings.Repeat("x", 5000), strconv.Itoa(i)))
+			}
+			waitFor(t, "every message at the broker", func() bool { return h.broker.Stats().ReceiptsQueued == n })
+			tc.leave(r.client)
+			h.broker.Faults().ReleaseReceipts()
+			if code := r.ended(t); code != tc.code {
+				t.Errorf("session ended with %d, want %d", code, tc.code)
+			}
+			if got := r.obs.result(session.ResultOK); got != n {
+				t.Errorf("%d messages answered ok, want %d", got, n)
+			}
+			h.waitPoolsEmpty()
+		})
+	}
+}
+
+// When the edge shuts down (the session's ctx ends), the session stops reading and closes
+// with 1001 only once every message it took has its ack written: those in flight once the
+// broker answers, one paused at a limit at once (refused).
+func TestProducerShutdownWritesAcksBeforeClose(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		gate    admission.GateConfig
+		onFull  strategy.OnFull
+		refused int // of the messages sent, the last ones refused by the shutdown
+	}{
+		"in flight": {onFull: strategy.Reject},
+		"paused":    {gate: admission.GateConfig{MaxMessages: 4}, onFull: strategy.Pause, refused: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, harnessConfig{})
+			g := h.producerGrant(tc.gate)
+			g.OnFull = tc.onFull
+			r := h.startProducer(g)
+			h.broker.Faults().HoldReceipts()
+			const n = 5
+			for i := range n {
+				r.send(produce("m", strconv.Itoa(i)))
+			}
+			waitFor(t, "the messages at the broker and at the gate", func() bool {
+				return h.broker.Stats().ReceiptsQueued == n-tc.refused && g.Gate.Snapshot().Messages.Waiters == tc.refused
+			})
+			r.shutdown()
+			for i := n - tc.refused; i < n; i++ {
+				if a := recv[ack](r.client); a.Result != "send-error:8" || !strings.Contains(a.ErrorMsg, "context canceled") || a.context() != strconv.Itoa(i) {
+					t.Fatalf("ack of the paused message: %+v (context %s), want it refused", a, a.context())
+				}
+			}
+			h.broker.Faults().ReleaseReceipts()
+			for i := range n - tc.refused {
+				if a := recv[ack](r.client); a.Result != "ok" || a.context() != strconv.Itoa(i) {
+					t.Fatalf("ack %d: %+v (context %s)", i, a, a.context())
+				}
+			}
+			if code := r.closed(); code != 1001 {
+				t.Errorf("after the acks: close %d, want 1001", code)
+			}
+			if code := r.ended(t); code != 1001 {
+				t.Errorf("session ended with %d, want 1001", code)
+			}
+			h.waitPoolsEmpty()
+		})
+	}
+}
+
+// The message rate: under reject the messages beyond the burst are refused at once with
+// send-error:8 naming the rate; under pause they wait for their tokens, unless the wait would
+// pass max_pause.
+func TestProducerMessageRate(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		rate     float64
+		burst    int
+		onFull   strategy.OnFull
+		maxPause time.Duration
+		refused  []bool // per message
+		msg      string
+		atLeast  time.Duration // how long the client waits for every ack
+	}{
+		"reject": {rate: 1, burst: 2, onFull: strategy.Reject, refused: []bool{false, false, true, true},
+			msg: "message rate limit: more than 1 messages per second (limits.message_rate)"},
+		"pause": {rate: 20, burst: 1, onFull: strategy.Pause, maxPause: patience, refused: []bool{false, false, false, false},
+			atLeast: 3 * 50 * time.Millisecond},
+		"pause past max_pause": {rate: 1, burst: 1, onFull: strategy.Pause, maxPause: 50 * time.Millisecond,
+			refused: []bool{false, true, true}, msg: "(paused for 50ms)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, harnessConfig{})
+			g := h.producerGrant(admission.GateConfig{})
+			g.MessageRate, g.MessageBurst, g.OnFull, g.MaxPause = tc.rate, tc.burst, tc.onFull, tc.maxPause
+			r := h.startProducer(g)
+			start := time.Now()
+			for i := range tc.refused {
+				r.send(produce("m", strconv.Itoa(i)))
+			}
+			got := map[string]ack{}
+			for range tc.refused {
+				a := recv[ack](r.client)
+				got[a.context()] = a
+			}
+			if took := time.Since(start); took < tc.atLeast-10*time.Millisecond {
+				t.Errorf("every ack within %s, want the rate to take at least %s", took, tc.atLeast)
+			}
+			refused := 0
+			for i, want := range tc.refused {
+				a := got[strconv.Itoa(i)]
+				switch {
+				case want && (a.Result != "send-error:8" || !strings.Contains(a.ErrorMsg, tc.msg)):
+					t.Errorf("message %d: ack %+v, want it refused with %q", i, a, tc.msg)
+				case !want && a.Result != "ok":
+					t.Errorf("message %d: ack %+v, want ok", i, a)
+				}
+				refused += btoi(want)
+			}
+			if got := r.obs.result(session.ResultRateLimited); got != refused {
+				t.Errorf("%d rate-limited results observed, want %d", got, refused)
 			}
 			h.waitPoolsEmpty()
 		})

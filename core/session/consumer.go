@@ -16,7 +16,8 @@ import (
 )
 
 // EndOfTopic answers a consumer's or reader's isEndOfTopic, given the latest message id
-// delivered from each topic. The gateway builds it, as it needs the broker.
+// delivered from each topic. The gateway builds it, as it needs the broker. An error answers
+// false, whatever the bool.
 type EndOfTopic func(ctx context.Context, delivered map[string]broker.MessageID) (bool, error)
 
 // source is what a session pulls messages from: a consumer or a reader.
@@ -428,6 +429,7 @@ func (s *deliverySession) endOfTopic(ctx context.Context) bool {
 		var err error
 		end, err = s.eot(ctx, delivered)
 		if err != nil {
+			end = false // the end is not known
 			s.log.Warn("checking end of topic", "err", err)
 		}
 	}

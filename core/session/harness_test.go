@@ -496,7 +496,8 @@ func (c *client) expectNone(what string) {
 }
 
 // closed waits for the connection to end and returns the close code it ended with: the
-// peer's close frame, or -1 without one. Frames still unread are discarded.
+// peer's close frame, 1006 (gorilla's abnormal closure) when it ended without one, or -1 for
+// another error. Frames still unread are discarded.
 func (c *client) closed() int {
 	c.t.Helper()
 	for {

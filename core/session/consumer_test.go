@@ -273,3 +273,52 @@ func TestConsumerControlBypassesFullPool(t *testing.T) {
 	r.ended(t)
 	h.waitPoolsEmpty()
 }
+
+// However a consumer or reader session ends with messages still on their way to a client
+// that has stopped reading (the client leaves, the edge shuts down), every charge is released
+// and the grant once; a shutdown does not wait on the client to read.
+func TestDeliveryEndsReleaseEverything(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		reader bool
+		end    func(*run)
+		code   int
+	}{
+		"consumer, client leaves": {end: func(r *run) { r.close() }, code: websocket.CloseAbnormalClosure},
+		"consumer, shutdown":      {end: func(r *run) { r.shutdown() }, code: websocket.CloseGoingAway},
+		"reader, client leaves":   {reader: true, end: func(r *run) { r.close() }, code: websocket.CloseAbnormalClosure},
+		"reader, shutdown":        {reader: true, end: func(r *run) { r.shutdown() }, code: websocket.CloseGoingAway},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, harnessConfig{})
+			topic := h.topic()
+			big := make([]string, 48)
+			for i := range big {
+				big[i] = strconv.Itoa(i) + string(make([]byte, 16<<10))
+			}
+			h.publish(topic, big...)
+			g := h.consumerGrant()
+			g.Conn.WriteTimeout = -1 // a consumer without a slow-consumer timeout waits for its client
+			var r *run
+			if tc.reader {
+				r = h.startReader(topic, g, broker.EarliestMessageID(), nil, serveOptions{smallBuffers: true})
+			} else {
+				r = h.startConsumer(topic, g, broker.ConsumerOptions{}, nil, serveOptions{smallBuffers: true})
+			}
+			waitFor(t, "the session holding messages its client does not read", func() bool {
+				return h.consumers.Snapshot().Edge.Used >= int64(g.WriteQueue)*session.ConsumerCharge(16<<10)
+			})
+			start := time.Now()
+			tc.end(r)
+			if code := r.ended(t); code != tc.code {
+				t.Errorf("session ended with %d, want %d", code, tc.code)
+			}
+			// Not the 10s a close frame may wait on a socket with no write timeout.
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("the session took %s to end", took)
+			}
+			h.waitPoolsEmpty()
+		})
+	}
+}

@@ -323,7 +323,7 @@ func (h *harness) startConsumer(topic string, g session.ConsumerGrant, opts brok
 }
 
 // startReader serves a reader session on topic from start under g.
-func (h *harness) startReader(topic string, g session.ConsumerGrant, start broker.MessageID, eot session.EndOfTopic) *run {
+func (h *harness) startReader(topic string, g session.ConsumerGrant, start broker.MessageID, eot session.EndOfTopic, so serveOptions) *run {
 	h.t.Helper()
 	r := newRun(topic)
 	g.Observer, g.Release = r.obs, func() { r.released.Add(1) }
@@ -331,7 +331,7 @@ func (h *harness) startReader(topic string, g session.ConsumerGrant, start broke
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.serve(r, g.Conn, serveOptions{}, func(ctx context.Context, conn *wsconn.Conn) {
+	h.serve(r, g.Conn, so, func(ctx context.Context, conn *wsconn.Conn) {
 		session.RunReader(ctx, conn, rd, g, eot, &r.tally, discard)
 	})
 	return r

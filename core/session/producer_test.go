@@ -488,3 +488,37 @@ func TestProducerMessageRate(t *testing.T) {
 		})
 	}
 }
+
+// Messages that time out while they wait in the session for room in the client library's
+// queue are answered by the send timeout like those the library holds, and their charges are
+// released however the session ends: the broker never answering, or answering late.
+func TestProducerSendTimeoutInBacklog(t *testing.T) {
+	t.Parallel()
+	for name, answered := range map[string]bool{"never answered": false, "answered late": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, harnessConfig{})
+			g := h.producerGrant(admission.GateConfig{})
+			g.LibraryQueue, g.SendTimeout = 1, 200*time.Millisecond
+			r := h.startProducer(g)
+			h.broker.Faults().HoldReceipts()
+			const n = 3
+			for i := range n {
+				r.send(produce("m", strconv.Itoa(i)))
+			}
+			for i := range n {
+				if a := recv[ack](r.client); a.Result != "send-error:8" || !strings.Contains(a.ErrorMsg, "send timeout") || a.context() != strconv.Itoa(i) {
+					t.Fatalf("ack %d: %+v (context %s), want a send timeout", i, a, a.context())
+				}
+			}
+			if answered {
+				h.broker.Faults().ReleaseReceipts()
+				waitFor(t, "every message stored", func() bool { return h.broker.Stats().EntriesStored == n })
+				r.expectNone("after the timeouts, when the broker answers")
+			}
+			r.goodbye()
+			r.ended(t)
+			h.waitPoolsEmpty()
+		})
+	}
+}

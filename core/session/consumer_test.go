@@ -190,7 +190,7 @@ func TestConsumerSlowConsumerClosed(t *testing.T) {
 	h.publish(topic, big...)
 	g := h.consumerGrant()
 	g.SlowConsumerTimeout, g.Conn.WriteTimeout = 200*time.Millisecond, 200*time.Millisecond
-	r := h.startConsumer(topic, g, broker.ConsumerOptions{}, nil, serveOptions{smallBuffers: true})
+	r := h.startConsumer(topic, g, broker.ConsumerOptions{}, nil, smallBuffers)
 	if code := r.ended(t); code != 4010 {
 		t.Fatalf("session ended with %d, want 4010", code)
 	}
@@ -302,9 +302,9 @@ func TestDeliveryEndsReleaseEverything(t *testing.T) {
 			g.Conn.WriteTimeout = -1 // a consumer without a slow-consumer timeout waits for its client
 			var r *run
 			if tc.reader {
-				r = h.startReader(topic, g, broker.EarliestMessageID(), nil, serveOptions{smallBuffers: true})
+				r = h.startReader(topic, g, broker.EarliestMessageID(), nil, smallBuffers)
 			} else {
-				r = h.startConsumer(topic, g, broker.ConsumerOptions{}, nil, serveOptions{smallBuffers: true})
+				r = h.startConsumer(topic, g, broker.ConsumerOptions{}, nil, smallBuffers)
 			}
 			waitFor(t, "the session holding messages its client does not read", func() bool {
 				return h.consumers.Snapshot().Edge.Used >= int64(g.WriteQueue)*session.ConsumerCharge(16<<10)

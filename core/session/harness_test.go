@@ -208,10 +208,16 @@ func (r *run) ended(t *testing.T) int {
 
 // serveOptions are how a session's socket is served.
 type serveOptions struct {
-	// smallBuffers shrinks the socket buffers on both sides, so that a client that does not
-	// read blocks the session's writes after little data.
-	smallBuffers bool
+	// buffer shrinks the socket buffers on both sides to this many bytes, so that a client
+	// that does not read blocks the session's writes after little data, and a session that
+	// does not read blocks the client's. Zero leaves the kernel's. Below twice the loopback MSS (64 KiB),
+	// TCP trickles what the client reads in the end: small buffers are for clients that
+	// never read again.
+	buffer int
 }
+
+// smallBuffers are serveOptions for a client that stops reading for good.
+var smallBuffers = serveOptions{buffer: 8 << 10}
 
 // serve serves one WebSocket with session (which must close the connection it is given) and
 // dials it.
@@ -231,8 +237,8 @@ func (h *harness) serve(r *run, cc session.ConnConfig, o serveOptions, session f
 		defer close(r.done)
 		session(ctx, c)
 	}))
-	if o.smallBuffers {
-		srv.Listener = smallBufferListener{srv.Listener}
+	if o.buffer > 0 {
+		srv.Listener = smallBufferListener{srv.Listener, o.buffer}
 	}
 	srv.Start()
 	t.Cleanup(func() {
@@ -254,11 +260,12 @@ func (h *harness) serve(r *run, cc session.ConnConfig, o serveOptions, session f
 		srv.Close()
 	})
 	d := websocket.Dialer{HandshakeTimeout: patience}
-	if o.smallBuffers {
+	if o.buffer > 0 {
 		d.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 			if tc, ok := c.(*net.TCPConn); ok {
-				_ = tc.SetReadBuffer(smallBuffer)
+				_ = tc.SetReadBuffer(o.buffer)
+				_ = tc.SetWriteBuffer(o.buffer)
 			}
 			return c, err
 		}
@@ -270,14 +277,16 @@ func (h *harness) serve(r *run, cc session.ConnConfig, o serveOptions, session f
 	r.client = newClient(t, ws)
 }
 
-const smallBuffer = 8 << 10
-
-type smallBufferListener struct{ net.Listener }
+type smallBufferListener struct {
+	net.Listener
+	size int
+}
 
 func (l smallBufferListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetWriteBuffer(smallBuffer)
+		_ = tc.SetWriteBuffer(l.size)
+		_ = tc.SetReadBuffer(l.size)
 	}
 	return c, err
 }
@@ -289,13 +298,19 @@ func newRun(topic string) *run { return &run{topic: topic, obs: newRecorder()} }
 // whose queue is g's LibraryQueue, as the gateway creates it.
 func (h *harness) startProducer(g session.ProducerGrant) *run {
 	h.t.Helper()
+	return h.startProducerWith(g, serveOptions{})
+}
+
+// startProducerWith is startProducer with the socket served as so says.
+func (h *harness) startProducerWith(g session.ProducerGrant, so serveOptions) *run {
+	h.t.Helper()
 	r := newRun(h.topic())
 	g.Observer, g.Release = r.obs, func() { r.released.Add(1) }
 	p, err := h.client.CreateProducer(context.Background(), broker.ProducerOptions{Topic: r.topic, MaxPendingMessages: g.LibraryQueue})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.serve(r, g.Conn, serveOptions{}, func(ctx context.Context, c *wsconn.Conn) {
+	h.serve(r, g.Conn, so, func(ctx context.Context, c *wsconn.Conn) {
 		session.RunProducer(ctx, c, p, g, &r.tally, discard)
 	})
 	return r

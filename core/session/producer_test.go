@@ -522,3 +522,62 @@ func TestProducerSendTimeoutInBacklog(t *testing.T) {
 		})
 	}
 }
+
+// A client that does not read its acks is stopped: once the session owes it its bound of ack
+// bytes, it stops reading the socket, so the client's writes block; what it holds meanwhile
+// stays within that bound. Once the client reads, every frame the session took gets its ack.
+func TestProducerStopsReadingWhenAcksUnread(t *testing.T) {
+	t.Parallel()
+	context := strings.Repeat("c", 8<<10)
+	for name, tc := range map[string]struct {
+		payload string
+		result  string
+	}{
+		"ok acks":    {payload: b64("x"), result: "ok"},
+		"error acks": {payload: "not base64!", result: "send-error:7"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, harnessConfig{})
+			g := h.producerGrant(admission.GateConfig{})
+			g.MaxOwedAckBytes = 64 << 10
+			r := h.startProducerWith(g, serveOptions{buffer: 128 << 10})
+			frame, err := json.Marshal(map[string]any{"payload": tc.payload, "context": context})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The bound in acks, with what the kernel buffers on both sides: far fewer than the
+			// client tries to write.
+			const tries = 2000
+			sent := 0
+			for ; sent < tries; sent++ {
+				_ = r.ws.SetWriteDeadline(time.Now().Add(time.Second))
+				if err := r.ws.WriteMessage(websocket.TextMessage, frame); err != nil {
+					break // the session stopped reading
+				}
+			}
+			if sent == tries {
+				t.Fatalf("the client wrote %d frames without reading an ack", tries)
+			}
+			// What the session holds: the acks it owes (the bound, and a fixed part per ack) and
+			// the frame being read.
+			bound := g.MaxOwedAckBytes + int64(g.MaxInflight+64)*(128+session.AckOverhead) + 2*int64(len(frame)) + session.ProducerCharge(1)
+			used := h.producers.Snapshot().Edge.Used + h.sessions.Snapshot().Edge.Used
+			if used > bound {
+				t.Errorf("the session holds %d bytes for a client that does not read, want at most %d", used, bound)
+			}
+			t.Logf("the client wrote %d frames before it was stopped; the session holds %d bytes", sent, used)
+			// The session reads every frame the client wrote in full, as acks make room, and
+			// answers each once.
+			for i := range sent {
+				if a := recv[ack](r.client); a.Result != tc.result || a.context() != context {
+					t.Fatalf("ack %d: %.100s, want %s with the context", i, a.Result+" "+a.ErrorMsg, tc.result)
+				}
+			}
+			r.expectNone("after an ack for every frame written")
+			r.close()
+			r.ended(t)
+			h.waitPoolsEmpty()
+		})
+	}
+}

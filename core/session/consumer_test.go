@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -125,10 +126,11 @@ func TestConsumerRedelivery(t *testing.T) {
 			h.publish(topic, "m")
 			g := h.consumerGrant()
 			g.AckTimeout, g.NackDelay = tc.ackTimeout, tc.nackDelay
+			start := time.Now() // the ack timeout runs from the delivery, some time after
 			r := h.startConsumer(topic, g, broker.ConsumerOptions{NackRedeliveryDelay: tc.brokerDelay}, nil, serveOptions{})
 			first := recvPayload(t, r, "m")
-			start := time.Now()
 			if tc.answer != nil {
+				start = time.Now() // a negative ack's delay runs from when the session has it
 				r.send(tc.answer(first))
 			}
 			if tc.after == 0 {
@@ -137,7 +139,7 @@ func TestConsumerRedelivery(t *testing.T) {
 				}
 			} else {
 				again := recvPayload(t, r, "m")
-				if took := time.Since(start); took < tc.after-20*time.Millisecond {
+				if took := time.Since(start); took < tc.after {
 					t.Errorf("redelivered after %s, want at least %s", took, tc.after)
 				}
 				if again.RedeliveryCount != 1 {
@@ -197,8 +199,8 @@ func TestConsumerSlowConsumerClosed(t *testing.T) {
 	h.waitPoolsEmpty()
 	// What the client finds once it reads: the frames that were in flight, then the close
 	// frame, unless it could not be written either.
-	if code := r.closed(); code != 4010 && code != websocket.CloseAbnormalClosure {
-		t.Errorf("client saw close %d, want 4010 or none (1006)", code)
+	if code := r.closed(); code != 4010 && code != websocket.CloseAbnormalClosure && code != -1 {
+		t.Errorf("client saw close %d, want 4010 or none (1006, or a reset)", code)
 	}
 }
 
@@ -282,12 +284,12 @@ func TestDeliveryEndsReleaseEverything(t *testing.T) {
 	for name, tc := range map[string]struct {
 		reader bool
 		end    func(*run)
-		code   int
+		codes  []int
 	}{
-		"consumer, client leaves": {end: func(r *run) { r.close() }, code: websocket.CloseAbnormalClosure},
-		"consumer, shutdown":      {end: func(r *run) { r.shutdown() }, code: websocket.CloseGoingAway},
-		"reader, client leaves":   {reader: true, end: func(r *run) { r.close() }, code: websocket.CloseAbnormalClosure},
-		"reader, shutdown":        {reader: true, end: func(r *run) { r.shutdown() }, code: websocket.CloseGoingAway},
+		"consumer, client leaves": {end: func(r *run) { r.close() }, codes: dropped},
+		"consumer, shutdown":      {end: func(r *run) { r.shutdown() }, codes: []int{websocket.CloseGoingAway}},
+		"reader, client leaves":   {reader: true, end: func(r *run) { r.close() }, codes: dropped},
+		"reader, shutdown":        {reader: true, end: func(r *run) { r.shutdown() }, codes: []int{websocket.CloseGoingAway}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -311,8 +313,8 @@ func TestDeliveryEndsReleaseEverything(t *testing.T) {
 			})
 			start := time.Now()
 			tc.end(r)
-			if code := r.ended(t); code != tc.code {
-				t.Errorf("session ended with %d, want %d", code, tc.code)
+			if code := r.ended(t); !slices.Contains(tc.codes, code) {
+				t.Errorf("session ended with %d, want one of %v", code, tc.codes)
 			}
 			// Not the 10s a close frame may wait on a socket with no write timeout.
 			if took := time.Since(start); took > 5*time.Second {

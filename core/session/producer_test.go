@@ -228,14 +228,15 @@ func TestProducerPauseResumesAtLowWatermark(t *testing.T) {
 	}
 	r.send(produce("m", "waits"))
 	waitFor(t, "the message waiting at the gate", func() bool { return g.Gate.Snapshot().Messages.Waiters == 1 })
-	// Release and admission happen under the pool's lock: the snapshot after a release is
-	// what the session's message got.
+	// Release and admission happen under the pool's lock: the snapshot after a release says
+	// whether the session's message was admitted by it (what it holds then may already be
+	// back).
 	held[0].Release()
-	if s := g.Gate.Snapshot().Messages; s.Waiters != 1 || s.Used != 3 {
+	if s := g.Gate.Snapshot().Messages; s.Waiters != 1 || s.Admitted != 4 {
 		t.Fatalf("3 of 4 held, above the watermark: gate %+v, want the message still waiting", s)
 	}
 	held[1].Release()
-	if s := g.Gate.Snapshot().Messages; s.Waiters != 0 || s.Used != 3 {
+	if s := g.Gate.Snapshot().Messages; s.Waiters != 0 || s.Admitted != 5 {
 		t.Fatalf("2 of 4 held, at the watermark: gate %+v, want the message admitted", s)
 	}
 	if a := recv[ack](r.client); a.Result != "ok" || a.context() != "waits" {
@@ -574,4 +575,36 @@ func TestProducerStopsReadingWhenAcksUnread(t *testing.T) {
 			h.waitPoolsEmpty()
 		})
 	}
+}
+
+// Sends the client library fails at once (a message over the broker's maxMessageSize) free
+// their place in its queue as they fail: with a queue of one message and a burst of such
+// messages among good ones, every message gets its ack, in order, none stuck in the session.
+func TestProducerImmediateFailuresFreeTheQueue(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{broker: embedded.Config{MaxMessageSize: 4 << 10}})
+	g := h.producerGrant(admission.GateConfig{})
+	g.LibraryQueue = 1
+	r := h.startProducer(g)
+	const n = 30
+	big := strings.Repeat("x", 64<<10)
+	for i := range n {
+		payload := "small"
+		if i%3 != 0 {
+			payload = big
+		}
+		r.send(produce(payload, strconv.Itoa(i)))
+	}
+	for i := range n {
+		want := "ok"
+		if i%3 != 0 {
+			want = "send-error:8"
+		}
+		if a := recv[ack](r.client); a.Result != want || a.context() != strconv.Itoa(i) {
+			t.Fatalf("ack %d: %s %s (context %s), want %s", i, a.Result, a.ErrorMsg, a.context(), want)
+		}
+	}
+	r.goodbye()
+	r.ended(t)
+	h.waitPoolsEmpty()
 }

@@ -608,3 +608,39 @@ func TestProducerImmediateFailuresFreeTheQueue(t *testing.T) {
 	r.ended(t)
 	h.waitPoolsEmpty()
 }
+
+// A frame that needs a read buffer larger than a session keeps is charged to the session
+// pool while it is read: when the pool has no room, the frame is discarded and answered with
+// one send-error:8 naming memory.session_limit, and the session goes on.
+func TestProducerLargeFrameNeedsSessionMemory(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	g := h.producerGrant(admission.GateConfig{})
+	g.Memory = h.gate(h.memRoute, admission.GateConfig{MaxBytes: 16 << 10})
+	r := h.startProducer(g)
+	large := strings.Repeat("x", 8<<10)
+	r.send(produce(large, "fits"))
+	if a := recv[ack](r.client); a.Result != "ok" || a.context() != "fits" {
+		t.Fatalf("a large frame with room: ack %+v", a)
+	}
+	full := g.Memory.Hold(16 << 10)
+	r.send(produce(large, "refused"))
+	if a := recv[ack](r.client); a.Result != "send-error:8" || !strings.Contains(a.ErrorMsg, "memory.session_limit") {
+		t.Fatalf("a large frame without room: ack %+v (context %s), want send-error:8 naming memory.session_limit", a, a.context())
+	}
+	r.send(produce("small", "small"))
+	if a := recv[ack](r.client); a.Result != "ok" || a.context() != "small" {
+		t.Fatalf("a small frame without room: ack %+v", a)
+	}
+	full.Release()
+	r.send(produce(large, "fits again"))
+	if a := recv[ack](r.client); a.Result != "ok" || a.context() != "fits again" {
+		t.Fatalf("a large frame with room again: ack %+v", a)
+	}
+	if got := r.obs.result(session.ResultNoMemory); got != 1 {
+		t.Errorf("%d frames refused for memory observed, want 1", got)
+	}
+	r.close()
+	r.ended(t)
+	h.waitPoolsEmpty()
+}

@@ -182,7 +182,9 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g P
 	if closeCode > 0 {
 		_ = conn.WriteClose(closeCode, reason)
 	}
-	closeConn(conn, s.readErr, closeCode > 0)
+	// The edge ending the session (a drain, lame duck) lingers for a client still sending; a
+	// keepalive close is for a peer that sends nothing.
+	closeConn(conn, s.readErr, closeCode > 0 && ctx.Err() != nil)
 	g.Observer.SessionClosed(wsapi.Producer, endCode(closeCode, s.readErr))
 }
 

@@ -8,13 +8,18 @@ LDFLAGS   := $(if $(VERSION),-X main.version=$(VERSION))
 BENCHTIME ?= 3s
 COUNT     ?= 5
 
-.PHONY: third-party third-party-check all build run test test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
+.PHONY: third-party third-party-check all build build-bench run test test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
 	bench-deliveries bench-flood bench-connections bench-floor bench-compare
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/sluice ./cmd/sluice
+
+# The benchmark and load tools, a command of their own (never linked into sluice); they run
+# bin/sluice as the server under test.
+build-bench: build
+	$(GO) build -o $(BIN)/sluice-bench ./cmd/sluice-bench
 
 # make run [LISTEN=host:port] [CONFIG="a.yaml b.yaml"]: the edge with its embedded broker, on
 # loopback by default. CONFIG names configuration files, merged in order; LISTEN overrides
@@ -44,7 +49,7 @@ third-party-check:
 	scripts/vendor-pulsar-client-go.sh --check
 
 test-load: build examples
-	SLUICE_LOAD_TEST=1 flock /tmp/sluice-bench.lock $(GO) test -tags load -run TestLoadAndChaos -count 1 -timeout 15m -v ./core/loadtest/
+	SLUICE_LOAD_TEST=1 flock /tmp/sluice-bench.lock $(GO) test -tags load -run TestLoadAndChaos -count 1 -timeout 15m -v ./cmd/sluice-bench/loadtest/
 
 # The dashboard in headless Chromium against an edge under load (needs Debian's chromium and
 # chromium-driver; .ci/run installs them). `make screenshot` also writes docs/dashboard.png.
@@ -80,9 +85,9 @@ examples:
 
 # A strategy served by a plugin against the same strategy in-process: the decision latency a
 # plugin adds to a handshake, then edge throughput with each, in the same run.
-bench-plugins: build examples
+bench-plugins: build-bench examples
 	$(GO) test -run '^$$' -bench 'BenchmarkDecision' -benchtime 10000x -count $(COUNT) ./plugins/
-	$(BIN)/sluice bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -configs hybrid,none -plugin $(BIN)/sluice-strategies $(BENCH_PIN) $(BENCH_FLAGS)
+	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -configs hybrid,none -plugin $(BIN)/sluice-strategies $(BENCH_PIN) $(BENCH_FLAGS)
 
 # pulsar-client-go producing to and consuming from the embedded broker, 1 KiB messages.
 bench-broker:
@@ -101,8 +106,8 @@ bench-broker-cpu:
 clean:
 	rm -rf $(BIN)
 
-# The edge benchmarks (docs/benchmarks.md): each starts `sluice broker` and `sluice serve` (and
-# the reference servers) as separate processes and stops them at the end. BENCH_FLAGS is passed
+# The edge benchmarks (docs/benchmarks.md): each builds bin/sluice-bench, which starts
+# `sluice broker` and `sluice serve` from bin/sluice (and the reference servers) as separate processes and stops them at the end. BENCH_FLAGS is passed
 # to every one (e.g. BENCH_FLAGS=-markdown, or BENCH_FLAGS="-out results/"). On a machine with
 # two or more CPUs the throughput and delivery benchmarks pin the servers to CPU 1 and the load
 # generator to CPU 0 (DESIGN.md, "Measuring performance"); BENCH_CPUS= turns that off.
@@ -122,29 +127,29 @@ BENCH_OLD      ?=
 
 bench: bench-memory bench-throughput bench-consumers bench-deliveries
 
-bench-memory: build
-	$(BIN)/sluice bench memory -duration $(BENCH_DURATION) $(BENCH_FLAGS)
+bench-memory: build-bench
+	$(BIN)/sluice-bench memory -duration $(BENCH_DURATION) $(BENCH_FLAGS)
 
-bench-throughput: build
-	$(BIN)/sluice bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct $(BENCH_PIN) $(BENCH_FLAGS)
+bench-throughput: build-bench
+	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct $(BENCH_PIN) $(BENCH_FLAGS)
 
-bench-consumers: build
-	$(BIN)/sluice bench consumers -duration $(BENCH_CONSUMER_DURATION) -consumer-limit $(BENCH_CONSUMER_LIMIT) $(BENCH_FLAGS)
+bench-consumers: build-bench
+	$(BIN)/sluice-bench consumers -duration $(BENCH_CONSUMER_DURATION) -consumer-limit $(BENCH_CONSUMER_LIMIT) $(BENCH_FLAGS)
 
-bench-deliveries: build
-	$(BIN)/sluice bench deliveries -configs edge,single $(BENCH_PIN) $(BENCH_FLAGS)
+bench-deliveries: build-bench
+	$(BIN)/sluice-bench deliveries -configs edge,single $(BENCH_PIN) $(BENCH_FLAGS)
 
-bench-flood: build
-	$(BIN)/sluice bench flood -duration $(BENCH_FLOOD_DURATION) $(BENCH_FLAGS)
+bench-flood: build-bench
+	$(BIN)/sluice-bench flood -duration $(BENCH_FLOOD_DURATION) $(BENCH_FLAGS)
 
-bench-connections: build
-	$(BIN)/sluice bench connections -conns $(BENCH_CONNECTIONS) -kind $(BENCH_KIND) $(BENCH_PIN) $(BENCH_FLAGS)
+bench-connections: build-bench
+	$(BIN)/sluice-bench connections -conns $(BENCH_CONNECTIONS) -kind $(BENCH_KIND) $(BENCH_PIN) $(BENCH_FLAGS)
 
 # The latency floor: one connection, one message in flight.
-bench-floor: build
-	$(BIN)/sluice bench throughput -conns 1 -window 1 -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct $(BENCH_PIN) $(BENCH_FLAGS)
+bench-floor: build-bench
+	$(BIN)/sluice-bench throughput -conns 1 -window 1 -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct $(BENCH_PIN) $(BENCH_FLAGS)
 
 # Before/after: every throughput configuration with bin/sluice and with BENCH_OLD, interleaved.
-bench-compare: build
+bench-compare: build-bench
 	@test -n "$(BENCH_OLD)" || { echo "set BENCH_OLD=/path/to/old/sluice"; exit 2; }
-	$(BIN)/sluice bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct -compare $(BENCH_OLD) $(BENCH_PIN) $(BENCH_FLAGS)
+	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct -compare $(BENCH_OLD) $(BENCH_PIN) $(BENCH_FLAGS)

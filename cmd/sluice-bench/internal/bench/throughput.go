@@ -12,7 +12,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/sluicehq/sluice/cmd/sluice/internal/bench/loadgen"
+	"github.com/sluicehq/sluice/cmd/sluice-bench/internal/bench/loadgen"
 )
 
 // throughput measures acked publishes: every configuration (target) runs the same producer
@@ -464,5 +464,5 @@ func throughputChart(results []*tpResult, loadDesc string) *chart {
 		rateP.series = append(rateP.series, series{name: r.Name, points: rs})
 		latP.series = append(latP.series, series{name: r.Name, points: ls})
 	}
-	return &chart{title: "sluice bench throughput: " + loadDesc, xLabel: "seconds of load (each configuration's rounds end to end)", panels: []panel{rateP, latP}}
+	return &chart{title: "sluice-bench throughput: " + loadDesc, xLabel: "seconds of load (each configuration's rounds end to end)", panels: []panel{rateP, latP}}
 }

@@ -9,7 +9,7 @@ BENCHTIME ?= 3s
 COUNT     ?= 5
 
 .PHONY: third-party third-party-check all build build-bench run test test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
-	bench-deliveries bench-flood bench-connections bench-floor bench-compare
+	bench-deliveries bench-flood bench-connections bench-floor bench-compare bench-pulsar bench-pulsar-stop
 
 all: build
 
@@ -153,3 +153,29 @@ bench-floor: build-bench
 bench-compare: build-bench
 	@test -n "$(BENCH_OLD)" || { echo "set BENCH_OLD=/path/to/old/sluice"; exit 2; }
 	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct -compare $(BENCH_OLD) $(BENCH_PIN) $(BENCH_FLAGS)
+
+# Pulsar's WebSocket proxy side by side with Sluice in front of the same real Apache Pulsar
+# (docs/benchmarks.md): a Pulsar of the benchmark's own on ports apart from the default one
+# that tests start and kill (its state in BENCH_PULSAR_STATE), started through
+# scripts/pulsar/pulsar.sh with Pulsar's WebSocket proxy; then 16 × 64 and 1,000 × 4 with the
+# direct reference, the proxy restarted, and the flood under a namespace publish rate. Pulsar
+# is stopped at the end unless BENCH_PULSAR_KEEP=1 (make bench-pulsar-stop stops it).
+BENCH_PULSAR_STATE  ?= $(HOME)/.cache/sluice-pulsar/state-bench
+BENCH_PULSAR_PORTS  ?= SLUICE_PULSAR_PORT=6670 SLUICE_PULSAR_WEB_PORT=18280 SLUICE_PULSAR_PROXY_PORT=18290
+BENCH_PULSAR_ROUNDS ?= 3
+BENCH_PULSAR_ROUND  ?= 5s
+BENCH_PULSAR_KEEP   ?=
+BENCH_PULSAR_ENV    := SLUICE_PULSAR_STATE=$(BENCH_PULSAR_STATE) $(BENCH_PULSAR_PORTS)
+bench-pulsar: build-bench
+	@set -e; pulsar() { $(BENCH_PULSAR_ENV) scripts/pulsar/pulsar.sh "$$@" >/dev/null; }; \
+	  $(if $(BENCH_PULSAR_KEEP),,trap 'pulsar proxy-stop; pulsar stop' EXIT;) \
+	  pulsar start; pulsar proxy-start; \
+	  run() { echo "+ sluice-bench $$*"; SLUICE_PULSAR_STATE=$(BENCH_PULSAR_STATE) flock /tmp/sluice-bench.lock $(BIN)/sluice-bench "$$@" $(BENCH_FLAGS); }; \
+	  run pulsar -rounds $(BENCH_PULSAR_ROUNDS) -round $(BENCH_PULSAR_ROUND) -conns 16 -window 64 $(BENCH_PIN); \
+	  run pulsar -rounds $(BENCH_PULSAR_ROUNDS) -round $(BENCH_PULSAR_ROUND) -conns 1000 -window 4 -topics 100 $(BENCH_PIN); \
+	  pulsar proxy-stop; pulsar proxy-start; \
+	  run pulsar-flood $(BENCH_PIN)
+
+bench-pulsar-stop:
+	-$(BENCH_PULSAR_ENV) scripts/pulsar/pulsar.sh proxy-stop
+	-$(BENCH_PULSAR_ENV) scripts/pulsar/pulsar.sh stop

@@ -44,6 +44,11 @@ const usage = `usage: sluice-bench <mode> [flags]
   connections  idle producer connections held open: RSS, heap and stack per connection, idle CPU
   memory       producer memory under a broker that delays receipts: default limit, 16MiB, unbounded
   consumers    the consumer pool: 20 consumers on one topic, 5 of them slow, 1-64 KiB messages
+  pulsar       in front of a real Pulsar (scripts/pulsar/pulsar.sh): Pulsar's WebSocket proxy and
+               sluice serve --broker side by side, pulsar-client-go direct as the reference;
+               msgs/s, latency, proxy CPU-seconds, acked per proxy CPU-second, proxy RSS
+  pulsar-flood both proxies flooded with 64 KiB messages under a namespace publish rate: peak
+               proxy RSS, unanswered messages, failed connections
 
 Every mode takes -json, -markdown, -out DIR, -cpus server=1,load=0, -serve-bin and -broker-bin.
 Run 'sluice-bench <mode> -h' for its flags; docs/benchmarks.md describes the method.`
@@ -53,12 +58,14 @@ type mode func(ctx context.Context, args []string, env Env) error
 
 func modes() map[string]mode {
 	return map[string]mode{
-		"throughput":  benchThroughput,
-		"deliveries":  benchDeliveries,
-		"flood":       benchFlood,
-		"connections": benchConnections,
-		"memory":      benchMemory,
-		"consumers":   benchConsumers,
+		"throughput":   benchThroughput,
+		"deliveries":   benchDeliveries,
+		"flood":        benchFlood,
+		"connections":  benchConnections,
+		"memory":       benchMemory,
+		"consumers":    benchConsumers,
+		"pulsar":       benchPulsar,
+		"pulsar-flood": benchPulsarFlood,
 	}
 }
 

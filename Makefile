@@ -157,9 +157,10 @@ bench-compare: build-bench
 # Pulsar's WebSocket proxy side by side with Sluice in front of the same real Apache Pulsar
 # (docs/benchmarks.md): a Pulsar of the benchmark's own on ports apart from the default one
 # that tests start and kill (its state in BENCH_PULSAR_STATE), started through
-# scripts/pulsar/pulsar.sh with Pulsar's WebSocket proxy; then 16 × 64 and 1,000 × 4 with the
-# direct reference, the proxy restarted, and the flood under a namespace publish rate. Pulsar
-# is stopped at the end unless BENCH_PULSAR_KEEP=1 (make bench-pulsar-stop stops it).
+# scripts/pulsar/pulsar.sh; then 16 × 64 and 1,000 × 4 with the direct reference, and the flood
+# under a namespace publish rate, each against a freshly started Pulsar WebSocket proxy (so that
+# its memory is that run's, as sluice serve's is). Pulsar is stopped at the end unless
+# BENCH_PULSAR_KEEP=1 (make bench-pulsar-stop stops it).
 BENCH_PULSAR_STATE  ?= $(HOME)/.cache/sluice-pulsar/state-bench
 BENCH_PULSAR_PORTS  ?= SLUICE_PULSAR_PORT=6670 SLUICE_PULSAR_WEB_PORT=18280 SLUICE_PULSAR_PROXY_PORT=18290
 BENCH_PULSAR_ROUNDS ?= 3
@@ -169,11 +170,11 @@ BENCH_PULSAR_ENV    := SLUICE_PULSAR_STATE=$(BENCH_PULSAR_STATE) $(BENCH_PULSAR_
 bench-pulsar: build-bench
 	@set -e; pulsar() { $(BENCH_PULSAR_ENV) scripts/pulsar/pulsar.sh "$$@" >/dev/null; }; \
 	  $(if $(BENCH_PULSAR_KEEP),,trap 'pulsar proxy-stop; pulsar stop' EXIT;) \
-	  pulsar start; pulsar proxy-start; \
-	  run() { echo "+ sluice-bench $$*"; SLUICE_PULSAR_STATE=$(BENCH_PULSAR_STATE) flock /tmp/sluice-bench.lock $(BIN)/sluice-bench "$$@" $(BENCH_FLAGS); }; \
+	  pulsar start; \
+	  run() { pulsar proxy-stop; pulsar proxy-start; echo "+ sluice-bench $$*"; \
+	    SLUICE_PULSAR_STATE=$(BENCH_PULSAR_STATE) flock /tmp/sluice-bench.lock $(BIN)/sluice-bench "$$@" $(BENCH_FLAGS); }; \
 	  run pulsar -rounds $(BENCH_PULSAR_ROUNDS) -round $(BENCH_PULSAR_ROUND) -conns 16 -window 64 $(BENCH_PIN); \
 	  run pulsar -rounds $(BENCH_PULSAR_ROUNDS) -round $(BENCH_PULSAR_ROUND) -conns 1000 -window 4 -topics 100 $(BENCH_PIN); \
-	  pulsar proxy-stop; pulsar proxy-start; \
 	  run pulsar-flood $(BENCH_PIN)
 
 bench-pulsar-stop:

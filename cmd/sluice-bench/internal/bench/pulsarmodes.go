@@ -45,7 +45,7 @@ func benchPulsar(ctx context.Context, args []string, env Env) error {
 	fs := newFlags("pulsar", args, env, &c)
 	fs.IntVar(&o.rounds, "rounds", 3, "measured rounds; each runs every configuration once, in turn")
 	fs.DurationVar(&o.round, "round", 5*time.Second, "length of one configuration's turn in a round")
-	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up run per configuration before the rounds (0: none)")
+	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "warm-up run per configuration before the rounds, long enough for the JVM's compiler (0: none)")
 	fs.DurationVar(&o.interval, "interval", 500*time.Millisecond, "time-series interval for the JSON and the chart")
 	fs.DurationVar(&o.drain, "drain", 10*time.Second, "how long a round waits for outstanding acks after it ends")
 	fs.IntVar(&o.conns, "conns", 16, "producer connections")
@@ -250,8 +250,11 @@ type pulsarFloodResult struct {
 	OKRate        float64 `json:"ok_per_second"`
 	RSSBefore     int64   `json:"proxy_rss_before"`
 	PeakRSS       int64   `json:"proxy_peak_rss"`
-	P99Ms         float64 `json:"p99_ms"`
-	FirstError    string  `json:"first_error,omitempty"`
+	// P50Ms, P99Ms and MaxMs are the latency of the ok answers, from each message's send.
+	P50Ms      float64 `json:"p50_ms"`
+	P99Ms      float64 `json:"p99_ms"`
+	MaxMs      float64 `json:"max_ms"`
+	FirstError string  `json:"first_error,omitempty"`
 }
 
 func benchPulsarFlood(ctx context.Context, args []string, env Env) error {
@@ -349,7 +352,8 @@ func benchPulsarFlood(ctx context.Context, args []string, env Env) error {
 		fr := &pulsarFloodResult{
 			Name: t.name, Note: t.note, Sent: res.Sent, OK: res.OK, Rejected: res.Rejected, SendErrors: res.SendErrors,
 			Unanswered: res.Pending + res.Unmatched, FailedConns: res.ConnErrors, WriteTimeouts: res.WriteTimeouts,
-			OKRate: res.ThroughputOver(*duration), P99Ms: quantileMs(res.Latency, 99),
+			OKRate: res.ThroughputOver(*duration), P50Ms: quantileMs(res.Latency, 50), P99Ms: quantileMs(res.Latency, 99),
+			MaxMs: float64(res.Latency.Max()) / 1000,
 		}
 		if t.edge != 0 {
 			fr.RSSBefore, fr.PeakRSS = mem.read(t.edge)
@@ -370,8 +374,8 @@ func benchPulsarFlood(ctx context.Context, args []string, env Env) error {
 	tb := &table{
 		title: fmt.Sprintf("flood under a namespace publish rate of %d msgs/s: %d producers × window %d, %s messages, %d topic(s), %s, then %s for answers",
 			*rateMsgs, *conns, *window, kib(float64(size)), *topics, *duration, *drain),
-		header: []string{"configuration", "sent", "ok", "ok/s", "rejected", "send errors", "unanswered", "failed connections",
-			"writes blocked at the end", "proxy RSS before", "proxy peak RSS", "first error"},
+		header: []string{"configuration", "sent", "ok", "ok/s", "ok p50", "ok p99", "ok max", "rejected", "send errors", "unanswered",
+			"failed connections", "writes blocked at the end", "proxy RSS before", "proxy peak RSS", "first error"},
 	}
 	for _, r := range results {
 		fe := r.FirstError
@@ -381,7 +385,7 @@ func benchPulsarFlood(ctx context.Context, args []string, env Env) error {
 		if fe == "" {
 			fe = "–"
 		}
-		tb.add(r.Name, count(r.Sent), count(r.OK), rate(r.OKRate), count(r.Rejected), count(r.SendErrors), count(r.Unanswered),
+		tb.add(r.Name, count(r.Sent), count(r.OK), rate(r.OKRate), msec(r.P50Ms*1000), msec(r.P99Ms*1000), msec(r.MaxMs*1000), count(r.Rejected), count(r.SendErrors), count(r.Unanswered),
 			count(r.FailedConns), count(r.WriteTimeouts), mib(r.RSSBefore), mib(r.PeakRSS), fe)
 	}
 	rep.tables = []*table{tb}
@@ -389,7 +393,8 @@ func benchPulsarFlood(ctx context.Context, args []string, env Env) error {
 		"Every message sent is answered by an ok, a rejection (an error naming a limit) or another send error, or is",
 		"unanswered: still without an answer at the end of the drain. A failed connection ended with an error (closed",
 		"by the proxy, or its reads failed); a write blocked at the end means the proxy had stopped reading that",
-		"connection. Proxy RSS is VmRSS of the proxy process, sampled every -sample during the flood and the drain.",
+		"connection. The ok latencies run from each message's send to its ok. Proxy RSS is VmRSS of the proxy process,",
+		"sampled every -sample during the flood and the drain.",
 		"The configurations run one after the other, each on topics of its own.",
 	}
 	return c.emit(rep, env)

@@ -159,8 +159,9 @@ bench-compare: build-bench
 # that tests start and kill (its state in BENCH_PULSAR_STATE), started through
 # scripts/pulsar/pulsar.sh; then 16 × 64 and 1,000 × 4 with the direct reference, and the flood
 # under a namespace publish rate, each against a freshly started Pulsar WebSocket proxy (so that
-# its memory is that run's, as sluice serve's is). Pulsar is stopped at the end unless
-# BENCH_PULSAR_KEEP=1 (make bench-pulsar-stop stops it).
+# its memory is that run's, as sluice serve's is). At the end Pulsar is stopped and its data
+# removed (the bookie keeps several GiB from one run) unless BENCH_PULSAR_KEEP=1; then make
+# bench-pulsar-stop stops it, keeping the data.
 BENCH_PULSAR_STATE  ?= $(HOME)/.cache/sluice-pulsar/state-bench
 BENCH_PULSAR_PORTS  ?= SLUICE_PULSAR_PORT=6670 SLUICE_PULSAR_WEB_PORT=18280 SLUICE_PULSAR_PROXY_PORT=18290
 BENCH_PULSAR_ROUNDS ?= 3
@@ -169,7 +170,7 @@ BENCH_PULSAR_KEEP   ?=
 BENCH_PULSAR_ENV    := SLUICE_PULSAR_STATE=$(BENCH_PULSAR_STATE) $(BENCH_PULSAR_PORTS)
 bench-pulsar: build-bench
 	@set -e; pulsar() { $(BENCH_PULSAR_ENV) scripts/pulsar/pulsar.sh "$$@" >/dev/null; }; \
-	  $(if $(BENCH_PULSAR_KEEP),,trap 'pulsar proxy-stop; pulsar stop' EXIT;) \
+	  $(if $(BENCH_PULSAR_KEEP),,trap 'pulsar wipe' EXIT;) \
 	  pulsar start; \
 	  run() { pulsar proxy-stop; pulsar proxy-start; echo "+ sluice-bench $$*"; \
 	    SLUICE_PULSAR_STATE=$(BENCH_PULSAR_STATE) flock /tmp/sluice-bench.lock $(BIN)/sluice-bench "$$@" $(BENCH_FLAGS); }; \

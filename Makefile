@@ -9,13 +9,18 @@ BENCHTIME ?= 3s
 COUNT     ?= 5
 
 .PHONY: pulsar pulsar-stop pulsar-wipe pulsar-proxy pulsar-proxy-stop pulsar-status test-pulsar \
-	third-party third-party-check check-install all build run test test-norace test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
-	bench-deliveries bench-flood bench-connections bench-floor bench-compare
+	third-party third-party-check check-install all build build-bench run test test-norace test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
+	bench-deliveries bench-flood bench-connections bench-floor bench-compare bench-pulsar bench-pulsar-stop
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/sluice ./cmd/sluice
+
+# The benchmark and load tools, a command of their own (never linked into sluice); they run
+# bin/sluice as the server under test.
+build-bench: build
+	$(GO) build -o $(BIN)/sluice-bench ./cmd/sluice-bench
 
 # make run [LISTEN=host:port] [CONFIG="a.yaml b.yaml"]: the edge with its embedded broker, on
 # loopback by default. CONFIG names configuration files, merged in order; LISTEN overrides
@@ -58,7 +63,7 @@ check-install:
 	scripts/check-install.sh
 
 test-load: build examples
-	SLUICE_LOAD_TEST=1 flock /tmp/sluice-bench.lock $(GO) test -tags load -run TestLoadAndChaos -count 1 -timeout 15m -v ./core/loadtest/
+	SLUICE_LOAD_TEST=1 flock /tmp/sluice-bench.lock $(GO) test -tags load -run TestLoadAndChaos -count 1 -timeout 15m -v ./cmd/sluice-bench/loadtest/
 
 # Apache Pulsar 4.2.4 standalone on loopback (scripts/pulsar/pulsar.sh; needs Java 17 and
 # Maven, which fetches the jars from Maven Central once into ~/.cache/sluice-pulsar): make pulsar
@@ -129,9 +134,9 @@ examples:
 
 # A strategy served by a plugin against the same strategy in-process: the decision latency a
 # plugin adds to a handshake, then edge throughput with each, in the same run.
-bench-plugins: build examples
+bench-plugins: build-bench examples
 	$(GO) test -run '^$$' -bench 'BenchmarkDecision' -benchtime 10000x -count $(COUNT) ./plugins/
-	$(BIN)/sluice bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -configs hybrid,none -plugin $(BIN)/sluice-strategies $(BENCH_PIN) $(BENCH_FLAGS)
+	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -configs hybrid,none -plugin $(BIN)/sluice-strategies $(BENCH_PIN) $(BENCH_FLAGS)
 
 # pulsar-client-go producing to and consuming from the embedded broker, 1 KiB messages.
 bench-broker:
@@ -150,8 +155,8 @@ bench-broker-cpu:
 clean:
 	rm -rf $(BIN)
 
-# The edge benchmarks (docs/benchmarks.md): each starts `sluice broker` and `sluice serve` (and
-# the reference servers) as separate processes and stops them at the end. BENCH_FLAGS is passed
+# The edge benchmarks (docs/benchmarks.md): each builds bin/sluice-bench, which starts
+# `sluice broker` and `sluice serve` from bin/sluice (and the reference servers) as separate processes and stops them at the end. BENCH_FLAGS is passed
 # to every one (e.g. BENCH_FLAGS=-markdown, or BENCH_FLAGS="-out results/"). On a machine with
 # two or more CPUs the throughput and delivery benchmarks pin the servers to CPU 1 and the load
 # generator to CPU 0 (DESIGN.md, "Measuring performance"); BENCH_CPUS= turns that off.
@@ -171,29 +176,57 @@ BENCH_OLD      ?=
 
 bench: bench-memory bench-throughput bench-consumers bench-deliveries
 
-bench-memory: build
-	$(BIN)/sluice bench memory -duration $(BENCH_DURATION) $(BENCH_FLAGS)
+bench-memory: build-bench
+	$(BIN)/sluice-bench memory -duration $(BENCH_DURATION) $(BENCH_FLAGS)
 
-bench-throughput: build
-	$(BIN)/sluice bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct $(BENCH_PIN) $(BENCH_FLAGS)
+bench-throughput: build-bench
+	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct $(BENCH_PIN) $(BENCH_FLAGS)
 
-bench-consumers: build
-	$(BIN)/sluice bench consumers -duration $(BENCH_CONSUMER_DURATION) -consumer-limit $(BENCH_CONSUMER_LIMIT) $(BENCH_FLAGS)
+bench-consumers: build-bench
+	$(BIN)/sluice-bench consumers -duration $(BENCH_CONSUMER_DURATION) -consumer-limit $(BENCH_CONSUMER_LIMIT) $(BENCH_FLAGS)
 
-bench-deliveries: build
-	$(BIN)/sluice bench deliveries -configs edge,single $(BENCH_PIN) $(BENCH_FLAGS)
+bench-deliveries: build-bench
+	$(BIN)/sluice-bench deliveries -configs edge,single $(BENCH_PIN) $(BENCH_FLAGS)
 
-bench-flood: build
-	$(BIN)/sluice bench flood -duration $(BENCH_FLOOD_DURATION) $(BENCH_FLAGS)
+bench-flood: build-bench
+	$(BIN)/sluice-bench flood -duration $(BENCH_FLOOD_DURATION) $(BENCH_FLAGS)
 
-bench-connections: build
-	$(BIN)/sluice bench connections -conns $(BENCH_CONNECTIONS) -kind $(BENCH_KIND) $(BENCH_PIN) $(BENCH_FLAGS)
+bench-connections: build-bench
+	$(BIN)/sluice-bench connections -conns $(BENCH_CONNECTIONS) -kind $(BENCH_KIND) $(BENCH_PIN) $(BENCH_FLAGS)
 
 # The latency floor: one connection, one message in flight.
-bench-floor: build
-	$(BIN)/sluice bench throughput -conns 1 -window 1 -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct $(BENCH_PIN) $(BENCH_FLAGS)
+bench-floor: build-bench
+	$(BIN)/sluice-bench throughput -conns 1 -window 1 -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct $(BENCH_PIN) $(BENCH_FLAGS)
 
 # Before/after: every throughput configuration with bin/sluice and with BENCH_OLD, interleaved.
-bench-compare: build
+bench-compare: build-bench
 	@test -n "$(BENCH_OLD)" || { echo "set BENCH_OLD=/path/to/old/sluice"; exit 2; }
-	$(BIN)/sluice bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct -compare $(BENCH_OLD) $(BENCH_PIN) $(BENCH_FLAGS)
+	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct -compare $(BENCH_OLD) $(BENCH_PIN) $(BENCH_FLAGS)
+
+# Pulsar's WebSocket proxy side by side with Sluice in front of the same real Apache Pulsar
+# (docs/benchmarks.md): a Pulsar of the benchmark's own on ports apart from the default one
+# that tests start and kill (its state in BENCH_PULSAR_STATE), started through
+# scripts/pulsar/pulsar.sh; then 16 × 64 and 1,000 × 4 with the direct reference, and the flood
+# under a namespace publish rate, each against a freshly started Pulsar WebSocket proxy (so that
+# its memory is that run's, as sluice serve's is). At the end Pulsar is stopped and its data
+# removed (the bookie keeps several GiB from one run) unless BENCH_PULSAR_KEEP=1; then make
+# bench-pulsar-stop stops it, keeping the data.
+BENCH_PULSAR_STATE  ?= $(HOME)/.cache/sluice-pulsar/state-bench
+BENCH_PULSAR_PORTS  ?= SLUICE_PULSAR_PORT=6670 SLUICE_PULSAR_WEB_PORT=18280 SLUICE_PULSAR_PROXY_PORT=18290
+BENCH_PULSAR_ROUNDS ?= 3
+BENCH_PULSAR_ROUND  ?= 5s
+BENCH_PULSAR_KEEP   ?=
+BENCH_PULSAR_ENV    := SLUICE_PULSAR_STATE=$(BENCH_PULSAR_STATE) $(BENCH_PULSAR_PORTS)
+bench-pulsar: build-bench
+	@set -e; pulsar() { $(BENCH_PULSAR_ENV) scripts/pulsar/pulsar.sh "$$@" >/dev/null; }; \
+	  $(if $(BENCH_PULSAR_KEEP),,trap 'pulsar wipe' EXIT;) \
+	  pulsar start; \
+	  run() { pulsar proxy-stop; pulsar proxy-start; echo "+ sluice-bench $$*"; \
+	    SLUICE_PULSAR_STATE=$(BENCH_PULSAR_STATE) flock /tmp/sluice-bench.lock $(BIN)/sluice-bench "$$@" $(BENCH_FLAGS); }; \
+	  run pulsar -rounds $(BENCH_PULSAR_ROUNDS) -round $(BENCH_PULSAR_ROUND) -conns 16 -window 64 $(BENCH_PIN); \
+	  run pulsar -rounds $(BENCH_PULSAR_ROUNDS) -round $(BENCH_PULSAR_ROUND) -conns 1000 -window 4 -topics 100 $(BENCH_PIN); \
+	  run pulsar-flood $(BENCH_PIN)
+
+bench-pulsar-stop:
+	-$(BENCH_PULSAR_ENV) scripts/pulsar/pulsar.sh proxy-stop
+	-$(BENCH_PULSAR_ENV) scripts/pulsar/pulsar.sh stop

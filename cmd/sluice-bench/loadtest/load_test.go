@@ -44,7 +44,7 @@ func bin(name string) string {
 	if p := os.Getenv("SLUICE_BIN_DIR"); p != "" {
 		return filepath.Join(p, name)
 	}
-	p, _ := filepath.Abs(filepath.Join("..", "..", "bin", name))
+	p, _ := filepath.Abs(filepath.Join("..", "..", "..", "bin", name))
 	return p
 }
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/cmd/sluice/internal/bench/loadgen"
+	"github.com/sluicehq/sluice/cmd/sluice-bench/internal/bench/loadgen"
 )
 
 func testChart() *chart {
@@ -97,7 +97,7 @@ func TestNiceStep(t *testing.T) {
 func TestReportFiles(t *testing.T) {
 	t.Parallel()
 	r := &report{
-		Mode: "throughput", Command: "sluice bench throughput -rounds 1", Machine: newMachine(pinning{Server: cpuList{1}, Load: cpuList{0}}),
+		Mode: "throughput", Command: "sluice-bench throughput -rounds 1", Machine: newMachine(pinning{Server: cpuList{1}, Load: cpuList{0}}),
 		Settings: throughputSettings{Connections: 16, Window: 64},
 		Results:  []*tpResult{{Name: "edge", Rate: 1234, PerServerCPU: 2000, Rounds: []tpRound{{Round: 1, Rate: 1234}}}},
 		tables:   []*table{{title: "t", header: []string{"configuration", "acked msgs/s"}, rows: [][]string{{"edge", "1234"}}}},
@@ -112,7 +112,7 @@ func TestReportFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"$ sluice bench throughput -rounds 1", "| configuration | acked msgs/s |", "| edge | 1234 |", "a note", "chart.svg", "server processes on CPU 1"} {
+	for _, want := range []string{"$ sluice-bench throughput -rounds 1", "| configuration | acked msgs/s |", "| edge | 1234 |", "a note", "chart.svg", "server processes on CPU 1"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md lacks %q:\n%s", want, md)
 		}

@@ -20,7 +20,7 @@ import (
 // server that does, per producer frame, the work the edge does before and after the broker —
 // wsapi.DecodeProducerMessage, a message id encoded, and wsapi.AckOK(…).AppendJSON — and
 // writes acks coalesced: every ack ready when the writer wakes leaves in one write. It runs
-// as its own process (`sluice bench ceiling-server`, not listed in the usage) so that it can
+// as its own process (`sluice-bench ceiling-server`, not listed in the usage) so that it can
 // be pinned to the server CPUs like `sluice serve`.
 
 const (
@@ -34,7 +34,7 @@ const (
 )
 
 func runCeilingServer(ctx context.Context, args []string, env Env) error {
-	fs := flag.NewFlagSet("bench "+ceilingCommand, flag.ContinueOnError)
+	fs := flag.NewFlagSet("sluice-bench "+ceilingCommand, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "listen address")
 	if err := fs.Parse(args); err != nil {

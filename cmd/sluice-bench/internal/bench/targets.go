@@ -66,6 +66,8 @@ type target struct {
 	bin  string // the set's label
 	note string
 	url  string // ws://… (an edge or the ceiling) or pulsar://… (a broker)
+	// token authenticates a pulsar:// load to the broker; empty: none.
+	token string
 	// brokerURL is the broker behind an edge: its --broker, or its embedded broker.
 	brokerURL string
 	server    []int // the processes whose CPU time is the server's

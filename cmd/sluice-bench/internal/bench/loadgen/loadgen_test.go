@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/cmd/sluice/internal/bench/loadgen"
+	"github.com/sluicehq/sluice/cmd/sluice-bench/internal/bench/loadgen"
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/sdk/edge"
 )

@@ -16,6 +16,13 @@ func pinSelf(cpus cpuList) (func(), error) {
 	return func() {}, nil
 }
 
+func pinProcess(_ int, cpus cpuList) (func(), error) {
+	if len(cpus) > 0 {
+		return nil, errNoAffinity
+	}
+	return func() {}, nil
+}
+
 func startPinned(cmd *exec.Cmd, cpus cpuList) error {
 	if len(cpus) > 0 {
 		return errNoAffinity

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/cmd/sluice/internal/bench/loadgen"
+	"github.com/sluicehq/sluice/cmd/sluice-bench/internal/bench/loadgen"
 )
 
 // flood is issue 12's check of the default single process: `sluice serve` with nothing
@@ -259,7 +259,7 @@ func floodChart(fr *floodResult, conns, window, size int) *chart {
 	}
 	bound := series{name: "bound", dashed: true, points: []point{{0, float64(fr.BoundBytes) / (1 << 20)}, {end, float64(fr.BoundBytes) / (1 << 20)}}}
 	return &chart{
-		title:  fmt.Sprintf("sluice bench flood: default single process, %d producers × window %d, %d B", conns, window, size),
+		title:  fmt.Sprintf("sluice-bench flood: default single process, %d producers × window %d, %d B", conns, window, size),
 		xLabel: "seconds",
 		panels: []panel{{title: "acked msgs/s per window", series: []series{rs}}, {title: "serve process memory, MiB", series: []series{rss, heap, bound}}},
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/sluicehq/sluice/cmd/sluice/internal/bench/loadgen"
+	"github.com/sluicehq/sluice/cmd/sluice-bench/internal/bench/loadgen"
 )
 
 // throughput measures acked publishes: every configuration (target) runs the same producer
@@ -108,6 +108,7 @@ type tpOptions struct {
 	compare, newLabel, oldLabel string
 	plugin                      string
 	retention                   int64
+	topics                      int // > 0: the connections share this many topics
 }
 
 func benchThroughput(ctx context.Context, args []string, env Env) error {
@@ -225,7 +226,7 @@ func (o *tpOptions) run(ctx context.Context, targets []*target, prog *progress) 
 	id := runID()
 	load := func(t *target, d time.Duration, acked *atomic.Int64) loadgen.ProducerConfig {
 		return loadgen.ProducerConfig{
-			Target: t.url, Topic: "tp-" + id + "-" + strings.ReplaceAll(t.name, "@", "-"), TopicPerConnection: true,
+			Target: t.url, Token: t.token, Topic: "tp-" + id + "-" + strings.ReplaceAll(t.name, "@", "-"), TopicPerConnection: true, Topics: o.topics,
 			Connections: o.conns, Window: o.window, MinSize: o.size, Rate: o.rate,
 			Duration: d, Drain: o.drain, Interval: o.interval, Acked: acked,
 		}
@@ -464,5 +465,5 @@ func throughputChart(results []*tpResult, loadDesc string) *chart {
 		rateP.series = append(rateP.series, series{name: r.Name, points: rs})
 		latP.series = append(latP.series, series{name: r.Name, points: ls})
 	}
-	return &chart{title: "sluice bench throughput: " + loadDesc, xLabel: "seconds of load (each configuration's rounds end to end)", panels: []panel{rateP, latP}}
+	return &chart{title: "sluice-bench throughput: " + loadDesc, xLabel: "seconds of load (each configuration's rounds end to end)", panels: []panel{rateP, latP}}
 }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/cmd/sluice/internal/bench/loadgen"
+	"github.com/sluicehq/sluice/cmd/sluice-bench/internal/bench/loadgen"
 )
 
 // memory is issue 4's producer-memory benchmark: fast producers against a broker that

@@ -28,21 +28,40 @@ func pinSelf(cpus cpuList) (restore func(), err error) {
 	if err := unix.SchedGetaffinity(0, &old); err != nil {
 		return nil, fmt.Errorf("reading cpu affinity: %w", err)
 	}
-	if err := setAllThreads(cpuSet(cpus)); err != nil {
+	if err := setAllThreads(os.Getpid(), cpuSet(cpus)); err != nil {
 		return nil, err
 	}
 	procs := runtime.GOMAXPROCS(len(cpus))
 	return func() {
-		_ = setAllThreads(&old)
+		_ = setAllThreads(os.Getpid(), &old)
 		runtime.GOMAXPROCS(procs)
 	}, nil
 }
 
-// setAllThreads sets the mask of every thread, again until no thread appeared meanwhile.
-func setAllThreads(set *unix.CPUSet) error {
+// pinProcess moves every thread of process pid, one this run did not start (a Java server
+// started by a script, say), onto cpus; threads it starts later inherit the mask. The
+// returned function gives every thread the process's mask from before.
+func pinProcess(pid int, cpus cpuList) (restore func(), err error) {
+	if len(cpus) == 0 {
+		return func() {}, nil
+	}
+	var old unix.CPUSet
+	if err := unix.SchedGetaffinity(pid, &old); err != nil {
+		return nil, fmt.Errorf("reading cpu affinity of %d: %w", pid, err)
+	}
+	if err := setAllThreads(pid, cpuSet(cpus)); err != nil {
+		_ = setAllThreads(pid, &old)
+		return nil, err
+	}
+	return func() { _ = setAllThreads(pid, &old) }, nil
+}
+
+// setAllThreads sets the mask of every thread of pid, again until no thread appeared
+// meanwhile.
+func setAllThreads(pid int, set *unix.CPUSet) error {
 	done := map[int]bool{}
 	for range 10 {
-		ids, err := threadIDs(os.Getpid())
+		ids, err := threadIDs(pid)
 		if err != nil {
 			return fmt.Errorf("listing threads: %w", err)
 		}

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/cmd/sluice/internal/bench/loadgen"
+	"github.com/sluicehq/sluice/cmd/sluice-bench/internal/bench/loadgen"
 )
 
 // connections holds idle producer (or consumer, or reader) connections open against `sluice
@@ -173,7 +173,7 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 		"after a forced collection (/stats?gc=1), so garbage left by the handshakes does not count; RSS still holds",
 		"the heap the collector freed and has not yet returned to the system. Idle CPU is the serve process's",
 		"utime+stime over the idle period per second of it. memory.session_limit is " + *sessionLimit + " (-session-limit).",
-		"The latency floor is `sluice bench throughput -conns 1 -window 1`.",
+		"The latency floor is `sluice-bench throughput -conns 1 -window 1`.",
 	}
 	return c.emit(rep, env)
 }

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/cmd/sluice/internal/bench/loadgen"
+	"github.com/sluicehq/sluice/cmd/sluice-bench/internal/bench/loadgen"
 )
 
 // deliveries measures consumer throughput: before each round a backlog is published
@@ -192,7 +192,7 @@ func benchDeliveries(ctx context.Context, args []string, env Env) error {
 		"CPU-s\" divides them by the serve process's CPU time (utime+stime from /proc) over the round, \"per server CPU-s\" by",
 		"serve plus the separate broker; CPU columns as in throughput. \"missing\" counts messages not read before the round's timeout.",
 	}
-	rep.chart = &chart{title: "sluice bench deliveries", xLabel: "round", panels: []panel{chartP}}
+	rep.chart = &chart{title: "sluice-bench deliveries", xLabel: "round", panels: []panel{chartP}}
 	return c.emit(rep, env)
 }
 

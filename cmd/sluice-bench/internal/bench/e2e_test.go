@@ -16,62 +16,69 @@ import (
 	"testing"
 )
 
-// The end-to-end tests run each mode briefly against real processes of a sluice binary
-// built from this module once per test run.
+// The end-to-end tests run each mode briefly against real processes of the sluice and
+// sluice-bench binaries, built from this module once per test run.
 
-var sluiceBin = struct {
+var built = struct {
 	once sync.Once
-	path string
+	dir  string
 	err  error
 }{}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if sluiceBin.path != "" {
-		_ = os.RemoveAll(filepath.Dir(sluiceBin.path))
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
 	}
 	os.Exit(code)
 }
 
-// buildSluice builds ./cmd/sluice (without -race: it is the system under test, not the test).
-func buildSluice(t *testing.T) string {
+// buildBinaries builds ./cmd/sluice and ./cmd/sluice-bench into one directory (without -race:
+// they are the systems under test, not the test) and returns their paths.
+func buildBinaries(t *testing.T) (sluice, self string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end: starts sluice processes")
 	}
-	sluiceBin.once.Do(func() {
+	built.once.Do(func() {
 		goTool, err := exec.LookPath("go")
 		if err != nil {
-			sluiceBin.err = err
+			built.err = err
 			return
 		}
 		dir, err := os.MkdirTemp("", "sluice-bench-test-")
 		if err != nil {
-			sluiceBin.err = err
+			built.err = err
 			return
 		}
-		path := filepath.Join(dir, "sluice")
-		out, err := exec.Command(goTool, "build", "-o", path, "github.com/sluicehq/sluice/cmd/sluice").CombinedOutput()
+		built.dir = dir
+		out, err := exec.Command(goTool, "build", "-o", dir+string(filepath.Separator),
+			"github.com/sluicehq/sluice/cmd/sluice", "github.com/sluicehq/sluice/cmd/sluice-bench").CombinedOutput()
 		if err != nil {
-			sluiceBin.err = fmt.Errorf("go build: %w\n%s", err, out)
-			return
+			built.err = fmt.Errorf("go build: %w\n%s", err, out)
 		}
-		sluiceBin.path = path
 	})
-	if sluiceBin.err != nil {
-		t.Fatal(sluiceBin.err)
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return sluiceBin.path
+	return filepath.Join(built.dir, "sluice"), filepath.Join(built.dir, "sluice-bench")
 }
 
-// runMode runs `sluice bench ARGS -json` and decodes the report's results into results.
+// buildSluice is the sluice binary of buildBinaries.
+func buildSluice(t *testing.T) string {
+	t.Helper()
+	bin, _ := buildBinaries(t)
+	return bin
+}
+
+// runMode runs `sluice-bench ARGS -json` and decodes the report's results into results.
 func runMode(t *testing.T, results any, args ...string) {
 	t.Helper()
-	bin := buildSluice(t)
+	sluice, self := buildBinaries(t)
 	var stdout, stderr bytes.Buffer
 	args = append(args, "-json")
-	if err := Main(t.Context(), args, Env{Self: bin, Stdout: &stdout, Stderr: &stderr}); err != nil {
-		t.Fatalf("sluice bench %v: %v\n%s", args, err, stderr.String())
+	if err := Main(t.Context(), args, Env{Self: self, Sluice: sluice, Stdout: &stdout, Stderr: &stderr}); err != nil {
+		t.Fatalf("sluice-bench %v: %v\n%s", args, err, stderr.String())
 	}
 	var rep struct {
 		Mode    string

@@ -1,4 +1,4 @@
-// Package bench is `sluice bench`: benchmarks that run Sluice as a user runs it, as separate
+// Package bench is `sluice-bench`: benchmarks that run Sluice as a user runs it, as separate
 // processes — `sluice broker`, `sluice serve`, a bare WebSocket reference server — driven
 // over loopback by the load generator in package loadgen, measured from outside (acked
 // messages, HDR latency histograms, /proc CPU time and memory, the admin /stats), with every
@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -24,12 +25,15 @@ import (
 // Env is what a benchmark runs with.
 type Env struct {
 	Stdout, Stderr io.Writer
-	// Self is the sluice binary that has `sluice bench ceiling-server` and is the default
-	// for -serve-bin and -broker-bin. Empty: this executable.
+	// Self is the sluice-bench binary, run as `sluice-bench ceiling-server`. Empty: this
+	// executable.
 	Self string
+	// Sluice is the sluice binary under test, the default for -serve-bin and -broker-bin.
+	// Empty: the sluice beside Self, else the one on PATH.
+	Sluice string
 }
 
-const usage = `usage: sluice bench <mode> [flags]
+const usage = `usage: sluice-bench <mode> [flags]
 
   throughput   acked msgs/s, latency and msgs per server CPU-second: the default single process,
                the edge alone, strategies; -ceiling and -direct references; -compare OLD_BIN
@@ -40,25 +44,32 @@ const usage = `usage: sluice bench <mode> [flags]
   connections  idle producer connections held open: RSS, heap and stack per connection, idle CPU
   memory       producer memory under a broker that delays receipts: default limit, 16MiB, unbounded
   consumers    the consumer pool: 20 consumers on one topic, 5 of them slow, 1-64 KiB messages
+  pulsar       in front of a real Pulsar (scripts/pulsar/pulsar.sh): Pulsar's WebSocket proxy and
+               sluice serve --broker side by side, pulsar-client-go direct as the reference;
+               msgs/s, latency, proxy CPU-seconds, acked per proxy CPU-second, proxy RSS
+  pulsar-flood both proxies flooded with 64 KiB messages under a namespace publish rate: peak
+               proxy RSS, unanswered messages, failed connections
 
 Every mode takes -json, -markdown, -out DIR, -cpus server=1,load=0, -serve-bin and -broker-bin.
-Run 'sluice bench <mode> -h' for its flags; docs/benchmarks.md describes the method.`
+Run 'sluice-bench <mode> -h' for its flags; docs/benchmarks.md describes the method.`
 
 // A mode parses its flags, runs, and emits its report through common.emit.
 type mode func(ctx context.Context, args []string, env Env) error
 
 func modes() map[string]mode {
 	return map[string]mode{
-		"throughput":  benchThroughput,
-		"deliveries":  benchDeliveries,
-		"flood":       benchFlood,
-		"connections": benchConnections,
-		"memory":      benchMemory,
-		"consumers":   benchConsumers,
+		"throughput":   benchThroughput,
+		"deliveries":   benchDeliveries,
+		"flood":        benchFlood,
+		"connections":  benchConnections,
+		"memory":       benchMemory,
+		"consumers":    benchConsumers,
+		"pulsar":       benchPulsar,
+		"pulsar-flood": benchPulsarFlood,
 	}
 }
 
-// Main runs `sluice bench ARGS`.
+// Main runs `sluice-bench ARGS`.
 func Main(ctx context.Context, args []string, env Env) error {
 	if env.Stdout == nil {
 		env.Stdout = io.Discard
@@ -72,6 +83,9 @@ func Main(ctx context.Context, args []string, env Env) error {
 			return fmt.Errorf("bench: finding own executable: %w", err)
 		}
 		env.Self = exe
+	}
+	if env.Sluice == "" {
+		env.Sluice = defaultSluice(env.Self)
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(env.Stderr, usage)
@@ -121,8 +135,8 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.out, "out", "", "also write results.md, results.json and chart.svg (when there is one) to this directory")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temp directory with configs and process logs")
 	fs.StringVar(&c.cpusFlag, "cpus", "", "pin the server processes and the load generator to disjoint CPUs, e.g. server=1,load=0 (Linux)")
-	fs.StringVar(&c.serveBin, "serve-bin", "", "the sluice `binary` run as sluice serve (default: this one)")
-	fs.StringVar(&c.brokerBin, "broker-bin", "", "the sluice `binary` run as sluice broker (default: this one)")
+	fs.StringVar(&c.serveBin, "serve-bin", "", "the sluice `binary` run as sluice serve (default: the sluice beside sluice-bench, else on PATH)")
+	fs.StringVar(&c.brokerBin, "broker-bin", "", "the sluice `binary` run as sluice broker (default: the sluice beside sluice-bench, else on PATH)")
 }
 
 // begin starts a mode's run: setup, the fleet of processes it starts and its progress line;
@@ -144,10 +158,10 @@ func (c *common) begin(env Env) (f *fleet, prog *progress, end func(), err error
 // CPUs at once) and the run directory. The returned cleanup undoes all of it.
 func (c *common) setup(env Env) (cleanup func(), err error) {
 	if c.serveBin == "" {
-		c.serveBin = env.Self
+		c.serveBin = env.Sluice
 	}
 	if c.brokerBin == "" {
-		c.brokerBin = env.Self
+		c.brokerBin = env.Sluice
 	}
 	for _, b := range []*string{&c.serveBin, &c.brokerBin} {
 		if *b, err = absBinary(*b); err != nil {
@@ -176,6 +190,19 @@ func (c *common) setup(env Env) (cleanup func(), err error) {
 	}, nil
 }
 
+// defaultSluice is the sluice binary beside self (make builds both into bin/), else the one
+// on PATH, else "sluice" (setup then reports it missing).
+func defaultSluice(self string) string {
+	beside := filepath.Join(filepath.Dir(self), "sluice")
+	if st, err := os.Stat(beside); err == nil && !st.IsDir() {
+		return beside
+	}
+	if p, err := exec.LookPath("sluice"); err == nil {
+		return p
+	}
+	return "sluice"
+}
+
 func absBinary(p string) (string, error) {
 	abs, err := filepath.Abs(p)
 	if err != nil {
@@ -196,7 +223,7 @@ func (c *common) fleet() *fleet { return &fleet{dir: c.dir, cpus: c.pins.Server}
 // newReport starts the mode's report: its command line and the machine it runs on.
 func (c *common) newReport(settings any) *report {
 	return &report{
-		Mode: c.name, Command: strings.TrimSpace("sluice bench " + c.name + " " + strings.Join(c.args, " ")),
+		Mode: c.name, Command: strings.TrimSpace("sluice-bench " + c.name + " " + strings.Join(c.args, " ")),
 		Machine: newMachine(c.pins), Settings: settings,
 	}
 }
@@ -218,7 +245,7 @@ func (c *common) emit(r *report, env Env) error {
 // newFlags is a mode's flag set with the common flags registered.
 func newFlags(name string, args []string, env Env, c *common) *flag.FlagSet {
 	c.name, c.args = name, args
-	fs := flag.NewFlagSet("bench "+name, flag.ContinueOnError)
+	fs := flag.NewFlagSet("sluice-bench "+name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	c.register(fs)
 	return fs

@@ -11,9 +11,15 @@ import (
 )
 
 // newPulsarClient is one pulsar-client-go client for url, configured as Sluice's broker
-// client is (no client memory limit, no per-topic metrics) and silent.
-func newPulsarClient(url string) (pulsar.Client, error) {
+// client is (no client memory limit, no per-topic metrics) and silent; token, when set, is
+// its Pulsar authentication token.
+func newPulsarClient(url, token string) (pulsar.Client, error) {
+	var auth pulsar.Authentication
+	if token != "" {
+		auth = pulsar.NewAuthenticationToken(token)
+	}
 	c, err := pulsar.NewClient(pulsar.ClientOptions{
+		Authentication:     auth,
 		URL:                url,
 		OperationTimeout:   30 * time.Second,
 		ConnectionTimeout:  dialTimeout,
@@ -30,7 +36,7 @@ func newPulsarClient(url string) (pulsar.Client, error) {
 func fullTopic(topic string) string { return "persistent://public/default/" + topic }
 
 func dialDirect(_ context.Context, cfg ProducerConfig) (*Producers, error) {
-	client, err := newPulsarClient(cfg.Target)
+	client, err := newPulsarClient(cfg.Target, cfg.Token)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +93,7 @@ func Fill(ctx context.Context, url string, topics []string, n, size int) error {
 	if err := checkLoopback(url); err != nil {
 		return err
 	}
-	client, err := newPulsarClient(url)
+	client, err := newPulsarClient(url, "")
 	if err != nil {
 		return err
 	}
@@ -154,7 +160,7 @@ func Subscribe(ctx context.Context, url string, topics []string, sub string) err
 	if err := checkLoopback(url); err != nil {
 		return err
 	}
-	client, err := newPulsarClient(url)
+	client, err := newPulsarClient(url, "")
 	if err != nil {
 		return err
 	}

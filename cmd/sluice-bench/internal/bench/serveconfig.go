@@ -7,9 +7,16 @@ package bench
 type serveConfig struct {
 	Listen      string         `yaml:"listen"`
 	AdminListen string         `yaml:"admin_listen"`
+	Broker      *brokerConfig  `yaml:"broker,omitempty"`
 	Memory      *memoryConfig  `yaml:"memory,omitempty"`
 	Plugins     []pluginConfig `yaml:"plugins,omitempty"`
 	Routes      []routeConfig  `yaml:"routes,omitempty"`
+}
+
+// brokerConfig is the broker section: only the token, for a Pulsar with token
+// authentication (the URL is given with --broker).
+type brokerConfig struct {
+	AuthToken string `yaml:"auth_token,omitempty"`
 }
 
 // memoryConfig holds sizes as the configuration spells them ("16MiB"; "0" is unbounded);

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +20,11 @@ func dialWebSockets(ctx context.Context, cfg ProducerConfig) (*Producers, error)
 	p := &Producers{cfg: cfg, payloads: newPayloads(cfg.MinSize, cfg.MaxSize, true)}
 	for i := range cfg.Connections {
 		rec := newRecorder(cfg.Window, cfg.Acked)
-		c, err := dial(ctx, wsProducerURL(cfg.Target, cfg.topic(i), cfg.Query), 0)
+		query := cfg.Query
+		if cfg.Token != "" {
+			query = strings.TrimPrefix(query+"&token="+url.QueryEscape(cfg.Token), "&")
+		}
+		c, err := dial(ctx, wsProducerURL(cfg.Target, cfg.topic(i), query), 0)
 		if err != nil {
 			p.Close()
 			return nil, err

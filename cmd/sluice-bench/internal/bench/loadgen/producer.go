@@ -59,6 +59,13 @@ type ProducerConfig struct {
 	// publishes to Topic-i.
 	Topic              string
 	TopicPerConnection bool
+	// Topics, when > 0, spreads the connections over that many topics: connection i
+	// publishes to Topic-(i mod Topics). It takes precedence over TopicPerConnection.
+	Topics int
+	// Token is a token to authenticate with (Pulsar token authentication): the client's
+	// for a pulsar:// target, the "token" query parameter Pulsar's WebSocket service reads
+	// for a ws:// one. Empty: none.
+	Token string
 	// Query is appended to a WebSocket producer URL (without "?"), e.g.
 	// "maxPendingMessages=10000". Not used with a pulsar:// target.
 	Query string
@@ -95,7 +102,10 @@ type ProducerResult struct {
 	SendErrors int64 // other send-error acks, or failed sends
 	Pending    int64 // sent but not acknowledged when the run ended
 	ConnErrors int64 // connections that failed with an error before the end
-	Unmatched  int64 // acks with an unknown or repeated context (should be 0)
+	// WriteTimeouts counts connections whose last write was still blocked when the run's
+	// Duration ended (the target had stopped reading from them); not errors in themselves.
+	WriteTimeouts int64
+	Unmatched     int64 // acks with an unknown or repeated context (should be 0)
 	// Elapsed runs from the first send to the end of the drain.
 	Elapsed time.Duration
 	// Latency holds the ack latency of OK acks, in µs.
@@ -181,6 +191,9 @@ func checkLoopback(raw string) error {
 }
 
 func (c *ProducerConfig) topic(i int) string {
+	if c.Topics > 0 {
+		return c.Topic + "-" + strconv.Itoa(i%c.Topics)
+	}
 	if c.TopicPerConnection {
 		return c.Topic + "-" + strconv.Itoa(i)
 	}
@@ -292,6 +305,7 @@ func merge(results []*ProducerResult, cfg ProducerConfig) *ProducerResult {
 		total.SendErrors += r.SendErrors
 		total.Pending += r.Pending
 		total.ConnErrors += r.ConnErrors
+		total.WriteTimeouts += r.WriteTimeouts
 		total.Unmatched += r.Unmatched
 		total.Latency.Merge(r.Latency)
 		total.RejectLatency.Merge(r.RejectLatency)
@@ -456,6 +470,7 @@ func runConn(ctx context.Context, c producerConn, rec *recorder, run connRun) *P
 	defer endTimer.Stop()
 	var sent int64
 	var sendErr error
+	writeTimedOut := false
 send:
 	for seq := uint64(0); ; seq++ {
 		ref := time.Time{}
@@ -499,7 +514,9 @@ send:
 		}
 		if err := c.send(ctx, seq, run.payloads.draw(rng), ref); err != nil {
 			<-rec.tokens
-			if !errors.Is(err, errRunOver) {
+			if errors.Is(err, errRunOver) {
+				writeTimedOut = true
+			} else {
 				sendErr = err
 			}
 			break
@@ -528,6 +545,9 @@ send:
 	connErr := c.finish()
 	res.Sent = sent
 	res.Elapsed = elapsed
+	if writeTimedOut {
+		res.WriteTimeouts = 1
+	}
 	switch {
 	case sendErr != nil:
 		res.ConnErrors, res.FirstErr = 1, fmt.Errorf("sending: %w", sendErr)

@@ -35,7 +35,8 @@ type procSpec struct {
 	name string // for logs and errors
 	bin  string // the executable
 	args []string
-	cpus cpuList // its CPU mask from the start; empty: unpinned
+	cpus cpuList  // its CPU mask from the start; empty: unpinned
+	env  []string // the environment; nil: childEnv()
 	// want lists the stdout line prefixes to wait for; start returns the rest of each line.
 	want []string
 }
@@ -50,7 +51,10 @@ func startProc(ctx context.Context, dir string, spec procSpec) (*proc, map[strin
 	}
 	defer logf.Close() // the child has its own descriptor
 	cmd := exec.Command(spec.bin, spec.args...)
-	cmd.Env = childEnv()
+	cmd.Env = spec.env
+	if cmd.Env == nil {
+		cmd.Env = childEnv()
+	}
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -145,6 +149,34 @@ func childEnv() []string {
 		}
 	}
 	return env
+}
+
+// sysmonAwake is the GODEBUG setting `sluice serve` re-executes itself with (SysmonAwake in
+// cmd/sluice/sysmon.go, which says why): the ceiling server runs with it too, so that the two
+// are compared on the same runtime footing.
+const sysmonAwake = "schedtrace=2147483647"
+
+// sysmonAwakeEnv is childEnv with sysmonAwake added to GODEBUG, unless GODEBUG already sets
+// schedtrace.
+func sysmonAwakeEnv() []string {
+	env := childEnv()
+	for i, kv := range env {
+		v, ok := strings.CutPrefix(kv, "GODEBUG=")
+		if !ok {
+			continue
+		}
+		for _, setting := range strings.Split(v, ",") {
+			if key, _, _ := strings.Cut(setting, "="); strings.TrimSpace(key) == "schedtrace" {
+				return env
+			}
+		}
+		if v != "" {
+			v += ","
+		}
+		env[i] = "GODEBUG=" + v + sysmonAwake
+		return env
+	}
+	return append(env, "GODEBUG="+sysmonAwake)
 }
 
 // fleet owns every process a run starts and stops them all at the end.
@@ -279,7 +311,7 @@ func (f *fleet) startServe(ctx context.Context, name, bin string, cfg serveConfi
 	return s, nil
 }
 
-// ceilingProc is a running ceiling server (`sluice bench ceiling-server`).
+// ceilingProc is a running ceiling server (`sluice-bench ceiling-server`).
 type ceilingProc struct {
 	*proc
 	wsURL string
@@ -287,7 +319,7 @@ type ceilingProc struct {
 
 func (f *fleet) startCeiling(ctx context.Context, bin string) (*ceilingProc, error) {
 	const lis = ceilingReadyLine
-	p, found, err := f.start(ctx, procSpec{name: "ceiling", bin: bin, args: []string{"bench", ceilingCommand, "-listen", "127.0.0.1:0"}, want: []string{lis}})
+	p, found, err := f.start(ctx, procSpec{name: "ceiling", bin: bin, args: []string{ceilingCommand, "-listen", "127.0.0.1:0"}, env: sysmonAwakeEnv(), want: []string{lis}})
 	if err != nil {
 		return nil, err
 	}

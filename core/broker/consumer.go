@@ -290,6 +290,12 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 	if o.ReceiverQueueSize == 0 {
 		popts.ReceiverQueueSize = 1000
 	}
+	if o.TopicsPattern != "" {
+		// A pattern consumer subscribes to the topics its pattern matches now, which the edge
+		// counted and charged: the library's discovery would add a consumer for every topic
+		// created later, uncharged and unbounded. (The same period polls for new partitions.)
+		popts.AutoDiscoveryPeriod = noDiscovery
+	}
 	switch o.Type {
 	case Shared:
 		popts.Type = pulsar.Shared
@@ -326,6 +332,9 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 	}
 	return &Consumer{c: pc, acks: newAcks(pc, c.log)}, nil
 }
+
+// noDiscovery is an auto-discovery period that never comes: the library takes no zero.
+const noDiscovery = 100 * 365 * 24 * time.Hour
 
 func topicsOf(o ConsumerOptions) string {
 	switch {

@@ -372,6 +372,13 @@ type WebSocket struct {
 	// together. When the key is absent Load uses 256KiB (as does Defaults); zero means
 	// unbounded.
 	MaxPropertiesSize Size `koanf:"max_properties_size" json:"max_properties_size"`
+	// MaxTopicsPerSession bounds the topics one v3 consumer session may subscribe to: those
+	// its topics parameter names, or those its topicsPattern matches when it opens (a
+	// partitioned topic counts once; the session is charged per partition). A session over
+	// it is refused with 400, before any broker-side consumer is created. Each topic is a
+	// consumer in the broker client, with its own goroutines and prefetch. When the key is
+	// absent Load uses 100 (as does Defaults); zero means unbounded.
+	MaxTopicsPerSession int `koanf:"max_topics_per_session" json:"max_topics_per_session"`
 }
 
 // Plugin is a strategy plugin binary (static).

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -92,6 +93,10 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 		g.writeError(w, r, ep.Kind, err)
 		return
 	}
+	if err := g.checkTopicList(ep); err != nil {
+		g.writeError(w, r, ep.Kind, err)
+		return
+	}
 	h, ok := g.handshake(w, r, ep)
 	if !ok {
 		return
@@ -107,6 +112,10 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 		h.Resources = append(ep.Resources(), res)
 	}
 	if !g.admitted(w, r, h) {
+		return
+	}
+	if h.Consumers, err = g.countConsumers(ctx, ep, "Failed to subscribe: ", creationStatus); err != nil {
+		g.writeError(w, r, ep.Kind, err)
 		return
 	}
 	grant, err := g.grants.Consumer(ctx, h, params)
@@ -178,6 +187,10 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	if !ok || !g.admitted(w, r, h) {
 		return
 	}
+	if h.Consumers, err = g.countConsumers(ctx, ep, "Failed to create reader: ", readerStatus); err != nil {
+		g.writeError(w, r, ep.Kind, err)
+		return
+	}
 	grant, err := g.grants.Reader(ctx, h, params)
 	if err != nil {
 		g.writeError(w, r, ep.Kind, err)
@@ -201,17 +214,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	rd, err := g.client.CreateReader(ctx, opts)
 	if err != nil {
 		grant.Release()
-		// Pulsar answers every reader creation failure with 500; an unreachable broker is 503
-		// here as for producers and consumers, and a request that can never succeed (a topic
-		// name the client library cannot address) 400.
-		status := http.StatusInternalServerError
-		switch {
-		case errors.Is(err, broker.ErrUnavailable):
-			status = http.StatusServiceUnavailable
-		case errors.Is(err, broker.ErrInvalidArgument):
-			status = http.StatusBadRequest
-		}
-		g.refuse(w, r, ep.Kind, status, "Failed to create reader: "+err.Error())
+		g.refuse(w, r, ep.Kind, readerStatus(err), "Failed to create reader: "+err.Error())
 		return
 	}
 	conn, err := wsconn.Upgrade(w, r, grant.Conn.Options())
@@ -230,6 +233,20 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 		return !rd.HasNext(), nil
 	}
 	g.start(t, func(ctx context.Context) { session.RunReader(ctx, conn, rd, grant, eot, &t.tally, t.log) })
+}
+
+// readerStatus maps a reader creation error to its HTTP status. Pulsar answers every reader
+// creation failure with 500; an unreachable broker is 503 here as for producers and
+// consumers, and a request that can never succeed (a topic name the client library cannot
+// address) 400.
+func readerStatus(err error) int {
+	switch {
+	case errors.Is(err, broker.ErrUnavailable):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, broker.ErrInvalidArgument):
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
 }
 
 func (g *Gateway) terminated(ctx context.Context, topic string) (bool, error) {
@@ -299,4 +316,53 @@ func toCompression(c wsapi.CompressionType) broker.Compression {
 	default:
 		return broker.CompressionNone
 	}
+}
+
+// checkTopicList refuses a v3 session that names more topics than MaxTopicsPerSession, before
+// anything else is done for it.
+func (g *Gateway) checkTopicList(ep wsapi.Endpoint) error {
+	if m := g.cfg.MaxTopicsPerSession; m > 0 && len(ep.Topics) > m {
+		return tooManyTopics(len(ep.Topics), "names", m)
+	}
+	return nil
+}
+
+func tooManyTopics(n int, how string, limit int) error {
+	return &wsapi.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf(
+		"Invalid query params: the session %s %d topics, more than websocket.max_topics_per_session (%d)", how, n, limit)}
+}
+
+// countConsumers counts the broker-side consumers a consumer or reader session will hold,
+// one per topic or partition, so that the session is charged for each: it looks up the
+// partitions of its topics and, for a v3 topicsPattern, the topics the pattern matches now,
+// refusing a pattern that matches more than MaxTopicsPerSession with 400. Nothing is
+// created. A lookup's failure is answered as a creation failure: its message prefixed with
+// failed, its status from status.
+func (g *Gateway) countConsumers(ctx context.Context, ep wsapi.Endpoint, failed string, status func(error) int) (int, error) {
+	topics := []string{ep.TopicName()}
+	switch {
+	case ep.Version != wsapi.V3:
+	case ep.TopicsPattern != "":
+		ns, expr, err := wsapi.SplitPattern(ep.TopicsPattern)
+		if err != nil {
+			return 0, err
+		}
+		if topics, err = g.client.MatchPattern(ctx, ns, expr); err != nil {
+			return 0, lookupError(failed, status, err)
+		}
+		if m := g.cfg.MaxTopicsPerSession; m > 0 && len(topics) > m {
+			return 0, tooManyTopics(len(topics), "pattern matches", m)
+		}
+	default:
+		topics = ep.Topics
+	}
+	n, err := g.client.CountTopics(ctx, topics)
+	if err != nil {
+		return 0, lookupError(failed, status, err)
+	}
+	return n.Consumers, nil
+}
+
+func lookupError(failed string, status func(error) int, err error) error {
+	return &wsapi.Error{Status: status(err), Message: failed + err.Error()}
 }

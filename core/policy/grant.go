@@ -235,7 +235,12 @@ func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *
 	if prefetch <= 0 {
 		prefetch = min(max(queue.Value, 1), DefaultPrefetch)
 	}
-	cost, err := m.holdSession(session.ConsumerSessionCost(prefetch) + m.settings.inflateCost())
+	// The session's prefetch is divided among its broker-side consumers, so that it holds
+	// about as many prefetched messages over many topics as over one; each is charged.
+	consumers := max(h.Consumers, 1)
+	prefetch = max(prefetch/consumers, 1)
+	cost, err := m.holdSession(session.ConsumerSessionCost(prefetch) +
+		int64(consumers-1)*session.ConsumerTopicCost(prefetch) + m.settings.inflateCost())
 	if err != nil {
 		return session.ConsumerGrant{}, memoryFull(err)
 	}

@@ -373,7 +373,7 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	if s.embedded != nil {
 		opts = append(opts, gateway.WithTopicInspector(embeddedInspector{s.embedded}))
 	}
-	s.gw = gateway.New(s.client, s.policies, gateway.Config{CreateTimeout: s.cfg.Broker.OperationTimeout}, opts...)
+	s.gw = gateway.New(s.client, s.policies, gateway.Config{CreateTimeout: s.cfg.Broker.OperationTimeout, MaxTopicsPerSession: s.cfg.WebSocket.MaxTopicsPerSession}, opts...)
 	s.guard.onRefused = s.gw.Refused // the guard's refusals are logged and counted as the gateway's
 	s.admin = admin.New(s, s.metrics, admin.Config{Version: s.version, Pprof: s.cfg.AdminPprof}, s.log.With("component", "admin"))
 	s.handler = s.newHandler()

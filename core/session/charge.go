@@ -57,6 +57,15 @@ const InflateCost = 48 << 10
 // messages costs: 57 KiB with the default of 100.
 func ConsumerSessionCost(prefetch int) int64 { return 52<<10 + 48*int64(prefetch) }
 
+// ConsumerTopicCost is what each broker-side consumer of a consumer or reader session beyond
+// its first costs, with a prefetch of prefetch messages: a v3 session holds one per topic,
+// and a session on a partitioned topic one per partition, each with its goroutines, queues
+// and state in the client library (TestTopicCostCharged measures it).
+func ConsumerTopicCost(prefetch int) int64 { return TopicOverhead + 48*int64(prefetch) }
+
+// TopicOverhead is the fixed part of ConsumerTopicCost.
+const TopicOverhead = 36 << 10
+
 // ProducerCharge is what a producer message of payload bytes, with no key or properties and a
 // small context, is charged until the broker answers.
 func ProducerCharge(payload int) int64 {

@@ -24,6 +24,10 @@ type Handshake struct {
 	AuthMethod string
 	// RemoteAddr is the client's address.
 	RemoteAddr string
+	// Consumers is how many broker-side consumers a consumer or reader session needs: one per
+	// topic, one per partition of a partitioned topic. The gateway looks them up before the
+	// session is granted, so that it is charged for each. Zero means one.
+	Consumers int
 	// Path is the request's escaped path, for logs; routes never match it.
 	Path string
 }
@@ -86,7 +90,9 @@ type ConsumerGrant struct {
 	// otherwise at most MaxPending messages are delivered and not yet acknowledged.
 	PullMode   bool
 	MaxPending int
-	// Prefetch is the broker client's receiver queue for the session, outside the pool.
+	// Prefetch is the broker client's receiver queue for each of the session's broker-side
+	// consumers (one per topic or partition), outside the pool: the session's prefetch
+	// divided among them, at least 1 each.
 	Prefetch int
 	// WriteQueue bounds messages taken from the broker and waiting for the socket.
 	WriteQueue int

@@ -135,9 +135,9 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 		return session.ProducerGrant{}, m.decisionError(r, err)
 	}
 	queue := libraryQueue(maxMsgs, p.BatchingEnabled)
-	cost, err := m.holdSession(session.ProducerSessionCost(queue) + m.settings.inflateCost())
+	cost, err := m.holdSession(h.RemoteAddr, session.ProducerSessionCost(queue)+m.settings.inflateCost())
 	if err != nil {
-		return session.ProducerGrant{}, memoryFull(err)
+		return session.ProducerGrant{}, err
 	}
 	r.pressure.mu.Lock()
 	r.pressure.gates[gate] = own
@@ -239,10 +239,10 @@ func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *
 	// about as many prefetched messages over many topics as over one; each is charged.
 	consumers := max(h.Consumers, 1)
 	prefetch = max(prefetch/consumers, 1)
-	cost, err := m.holdSession(session.ConsumerSessionCost(prefetch) +
-		int64(consumers-1)*session.ConsumerTopicCost(prefetch) + m.settings.inflateCost())
+	cost, err := m.holdSession(h.RemoteAddr, session.ConsumerSessionCost(prefetch)+
+		int64(consumers-1)*session.ConsumerTopicCost(prefetch)+m.settings.inflateCost())
 	if err != nil {
-		return session.ConsumerGrant{}, memoryFull(err)
+		return session.ConsumerGrant{}, err
 	}
 	r.pressure.mu.Lock()
 	r.pressure.consumers++
@@ -316,12 +316,13 @@ func denial(d *strategy.Denial) error {
 	return &wsapi.Error{Status: status, Message: d.Reason}
 }
 
-// holdSession charges a new session's own memory to the session pool.
-func (m *Manager) holdSession(cost int64) (*admission.Charge, error) {
-	if m.sessions == nil {
+// holdSession charges a new session's own memory to the session pool, under the fair-share
+// rule for its client address (remote). The error refuses the handshake.
+func (m *Manager) holdSession(remote string, cost int64) (*sessionCharge, error) {
+	if m.shares == nil {
 		return nil, nil
 	}
-	return m.sessions.TryHold(cost)
+	return m.shares.hold(remote, cost)
 }
 
 // memoryFull refuses a session whose own memory does not fit the session pool

@@ -338,10 +338,11 @@ type WebSocket struct {
 	// closing its connection. Only frames from the client prove it alive. It applies only
 	// with ping_interval. Zero means ping_interval.
 	PongTimeout time.Duration `koanf:"pong_timeout" json:"pong_timeout"`
-	// HandshakeTimeout bounds a handshake: reading the request's headers, then everything up
-	// to the upgrade (authentication, the route's strategy, creating the broker-side producer,
-	// consumer or reader). A handshake past it is answered with 504, or 503 when the broker
-	// is unreachable. Zero means 10s.
+	// HandshakeTimeout bounds a handshake, from the connection's accept to the upgrade: the
+	// PROXY protocol header, the TLS handshake, the request's headers, then authentication,
+	// the route's strategy and creating the broker-side producer, consumer or reader. A
+	// connection still sending its request then is closed; a handshake past it is answered
+	// with 504, or 503 when the broker is unreachable. Zero means 10s.
 	HandshakeTimeout time.Duration `koanf:"handshake_timeout" json:"handshake_timeout"`
 	// MaxHeaderBytes bounds a handshake request's line and headers (the token included);
 	// a larger request is answered with 431. Zero means 16KiB.
@@ -506,13 +507,15 @@ const (
 // Limits bounds what clients may open (static). Every refusal is answered with an HTTP
 // status and counted: 503 for a connection limit, 429 for the handshake rate.
 type Limits struct {
-	// MaxConnections bounds the WebSocket connections open at once, handshakes in
-	// progress included; past it a handshake is refused with 503. A connection is counted
-	// from its handshake until it closes. An absent key means 10000; an explicit 0 means
-	// unbounded.
+	// MaxConnections bounds the connections open at once, handshakes in progress
+	// included; past it a connection is refused with 503. On the edge's listener a
+	// connection is counted from the moment it is accepted (before its request arrives)
+	// until it closes. An absent key means 10000; an explicit 0 means unbounded.
 	MaxConnections int `koanf:"max_connections" json:"max_connections"`
 	// MaxConnectionsPerAddress bounds the connections of one client address (the real
-	// client's, behind trusted proxies). Zero means unbounded.
+	// client's, behind trusted proxies). A connection from a peer that is not a trusted
+	// proxy counts from its accept; one through a trusted proxy from its request (or PROXY
+	// protocol header), which names the client. Zero means unbounded.
 	MaxConnectionsPerAddress int `koanf:"max_connections_per_address" json:"max_connections_per_address"`
 	// MaxConnectionsPerRole bounds the connections of one authenticated role. Zero means
 	// unbounded.

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/certs"
 	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/connlimit"
 	"github.com/sluicehq/sluice/core/gateway"
 	"github.com/sluicehq/sluice/core/policy"
 	"github.com/sluicehq/sluice/core/requestline"
@@ -189,6 +190,16 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 		MaxHeaderBytes:    int(ws.MaxHeaderBytes.Bytes()),
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	// Counted from the accept, and under one handshake deadline from then to the upgrade
+	// (PROXY header, TLS, headers and handler together): beneath everything that reads.
+	ln = s.guard.limits.Listener(ln, connlimit.ListenerConfig{
+		Trusted:          s.guard.proxies.Trusted,
+		HandshakeTimeout: ws.HandshakeTimeout,
+		Refused: func(remote, reason string) {
+			s.gw.Refused(remote, "", http.StatusServiceUnavailable, reason)
+		},
+		Answer: s.tls == nil,
+	})
 	if s.cfg.TrustedProxies.ProxyProtocol {
 		ln = s.guard.proxies.Listener(ln, ws.HandshakeTimeout)
 	}

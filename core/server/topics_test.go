@@ -141,3 +141,48 @@ func TestTooManyTopicsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestManyTopicsPrefetchBounded: a v3 session over many topics with a backlog, whose client
+// reads nothing, holds about its prefetch in messages however many topics it reads: the
+// prefetch is divided among its topics (one session over 200 topics with a backlog pinned
+// 337 MiB of heap while the consumer pool showed 0.8 MiB, each topic prefetching its own
+// queue outside the pool).
+func TestManyTopicsPrefetchBounded(t *testing.T) {
+	srv, base := edgetest.Start(t, "memory: { consumer_limit: 4MiB }\n")
+	const (
+		topics  = 40
+		backlog = 25
+		size    = 32 << 10
+	)
+	names := make([]string, topics)
+	for i := range names {
+		names[i] = fmt.Sprintf("public/default/prefetch-bound-%d", i)
+	}
+	url := base + "/ws/v3/consumer/s?subscriptionType=Shared&topics=" + strings.Join(names, ",")
+	_ = edgetest.Dial(t, url).Close() // the subscription, then a backlog on every topic
+	payload := make([]byte, size)
+	for i := range names {
+		payloads := make([][]byte, backlog)
+		for j := range payloads {
+			payloads[j] = payload
+		}
+		publishPayloads(t, base, fmt.Sprintf("prefetch-bound-%d", i), payloads...)
+	}
+	time.Sleep(500 * time.Millisecond)
+	heap0, used0 := memory(), srv.SessionPool().Snapshot().Edge.Used
+	_ = edgetest.DialSmallBuffer(t, url) // reads nothing
+	time.Sleep(2 * time.Second)          // the library prefetches what it may, the pool fills
+	grew, charged := memory()-heap0, srv.SessionPool().Snapshot().Edge.Used-used0
+	held := srv.ConsumerPool().Snapshot().Edge.Used
+	// What the library prefetches (100 messages divided among 40 topics: 2 each, plus 10 in
+	// its channel and 1 waiting), twice (the library's frame and the payload it delivers).
+	prefetched := int64(topics*2+11) * 2 * size
+	t.Logf("%d topics of %d × %d-byte messages, a client reading nothing: the process grew %d bytes; "+
+		"session charge %d, consumer pool %d, prefetch bound %d", topics, backlog, size, grew, charged, held, prefetched)
+	if bound := charged + held + prefetched; grew > bound {
+		t.Errorf("the process grew %d bytes, more than the session's charge, its messages in the pool and its prefetch (%d)", grew, bound)
+	}
+	if backlogBytes := int64(topics * backlog * size); grew > backlogBytes/2 {
+		t.Errorf("the process grew %d bytes, more than half the %d bytes of backlog: the prefetch is not bounded", grew, backlogBytes)
+	}
+}

@@ -36,6 +36,11 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 			"Invalid query params: client-side encryption (encryptionKeys as base64 JSON) is not supported by Sluice")
 		return
 	}
+	// One broker-side producer per partition: counted before the grant, which charges each.
+	if h.Partitions, err = g.client.Partitions(ctx, ep.TopicName()); err != nil {
+		g.refuse(w, r, ep.Kind, creationStatus(err), "Failed to create producer: "+err.Error())
+		return
+	}
 	grant, err := g.grants.Producer(ctx, h, params)
 	if err != nil {
 		g.writeError(w, r, ep.Kind, err)
@@ -114,7 +119,7 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 	if !g.admitted(w, r, h) {
 		return
 	}
-	if h.Consumers, err = g.countConsumers(ctx, ep, "Failed to subscribe: ", creationStatus); err != nil {
+	if h.Partitions, err = g.countConsumers(ctx, ep, "Failed to subscribe: ", creationStatus); err != nil {
 		g.writeError(w, r, ep.Kind, err)
 		return
 	}
@@ -187,7 +192,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	if !ok || !g.admitted(w, r, h) {
 		return
 	}
-	if h.Consumers, err = g.countConsumers(ctx, ep, "Failed to create reader: ", readerStatus); err != nil {
+	if h.Partitions, err = g.countConsumers(ctx, ep, "Failed to create reader: ", readerStatus); err != nil {
 		g.writeError(w, r, ep.Kind, err)
 		return
 	}

@@ -135,7 +135,9 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 		return session.ProducerGrant{}, m.decisionError(r, err)
 	}
 	queue := libraryQueue(maxMsgs, p.BatchingEnabled)
-	cost, err := m.holdSession(h.RemoteAddr, session.ProducerSessionCost(queue)+m.settings.inflateCost())
+	// A producer on a partitioned topic holds a producer, and a queue, per partition.
+	cost, err := m.holdSession(h.RemoteAddr, session.ProducerSessionCost(queue)+
+		int64(max(h.Partitions, 1)-1)*session.ProducerPartitionCost(queue)+m.settings.inflateCost())
 	if err != nil {
 		return session.ProducerGrant{}, err
 	}
@@ -237,7 +239,7 @@ func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *
 	}
 	// The session's prefetch is divided among its broker-side consumers, so that it holds
 	// about as many prefetched messages over many topics as over one; each is charged.
-	consumers := max(h.Consumers, 1)
+	consumers := max(h.Partitions, 1)
 	prefetch = max(prefetch/consumers, 1)
 	cost, err := m.holdSession(h.RemoteAddr, session.ConsumerSessionCost(prefetch)+
 		int64(consumers-1)*session.ConsumerTopicCost(prefetch)+m.settings.inflateCost())

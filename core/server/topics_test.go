@@ -60,9 +60,9 @@ func TestTopicCostCharged(t *testing.T) {
 	}
 }
 
-// TestPartitionsCharged: a consumer or reader on a partitioned topic holds one broker-side
-// consumer per partition and is charged for each; so is a v3 session whose pattern matches
-// topics, for each topic it matches when it opens.
+// TestPartitionsCharged: a producer, consumer or reader on a partitioned topic holds one
+// broker-side producer or consumer per partition and is charged for each; so is a v3 session
+// whose pattern matches topics, for each topic it matches when it opens.
 func TestPartitionsCharged(t *testing.T) {
 	t.Parallel()
 	srv, base := edgetest.Start(t, "")
@@ -80,6 +80,7 @@ func TestPartitionsCharged(t *testing.T) {
 	for path, want := range map[string]int64{
 		"/ws/v2/consumer/persistent/public/default/charged-parts/s": parts,
 		"/ws/v2/reader/persistent/public/default/charged-parts":     parts,
+		"/ws/v2/producer/persistent/public/default/charged-parts":   session.ProducerSessionCost(128) + 7*session.ProducerPartitionCost(128),
 		"/ws/v3/consumer/s?topicsPattern=" + url.QueryEscape("public/charged/p-.*"): session.ConsumerSessionCost(33) +
 			2*session.ConsumerTopicCost(33),
 	} {

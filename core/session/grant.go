@@ -24,10 +24,11 @@ type Handshake struct {
 	AuthMethod string
 	// RemoteAddr is the client's address.
 	RemoteAddr string
-	// Consumers is how many broker-side consumers a consumer or reader session needs: one per
-	// topic, one per partition of a partitioned topic. The gateway looks them up before the
-	// session is granted, so that it is charged for each. Zero means one.
-	Consumers int
+	// Partitions is how many topic partitions the session holds a broker-side producer or
+	// consumer for: one per topic that is not partitioned, one per partition of a partitioned
+	// topic (a v3 consumer's topics added up). The gateway looks them up before the session
+	// is granted, so that it is charged for each. Zero means one.
+	Partitions int
 	// Path is the request's escaped path, for logs; routes never match it.
 	Path string
 }

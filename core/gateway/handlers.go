@@ -327,14 +327,14 @@ func toCompression(c wsapi.CompressionType) broker.Compression {
 // anything else is done for it.
 func (g *Gateway) checkTopicList(ep wsapi.Endpoint) error {
 	if m := g.cfg.MaxTopicsPerSession; m > 0 && len(ep.Topics) > m {
-		return tooManyTopics(len(ep.Topics), "names", m)
+		return tooManyTopics("topics names", len(ep.Topics), m)
 	}
 	return nil
 }
 
-func tooManyTopics(n int, how string, limit int) error {
+func tooManyTopics(what string, n, limit int) error {
 	return &wsapi.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf(
-		"Invalid query params: the session %s %d topics, more than websocket.max_topics_per_session (%d)", how, n, limit)}
+		"Invalid query params: %s %d topics, more than websocket.max_topics_per_session (%d)", what, n, limit)}
 }
 
 // countConsumers counts the broker-side consumers a consumer or reader session will hold,
@@ -356,7 +356,7 @@ func (g *Gateway) countConsumers(ctx context.Context, ep wsapi.Endpoint, failed 
 			return 0, lookupError(failed, status, err)
 		}
 		if m := g.cfg.MaxTopicsPerSession; m > 0 && len(topics) > m {
-			return 0, tooManyTopics(len(topics), "pattern matches", m)
+			return 0, tooManyTopics("topicsPattern matches", len(topics), m)
 		}
 	default:
 		topics = ep.Topics

@@ -183,6 +183,12 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.cfg.Listen, err)
 	}
+	// Connections count from their accept, so limits.max_connections bounds the descriptors
+	// clients can take, if the process may open that many.
+	if m, fds := s.cfg.Limits.MaxConnections, openFileLimit(); fds > 0 && m > 0 && uint64(m)+fdHeadroom > fds {
+		s.log.Warn("limits.max_connections is not below the open-file limit: clients can exhaust the process's file descriptors",
+			"max_connections", m, "open_file_limit", fds, "headroom", fdHeadroom)
+	}
 	ws := s.cfg.WebSocket
 	srv := &http.Server{
 		Handler:           s.Handler(),
@@ -229,6 +235,10 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 	s.log.Info("edge listening", "addr", ln.Addr().String(), "broker", s.brokerURL, "tls", s.tls != nil)
 	return nil
 }
+
+// fdHeadroom is the file descriptors the edge keeps for itself beside its clients'
+// connections: broker connections, the admin listener, plugins, files.
+const fdHeadroom = 256
 
 // loadTLS reads the listeners' certificates.
 func (s *Server) loadTLS() error {

@@ -1,7 +1,6 @@
 package connlimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -55,9 +54,12 @@ const (
 // It also gives every connection one deadline from its accept (HandshakeTimeout): until the
 // connection is upgraded, no read deadline set on it (by the PROXY protocol's reader, the TLS
 // handshake, net/http) can reach past it. Put it directly above the TCP listener, beneath the
-// PROXY protocol and TLS, and use Track on the server, which lets Handler find the
-// connection. A nil limiter only applies the deadline.
+// PROXY protocol and TLS, use Track on the server, which lets Handler find the connection,
+// and upgrade only through Handler, which lifts the deadline. A nil limiter returns ln.
 func (l *Limiter) Listener(ln net.Listener, cfg ListenerConfig) net.Listener {
+	if l == nil {
+		return ln
+	}
 	return &listener{Listener: ln, l: l, cfg: cfg, answering: make(chan struct{}, maxAnswering)}
 }
 
@@ -88,9 +90,6 @@ func (ln *listener) Accept() (net.Conn, error) {
 		if d := ln.cfg.HandshakeTimeout; d > 0 {
 			a.deadline = time.Now().Add(d)
 			_ = c.SetReadDeadline(a.deadline)
-		}
-		if ln.l == nil {
-			return a, nil
 		}
 		addr, perAddress := "", false
 		if ap, ok := peer(c.RemoteAddr()); ok {
@@ -211,7 +210,7 @@ func (l *Limiter) endRequest(s *slot) {
 // it is upgraded.
 type acceptedConn struct {
 	net.Conn
-	slot     *slot     // nil: not counted (a nil limiter)
+	slot     *slot
 	deadline time.Time // the handshake's end; zero means none
 	upgraded atomic.Bool
 }
@@ -246,9 +245,7 @@ func (c *acceptedConn) upgrade() {
 // Close closes the connection and gives its slot back.
 func (c *acceptedConn) Close() error {
 	err := c.Conn.Close()
-	if c.slot != nil {
-		c.slot.release()
-	}
+	c.slot.release()
 	return err
 }
 
@@ -283,7 +280,7 @@ type acceptedKey struct{}
 
 // HandshakeDeadline is when the handshake of r's connection must be done, counted from its
 // accept, or false when r did not come through a Listener with a HandshakeTimeout.
-func HandshakeDeadline(r interface{ Context() context.Context }) (time.Time, bool) {
+func HandshakeDeadline(r *http.Request) (time.Time, bool) {
 	a, _ := r.Context().Value(acceptedKey{}).(*acceptedConn)
 	if a == nil || a.deadline.IsZero() {
 		return time.Time{}, false

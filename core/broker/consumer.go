@@ -291,9 +291,10 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 		popts.ReceiverQueueSize = 1000
 	}
 	if o.TopicsPattern != "" {
-		// A pattern consumer subscribes to the topics its pattern matches now, which the edge
-		// counted and charged: the library's discovery would add a consumer for every topic
-		// created later, uncharged and unbounded. (The same period polls for new partitions.)
+		// A pattern session is charged for the topics its pattern matched when it opened (the
+		// gateway subscribes to those by name; a pattern is left only when it matched none):
+		// the library's discovery would add a consumer for every topic created later,
+		// uncharged and unbounded. (The same period polls for new partitions.)
 		popts.AutoDiscoveryPeriod = noDiscovery
 	}
 	switch o.Type {

@@ -119,16 +119,24 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 	if !g.admitted(w, r, h) {
 		return
 	}
-	if h.Partitions, err = g.countConsumers(ctx, ep, "Failed to subscribe: ", creationStatus); err != nil {
+	matched, partitions, err := g.countConsumers(ctx, ep, "Failed to subscribe: ", creationStatus)
+	if err != nil {
 		g.writeError(w, r, ep.Kind, err)
 		return
 	}
+	h.Partitions = partitions
 	grant, err := g.grants.Consumer(ctx, h, params)
 	if err != nil {
 		g.writeError(w, r, ep.Kind, err)
 		return
 	}
-	c, err := g.client.Subscribe(ctx, consumerOptions(ep, params, grant.Prefetch))
+	opts := consumerOptions(ep, params, grant.Prefetch)
+	if len(matched) > 0 {
+		// The topics the pattern matched, counted and charged: exactly these are subscribed
+		// to, whatever the namespace holds by the time the library would look again.
+		opts.TopicsPattern, opts.Topics = "", matched
+	}
+	c, err := g.client.Subscribe(ctx, opts)
 	if err != nil {
 		grant.Release()
 		g.refuse(w, r, ep.Kind, creationStatus(err), "Failed to subscribe: "+err.Error())
@@ -192,7 +200,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	if !ok || !g.admitted(w, r, h) {
 		return
 	}
-	if h.Partitions, err = g.countConsumers(ctx, ep, "Failed to create reader: ", readerStatus); err != nil {
+	if _, h.Partitions, err = g.countConsumers(ctx, ep, "Failed to create reader: ", readerStatus); err != nil {
 		g.writeError(w, r, ep.Kind, err)
 		return
 	}
@@ -339,33 +347,34 @@ func tooManyTopics(what string, n, limit int) error {
 
 // countConsumers counts the broker-side consumers a consumer or reader session will hold,
 // one per topic or partition, so that the session is charged for each: it looks up the
-// partitions of its topics and, for a v3 topicsPattern, the topics the pattern matches now,
-// refusing a pattern that matches more than MaxTopicsPerSession with 400. Nothing is
-// created. A lookup's failure is answered as a creation failure: its message prefixed with
-// failed, its status from status.
-func (g *Gateway) countConsumers(ctx context.Context, ep wsapi.Endpoint, failed string, status func(error) int) (int, error) {
+// partitions of its topics and, for a v3 topicsPattern, the topics the pattern matches now
+// (matched), refusing a pattern that matches more than MaxTopicsPerSession with 400. Nothing
+// is created. A lookup's failure is answered as a creation failure: its message prefixed
+// with failed, its status from status.
+func (g *Gateway) countConsumers(ctx context.Context, ep wsapi.Endpoint, failed string, status func(error) int) (matched []string, partitions int, err error) {
 	topics := []string{ep.TopicName()}
 	switch {
 	case ep.Version != wsapi.V3:
 	case ep.TopicsPattern != "":
 		ns, expr, err := wsapi.SplitPattern(ep.TopicsPattern)
 		if err != nil {
-			return 0, err
+			return nil, 0, err
 		}
-		if topics, err = g.client.MatchPattern(ctx, ns, expr); err != nil {
-			return 0, lookupError(failed, status, err)
+		if matched, err = g.client.MatchPattern(ctx, ns, expr); err != nil {
+			return nil, 0, lookupError(failed, status, err)
 		}
-		if m := g.cfg.MaxTopicsPerSession; m > 0 && len(topics) > m {
-			return 0, tooManyTopics("topicsPattern matches", len(topics), m)
+		if m := g.cfg.MaxTopicsPerSession; m > 0 && len(matched) > m {
+			return nil, 0, tooManyTopics("topicsPattern matches", len(matched), m)
 		}
+		topics = matched
 	default:
 		topics = ep.Topics
 	}
 	n, err := g.client.CountTopics(ctx, topics)
 	if err != nil {
-		return 0, lookupError(failed, status, err)
+		return nil, 0, lookupError(failed, status, err)
 	}
-	return n.Consumers, nil
+	return matched, n.Consumers, nil
 }
 
 func lookupError(failed string, status func(error) int, err error) error {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	proxyproto "github.com/pires/go-proxyproto"
+
+	"github.com/sluicehq/sluice/core/certs/certtest"
 )
 
 // silent opens a TCP connection to addr that sends nothing (or only what first writes).
@@ -102,9 +105,10 @@ func TestHalfOpenConnectionsCounted(t *testing.T) {
 }
 
 // TestOneHandshakeDeadline: a connection has one deadline from its accept to its upgrade,
-// whatever it sends meanwhile: silent, after a PROXY protocol header, or after part of its
-// headers, it is closed handshake_timeout after its accept (PROXY protocol listeners held a
-// silent connection for two deadlines, one for the PROXY header and one for the request).
+// whatever it sends meanwhile: silent, after a PROXY protocol header, after its TLS handshake,
+// or after part of its headers, it is closed handshake_timeout after its accept (PROXY
+// protocol listeners held a silent connection for two deadlines, one for the PROXY header and
+// one for the request, and the TLS handshake had one of its own).
 func TestOneHandshakeDeadline(t *testing.T) {
 	t.Parallel()
 	const timeout = time.Second
@@ -120,21 +124,38 @@ func TestOneHandshakeDeadline(t *testing.T) {
 		fmt.Fprintf(w, "GET %sdeadline HTTP/1.1\r\nHost: x\r\n", producerPath)
 		_ = w.Flush()
 	}
+	dir := t.TempDir()
+	ca := certtest.NewCA(t, "test-ca")
+	certFile, keyFile := ca.Server(t, "edge-1").Write(t, dir, "server")
+	tlsThenHeaders := func(c net.Conn) {
+		tc := tls.Client(c, &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"})
+		if err := tc.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		slowHeaders(tc)
+	}
 	for name, tc := range map[string]struct {
-		proxy bool
-		first func(net.Conn)
+		proxy, tls bool
+		first      func(net.Conn)
 	}{
-		"silent":                      {false, nil},
-		"silent, PROXY protocol on":   {true, nil},
-		"PROXY header, then silence":  {true, proxyHeader},
-		"half the headers":            {false, slowHeaders},
-		"PROXY header, half the rest": {true, func(c net.Conn) { proxyHeader(c); time.Sleep(300 * time.Millisecond); slowHeaders(c) }},
+		"silent":                       {false, false, nil},
+		"silent, PROXY protocol on":    {true, false, nil},
+		"PROXY header, then silence":   {true, false, proxyHeader},
+		"half the headers":             {false, false, slowHeaders},
+		"PROXY header, half the rest":  {true, false, func(c net.Conn) { proxyHeader(c); time.Sleep(300 * time.Millisecond); slowHeaders(c) }},
+		"silent, TLS":                  {false, true, nil},
+		"TLS, then half the headers":   {false, true, tlsThenHeaders},
+		"PROXY header, TLS, then half": {true, true, func(c net.Conn) { proxyHeader(c); tlsThenHeaders(c) }},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			yaml := fmt.Sprintf("admin_listen: \"off\"\nwebsocket: { handshake_timeout: %s }\n", timeout)
 			if tc.proxy {
 				yaml += "trusted_proxies: { networks: [127.0.0.1/32], proxy_protocol: true, header: none }\n"
+			}
+			if tc.tls {
+				yaml += fmt.Sprintf("tls: { cert_file: %s, key_file: %s }\n", certFile, keyFile)
 			}
 			_, addr := startListening(t, yaml)
 			start := time.Now()

@@ -301,8 +301,10 @@ type Memory struct {
 	ConsumerLimit Size `koanf:"consumer_limit" json:"consumer_limit"`
 	// SessionLimit bounds what open sessions cost themselves, whatever messages they hold:
 	// their buffers, queues and broker-side producers and consumers, charged per session from
-	// the handshake until it ends. A handshake that does not fit is refused with 503. Absent
-	// means 256MiB (about 5,000 sessions); zero means unbounded, which Warnings reports.
+	// the handshake until it ends. A handshake that does not fit is refused with 503, and so
+	// is one whose client address would hold more of a pool over 7/8 full than it leaves to
+	// other addresses (the fair share: one address cannot lock the others out). Absent means
+	// 256MiB (about 7,000 idle sessions); zero means unbounded, which Warnings reports.
 	SessionLimit Size `koanf:"session_limit" json:"session_limit"`
 
 	// ProducerLimitSet and ConsumerLimitSet are set by Load when the limit

@@ -304,7 +304,7 @@ type Memory struct {
 	// the handshake until it ends. A handshake that does not fit is refused with 503, and so
 	// is one whose client address would hold more of a pool over 7/8 full than it leaves to
 	// other addresses (the fair share: one address cannot lock the others out). Absent means
-	// 256MiB (about 7,000 idle sessions); zero means unbounded, which Warnings reports.
+	// 256MiB (about 7,000 idle producer sessions); zero means unbounded, which Warnings reports.
 	SessionLimit Size `koanf:"session_limit" json:"session_limit"`
 
 	// ProducerLimitSet and ConsumerLimitSet are set by Load when the limit

@@ -314,7 +314,10 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 		popts.SubscriptionInitialPosition = pulsar.SubscriptionPositionEarliest
 	}
 	if o.MaxDeliveries > 0 {
-		popts.DLQ = &pulsar.DLQPolicy{MaxDeliveries: o.MaxDeliveries, DeadLetterTopic: o.DeadLetterTopic}
+		popts.DLQ = &pulsar.DLQPolicy{MaxDeliveries: o.MaxDeliveries, DeadLetterTopic: o.DeadLetterTopic,
+			// The library's dead-letter producer, created at the first dead letter, with a
+			// small queue (its default is 1000) and no batch buffer: the session is charged it.
+			ProducerOptions: pulsar.ProducerOptions{MaxPendingMessages: DeadLetterQueue, DisableBatching: true}}
 	}
 	if o.CryptoFailure != CryptoFail {
 		action := 0 // crypto.ConsumerCryptoFailureActionFail
@@ -333,6 +336,10 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 	}
 	return &Consumer{c: pc, acks: newAcks(pc, c.log)}, nil
 }
+
+// DeadLetterQueue is the queue of the producer the client library creates for a consumer's
+// dead letters.
+const DeadLetterQueue = 32
 
 // noDiscovery is an auto-discovery period that never comes: the library takes no zero.
 const noDiscovery = 100 * 365 * 24 * time.Hour

@@ -172,7 +172,11 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 
 // Consumer decides a consumer session's grant.
 func (m *Manager) Consumer(ctx context.Context, h session.Handshake, p wsapi.ConsumerParams) (session.ConsumerGrant, error) {
-	g, err := m.delivery(ctx, h, p.RequestedReceiverQueueSize, p.ReceiverQueueSize, p.PullMode)
+	var deadLetters int64
+	if p.MaxRedeliverCount > 0 {
+		deadLetters = session.DeadLetterCost // the library's dead-letter producer
+	}
+	g, err := m.delivery(ctx, h, p.RequestedReceiverQueueSize, p.ReceiverQueueSize, p.PullMode, deadLetters)
 	if err != nil {
 		return g, err
 	}
@@ -184,12 +188,13 @@ func (m *Manager) Consumer(ctx context.Context, h session.Handshake, p wsapi.Con
 
 // Reader decides a reader session's grant.
 func (m *Manager) Reader(ctx context.Context, h session.Handshake, p wsapi.ReaderParams) (session.ConsumerGrant, error) {
-	return m.delivery(ctx, h, p.RequestedReceiverQueueSize, p.ReceiverQueueSize, false)
+	return m.delivery(ctx, h, p.RequestedReceiverQueueSize, p.ReceiverQueueSize, false, 0)
 }
 
 // delivery decides what consumer and reader grants share. requested is the client's
-// receiverQueueSize (nil: none) and applied Pulsar's value after its cap of 1000.
-func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *int, applied int, pullMode bool) (session.ConsumerGrant, error) {
+// receiverQueueSize (nil: none) and applied Pulsar's value after its cap of 1000; extra is
+// what the session costs besides its consumers.
+func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *int, applied int, pullMode bool, extra int64) (session.ConsumerGrant, error) {
 	r, err := m.match(h)
 	if err != nil {
 		return session.ConsumerGrant{}, err
@@ -242,7 +247,7 @@ func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *
 	consumers := max(h.Partitions, 1)
 	prefetch = max(prefetch/consumers, 1)
 	cost, err := m.holdSession(h.RemoteAddr, session.ConsumerSessionCost(prefetch)+
-		int64(consumers-1)*session.ConsumerTopicCost(prefetch)+m.settings.inflateCost())
+		int64(consumers-1)*session.ConsumerTopicCost(prefetch)+extra+m.settings.inflateCost())
 	if err != nil {
 		return session.ConsumerGrant{}, err
 	}

@@ -62,7 +62,8 @@ func TestTopicCostCharged(t *testing.T) {
 
 // TestPartitionsCharged: a producer, consumer or reader on a partitioned topic holds one
 // broker-side producer or consumer per partition and is charged for each; so is a v3 session
-// whose pattern matches topics, for each topic it matches when it opens.
+// whose pattern matches topics, for each topic it matches when it opens; a consumer with a
+// dead-letter policy is charged the library's dead-letter producer.
 func TestPartitionsCharged(t *testing.T) {
 	t.Parallel()
 	srv, base := edgetest.Start(t, "")
@@ -81,6 +82,8 @@ func TestPartitionsCharged(t *testing.T) {
 		"/ws/v2/consumer/persistent/public/default/charged-parts/s": parts,
 		"/ws/v2/reader/persistent/public/default/charged-parts":     parts,
 		"/ws/v2/producer/persistent/public/default/charged-parts":   session.ProducerSessionCost(128) + 7*session.ProducerPartitionCost(128),
+		// A dead-letter policy: the library's dead-letter producer too.
+		"/ws/v2/consumer/persistent/public/default/charged-dlq/s?maxRedeliverCount=2": session.ConsumerSessionCost(100) + session.DeadLetterCost,
 		"/ws/v3/consumer/s?topicsPattern=" + url.QueryEscape("public/charged/p-.*"): session.ConsumerSessionCost(33) +
 			2*session.ConsumerTopicCost(33),
 	} {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	proxyproto "github.com/pires/go-proxyproto"
 
 	"github.com/sluicehq/sluice/core/certs/certtest"
@@ -165,5 +166,50 @@ func TestOneHandshakeDeadline(t *testing.T) {
 				t.Errorf("closed after %s, want about handshake_timeout (%s) from the accept", took, timeout)
 			}
 		})
+	}
+}
+
+// TestSessionOutlivesHandshakeDeadline: the handshake deadline ends at the upgrade: a session
+// idle past it (plain, PROXY protocol, TLS) still publishes, and a kept-alive connection that
+// was not upgraded is closed at it.
+func TestSessionOutlivesHandshakeDeadline(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := certtest.NewCA(t, "test-ca")
+	certFile, keyFile := ca.Server(t, "edge-1").Write(t, dir, "server")
+	for name, yaml := range map[string]string{
+		"plain":          "",
+		"PROXY protocol": "trusted_proxies: { networks: [127.0.0.1/32], proxy_protocol: true, header: none }\n",
+		"TLS":            fmt.Sprintf("tls: { cert_file: %s, key_file: %s }\n", certFile, keyFile),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, addr := startListening(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 500ms }\n"+yaml)
+			d := websocket.Dialer{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}
+			scheme := "ws://"
+			if name == "TLS" {
+				scheme = "wss://"
+			}
+			c, _, err := d.Dial(scheme+addr+producerPath+"outlives", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			time.Sleep(1500 * time.Millisecond) // three handshake deadlines
+			if err := c.WriteMessage(websocket.TextMessage, []byte(`{"payload":"aGk="}`)); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, msg, err := c.ReadMessage(); err != nil || !strings.Contains(string(msg), `"result":"ok"`) {
+				t.Fatalf("after the handshake deadline: %s %v, want an ok ack", msg, err)
+			}
+		})
+	}
+	// A kept-alive connection that is not upgraded lives at most the handshake deadline.
+	_, addr := startListening(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 500ms }\n")
+	c := silent(t, addr, func(c net.Conn) { fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") })
+	took, answer := closedWithin(t, c, time.Now(), 3*time.Second)
+	if !strings.Contains(answer, "200 OK") || took > time.Second {
+		t.Errorf("a kept-alive /healthz connection: answered %q, closed after %s, want 200 and closed at the deadline", answer, took)
 	}
 }

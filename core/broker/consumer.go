@@ -297,6 +297,13 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 	if o.ReceiverQueueSize == 0 {
 		popts.ReceiverQueueSize = 1000
 	}
+	if o.TopicsPattern != "" {
+		// A pattern session is charged for the topics its pattern matched when it opened (the
+		// gateway subscribes to those by name; a pattern is left only when it matched none):
+		// the library's discovery would add a consumer for every topic created later,
+		// uncharged and unbounded. (The same period polls for new partitions.)
+		popts.AutoDiscoveryPeriod = noDiscovery
+	}
 	switch o.Type {
 	case Shared:
 		popts.Type = pulsar.Shared
@@ -314,7 +321,10 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 		popts.SubscriptionInitialPosition = pulsar.SubscriptionPositionEarliest
 	}
 	if o.MaxDeliveries > 0 {
-		popts.DLQ = &pulsar.DLQPolicy{MaxDeliveries: o.MaxDeliveries, DeadLetterTopic: o.DeadLetterTopic}
+		popts.DLQ = &pulsar.DLQPolicy{MaxDeliveries: o.MaxDeliveries, DeadLetterTopic: o.DeadLetterTopic,
+			// The library's dead-letter producer, created at the first dead letter, with a
+			// small queue (its default is 1000) and no batch buffer: the session is charged it.
+			ProducerOptions: pulsar.ProducerOptions{MaxPendingMessages: DeadLetterQueue, DisableBatching: true}}
 	}
 	if o.CryptoFailure != CryptoFail {
 		action := 0 // crypto.ConsumerCryptoFailureActionFail
@@ -340,6 +350,13 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 	}
 	return cons, nil
 }
+
+// DeadLetterQueue is the queue of the producer the client library creates for a consumer's
+// dead letters.
+const DeadLetterQueue = 32
+
+// noDiscovery is an auto-discovery period that never comes: the library takes no zero.
+const noDiscovery = 100 * 365 * 24 * time.Hour
 
 func topicsOf(o ConsumerOptions) string {
 	switch {

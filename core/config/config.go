@@ -353,8 +353,10 @@ type Memory struct {
 	ConsumerLimit Size `koanf:"consumer_limit" json:"consumer_limit"`
 	// SessionLimit bounds what open sessions cost themselves, whatever messages they hold:
 	// their buffers, queues and broker-side producers and consumers, charged per session from
-	// the handshake until it ends. A handshake that does not fit is refused with 503. Absent
-	// means 256MiB (about 5,000 sessions); zero means unbounded, which Warnings reports.
+	// the handshake until it ends. A handshake that does not fit is refused with 503, and so
+	// is one whose client address would hold more of a pool over 7/8 full than it leaves to
+	// other addresses (the fair share: one address cannot lock the others out). Absent means
+	// 256MiB (about 7,000 idle producer sessions); zero means unbounded, which Warnings reports.
 	SessionLimit Size `koanf:"session_limit" json:"session_limit"`
 
 	// ProducerLimitSet and ConsumerLimitSet are set by Load when the limit
@@ -390,10 +392,11 @@ type WebSocket struct {
 	// closing its connection. Only frames from the client prove it alive. It applies only
 	// with ping_interval. Zero means ping_interval.
 	PongTimeout time.Duration `koanf:"pong_timeout" json:"pong_timeout"`
-	// HandshakeTimeout bounds a handshake: reading the request's headers, then everything up
-	// to the upgrade (authentication, the route's strategy, creating the broker-side producer,
-	// consumer or reader). A handshake past it is answered with 504, or 503 when the broker
-	// is unreachable. Zero means 10s.
+	// HandshakeTimeout bounds a handshake, from the connection's accept to the upgrade: the
+	// PROXY protocol header, the TLS handshake, the request's headers, then authentication,
+	// the route's strategy and creating the broker-side producer, consumer or reader. A
+	// connection still sending its request then is closed; a handshake past it is answered
+	// with 504, or 503 when the broker is unreachable. Zero means 10s.
 	HandshakeTimeout time.Duration `koanf:"handshake_timeout" json:"handshake_timeout"`
 	// MaxHeaderBytes bounds a handshake request's line and headers (the token included);
 	// a larger request is answered with 431. Zero means 16KiB.
@@ -424,6 +427,13 @@ type WebSocket struct {
 	// together. When the key is absent Load uses 256KiB (as does Defaults); zero means
 	// unbounded.
 	MaxPropertiesSize Size `koanf:"max_properties_size" json:"max_properties_size"`
+	// MaxTopicsPerSession bounds the topics one v3 consumer session may subscribe to: those
+	// its topics parameter names, or those its topicsPattern matches when it opens (a
+	// partitioned topic counts once; the session is charged per partition). A session over
+	// it is refused with 400, before any broker-side consumer is created. Each topic is a
+	// consumer in the broker client, with its own goroutines and prefetch. When the key is
+	// absent Load uses 100 (as does Defaults); zero means unbounded.
+	MaxTopicsPerSession int `koanf:"max_topics_per_session" json:"max_topics_per_session"`
 }
 
 // Plugin is a strategy plugin binary (static).
@@ -551,13 +561,15 @@ const (
 // Limits bounds what clients may open (static). Every refusal is answered with an HTTP
 // status and counted: 503 for a connection limit, 429 for the handshake rate.
 type Limits struct {
-	// MaxConnections bounds the WebSocket connections open at once, handshakes in
-	// progress included; past it a handshake is refused with 503. A connection is counted
-	// from its handshake until it closes. An absent key means 10000; an explicit 0 means
-	// unbounded.
+	// MaxConnections bounds the connections open at once, handshakes in progress
+	// included; past it a connection is refused with 503. On the edge's listener a
+	// connection is counted from the moment it is accepted (before its request arrives)
+	// until it closes. An absent key means 10000; an explicit 0 means unbounded.
 	MaxConnections int `koanf:"max_connections" json:"max_connections"`
 	// MaxConnectionsPerAddress bounds the connections of one client address (the real
-	// client's, behind trusted proxies). Zero means unbounded.
+	// client's, behind trusted proxies). A connection from a peer that is not a trusted
+	// proxy counts from its accept; one through a trusted proxy from its request (or PROXY
+	// protocol header), which names the client. Zero means unbounded.
 	MaxConnectionsPerAddress int `koanf:"max_connections_per_address" json:"max_connections_per_address"`
 	// MaxConnectionsPerRole bounds the connections of one authenticated role. Zero means
 	// unbounded.

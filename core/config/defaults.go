@@ -34,6 +34,7 @@ const (
 	DefaultMaxContextSize      = 16 * KiB
 	DefaultMaxProperties       = 1000
 	DefaultMaxPropertiesSize   = 256 * KiB
+	DefaultMaxTopicsPerSession = 100
 	DefaultBrokerHealth        = time.Second
 	DefaultHandshakeTimeout    = 10 * time.Second
 	DefaultMaxHeaderBytes      = 16 * KiB
@@ -96,10 +97,11 @@ func defaultLayer() map[string]any {
 			"session_limit":  DefaultSessionLimit.String(),
 		},
 		"websocket": map[string]any{
-			"idle_timeout":        DefaultIdleTimeout.String(),
-			"max_context_size":    DefaultMaxContextSize.String(),
-			"max_properties":      DefaultMaxProperties,
-			"max_properties_size": DefaultMaxPropertiesSize.String(),
+			"idle_timeout":           DefaultIdleTimeout.String(),
+			"max_context_size":       DefaultMaxContextSize.String(),
+			"max_properties":         DefaultMaxProperties,
+			"max_properties_size":    DefaultMaxPropertiesSize.String(),
+			"max_topics_per_session": DefaultMaxTopicsPerSession,
 		},
 		"limits": map[string]any{
 			"max_connections": DefaultMaxConnections,
@@ -113,10 +115,11 @@ func Defaults() *Config {
 	c := &Config{
 		Memory: Memory{ProducerLimit: DefaultMemoryLimit, ConsumerLimit: DefaultMemoryLimit, SessionLimit: DefaultSessionLimit},
 		WebSocket: WebSocket{
-			IdleTimeout:       DefaultIdleTimeout,
-			MaxContextSize:    DefaultMaxContextSize,
-			MaxProperties:     DefaultMaxProperties,
-			MaxPropertiesSize: DefaultMaxPropertiesSize,
+			IdleTimeout:         DefaultIdleTimeout,
+			MaxContextSize:      DefaultMaxContextSize,
+			MaxProperties:       DefaultMaxProperties,
+			MaxPropertiesSize:   DefaultMaxPropertiesSize,
+			MaxTopicsPerSession: DefaultMaxTopicsPerSession,
 		},
 		Limits: Limits{MaxConnections: DefaultMaxConnections},
 	}

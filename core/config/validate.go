@@ -61,6 +61,7 @@ func (c *Config) Validate() error {
 	v.nonNegative("websocket.max_context_size", int64(c.WebSocket.MaxContextSize))
 	v.nonNegative("websocket.max_properties", int64(c.WebSocket.MaxProperties))
 	v.nonNegative("websocket.max_properties_size", int64(c.WebSocket.MaxPropertiesSize))
+	v.nonNegative("websocket.max_topics_per_session", int64(c.WebSocket.MaxTopicsPerSession))
 	v.nonNegativeDuration("websocket.pong_timeout", c.WebSocket.PongTimeout)
 	v.nonNegativeDuration("websocket.handshake_timeout", c.WebSocket.HandshakeTimeout)
 	v.nonNegative("websocket.max_header_bytes", int64(c.WebSocket.MaxHeaderBytes))

@@ -64,7 +64,13 @@ func (g *guard) handler(next http.Handler) http.Handler {
 	deadline := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, stop := g.health.Watch(r.Context())
 		defer stop()
-		if g.handshake > 0 {
+		// One deadline from the connection's accept when the edge's listener took it (the
+		// PROXY header, TLS and the headers have spent part of it), else from now.
+		if d, ok := connlimit.HandshakeDeadline(r); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, d)
+			defer cancel()
+		} else if g.handshake > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, g.handshake)
 			defer cancel()

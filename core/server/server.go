@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/certs"
 	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/connlimit"
 	"github.com/sluicehq/sluice/core/gateway"
 	"github.com/sluicehq/sluice/core/internal/lograte"
 	"github.com/sluicehq/sluice/core/policy"
@@ -183,6 +184,12 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.cfg.Listen, err)
 	}
+	// Connections count from their accept, so limits.max_connections bounds the descriptors
+	// clients can take, if the process may open that many.
+	if m, fds := s.cfg.Limits.MaxConnections, openFileLimit(); fds > 0 && m > 0 && uint64(m)+fdHeadroom > fds {
+		s.log.Warn("limits.max_connections is not below the open-file limit: clients can exhaust the process's file descriptors",
+			"max_connections", m, "open_file_limit", fds, "headroom", fdHeadroom)
+	}
 	ws := s.cfg.WebSocket
 	srv := &http.Server{
 		Handler:           s.Handler(),
@@ -192,6 +199,16 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 		// rate-limited, so that a flood of bad handshakes cannot flood the log.
 		ErrorLog: slog.NewLogLogger(lograte.Handler(s.log.Handler(), lograte.New(20, 10)), slog.LevelWarn),
 	}
+	// Counted from the accept, and under one handshake deadline from then to the upgrade
+	// (PROXY header, TLS, headers and handler together): beneath everything that reads.
+	ln = s.guard.limits.Listener(ln, connlimit.ListenerConfig{
+		Trusted:          s.guard.proxies.Trusted,
+		HandshakeTimeout: ws.HandshakeTimeout,
+		Refused: func(remote, reason string) {
+			s.gw.Refused(remote, "", http.StatusServiceUnavailable, reason)
+		},
+		Answer: s.tls == nil,
+	})
 	if s.cfg.TrustedProxies.ProxyProtocol {
 		ln = s.guard.proxies.Listener(ln, ws.HandshakeTimeout)
 	}
@@ -221,6 +238,10 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 	s.log.Info("edge listening", "addr", ln.Addr().String(), "broker", s.brokerURL, "tls", s.tls != nil)
 	return nil
 }
+
+// fdHeadroom is the file descriptors the edge keeps for itself beside its clients'
+// connections: broker connections, the admin listener, plugins, files.
+const fdHeadroom = 256
 
 // loadTLS reads the listeners' certificates.
 func (s *Server) loadTLS() error {
@@ -387,7 +408,7 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	if s.embedded != nil {
 		opts = append(opts, gateway.WithTopicInspector(embeddedInspector{s.embedded}))
 	}
-	s.gw = gateway.New(s.client, s.policies, gateway.Config{CreateTimeout: s.cfg.Broker.OperationTimeout}, opts...)
+	s.gw = gateway.New(s.client, s.policies, gateway.Config{CreateTimeout: s.cfg.Broker.OperationTimeout, MaxTopicsPerSession: s.cfg.WebSocket.MaxTopicsPerSession}, opts...)
 	s.guard.onRefused = s.gw.Refused // the guard's refusals are logged and counted as the gateway's
 	s.admin = admin.New(s, s.metrics, admin.Config{Version: s.version, Pprof: s.cfg.AdminPprof}, s.log.With("component", "admin"))
 	s.handler = s.newHandler()

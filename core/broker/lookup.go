@@ -2,13 +2,10 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"reflect"
 	"regexp"
 	"strings"
 	"sync"
-	"unsafe"
 )
 
 // Partitions is the number of broker-side consumers (or producers) the client library creates
@@ -76,7 +73,7 @@ func (c *Client) MatchPattern(ctx context.Context, namespace, expr string) ([]st
 	if err != nil {
 		return nil, fmt.Errorf("topics pattern %q: %w: %w", expr, ErrInvalidArgument, err)
 	}
-	names, err := withCtx(ctx, c, func() ([]string, error) { return c.topicsOfNamespace(namespace) }, func([]string) {})
+	names, err := withCtx(ctx, c, func() ([]string, error) { return c.pc.TopicsOfNamespace(namespace) }, func([]string) {})
 	if err != nil {
 		return nil, fmt.Errorf("listing the topics of %s: %w", namespace, classify(err))
 	}
@@ -96,35 +93,4 @@ func (c *Client) MatchPattern(ctx context.Context, namespace, expr string) ([]st
 		}
 	}
 	return out, nil
-}
-
-// ErrNoNamespaceListing is returned when the client library in the build offers no way to
-// list a namespace's topics.
-var ErrNoNamespaceListing = errors.New("this build's pulsar-client-go cannot list a namespace's topics")
-
-// topicsOfNamespace asks the broker for the persistent topics of namespace, partitions
-// named one by one, through the client library's lookup service: the library lists
-// namespaces this way for its pattern consumers but exports no call for it, so its
-// unexported lookupService field is reached through reflect (as setDialer reaches Dialer).
-func (c *Client) topicsOfNamespace(namespace string) ([]string, error) {
-	v := reflect.ValueOf(c.pc)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return nil, ErrNoNamespaceListing
-	}
-	f := v.Elem().FieldByName("lookupService")
-	if !f.IsValid() || f.Kind() != reflect.Interface || f.IsNil() {
-		return nil, ErrNoNamespaceListing
-	}
-	f = reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem() //nolint:gosec // read-only access to the library's own service
-	m := f.MethodByName("GetTopicsOfNamespace")
-	if !m.IsValid() || m.Type().NumIn() != 2 || m.Type().NumOut() != 2 ||
-		m.Type().In(0).Kind() != reflect.String || m.Type().In(1).Kind() != reflect.String ||
-		m.Type().Out(0) != reflect.TypeFor[[]string]() {
-		return nil, ErrNoNamespaceListing
-	}
-	out := m.Call([]reflect.Value{reflect.ValueOf(namespace), reflect.ValueOf("PERSISTENT").Convert(m.Type().In(1))})
-	if err, _ := out[1].Interface().(error); err != nil {
-		return nil, err
-	}
-	return out[0].Interface().([]string), nil
 }

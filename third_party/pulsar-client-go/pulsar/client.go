@@ -213,6 +213,11 @@ type Client interface {
 	// {@link Consumer} or {@link Producer} instances directly on a particular partition.
 	TopicPartitions(topic string) ([]string, error)
 
+	// TopicsOfNamespace lists the persistent topics of a namespace ("tenant/namespace"), each
+	// partition of a partitioned topic by its own name, as the broker answers a pattern
+	// consumer's lookup.
+	TopicsOfNamespace(namespace string) ([]string, error)
+
 	// NewTransaction creates a new Transaction instance.
 	//
 	// This function is used to initiate a new transaction for performing

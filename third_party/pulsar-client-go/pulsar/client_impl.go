@@ -245,6 +245,10 @@ func (c *client) CreateTableView(options TableViewOptions) (TableView, error) {
 	return tableView, nil
 }
 
+func (c *client) TopicsOfNamespace(namespace string) ([]string, error) {
+	return c.lookupService.GetTopicsOfNamespace(namespace, internal.Persistent)
+}
+
 func (c *client) TopicPartitions(topic string) ([]string, error) {
 	topicName, err := internal.ParseTopicName(topic)
 	if err != nil {

@@ -243,6 +243,11 @@ type ConsumerOptions struct {
 	InitialPosition InitialPosition
 	// Name is the consumer name; empty lets the client pick one.
 	Name string
+	// PriorityLevel is the consumer's priority in its subscription, sent to the broker: 0 is
+	// the highest. On a Shared subscription the broker dispatches to the highest-priority
+	// consumers with permits first; on Failover it picks the active consumer by priority, then
+	// name. It cannot be negative.
+	PriorityLevel int
 	// ReceiverQueueSize is the client library's prefetch, in messages. Zero means 1000.
 	ReceiverQueueSize int
 	// NackRedeliveryDelay delays redelivery after a negative ack. Zero means 60s.
@@ -274,6 +279,9 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 	if o.ReceiverQueueSize < 0 {
 		return nil, fmt.Errorf("subscribing: %w: negative receiver queue size", ErrInvalidArgument)
 	}
+	if o.PriorityLevel < 0 || o.PriorityLevel > math.MaxInt32 {
+		return nil, fmt.Errorf("subscribing: %w: priority level %d out of range", ErrInvalidArgument, o.PriorityLevel)
+	}
 	for _, t := range append([]string{o.Topic, o.DeadLetterTopic}, o.Topics...) {
 		if err := checkTopicName(t); err != nil {
 			return nil, fmt.Errorf("subscribing %s to %s: %w", o.Subscription, t, err)
@@ -285,6 +293,7 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 		TopicsPattern:               o.TopicsPattern,
 		SubscriptionName:            o.Subscription,
 		Name:                        o.Name,
+		PriorityLevel:               o.PriorityLevel,
 		ReceiverQueueSize:           o.ReceiverQueueSize,
 		NackRedeliveryDelay:         o.NackRedeliveryDelay,
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionLatest,

@@ -160,6 +160,7 @@ func consumerOptions(ep wsapi.Endpoint, params wsapi.ConsumerParams, prefetch in
 	opts := broker.ConsumerOptions{
 		Subscription:        ep.Subscription,
 		Name:                params.ConsumerName,
+		PriorityLevel:       params.PriorityLevel,
 		Type:                toSubscriptionType(params.SubscriptionType),
 		NonDurable:          params.SubscriptionMode == wsapi.NonDurable,
 		ReceiverQueueSize:   prefetch,

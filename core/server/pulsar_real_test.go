@@ -507,6 +507,14 @@ func TestPulsarSubscriptionTypes(t *testing.T) {
 	}
 }
 
+// priorityLevel on a Shared subscription, the flow TestPriorityLevel runs on the embedded
+// broker: Pulsar's dispatcher serves the priority-0 consumer while it has permits, and the
+// priority-1 consumer while it has none.
+func TestPulsarPriorityLevel(t *testing.T) {
+	e := rpEnvOf(t)
+	priorityLevelFlow(t, rpEdge(t, e, nil))
+}
+
 func TestPulsarNackAndDeadLetter(t *testing.T) {
 	e := rpEnvOf(t)
 	base := rpEdge(t, e, nil)

@@ -37,13 +37,16 @@
 //     is stored opaquely and counts as its num_messages for flow permits,
 //     backlogs and stats).
 //   - Subscriptions: Exclusive (a second consumer gets ConsumerBusy),
-//     Shared (round robin over consumers with permits), Failover (one
-//     active consumer: sorted by priority then name, index partition %
-//     count; the others get ACTIVE_CONSUMER_CHANGE and take over when it
-//     leaves), Key_Shared (hash of ordering key, else partition key, split
-//     evenly over consumers, or the consumer's sticky ranges; FNV-1a rather
-//     than Pulsar's Murmur3, so sticky ranges chosen for a real cluster map
-//     differently). A batch entry is routed by its metadata key.
+//     Shared (by priority_level, as Pulsar's dispatcher: the consumers of
+//     the highest priority, 0 first, that have permits, round robin among
+//     them; a lower level only when no consumer of a higher one has
+//     permits), Failover (one active consumer: sorted by priority then
+//     name, index partition % count; the others get ACTIVE_CONSUMER_CHANGE
+//     and take over when it leaves), Key_Shared (hash of ordering key, else
+//     partition key, split evenly over consumers, or the consumer's sticky
+//     ranges; FNV-1a rather than Pulsar's Murmur3, so sticky ranges chosen
+//     for a real cluster map differently; the key decides, not the
+//     priority, as in Pulsar). A batch entry is routed by its metadata key.
 //     Key_Shared does not hold back keys for a newly joined consumer as
 //     Pulsar does, so per-key order can break while consumers change.
 //   - Delayed delivery (deliver_at_time, the client's DeliverAfter and

@@ -371,7 +371,8 @@ type subscription struct {
 	subType    pulsarpb.CommandSubscribe_SubType
 	durable    bool
 	consumers  []*consumer
-	rr         int
+	rr         int       // Shared: where the next round robin starts in consumers
+	top        int32     // the highest priority among consumers (the lowest priority level)
 	active     *consumer // Exclusive and Failover
 	readPos    uint64    // next entry to read from the log
 	markDelete uint64    // every entry below is acknowledged
@@ -591,6 +592,7 @@ func (s *subscription) redeliver(c *consumer, ids []*pulsarpb.MessageIdData) {
 
 func (s *subscription) addConsumer(c *consumer) {
 	s.consumers = append(s.consumers, c)
+	s.setTop()
 	s.t.touch()
 	s.pickActive()
 	s.dispatch()
@@ -605,6 +607,7 @@ func (s *subscription) removeConsumer(c *consumer, countRedelivery bool) {
 	}
 	c.closed = true
 	s.consumers = slices.Delete(s.consumers, i, i+1)
+	s.setTop()
 	for id := range c.pending {
 		s.unassign(id, countRedelivery)
 	}
@@ -618,6 +621,19 @@ func (s *subscription) removeConsumer(c *consumer, countRedelivery bool) {
 	}
 	s.pickActive()
 	s.dispatch()
+}
+
+// setTop records the highest priority among the subscription's consumers, where pick's search
+// can stop.
+func (s *subscription) setTop() {
+	if len(s.consumers) == 0 {
+		s.top = 0
+		return
+	}
+	s.top = s.consumers[0].priority
+	for _, c := range s.consumers[1:] {
+		s.top = min(s.top, c.priority)
+	}
 }
 
 // pickActive chooses the active consumer of Exclusive and Failover
@@ -735,15 +751,27 @@ func (s *subscription) pick(e entry) *consumer {
 		}
 		return nil
 	default:
+		// Shared, as Pulsar's dispatcher: the consumers of the highest priority (the lowest
+		// level, 0 first) that have permits, round robin among them; a lower level only when
+		// no consumer of a higher one can take the entry.
 		n := len(s.consumers)
+		best := -1
 		for i := range n {
-			c := s.consumers[(s.rr+i)%n]
-			if c.ready() {
-				s.rr = (s.rr + i + 1) % n
-				return c
+			j := (s.rr + i) % n
+			c := s.consumers[j]
+			if (best >= 0 && c.priority >= s.consumers[best].priority) || !c.ready() {
+				continue
+			}
+			best = j
+			if c.priority == s.top {
+				break // none ranks higher
 			}
 		}
-		return nil
+		if best < 0 {
+			return nil
+		}
+		s.rr = (best + 1) % n
+		return s.consumers[best]
 	}
 }
 

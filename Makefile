@@ -43,10 +43,6 @@ vet:
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -name '*.pb.go' -not -path './.git/*' -not -path './third_party/*')); \
 	  if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 
-# The load and chaos test (docs/security.md): 10,000 idle connections beside 500 producers
-# against `sluice serve` and `sluice broker` as separate processes, then broker connections
-# dropped, the broker killed and restarted and the plugin killed, every message answered and
-# every ok read back. Not part of `make test`; it takes the benchmark lock.
 # third_party/pulsar-client-go is Sluice's fork of pulsar-client-go (third_party/README.md):
 # third-party rebuilds it from the module proxy and the patches, third-party-check fails when it
 # has drifted.
@@ -62,6 +58,10 @@ third-party-check:
 check-install:
 	scripts/check-install.sh
 
+# The load and chaos test (docs/security.md): 10,000 idle connections beside 500 producers
+# against `sluice serve` and `sluice broker` as separate processes, then broker connections
+# dropped, the broker killed and restarted and the plugin killed, every message answered and
+# every ok read back. Not part of `make test`; it takes the benchmark lock.
 test-load: build examples
 	SLUICE_LOAD_TEST=1 flock /tmp/sluice-bench.lock $(GO) test -tags load -run TestLoadAndChaos -count 1 -timeout 15m -v ./cmd/sluice-bench/loadtest/
 
@@ -156,10 +156,12 @@ clean:
 	rm -rf $(BIN)
 
 # The edge benchmarks (docs/benchmarks.md): each builds bin/sluice-bench, which starts
-# `sluice broker` and `sluice serve` from bin/sluice (and the reference servers) as separate processes and stops them at the end. BENCH_FLAGS is passed
-# to every one (e.g. BENCH_FLAGS=-markdown, or BENCH_FLAGS="-out results/"). On a machine with
-# two or more CPUs the throughput and delivery benchmarks pin the servers to CPU 1 and the load
-# generator to CPU 0 (DESIGN.md, "Measuring performance"); BENCH_CPUS= turns that off.
+# `sluice broker` and `sluice serve` from bin/sluice (and the reference servers) as separate
+# processes and stops them at the end. BENCH_FLAGS is passed to every one (e.g.
+# BENCH_FLAGS=-markdown, or BENCH_FLAGS="-out results/"). On a machine with two or more CPUs the
+# throughput, floor, compare, plugins, deliveries, connections and Pulsar benchmarks pin the
+# servers to CPU 1 and the load generator to CPU 0 (docs/benchmarks.md, "The method");
+# BENCH_CPUS= turns that off.
 BENCH_DURATION ?= 20s
 BENCH_ROUNDS   ?= 5
 BENCH_ROUND    ?= 5s

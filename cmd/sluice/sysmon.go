@@ -19,7 +19,7 @@ import (
 //
 // `sluice broker` keeps Go's default: alone on its CPU the setting takes it from about 190,000
 // to 205,000 publishes per CPU-second, but sharing one CPU with `sluice serve --broker` it cost
-// that pair a quarter of its throughput (docs/benchmarks.md, "sysmon"). A GODEBUG that sets
+// that pair a quarter of its throughput (docs/benchmarks.md, "Go runtime settings"). A GODEBUG that sets
 // schedtrace itself wins: GODEBUG=schedtrace=0 is Go's default behaviour.
 const SysmonAwake = "schedtrace=2147483647"
 

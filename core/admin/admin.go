@@ -50,7 +50,7 @@ type Source interface {
 	Protections() Protections
 }
 
-// Protections are what the edge's protections (issue 13) count.
+// Protections are what the edge's protections in front of the gateway count (docs/security.md).
 type Protections struct {
 	// Connections are the WebSocket connections counted against limits.max_connections now.
 	Connections int `json:"connections"`

@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/core/wsapi"
 )
 
-// guard is what stands between the internet and the gateway (issue 13): the client's real
+// guard is what stands between the internet and the gateway: the client's real
 // address, the connection limits and handshake rate, the origin policy, the handshake
 // deadline and the broker's health, then, once the gateway has authenticated the client,
 // authorization and the per-role limit. Each piece lives in its own package; guard only

@@ -86,7 +86,7 @@ func checkRefusalLogged(t *testing.T, logs *syncBuffer, remote string) {
 	}
 }
 
-// TestMalformedRequestLine (issue 16): a handshake whose path has a malformed %-escape,
+// TestMalformedRequestLine: a handshake whose path has a malformed %-escape,
 // which net/http answers with a bare 400, gets a 400 that names the escape, in the shape of
 // the gateway's refusals, counted as sluice_handshakes_refused_total{kind="unknown",
 // status="400"} and logged; a producer on the same server still publishes.

@@ -18,7 +18,7 @@ import (
 )
 
 // A route restricted to roles cannot be walked around: routes and roles are decided on the
-// topics a request accesses, whatever endpoint form names them (issue 9).
+// topics a request accesses, whatever endpoint form names them.
 func TestRouteRolesOnEveryEndpointForm(t *testing.T) {
 	t.Parallel()
 	secret := []byte("a-test-secret-long-enough-for-hs256")

@@ -52,7 +52,7 @@ type Server struct {
 	metrics    *admin.Metrics
 	admin      *admin.Admin
 	health     *broker.Health // the broker's reachability, for handshakes and /readyz
-	guard      *guard         // issue 13's protections around the gateway
+	guard      *guard         // the protections around the gateway (guard.go)
 	tls        *certs.Reloader
 	adminTLS   *certs.Reloader
 	stopHealth context.CancelFunc
@@ -398,7 +398,7 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	if s.guard, err = newGuard(s.cfg, s.health); err != nil {
 		return err
 	}
-	opts = append(opts, gateway.WithAdmitter(s.guard)) // issue 13: authorization, per-role limit, broker health
+	opts = append(opts, gateway.WithAdmitter(s.guard)) // authorization, per-role limit, broker health
 	actx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopAdjust, s.adjustDone = stop, make(chan struct{})
 	go func() {

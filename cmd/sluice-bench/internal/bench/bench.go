@@ -4,7 +4,7 @@
 // messages, HDR latency histograms, /proc CPU time and memory, the admin /stats), with every
 // process stopped at the end, on success, error or Ctrl-C alike.
 //
-// The method is DESIGN.md's "Measuring performance": configurations compared in one run with
+// The method is docs/benchmarks.md's "The method": configurations compared in one run with
 // rounds interleaved, servers and load generator pinned to disjoint CPUs (-cpus), and acked
 // messages per server CPU-second beside msgs/s. docs/benchmarks.md describes every mode.
 package bench

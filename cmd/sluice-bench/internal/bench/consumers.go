@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/sluice-bench/internal/bench/loadgen"
 )
 
-// consumers is issue 6's consumer-pool benchmark: one topic, many consumers each on its own
+// consumers is the consumer-pool benchmark: one topic, many consumers each on its own
 // subscription, some of them slow, and what the pool, the healthy consumers' delivery rate
 // and their ping→pong latency do.
 

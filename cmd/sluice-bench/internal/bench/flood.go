@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/sluice-bench/internal/bench/loadgen"
 )
 
-// flood is issue 12's check of the default single process: `sluice serve` with nothing
+// flood is the check of the default single process: `sluice serve` with nothing
 // configured, published to as fast as a closed loop goes with no consumer for minutes. It
 // reports acked msgs/s per window and the serve process's RSS every second, the last
 // minute's throughput against the first's, and the peak RSS against the stated bound.

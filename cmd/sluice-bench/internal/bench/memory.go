@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/sluice-bench/internal/bench/loadgen"
 )
 
-// memory is issue 4's producer-memory benchmark: fast producers against a broker that
+// memory is the producer-memory benchmark: fast producers against a broker that
 // delays every receipt, one `sluice serve` per producer_limit, one after the other.
 
 type memConfig struct {

@@ -77,7 +77,7 @@ type target struct {
 
 // edgeKinds are the configurations made of a `sluice serve` process: the default single
 // process, the edge alone in front of a separate `sluice broker`, and the edge alone with a
-// route of each builtin strategy (the strategy comparison of issue 4).
+// route of each builtin strategy (the strategy comparison).
 var edgeKinds = []string{"single", "edge", "bytes", "count", "hybrid", "none", "hybrid-plugin"}
 
 // edgeConfig is the serve configuration of an edge kind, and whether it uses the embedded

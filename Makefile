@@ -8,13 +8,19 @@ LDFLAGS   := $(if $(VERSION),-X main.version=$(VERSION))
 BENCHTIME ?= 3s
 COUNT     ?= 5
 
-.PHONY: third-party third-party-check all build run test test-pulsar test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
-	bench-deliveries bench-flood bench-connections bench-floor bench-compare
+.PHONY: pulsar pulsar-stop pulsar-wipe pulsar-proxy pulsar-proxy-stop pulsar-status test-pulsar \
+	third-party third-party-check check-install all build build-bench run test test-norace test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
+	bench-deliveries bench-flood bench-connections bench-floor bench-compare bench-pulsar bench-pulsar-stop
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/sluice ./cmd/sluice
+
+# The benchmark and load tools, a command of their own (never linked into sluice); they run
+# bin/sluice as the server under test.
+build-bench: build
+	$(GO) build -o $(BIN)/sluice-bench ./cmd/sluice-bench
 
 # make run [LISTEN=host:port] [CONFIG="a.yaml b.yaml"]: the edge with its embedded broker, on
 # loopback by default. CONFIG names configuration files, merged in order; LISTEN overrides
@@ -26,35 +32,76 @@ run: build
 test: vet
 	$(GO) test -race -timeout 15m ./...
 
+# The checks the race detector would falsify, run without it: allocation budgets of the data
+# path and the codecs, and the heap cost of a frame's properties. An allocation regression
+# fails here.
+test-norace:
+	$(GO) test -p 1 -count 1 -run 'AllocBudget|TestCodecAllocations|TestFrameLimitsBoundTheCost|TestPropertyOverheadMeasured' ./...
+
 vet:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -name '*.pb.go' -not -path './.git/*' -not -path './third_party/*')); \
 	  if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 
-# The load and chaos test (docs/security.md): 10,000 idle connections beside 500 producers
-# against `sluice serve` and `sluice broker` as separate processes, then broker connections
-# dropped, the broker killed and restarted and the plugin killed, every message answered and
-# every ok read back. Not part of `make test`; it takes the benchmark lock.
-# third_party/pulsar-client-go is pulsar-client-go with seven patches (third_party/README.md):
-# third-party rebuilds it from the module proxy, third-party-check fails when it has drifted.
+# third_party/pulsar-client-go is Sluice's fork of pulsar-client-go (third_party/README.md):
+# third-party rebuilds it from the module proxy and the patches, third-party-check fails when it
+# has drifted.
 third-party:
 	scripts/vendor-pulsar-client-go.sh
 
 third-party-check:
 	scripts/vendor-pulsar-client-go.sh --check
 
-# The edge against a real Apache Pulsar 4.2.4 on loopback (scripts/pulsar/pulsar.sh; needs Java
-# 17 and Maven, the jars are cached in ~/.cache/sluice-pulsar; SLUICE_PULSAR_PORT,
-# SLUICE_PULSAR_WEB_PORT, SLUICE_PULSAR_PROXY_PORT and SLUICE_PULSAR_STATE pick another instance):
-# the standalone broker with token authentication and Pulsar's WebSocket proxy, then the tests of
-# build tag pulsar, the differential conformance run (TestPulsarDifferential) among them. Pulsar
-# stays up afterwards; `scripts/pulsar/pulsar.sh wipe` stops it and removes its data.
-test-pulsar:
-	set -e; scripts/pulsar/pulsar.sh start >/dev/null; eval "$$(scripts/pulsar/pulsar.sh proxy-start)"; \
-	$(GO) test -tags pulsar -run '^TestPulsar' -count 1 -timeout 30m -v ./core/server/
+# `go install github.com/sluicehq/sluice/cmd/sluice@version`, and a program of its own module
+# that embeds sdk/edge, built from this tree served by a file:// module proxy; the program runs
+# a publish and consume round trip.
+check-install:
+	scripts/check-install.sh
 
+# The load and chaos test (docs/security.md): 10,000 idle connections beside 500 producers
+# against `sluice serve` and `sluice broker` as separate processes, then broker connections
+# dropped, the broker killed and restarted and the plugin killed, every message answered and
+# every ok read back. Not part of `make test`; it takes the benchmark lock.
 test-load: build examples
-	SLUICE_LOAD_TEST=1 flock /tmp/sluice-bench.lock $(GO) test -tags load -run TestLoadAndChaos -count 1 -timeout 15m -v ./core/loadtest/
+	SLUICE_LOAD_TEST=1 flock /tmp/sluice-bench.lock $(GO) test -tags load -run TestLoadAndChaos -count 1 -timeout 15m -v ./cmd/sluice-bench/loadtest/
+
+# Apache Pulsar 4.2.4 standalone on loopback (scripts/pulsar/pulsar.sh; needs Java 17 and
+# Maven, which fetches the jars from Maven Central once into ~/.cache/sluice-pulsar): make pulsar
+# starts it and prints the SLUICE_PULSAR_* variables to export; make pulsar-proxy starts Pulsar's
+# WebSocket proxy in front of it.
+PULSAR := scripts/pulsar/pulsar.sh
+pulsar:
+	@$(PULSAR) start
+
+pulsar-stop:
+	@$(PULSAR) proxy-stop
+	@$(PULSAR) stop
+
+pulsar-wipe:
+	@$(PULSAR) wipe
+
+pulsar-proxy:
+	@$(PULSAR) proxy-start
+
+pulsar-proxy-stop:
+	@$(PULSAR) proxy-stop
+
+pulsar-status:
+	@$(PULSAR) status
+
+# The edge against real Pulsar (core/server/pulsar_real_test.go, build tag pulsar), and the
+# differential conformance run (core/server/pulsar_diff_test.go: Pulsar's own WebSocket service,
+# its WebSocket proxy, Sluice in front of the same Pulsar and Sluice on its embedded broker, frame
+# by frame). Without SLUICE_PULSAR_URL it uses the Pulsar of `make pulsar` and its proxy, starting
+# them first when they are not running and stopping them at the end if it started them.
+test-pulsar:
+	@set -e; \
+	if [ -z "$$SLUICE_PULSAR_URL" ]; then \
+	  if ! $(PULSAR) status >/dev/null 2>&1; then trap '$(PULSAR) proxy-stop; $(PULSAR) stop' EXIT; fi; \
+	  eval "$$($(PULSAR) start)"; \
+	  eval "$$($(PULSAR) proxy-start)"; \
+	fi; \
+	$(GO) test -race -tags pulsar -count 1 -v -timeout 20m -run '^(TestRealPulsar|TestPulsar.*|TestEmptyPayloadDelivered)$$' ./core/server/
 
 # The dashboard in headless Chromium against an edge under load (needs Debian's chromium and
 # chromium-driver; .ci/run installs them). `make screenshot` also writes docs/dashboard.png.
@@ -90,9 +137,9 @@ examples:
 
 # A strategy served by a plugin against the same strategy in-process: the decision latency a
 # plugin adds to a handshake, then edge throughput with each, in the same run.
-bench-plugins: build examples
+bench-plugins: build-bench examples
 	$(GO) test -run '^$$' -bench 'BenchmarkDecision' -benchtime 10000x -count $(COUNT) ./plugins/
-	$(BIN)/sluice bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -configs hybrid,none -plugin $(BIN)/sluice-strategies $(BENCH_PIN) $(BENCH_FLAGS)
+	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -configs hybrid,none -plugin $(BIN)/sluice-strategies $(BENCH_PIN) $(BENCH_FLAGS)
 
 # pulsar-client-go producing to and consuming from the embedded broker, 1 KiB messages.
 bench-broker:
@@ -111,11 +158,13 @@ bench-broker-cpu:
 clean:
 	rm -rf $(BIN)
 
-# The edge benchmarks (docs/benchmarks.md): each starts `sluice broker` and `sluice serve` (and
-# the reference servers) as separate processes and stops them at the end. BENCH_FLAGS is passed
-# to every one (e.g. BENCH_FLAGS=-markdown, or BENCH_FLAGS="-out results/"). On a machine with
-# two or more CPUs the throughput and delivery benchmarks pin the servers to CPU 1 and the load
-# generator to CPU 0 (DESIGN.md, "Measuring performance"); BENCH_CPUS= turns that off.
+# The edge benchmarks (docs/benchmarks.md): each builds bin/sluice-bench, which starts
+# `sluice broker` and `sluice serve` from bin/sluice (and the reference servers) as separate
+# processes and stops them at the end. BENCH_FLAGS is passed to every one (e.g.
+# BENCH_FLAGS=-markdown, or BENCH_FLAGS="-out results/"). On a machine with two or more CPUs the
+# throughput, floor, compare, plugins, deliveries, connections and Pulsar benchmarks pin the
+# servers to CPU 1 and the load generator to CPU 0 (docs/benchmarks.md, "The method");
+# BENCH_CPUS= turns that off.
 BENCH_DURATION ?= 20s
 BENCH_ROUNDS   ?= 5
 BENCH_ROUND    ?= 5s
@@ -132,29 +181,57 @@ BENCH_OLD      ?=
 
 bench: bench-memory bench-throughput bench-consumers bench-deliveries
 
-bench-memory: build
-	$(BIN)/sluice bench memory -duration $(BENCH_DURATION) $(BENCH_FLAGS)
+bench-memory: build-bench
+	$(BIN)/sluice-bench memory -duration $(BENCH_DURATION) $(BENCH_FLAGS)
 
-bench-throughput: build
-	$(BIN)/sluice bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct $(BENCH_PIN) $(BENCH_FLAGS)
+bench-throughput: build-bench
+	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct $(BENCH_PIN) $(BENCH_FLAGS)
 
-bench-consumers: build
-	$(BIN)/sluice bench consumers -duration $(BENCH_CONSUMER_DURATION) -consumer-limit $(BENCH_CONSUMER_LIMIT) $(BENCH_FLAGS)
+bench-consumers: build-bench
+	$(BIN)/sluice-bench consumers -duration $(BENCH_CONSUMER_DURATION) -consumer-limit $(BENCH_CONSUMER_LIMIT) $(BENCH_FLAGS)
 
-bench-deliveries: build
-	$(BIN)/sluice bench deliveries -configs edge,single $(BENCH_PIN) $(BENCH_FLAGS)
+bench-deliveries: build-bench
+	$(BIN)/sluice-bench deliveries -configs edge,single $(BENCH_PIN) $(BENCH_FLAGS)
 
-bench-flood: build
-	$(BIN)/sluice bench flood -duration $(BENCH_FLOOD_DURATION) $(BENCH_FLAGS)
+bench-flood: build-bench
+	$(BIN)/sluice-bench flood -duration $(BENCH_FLOOD_DURATION) $(BENCH_FLAGS)
 
-bench-connections: build
-	$(BIN)/sluice bench connections -conns $(BENCH_CONNECTIONS) -kind $(BENCH_KIND) $(BENCH_PIN) $(BENCH_FLAGS)
+bench-connections: build-bench
+	$(BIN)/sluice-bench connections -conns $(BENCH_CONNECTIONS) -kind $(BENCH_KIND) $(BENCH_PIN) $(BENCH_FLAGS)
 
 # The latency floor: one connection, one message in flight.
-bench-floor: build
-	$(BIN)/sluice bench throughput -conns 1 -window 1 -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct $(BENCH_PIN) $(BENCH_FLAGS)
+bench-floor: build-bench
+	$(BIN)/sluice-bench throughput -conns 1 -window 1 -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct $(BENCH_PIN) $(BENCH_FLAGS)
 
 # Before/after: every throughput configuration with bin/sluice and with BENCH_OLD, interleaved.
-bench-compare: build
+bench-compare: build-bench
 	@test -n "$(BENCH_OLD)" || { echo "set BENCH_OLD=/path/to/old/sluice"; exit 2; }
-	$(BIN)/sluice bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct -compare $(BENCH_OLD) $(BENCH_PIN) $(BENCH_FLAGS)
+	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct -compare $(BENCH_OLD) $(BENCH_PIN) $(BENCH_FLAGS)
+
+# Pulsar's WebSocket proxy side by side with Sluice in front of the same real Apache Pulsar
+# (docs/benchmarks.md): a Pulsar of the benchmark's own on ports apart from the default one
+# that tests start and kill (its state in BENCH_PULSAR_STATE), started through
+# scripts/pulsar/pulsar.sh; then 16 × 64 and 1,000 × 4 with the direct reference, and the flood
+# under a namespace publish rate, each against a freshly started Pulsar WebSocket proxy (so that
+# its memory is that run's, as sluice serve's is). At the end Pulsar is stopped and its data
+# removed (the bookie keeps several GiB from one run) unless BENCH_PULSAR_KEEP=1; then make
+# bench-pulsar-stop stops it, keeping the data.
+BENCH_PULSAR_STATE  ?= $(HOME)/.cache/sluice-pulsar/state-bench
+BENCH_PULSAR_PORTS  ?= SLUICE_PULSAR_PORT=6670 SLUICE_PULSAR_WEB_PORT=18280 SLUICE_PULSAR_PROXY_PORT=18290
+BENCH_PULSAR_ROUNDS ?= 3
+BENCH_PULSAR_ROUND  ?= 5s
+BENCH_PULSAR_KEEP   ?=
+BENCH_PULSAR_ENV    := SLUICE_PULSAR_STATE=$(BENCH_PULSAR_STATE) $(BENCH_PULSAR_PORTS)
+bench-pulsar: build-bench
+	@set -e; pulsar() { $(BENCH_PULSAR_ENV) scripts/pulsar/pulsar.sh "$$@" >/dev/null; }; \
+	  $(if $(BENCH_PULSAR_KEEP),,trap 'pulsar wipe' EXIT;) \
+	  pulsar start; \
+	  run() { pulsar proxy-stop; pulsar proxy-start; echo "+ sluice-bench $$*"; \
+	    SLUICE_PULSAR_STATE=$(BENCH_PULSAR_STATE) flock /tmp/sluice-bench.lock $(BIN)/sluice-bench "$$@" $(BENCH_FLAGS); }; \
+	  run pulsar -rounds $(BENCH_PULSAR_ROUNDS) -round $(BENCH_PULSAR_ROUND) -conns 16 -window 64 $(BENCH_PIN); \
+	  run pulsar -rounds $(BENCH_PULSAR_ROUNDS) -round $(BENCH_PULSAR_ROUND) -conns 1000 -window 4 -topics 100 $(BENCH_PIN); \
+	  run pulsar-flood $(BENCH_PIN)
+
+bench-pulsar-stop:
+	-$(BENCH_PULSAR_ENV) scripts/pulsar/pulsar.sh proxy-stop
+	-$(BENCH_PULSAR_ENV) scripts/pulsar/pulsar.sh stop

@@ -110,7 +110,7 @@ func TestBuiltins(t *testing.T) {
 	if st.Status != plugins.Healthy || st.Version != "v0.0.0-test" || st.Protocol != plugins.ProtocolVersion || st.Pid == 0 {
 		t.Errorf("State = %+v, want healthy, version v0.0.0-test, protocol %d, a pid", st, plugins.ProtocolVersion)
 	}
-	if want := []string{"bytes", "count", "hang", "hybrid", "pid"}; !cmp.Equal(st.Strategies, want) {
+	if want := []string{"bytes", "count", "hang", "hybrid", "panic", "pid"}; !cmp.Equal(st.Strategies, want) {
 		t.Errorf("Strategies = %v, want %v", st.Strategies, want)
 	}
 	if !rec.find("INFO test plugin up mode=builtin") {

@@ -73,6 +73,16 @@ func parseBrokerFlags(args []string, stderr io.Writer) (embedded.Config, string,
 	var retentionSize config.Size
 	fs.Var(sizeFlag{&retentionSize}, "retention-size", "per topic, bytes kept beyond what backlogs need (0: no bound but the store's)")
 	retentionTime := fs.Duration("retention-time", 0, "evict messages no backlog needs once older than this (0: no time bound)")
+	var quota, nsQuota config.Size
+	fs.Var(sizeFlag{&quota}, "backlog-quota", "per topic, bytes its subscriptions' backlogs may hold (0: store limit/16)")
+	fs.Var(sizeFlag{&nsQuota}, "namespace-backlog-quota", "per namespace, bytes its topics' backlogs may hold together (0: store limit/4)")
+	quotaPolicy := fs.String("backlog-quota-policy", "", "producer_exception, producer_request_hold or consumer_backlog_eviction (empty: producer_exception)")
+	keepInactive := fs.Bool("keep-inactive-topics", false, "never delete inactive topics")
+	inactiveAfter := fs.Duration("inactive-topic-delete-after", 0, "delete topics inactive this long (0: 60s)")
+	inactiveMode := fs.String("inactive-topic-mode", "", "delete_when_no_subscriptions or delete_when_subscriptions_caught_up (empty: the first)")
+	subExpiration := fs.Duration("subscription-expiration", 0, "delete durable subscriptions without consumers this long (0: never)")
+	maxTopics := fs.Int("max-topics", 0, "topics the broker holds at most (0: what a quarter of the store holds at ~1KiB each)")
+	maxTopicsNS := fs.Int("max-topics-per-namespace", 0, "topics per namespace at most (0: max-topics/4)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return embedded.Config{}, "", err
@@ -88,6 +98,16 @@ func parseBrokerFlags(args []string, stderr io.Writer) (embedded.Config, string,
 		StoreLimit:               store.Bytes(),
 		RetentionSize:            retentionSize.Bytes(),
 		RetentionTime:            *retentionTime,
+
+		BacklogQuotaLimit:          quota.Bytes(),
+		NamespaceBacklogQuotaLimit: nsQuota.Bytes(),
+		BacklogQuotaPolicy:         *quotaPolicy,
+		KeepInactiveTopics:         *keepInactive,
+		InactiveTopicDeleteAfter:   *inactiveAfter,
+		InactiveTopicMode:          *inactiveMode,
+		SubscriptionExpiration:     *subExpiration,
+		MaxTopics:                  *maxTopics,
+		MaxTopicsPerNamespace:      *maxTopicsNS,
 	}, *logLevel, nil
 }
 

@@ -21,8 +21,16 @@ func TestParseBrokerFlags(t *testing.T) {
 			embedded.Config{StoreLimit: 16 << 20, RetentionSize: 1e6, RetentionTime: 10 * time.Minute}, false},
 		"retention-bytes as a size":   {[]string{"--retention-bytes", "64MiB"}, embedded.Config{StoreLimit: 64 << 20}, false},
 		"retention-bytes as a number": {[]string{"--retention-bytes", "4294967296"}, embedded.Config{StoreLimit: 4 << 30}, false},
-		"bad size":                    {[]string{"--store-limit", "lots"}, embedded.Config{}, true},
-		"negative size":               {[]string{"--store-limit", "-1"}, embedded.Config{}, true},
+		"quotas and inactive topics": {[]string{"--backlog-quota", "1MiB", "--namespace-backlog-quota", "4MiB",
+			"--backlog-quota-policy", "consumer_backlog_eviction", "--keep-inactive-topics", "--inactive-topic-delete-after", "5m",
+			"--inactive-topic-mode", "delete_when_subscriptions_caught_up", "--subscription-expiration", "1h",
+			"--max-topics", "100", "--max-topics-per-namespace", "10"},
+			embedded.Config{StoreLimit: 256 << 20, BacklogQuotaLimit: 1 << 20, NamespaceBacklogQuotaLimit: 4 << 20,
+				BacklogQuotaPolicy: "consumer_backlog_eviction", KeepInactiveTopics: true, InactiveTopicDeleteAfter: 5 * time.Minute,
+				InactiveTopicMode: "delete_when_subscriptions_caught_up", SubscriptionExpiration: time.Hour,
+				MaxTopics: 100, MaxTopicsPerNamespace: 10}, false},
+		"bad size":      {[]string{"--store-limit", "lots"}, embedded.Config{}, true},
+		"negative size": {[]string{"--store-limit", "-1"}, embedded.Config{}, true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -25,10 +25,9 @@ func refusesAlike(t *testing.T, args ...string) string {
 	return errorText(verr)
 }
 
-// TestUnknownEnvironmentVariable reproduces issue 15: `SLUICE_URL=ws://… sluice serve` (the
-// variable the example clients used to read) failed with "url: unknown key", and validate
-// blamed the file for it. Now every command names the variable, names no file, and tells
-// how to leave the variable alone; a misspelt setting gets the spelling it was likely
+// TestUnknownEnvironmentVariable: with an unknown SLUICE_ variable set (`SLUICE_URL=ws://…
+// sluice serve`, a name client programs use too), every command names the variable, names no
+// file (no "url: unknown key" blamed on the file), and tells how to leave the variable alone; a misspelt setting gets the spelling it was likely
 // meant to have; and with SLUICE_ENV_IGNORE listing the variable, both start.
 func TestUnknownEnvironmentVariable(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "off")

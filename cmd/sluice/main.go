@@ -5,8 +5,9 @@
 //	sluice validate -c FILE... [--listen ADDR]   check a configuration as serve would, without serving
 //	sluice config   [-c FILE]... [--defaults]     print the effective configuration, annotated
 //	sluice plugins  list|check -c FILE...         show or check the configured strategy plugins
-//	sluice bench    throughput|deliveries|flood|… run the benchmarks (docs/benchmarks.md)
 //	sluice version  (or --version, -v)            print the version
+//
+// The benchmarks and load tools are a command of their own, sluice-bench (docs/benchmarks.md).
 //
 // Several -c files merge in order, later files over earlier ones (maps key by key, lists
 // replaced whole); see docs/configuration.md. serve, validate and config take the same flags
@@ -63,7 +64,6 @@ func commands() []command {
 		{"validate", "check a configuration as serve would, without serving", runValidate},
 		{"config", "print the effective configuration, or the defaults, annotated", runConfig},
 		{"plugins", "list or check the configured strategy plugins", runPlugins},
-		{"bench", "run the benchmarks (see docs/benchmarks.md)", runBench},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -186,10 +186,9 @@ func (s *serving) stop(t *testing.T) error {
 	}
 }
 
-// TestServeMergesConfigFiles reproduces issue 15's first case: with two -c files the first
-// one held listen and was dropped. Both are read, in order, and an unrelated SLUICE_
-// variable that SLUICE_ENV_IGNORE lists does not stop serve (TestUnknownEnvironmentVariable:
-// unlisted, it does).
+// TestServeMergesConfigFiles: with two -c files, both are read, in order (the first one's
+// listen is not dropped), and an unrelated SLUICE_ variable that SLUICE_ENV_IGNORE lists does
+// not stop serve (TestUnknownEnvironmentVariable: unlisted, it does).
 func TestServeMergesConfigFiles(t *testing.T) {
 	t.Setenv("SLUICE_URL", "ws://127.0.0.1:1")
 	t.Setenv("SLUICE_ENV_IGNORE", "SLUICE_URL")
@@ -228,8 +227,8 @@ func TestServeFlagsBeatFiles(t *testing.T) {
 	}
 }
 
-// TestValidateRefusesWhatServeRefuses reproduces issue 15's validate cases: each file here
-// used to pass validate and fail serve. Now both refuse it, with the same error.
+// TestValidateRefusesWhatServeRefuses: validate and serve refuse each file here, with the
+// same error; none passes validate only to fail serve.
 func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "off")
 	dir := t.TempDir()
@@ -434,8 +433,8 @@ func TestExampleNeedsBuiltPlugins(t *testing.T) {
 	}
 }
 
-// TestPluginsListShowsBroken reproduces issue 15: list stopped at the first broken plugin.
-// Every plugin is shown with its state, and list fails when any is unhealthy.
+// TestPluginsListShowsBroken: list does not stop at the first broken plugin. Every plugin
+// is shown with its state, and list fails when any is unhealthy.
 func TestPluginsListShowsBroken(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -61,7 +61,7 @@ func runPlugins(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	if len(problems) == 0 {
-		if err := server.Validate(ctx, cfg, nil); err != nil {
+		if err := validateWithBuiltins(ctx, cfg); err != nil {
 			problems = append(problems, config.Explain(err))
 		}
 	}

@@ -52,7 +52,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	level.Set(lv)
 	logger := newServeLogger(stderr, cfg.Log.Format, level)
-	srv, err := server.New(cfg, server.WithLogger(logger), server.WithLogLevel(level), server.WithVersion(buildVersion()))
+	reg, err := builtins()
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(cfg, server.WithRegistry(reg), server.WithLogger(logger), server.WithLogLevel(level), server.WithVersion(buildVersion()))
 	if err != nil {
 		return err
 	}

@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// SysmonAwake is the GODEBUG setting `sluice serve` and the benchmarks' ceiling server run
-// with: it keeps the Go runtime's monitor thread, sysmon, out of its deep sleep.
+// SysmonAwake is the GODEBUG setting `sluice serve` runs with (sluice-bench starts its
+// ceiling server with it too): it keeps the Go runtime's monitor thread, sysmon, out of its deep sleep.
 //
 // By default sysmon sleeps whenever every P is idle; the next system call wakes it (a futex
 // wake) and puts it back on a 20 µs period. A server on one or two CPUs is idle between
@@ -19,7 +19,7 @@ import (
 //
 // `sluice broker` keeps Go's default: alone on its CPU the setting takes it from about 190,000
 // to 205,000 publishes per CPU-second, but sharing one CPU with `sluice serve --broker` it cost
-// that pair a quarter of its throughput (docs/benchmarks.md, "sysmon"). A GODEBUG that sets
+// that pair a quarter of its throughput (docs/benchmarks.md, "Go runtime settings"). A GODEBUG that sets
 // schedtrace itself wins: GODEBUG=schedtrace=0 is Go's default behaviour.
 const SysmonAwake = "schedtrace=2147483647"
 
@@ -28,13 +28,7 @@ func servesTraffic(args []string) bool {
 	if len(args) == 0 {
 		return false
 	}
-	switch args[0] {
-	case "serve":
-		return true
-	case "bench":
-		return len(args) > 1 && args[1] == "ceiling-server"
-	}
-	return false
+	return args[0] == "serve"
 }
 
 // sysmonEnv is environ with SysmonAwake added to GODEBUG, and whether that changed anything:

@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/policy"
-	"github.com/sluicehq/sluice/core/server"
 )
 
 // runValidate loads the configuration as serve does, with serve's flags, and resolves
@@ -35,7 +34,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if err := server.Validate(ctx, cfg, nil); err != nil {
+	if err := validateWithBuiltins(ctx, cfg); err != nil {
 		return err
 	}
 	for _, w := range cfg.Warnings() {

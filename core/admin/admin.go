@@ -19,8 +19,8 @@ import (
 
 	"github.com/sluicehq/sluice/core/admission"
 	"github.com/sluicehq/sluice/core/broker/embedded"
-	"github.com/sluicehq/sluice/core/gateway"
 	"github.com/sluicehq/sluice/core/policy"
+	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/plugins"
 )
 
@@ -32,7 +32,7 @@ type Source interface {
 	// Routes is the live route table.
 	Routes() []*policy.Route
 	// Sessions are the open sessions, in the order they opened.
-	Sessions() []gateway.SessionInfo
+	Sessions() []session.Info
 	// InFlight is, per route, the producer messages read and not yet acknowledged.
 	InFlight() map[string]int64
 	// PluginStates are the configured plugins' states; nil without plugins.
@@ -50,7 +50,7 @@ type Source interface {
 	Protections() Protections
 }
 
-// Protections are what the edge's protections (issue 13) count.
+// Protections are what the edge's protections in front of the gateway count (docs/security.md).
 type Protections struct {
 	// Connections are the WebSocket connections counted against limits.max_connections now.
 	Connections int `json:"connections"`
@@ -135,6 +135,7 @@ func (a *Admin) Run(ctx context.Context) {
 			return
 		case now := <-t.C:
 			a.sampler.sample(a, now)
+			a.m.Prune(routeNames(a.src.Routes()))
 		}
 	}
 }
@@ -195,4 +196,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+func routeNames(routes []*policy.Route) []string {
+	names := make([]string, len(routes))
+	for i, r := range routes {
+		names[i] = r.Name()
+	}
+	return names
 }

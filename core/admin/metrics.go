@@ -4,22 +4,23 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicehq/sluice/core/admission"
-	"github.com/sluicehq/sluice/core/gateway"
 	"github.com/sluicehq/sluice/core/policy"
 	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/wsapi"
 	"github.com/sluicehq/sluice/plugins"
 )
 
-// Metrics is the Prometheus adapter: gateway.Hooks for refused handshakes, each route's
+// Metrics is the Prometheus adapter: the gateway's hooks for refused handshakes, each route's
 // instruments (RouteMetrics) for everything that happens on sessions, collectors that read
 // the pools, plugins, broker and readiness at scrape time, and the reload counters. Every
 // metric is named sluice_*, in base units, counters ending in _total, and a route is always
@@ -51,9 +52,47 @@ type Metrics struct {
 	mu         sync.Mutex
 	lastReload time.Time // the last successful reload; zero before the first
 	reloadFail bool
+	labelled   map[string]bool // the routes with series, for Prune
 }
 
-var _ gateway.Hooks = (*Metrics)(nil)
+// routeVecs are the metrics labelled by route.
+func (m *Metrics) routeVecs() []interface {
+	DeletePartialMatch(prometheus.Labels) int
+} {
+	return []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{m.sessions, m.opened, m.closed, m.messages, m.bytesIn, m.sendLatency, m.pauses, m.paused,
+		m.deliveries, m.redeliveries, m.bytesOut, m.acks, m.slowCloses, m.decisions, m.decisionErrs}
+}
+
+// Prune deletes the series of routes that are no longer in the route table (live) once none of
+// their sessions is open: a route renamed or removed by a reload does not leave its series on
+// /metrics for good. Sessions opened under it keep counting until they close.
+func (m *Metrics) Prune(live []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for route := range m.labelled {
+		if slices.Contains(live, route) || m.openSessions(route) > 0 {
+			continue
+		}
+		for _, v := range m.routeVecs() {
+			v.DeletePartialMatch(prometheus.Labels{"route": route})
+		}
+		delete(m.labelled, route)
+	}
+}
+
+// openSessions is the number of route's open sessions, of every kind.
+func (m *Metrics) openSessions(route string) float64 {
+	var n float64
+	for _, k := range kinds {
+		var d dto.Metric
+		if m.sessions.WithLabelValues(route, k.String()).Write(&d) == nil {
+			n += d.GetGauge().GetValue()
+		}
+	}
+	return n
+}
 
 // NewMetrics registers the edge's metrics, the collectors reading src, the build's and the Go
 // and process collectors in a new registry. version is the edge's version, for
@@ -141,7 +180,7 @@ func revision() string {
 // Registry is the registry of the sluice_* metrics, for tests and embedding programs.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// HandshakeRefused implements gateway.Hooks.
+// HandshakeRefused counts a handshake the gateway refused (the gateway's hooks).
 func (m *Metrics) HandshakeRefused(kind wsapi.Kind, status int) {
 	m.refused.WithLabelValues(kindLabel(kind), strconv.Itoa(status)).Inc()
 }
@@ -175,6 +214,12 @@ var kinds = []wsapi.Kind{wsapi.Producer, wsapi.Consumer, wsapi.Reader}
 // RouteMetrics returns one route's instruments, their labels resolved now so that nothing is
 // looked up per message.
 func (m *Metrics) RouteMetrics(route string) policy.Metrics {
+	m.mu.Lock()
+	if m.labelled == nil {
+		m.labelled = map[string]bool{}
+	}
+	m.labelled[route] = true
+	m.mu.Unlock()
 	rm := policy.Metrics{
 		BytesIn:            m.bytesIn.WithLabelValues(route),
 		SendLatency:        m.sendLatency.WithLabelValues(route),

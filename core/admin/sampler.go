@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/core/gateway"
+	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
 
@@ -117,7 +117,7 @@ func (s *sampler) sample(a *Admin, now time.Time) {
 
 // sessionRates returns each session's counters at now and its rates since prev (or since
 // it opened, for a session prev does not have).
-func sessionRates(last map[uint64]sessionSample, sessions []gateway.SessionInfo, now time.Time) (map[uint64]sessionSample, map[uint64]Rates) {
+func sessionRates(last map[uint64]sessionSample, sessions []session.Info, now time.Time) (map[uint64]sessionSample, map[uint64]Rates) {
 	prev := make(map[uint64]sessionSample, len(sessions))
 	rates := make(map[uint64]Rates, len(sessions))
 	for _, si := range sessions {
@@ -172,6 +172,6 @@ func (s *sampler) rate(id uint64) Rates {
 }
 
 // isConsumerSide reports whether a session receives messages (a consumer or a reader).
-func isConsumerSide(si gateway.SessionInfo) bool {
+func isConsumerSide(si session.Info) bool {
 	return si.Kind == wsapi.Consumer || si.Kind == wsapi.Reader
 }

@@ -6,8 +6,8 @@ import (
 
 	"github.com/sluicehq/sluice/core/admission"
 	"github.com/sluicehq/sluice/core/broker/embedded"
-	"github.com/sluicehq/sluice/core/gateway"
 	"github.com/sluicehq/sluice/core/policy"
+	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/plugins"
 )
 
@@ -28,9 +28,9 @@ func (c *countingSource) BrokerUp() bool                      { return true }
 func (c *countingSource) EmbeddedStats() *embedded.Stats      { return nil }
 func (c *countingSource) EmbeddedStore() *embedded.StoreStats { return nil }
 func (c *countingSource) Protections() Protections            { return Protections{} }
-func (c *countingSource) Sessions() []gateway.SessionInfo {
+func (c *countingSource) Sessions() []session.Info {
 	c.calls++
-	return []gateway.SessionInfo{{ID: 1, Opened: time.Unix(0, 0), MessagesIn: c.msgs}}
+	return []session.Info{{ID: 1, Opened: time.Unix(0, 0), MessagesIn: c.msgs}}
 }
 
 // Per-session rates are sampled while they are read, and not once nobody has read them for

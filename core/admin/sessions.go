@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluicehq/sluice/core/gateway"
+	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
 
@@ -26,7 +26,7 @@ type SessionPage struct {
 
 // SessionJSON is one open session as /sessions shows it.
 type SessionJSON struct {
-	gateway.SessionInfo
+	session.Info
 	Kind       string  `json:"kind"`
 	AgeSeconds float64 `json:"age_seconds"`
 	// RateIn and RateOut are messages a second over the last sampling interval.
@@ -49,7 +49,7 @@ func (a *Admin) serveSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit = min(limit, maxSessionsLimit)
-	var match []gateway.SessionInfo
+	var match []session.Info
 	for _, si := range a.src.Sessions() {
 		if (q.Get("route") == "" || si.Route == q.Get("route")) &&
 			(q.Get("kind") == "" || si.Kind.String() == q.Get("kind")) &&
@@ -62,7 +62,7 @@ func (a *Admin) serveSessions(w http.ResponseWriter, r *http.Request) {
 	for i := offset; i < len(match) && i < offset+limit; i++ {
 		si := match[i]
 		rt := a.sampler.rate(si.ID)
-		page.Sessions = append(page.Sessions, SessionJSON{SessionInfo: si, Kind: si.Kind.String(),
+		page.Sessions = append(page.Sessions, SessionJSON{Info: si, Kind: si.Kind.String(),
 			AgeSeconds: now.Sub(si.Opened).Seconds(), RateIn: rt.MsgsIn, RateOut: rt.MsgsOut})
 	}
 	writeJSON(w, http.StatusOK, page)
@@ -207,7 +207,7 @@ func (a *Admin) serveProxyMetrics(w http.ResponseWriter, _ *http.Request) {
 }
 
 // namespaceOf is a session's namespace, or its topic selection when it has none (v3).
-func namespaceOf(si gateway.SessionInfo) string {
+func namespaceOf(si session.Info) string {
 	if si.Namespace != "" {
 		return si.Namespace
 	}

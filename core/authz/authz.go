@@ -213,8 +213,11 @@ func (p resource) covers(r wsapi.Resource) bool {
 	}
 	ns := strings.Split(r.Namespace, "/")
 	if len(p.segs) <= 2 {
-		// A tenant or a namespace: every topic under it.
-		if len(p.segs) > len(ns) {
+		// A tenant or a namespace: every topic under it. A namespace is tenant/namespace, as
+		// in Pulsar: it does not cover a v1 namespace (property/cluster/namespace) that
+		// merely starts with it, which Pulsar takes for another namespace; grant those with
+		// property/cluster/namespace/**.
+		if len(p.segs) > len(ns) || (len(p.segs) == 2 && len(ns) != 2) {
 			return false
 		}
 		for i, seg := range p.segs {

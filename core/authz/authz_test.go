@@ -26,6 +26,7 @@ func TestAuthorize(t *testing.T) {
 		{Role: "app", Resource: "public/ns/a/**", Actions: []string{"produce"}},
 		{Role: "app", Resource: "public/pat/**", Actions: []string{"consume"}},
 		{Role: "app", Resource: "public/part/orders", Actions: []string{"consume"}},
+		{Role: "app", Resource: "public/v1c/ns/**", Actions: []string{"produce"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +39,8 @@ func TestAuthorize(t *testing.T) {
 	}{
 		"tenant covers its namespaces":      {"app", res(t, wsapi.Consumer, "acme/x/y"), true},
 		"tenant covers v1 namespaces":       {"app", res(t, wsapi.Consumer, "persistent://acme/c1/x/y"), true},
+		"namespace is not a v1 prefix":      {"app", res(t, wsapi.Producer, "persistent://public/default/x/y"), false},
+		"v1 namespace by its glob":          {"app", res(t, wsapi.Producer, "persistent://public/v1c/ns/t"), true},
 		"consume allows a reader":           {"app", res(t, wsapi.Reader, "acme/x/y"), true},
 		"read does not allow a consumer":    {"app", res(t, wsapi.Consumer, "non-persistent://public/live/t-1"), false},
 		"read allows a reader":              {"app", res(t, wsapi.Reader, "non-persistent://public/live/t-1"), true},

@@ -12,15 +12,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
-
 	"github.com/sluicehq/sluice/core/internal/lograte"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 )
 
 // Sentinel errors. Creation errors from the broker are classified into these so the gateway can
@@ -93,9 +91,8 @@ func WithLogger(l *slog.Logger) Option {
 type DialFunc func(ctx context.Context, network, address string) (net.Conn, error)
 
 // WithDialer makes the client open its broker connections with d: `sluice serve` reaches its
-// embedded broker in process this way. It needs pulsar-client-go's ClientOptions.Dialer, which
-// the copy in third_party has (see third_party/README.md); a build against a pulsar-client-go
-// without it dials TCP and logs so once.
+// embedded broker in process this way (ClientOptions.Dialer, pulsar-client-go-1-dialer.patch in
+// third_party).
 func WithDialer(d DialFunc) Option {
 	return optionFunc(func(o *clientOptions) { o.dial = d })
 }
@@ -144,29 +141,14 @@ func Dial(cfg Config, opts ...Option) (*Client, error) {
 	if cfg.AuthToken != "" {
 		popts.Authentication = pulsar.NewAuthenticationToken(cfg.AuthToken)
 	}
-	if o.dial != nil && !setDialer(&popts, o.dial) {
-		logger.Warn("this build's pulsar-client-go cannot take a dialer: connecting to the broker over TCP")
+	if o.dial != nil {
+		popts.Dialer = o.dial
 	}
 	pc, err := pulsar.NewClient(popts)
 	if err != nil {
 		return nil, fmt.Errorf("creating pulsar client for %s: %w", cfg.URL, err)
 	}
 	return &Client{pc: pc, log: logger}, nil
-}
-
-// setDialer sets the Dialer field of *options (pulsar.ClientOptions) to d, or reports false
-// when the pulsar-client-go in the build has no such field. It goes through reflect because a
-// program that embeds Sluice builds against upstream pulsar-client-go, whose ClientOptions has
-// no Dialer, unless it too replaces the module with third_party's copy (go.mod's replace
-// applies only to this module's own builds).
-func setDialer(options any, d DialFunc) bool {
-	f := reflect.ValueOf(options).Elem().FieldByName("Dialer")
-	fn := reflect.ValueOf((func(context.Context, string, string) (net.Conn, error))(d))
-	if !f.IsValid() || !f.CanSet() || !fn.Type().ConvertibleTo(f.Type()) {
-		return false
-	}
-	f.Set(fn.Convert(f.Type())) // the field's type may be named, as upstream's may be
-	return true
 }
 
 // Close closes the client and every producer and consumer still open on it.

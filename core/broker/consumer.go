@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 )
 
 // MessageID identifies a message in the broker. The zero value is no message.
@@ -140,9 +140,10 @@ type EncryptionKey struct {
 	Metadata map[string]string
 }
 
-// hasKey reports whether m has a key, perhaps "". The pulsar-client-go copy in third_party says
-// so (HasKey, not in pulsar.Message: third_party/README.md); a library without it cannot tell
-// an empty key from none, and only a non-empty key counts.
+// hasKey reports whether m has a key, perhaps "". Every message the client delivers says so
+// (HasKey: pulsar-client-go-6-empty-key.patch); it is not a method of the pulsar.Message
+// interface, so that the patch leaves upstream's interface as it is, which is why it is asked
+// for here. A Message of another implementation counts only a non-empty key.
 func hasKey(m pulsar.Message) bool {
 	if k, ok := m.(interface{ HasKey() bool }); ok {
 		return k.HasKey()
@@ -242,6 +243,11 @@ type ConsumerOptions struct {
 	InitialPosition InitialPosition
 	// Name is the consumer name; empty lets the client pick one.
 	Name string
+	// PriorityLevel is the consumer's priority in its subscription, sent to the broker: 0 is
+	// the highest. On a Shared subscription the broker dispatches to the highest-priority
+	// consumers with permits first; on Failover it picks the active consumer by priority, then
+	// name. It cannot be negative.
+	PriorityLevel int
 	// ReceiverQueueSize is the client library's prefetch, in messages. Zero means 1000.
 	ReceiverQueueSize int
 	// NackRedeliveryDelay delays redelivery after a negative ack. Zero means 60s.
@@ -273,6 +279,9 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 	if o.ReceiverQueueSize < 0 {
 		return nil, fmt.Errorf("subscribing: %w: negative receiver queue size", ErrInvalidArgument)
 	}
+	if o.PriorityLevel < 0 || o.PriorityLevel > math.MaxInt32 {
+		return nil, fmt.Errorf("subscribing: %w: priority level %d out of range", ErrInvalidArgument, o.PriorityLevel)
+	}
 	for _, t := range append([]string{o.Topic, o.DeadLetterTopic}, o.Topics...) {
 		if err := checkTopicName(t); err != nil {
 			return nil, fmt.Errorf("subscribing %s to %s: %w", o.Subscription, t, err)
@@ -284,6 +293,7 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 		TopicsPattern:               o.TopicsPattern,
 		SubscriptionName:            o.Subscription,
 		Name:                        o.Name,
+		PriorityLevel:               o.PriorityLevel,
 		ReceiverQueueSize:           o.ReceiverQueueSize,
 		NackRedeliveryDelay:         o.NackRedeliveryDelay,
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionLatest,
@@ -295,6 +305,13 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 	}
 	if o.ReceiverQueueSize == 0 {
 		popts.ReceiverQueueSize = 1000
+	}
+	if o.TopicsPattern != "" {
+		// A pattern session is charged for the topics its pattern matched when it opened (the
+		// gateway subscribes to those by name; a pattern is left only when it matched none):
+		// the library's discovery would add a consumer for every topic created later,
+		// uncharged and unbounded. (The same period polls for new partitions.)
+		popts.AutoDiscoveryPeriod = noDiscovery
 	}
 	switch o.Type {
 	case Shared:
@@ -313,7 +330,10 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 		popts.SubscriptionInitialPosition = pulsar.SubscriptionPositionEarliest
 	}
 	if o.MaxDeliveries > 0 {
-		popts.DLQ = &pulsar.DLQPolicy{MaxDeliveries: o.MaxDeliveries, DeadLetterTopic: o.DeadLetterTopic}
+		popts.DLQ = &pulsar.DLQPolicy{MaxDeliveries: o.MaxDeliveries, DeadLetterTopic: o.DeadLetterTopic,
+			// The library's dead-letter producer, created at the first dead letter, with a
+			// small queue (its default is 1000) and no batch buffer: the session is charged it.
+			ProducerOptions: pulsar.ProducerOptions{MaxPendingMessages: DeadLetterQueue, DisableBatching: true}}
 	}
 	if o.CryptoFailure != CryptoFail {
 		action := 0 // crypto.ConsumerCryptoFailureActionFail
@@ -339,6 +359,13 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 	}
 	return cons, nil
 }
+
+// DeadLetterQueue is the queue of the producer the client library creates for a consumer's
+// dead letters.
+const DeadLetterQueue = 32
+
+// noDiscovery is an auto-discovery period that never comes: the library takes no zero.
+const noDiscovery = 100 * 365 * 24 * time.Hour
 
 func topicsOf(o ConsumerOptions) string {
 	switch {

@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"reflect"
 	"slices"
 	"time"
 
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
+	plog "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 // libLogger routes pulsar-client-go's logs into slog. The library logs every producer and
@@ -85,10 +84,8 @@ func flatten(v any) slog.Value {
 	case error:
 		return slog.StringValue(x.Error())
 	case fmt.Stringer:
-		if rv := reflect.ValueOf(x); rv.Kind() == reflect.Pointer && rv.IsNil() {
-			return slog.StringValue("")
-		}
-		return slog.StringValue(x.String())
+		// Through fmt, which prints a nil pointer whose String would panic as "<nil>".
+		return slog.StringValue(fmt.Sprint(x))
 	}
 	return slog.StringValue(fmt.Sprint(v))
 }

@@ -42,3 +42,19 @@ func TestLibLogger(t *testing.T) {
 		}
 	}
 }
+
+type stringer struct{ s string }
+
+func (s *stringer) String() string { return s.s }
+
+// A field whose value is a nil pointer with a String method prints, where calling String
+// would panic.
+func TestFlattenNilStringer(t *testing.T) {
+	t.Parallel()
+	var nilStringer *stringer
+	for v, want := range map[any]string{nilStringer: "<nil>", &stringer{"x"}: "x"} {
+		if got := flatten(v).String(); got != want {
+			t.Errorf("flatten(%#v) = %q, want %q", v, got, want)
+		}
+	}
+}

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"reflect"
-	"runtime"
+	"sync"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 	"github.com/spaolacci/murmur3"
+
+	"github.com/sluicehq/sluice/core/internal/testhooks"
 )
 
 // HashingScheme chooses how a message key maps to a partition.
@@ -86,21 +87,38 @@ type OutMessage struct {
 	// before Send returns and otherwise on the client library's connection goroutine: it
 	// must not block.
 	Done func(MessageID, error)
-
-	pm       pulsar.ProducerMessage // the library's message, reused
-	producer *Producer              // the producer of the send in progress
-	sent     func(pulsar.MessageID, *pulsar.ProducerMessage, error)
 }
 
 // Reset clears the message for the next one, keeping Done.
 func (m *OutMessage) Reset() {
-	*m = OutMessage{Done: m.Done, sent: m.sent}
+	*m = OutMessage{Done: m.Done}
 }
 
-// done adapts the library's callback to Done.
-func (m *OutMessage) done(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-	p := m.producer
-	m.producer = nil
+// send is one message in the client library's hands: the library's message and the callback
+// that answers it. Sends are pooled, and each is answered once, by the library's callback or,
+// when the library never calls it, by Producer.Close. One that Close answered is left to the
+// collector, not pooled, since the library may still hold it and call it back late.
+type send struct {
+	pm pulsar.ProducerMessage
+	m  *OutMessage
+	p  *Producer
+	cb func(pulsar.MessageID, *pulsar.ProducerMessage, error) // s.done, made once per send
+}
+
+var sends = sync.Pool{New: func() any { return new(send) }}
+
+// done is the library's callback: it answers the send unless Close already has.
+func (s *send) done(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+	p := s.p
+	if drop := testhooks.DropSendCallback.Load(); drop != nil && (*drop)(p.topic) {
+		return
+	}
+	if !p.untrack(s) {
+		return // answered by Close
+	}
+	m := s.m
+	*s = send{cb: s.cb}
+	sends.Put(s)
 	if err != nil {
 		m.Done(MessageID{}, err)
 		return
@@ -112,8 +130,40 @@ func (m *OutMessage) done(id pulsar.MessageID, _ *pulsar.ProducerMessage, err er
 // ordering domain: messages are sent in call order.
 type Producer struct {
 	p           pulsar.Producer
+	topic       string
 	name        string // read once: the library rewrites its copy, unguarded, on each reconnect
 	partitioned bool
+
+	// The sends in the library's hands. Close answers those the library has not: the edge's
+	// charges and acks do not rest on the library calling every callback.
+	mu       sync.Mutex
+	inflight map[*send]struct{}
+	closed   bool
+}
+
+// track registers s as in the library's hands, or reports false when the producer is closed.
+func (p *Producer) track(s *send) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	if p.inflight == nil {
+		p.inflight = make(map[*send]struct{})
+	}
+	p.inflight[s] = struct{}{}
+	return true
+}
+
+// untrack removes s, and reports whether it was there: whether the caller is to answer it.
+func (p *Producer) untrack(s *send) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.inflight[s]; !ok {
+		return false
+	}
+	delete(p.inflight, s)
+	return true
 }
 
 // CreateProducer creates the broker-side producer and returns once the broker has accepted it,
@@ -164,7 +214,7 @@ func (c *Client) CreateProducer(ctx context.Context, o ProducerOptions) (*Produc
 		return nil, fmt.Errorf("looking up partitions of %s: %w", o.Topic, classify(err))
 	}
 	partitioned := len(parts) > 1 || (len(parts) == 1 && isPartition(parts[0]))
-	return &Producer{p: p, name: name, partitioned: partitioned}, nil
+	return &Producer{p: p, topic: o.Topic, name: name, partitioned: partitioned}, nil
 }
 
 // Name is the producer's name, as assigned by the broker when none was asked for.
@@ -174,63 +224,50 @@ func (p *Producer) Name() string { return p.name }
 // bounds nothing once the message is queued (the library's queue never blocks: it is sized
 // by MaxPendingMessages and full queues fail at once).
 func (p *Producer) Send(ctx context.Context, m *OutMessage) {
-	if m.sent == nil {
-		m.sent = m.done // a method value is made once per OutMessage, not per send
+	s := sends.Get().(*send)
+	if s.cb == nil {
+		s.cb = s.done // a method value is made once per send, not per message
 	}
-	m.producer = p
-	m.pm = pulsar.ProducerMessage{
+	s.m, s.p = m, p
+	s.pm = pulsar.ProducerMessage{
 		Payload:             m.Payload,
 		Properties:          m.Properties,
 		Key:                 m.Key,
+		EmptyKey:            m.HasKey && m.Key == "",
 		EventTime:           m.EventTime,
 		ReplicationClusters: m.ReplicationClusters,
 		DeliverAt:           m.DeliverAt,
 		DeliverAfter:        m.DeliverAfter,
 	}
-	if m.HasKey && m.Key == "" {
-		setEmptyKey(&m.pm)
+	if !p.track(s) {
+		*s = send{cb: s.cb}
+		sends.Put(s)
+		m.Done(MessageID{}, fmt.Errorf("%w: sent after it was closed", pulsar.ErrProducerClosed))
+		return
 	}
-	p.sendAsync(ctx, m)
+	p.p.SendAsync(ctx, &s.pm, s.cb)
 }
 
-// emptyKeyField is the index of pulsar.ProducerMessage's EmptyKey, which the pulsar-client-go
-// copy in third_party has and upstream does not (third_party/README.md); nil without it.
-var emptyKeyField = func() []int {
-	f, ok := reflect.TypeFor[pulsar.ProducerMessage]().FieldByName("EmptyKey")
-	if !ok || f.Type.Kind() != reflect.Bool {
-		return nil
+// Close closes the producer. Every send not answered yet is answered once, with an error
+// wrapping pulsar.ErrProducerClosed: by the library as it closes or, for a send whose callback
+// the library has not called when its Close returns, by this Close. A late callback for such a
+// send is ignored.
+func (p *Producer) Close() {
+	p.mu.Lock()
+	p.closed = true // later sends fail at once
+	p.mu.Unlock()
+	p.p.Close()
+	p.mu.Lock()
+	left := make([]*send, 0, len(p.inflight))
+	for s := range p.inflight {
+		left = append(left, s)
 	}
-	return f.Index
-}()
-
-// setEmptyKey makes pm carry its empty key. It goes through reflect for the reason setDialer
-// does, and only for the rare message whose key is "" (without the field, the key is dropped
-// as upstream pulsar-client-go drops it).
-func setEmptyKey(pm *pulsar.ProducerMessage) {
-	if emptyKeyField != nil {
-		reflect.ValueOf(pm).Elem().FieldByIndex(emptyKeyField).SetBool(true)
+	clear(p.inflight)
+	p.mu.Unlock()
+	for _, s := range left {
+		s.m.Done(MessageID{}, fmt.Errorf("%w: the client library had not answered the send when the producer closed", pulsar.ErrProducerClosed))
 	}
 }
-
-// sendAsync is the library's SendAsync, with one panic of pulsar-client-go v0.19.0 turned into
-// the message's error: when a reconnect finds the producer's topic terminated or deleted, the
-// library closes the channel SendAsync sends on (partitionProducer.doClose) while a send may be
-// on its way into it, and that send panics with "send on closed channel". The message was not
-// queued then, and its callback not called; any other panic is not the library's to hide.
-func (p *Producer) sendAsync(ctx context.Context, m *OutMessage) {
-	defer func() {
-		if r := recover(); r != nil {
-			if e, ok := r.(runtime.Error); !ok || e.Error() != "send on closed channel" {
-				panic(r)
-			}
-			m.sent(nil, &m.pm, fmt.Errorf("%w: the client library closed it during the send", pulsar.ErrProducerClosed))
-		}
-	}()
-	p.p.SendAsync(ctx, &m.pm, m.sent)
-}
-
-// Close closes the producer. Sends still pending fail with an error through their callbacks.
-func (p *Producer) Close() { p.p.Close() }
 
 func toPulsarCompression(c Compression) pulsar.CompressionType {
 	switch c {

@@ -286,6 +286,58 @@ type Embedded struct {
 	// MaxMessageSize is the embedded broker's maxMessageSize: the largest payload it
 	// accepts. Zero means websocket.max_message_size.
 	MaxMessageSize Size `koanf:"max_message_size" json:"max_message_size"`
+	// BacklogQuotaLimit is Pulsar's backlogQuotaDefaultLimitBytes: the bytes that the
+	// unacknowledged messages of one topic's (one partition's) durable subscriptions may
+	// hold in the store. A topic at its quota gets backlog_quota_policy; other topics are
+	// not affected. Zero means store_limit/16, so that one topic cannot take more than a
+	// sixteenth of the store; a value of store_limit or more leaves only store_limit.
+	BacklogQuotaLimit Size `koanf:"backlog_quota_limit" json:"backlog_quota_limit"`
+	// NamespaceBacklogQuotaLimit bounds the backlogs of all the topics of one namespace
+	// (tenant/namespace) together; a topic of a namespace at its quota is treated as at
+	// its own. (Pulsar's namespace backlog quota sets each topic's quota; this one is a
+	// sum, so that one tenant's many topics cannot fill the store.) Zero means
+	// store_limit/4; a value of store_limit or more leaves only store_limit.
+	NamespaceBacklogQuotaLimit Size `koanf:"namespace_backlog_quota_limit" json:"namespace_backlog_quota_limit"`
+	// BacklogQuotaPolicy is Pulsar's backlogQuotaDefaultRetentionPolicy, what a topic at its
+	// quota does: producer_exception (its producers are closed and refused with
+	// ProducerBlockedQuotaExceededException: their pending messages fail at once),
+	// producer_request_hold (refused with ProducerBlockedQuotaExceededError: clients keep
+	// their pending messages and retry, so they fail by their send timeout), or
+	// consumer_backlog_eviction (the slowest subscription skips its oldest messages until
+	// the backlog is at 90% of the quota; producers are not refused). Zero means
+	// producer_exception (Pulsar's default is producer_request_hold: with it a WebSocket
+	// producer learns of the quota only through its send timeout).
+	BacklogQuotaPolicy string `koanf:"backlog_quota_policy" json:"backlog_quota_policy"`
+	// DeleteInactiveTopics is Pulsar's brokerDeleteInactiveTopicsEnabled: topics inactive for
+	// inactive_topic_delete_after are deleted, with their messages. An absent key means
+	// true, as in Pulsar; false keeps every topic until the process exits.
+	DeleteInactiveTopics bool `koanf:"delete_inactive_topics" json:"delete_inactive_topics"`
+	// InactiveTopicDeleteAfter is Pulsar's brokerDeleteInactiveTopicsMaxInactiveDurationSeconds:
+	// how long a topic stays without producers, consumers and (as inactive_topic_mode says)
+	// subscriptions before it is deleted (retention_time instead, if longer: Pulsar keeps an
+	// inactive topic within its retention time). Zero means 60s.
+	InactiveTopicDeleteAfter time.Duration `koanf:"inactive_topic_delete_after" json:"inactive_topic_delete_after"`
+	// InactiveTopicCheckInterval is Pulsar's brokerDeleteInactiveTopicsFrequencySeconds: how
+	// often inactive topics and expired subscriptions are looked for. Zero means 60s, or
+	// inactive_topic_delete_after or subscription_expiration when shorter.
+	InactiveTopicCheckInterval time.Duration `koanf:"inactive_topic_check_interval" json:"inactive_topic_check_interval"`
+	// InactiveTopicMode is Pulsar's brokerDeleteInactiveTopicsMode: delete_when_no_subscriptions
+	// (a topic with a subscription is active) or delete_when_subscriptions_caught_up (a topic
+	// whose subscriptions have no backlog is deleted with them). Zero means
+	// delete_when_no_subscriptions.
+	InactiveTopicMode string `koanf:"inactive_topic_mode" json:"inactive_topic_mode"`
+	// SubscriptionExpiration is Pulsar's subscriptionExpirationTimeMinutes: a durable
+	// subscription without consumers for this long is deleted, with its backlog. Zero means
+	// never, as in Pulsar: a subscription is a client's position, and what it holds is
+	// already bounded by the backlog quotas.
+	SubscriptionExpiration time.Duration `koanf:"subscription_expiration" json:"subscription_expiration"`
+	// MaxTopics bounds the embedded broker's topics (each partition counts one). A new topic
+	// past it is refused as Pulsar refuses one past maxTopicsPerNamespace. Each topic is also
+	// charged about 1KiB against store_limit. Zero means as many as a quarter of store_limit
+	// holds at that charge (65536 with the default store_limit).
+	MaxTopics int `koanf:"max_topics" json:"max_topics"`
+	// MaxTopicsPerNamespace is Pulsar's maxTopicsPerNamespace. Zero means max_topics/4.
+	MaxTopicsPerNamespace int `koanf:"max_topics_per_namespace" json:"max_topics_per_namespace"`
 }
 
 // Memory holds the edge-wide byte pools (static). Byte limits are soft by at
@@ -301,8 +353,10 @@ type Memory struct {
 	ConsumerLimit Size `koanf:"consumer_limit" json:"consumer_limit"`
 	// SessionLimit bounds what open sessions cost themselves, whatever messages they hold:
 	// their buffers, queues and broker-side producers and consumers, charged per session from
-	// the handshake until it ends. A handshake that does not fit is refused with 503. Absent
-	// means 256MiB (about 5,000 sessions); zero means unbounded, which Warnings reports.
+	// the handshake until it ends. A handshake that does not fit is refused with 503, and so
+	// is one whose client address would hold more of a pool over 7/8 full than it leaves to
+	// other addresses (the fair share: one address cannot lock the others out). Absent means
+	// 256MiB (about 7,000 idle producer sessions); zero means unbounded, which Warnings reports.
 	SessionLimit Size `koanf:"session_limit" json:"session_limit"`
 
 	// ProducerLimitSet and ConsumerLimitSet are set by Load when the limit
@@ -338,10 +392,11 @@ type WebSocket struct {
 	// closing its connection. Only frames from the client prove it alive. It applies only
 	// with ping_interval. Zero means ping_interval.
 	PongTimeout time.Duration `koanf:"pong_timeout" json:"pong_timeout"`
-	// HandshakeTimeout bounds a handshake: reading the request's headers, then everything up
-	// to the upgrade (authentication, the route's strategy, creating the broker-side producer,
-	// consumer or reader). A handshake past it is answered with 504, or 503 when the broker
-	// is unreachable. Zero means 10s.
+	// HandshakeTimeout bounds a handshake, from the connection's accept to the upgrade: the
+	// PROXY protocol header, the TLS handshake, the request's headers, then authentication,
+	// the route's strategy and creating the broker-side producer, consumer or reader. A
+	// connection still sending its request then is closed; a handshake past it is answered
+	// with 504, or 503 when the broker is unreachable. Zero means 10s.
 	HandshakeTimeout time.Duration `koanf:"handshake_timeout" json:"handshake_timeout"`
 	// MaxHeaderBytes bounds a handshake request's line and headers (the token included);
 	// a larger request is answered with 431. Zero means 16KiB.
@@ -372,6 +427,13 @@ type WebSocket struct {
 	// together. When the key is absent Load uses 256KiB (as does Defaults); zero means
 	// unbounded.
 	MaxPropertiesSize Size `koanf:"max_properties_size" json:"max_properties_size"`
+	// MaxTopicsPerSession bounds the topics one v3 consumer session may subscribe to: those
+	// its topics parameter names, or those its topicsPattern matches when it opens (a
+	// partitioned topic counts once; the session is charged per partition). A session over
+	// it is refused with 400, before any broker-side consumer is created. Each topic is a
+	// consumer in the broker client, with its own goroutines and prefetch. When the key is
+	// absent Load uses 100 (as does Defaults); zero means unbounded.
+	MaxTopicsPerSession int `koanf:"max_topics_per_session" json:"max_topics_per_session"`
 }
 
 // Plugin is a strategy plugin binary (static).
@@ -499,13 +561,15 @@ const (
 // Limits bounds what clients may open (static). Every refusal is answered with an HTTP
 // status and counted: 503 for a connection limit, 429 for the handshake rate.
 type Limits struct {
-	// MaxConnections bounds the WebSocket connections open at once, handshakes in
-	// progress included; past it a handshake is refused with 503. A connection is counted
-	// from its handshake until it closes. An absent key means 10000; an explicit 0 means
-	// unbounded.
+	// MaxConnections bounds the connections open at once, handshakes in progress
+	// included; past it a connection is refused with 503. On the edge's listener a
+	// connection is counted from the moment it is accepted (before its request arrives)
+	// until it closes. An absent key means 10000; an explicit 0 means unbounded.
 	MaxConnections int `koanf:"max_connections" json:"max_connections"`
 	// MaxConnectionsPerAddress bounds the connections of one client address (the real
-	// client's, behind trusted proxies). Zero means unbounded.
+	// client's, behind trusted proxies). A connection from a peer that is not a trusted
+	// proxy counts from its accept; one through a trusted proxy from its request (or PROXY
+	// protocol header), which names the client. Zero means unbounded.
 	MaxConnectionsPerAddress int `koanf:"max_connections_per_address" json:"max_connections_per_address"`
 	// MaxConnectionsPerRole bounds the connections of one authenticated role. Zero means
 	// unbounded.

@@ -34,6 +34,7 @@ const (
 	DefaultMaxContextSize      = 16 * KiB
 	DefaultMaxProperties       = 1000
 	DefaultMaxPropertiesSize   = 256 * KiB
+	DefaultMaxTopicsPerSession = 100
 	DefaultBrokerHealth        = time.Second
 	DefaultHandshakeTimeout    = 10 * time.Second
 	DefaultMaxHeaderBytes      = 16 * KiB
@@ -62,6 +63,21 @@ const (
 	DefaultLameDuckDuration = 30 * time.Second
 )
 
+// The embedded broker's tenant isolation defaults (see Embedded).
+const (
+	// DefaultInactiveTopicDeleteAfter and DefaultInactiveTopicCheckInterval are Pulsar's
+	// brokerDeleteInactiveTopicsMaxInactiveDurationSeconds and
+	// brokerDeleteInactiveTopicsFrequencySeconds defaults.
+	DefaultInactiveTopicDeleteAfter   = 60 * time.Second
+	DefaultInactiveTopicCheckInterval = 60 * time.Second
+	DefaultBacklogQuotaPolicy         = "producer_exception"
+	DefaultInactiveTopicMode          = "delete_when_no_subscriptions"
+	// TopicMetadataCharge is what the embedded broker charges a topic against its store
+	// (measured; see core/broker/embedded): the default max_topics is what a quarter of
+	// store_limit holds at that charge.
+	TopicMetadataCharge = 1 * KiB
+)
+
 // TextFrameFor is the text-frame size that carries a message of payload bytes: its base64
 // encoding plus FrameOverhead.
 func TextFrameFor(payload Size) Size {
@@ -73,7 +89,7 @@ func TextFrameFor(payload Size) Size {
 func defaultLayer() map[string]any {
 	return map[string]any{
 		"broker": map[string]any{
-			"embedded": map[string]any{"allow_auto_topic_creation": true, "in_process": true},
+			"embedded": map[string]any{"allow_auto_topic_creation": true, "in_process": true, "delete_inactive_topics": true},
 		},
 		"memory": map[string]any{
 			"producer_limit": DefaultMemoryLimit.String(),
@@ -81,10 +97,11 @@ func defaultLayer() map[string]any {
 			"session_limit":  DefaultSessionLimit.String(),
 		},
 		"websocket": map[string]any{
-			"idle_timeout":        DefaultIdleTimeout.String(),
-			"max_context_size":    DefaultMaxContextSize.String(),
-			"max_properties":      DefaultMaxProperties,
-			"max_properties_size": DefaultMaxPropertiesSize.String(),
+			"idle_timeout":           DefaultIdleTimeout.String(),
+			"max_context_size":       DefaultMaxContextSize.String(),
+			"max_properties":         DefaultMaxProperties,
+			"max_properties_size":    DefaultMaxPropertiesSize.String(),
+			"max_topics_per_session": DefaultMaxTopicsPerSession,
 		},
 		"limits": map[string]any{
 			"max_connections": DefaultMaxConnections,
@@ -98,15 +115,17 @@ func Defaults() *Config {
 	c := &Config{
 		Memory: Memory{ProducerLimit: DefaultMemoryLimit, ConsumerLimit: DefaultMemoryLimit, SessionLimit: DefaultSessionLimit},
 		WebSocket: WebSocket{
-			IdleTimeout:       DefaultIdleTimeout,
-			MaxContextSize:    DefaultMaxContextSize,
-			MaxProperties:     DefaultMaxProperties,
-			MaxPropertiesSize: DefaultMaxPropertiesSize,
+			IdleTimeout:         DefaultIdleTimeout,
+			MaxContextSize:      DefaultMaxContextSize,
+			MaxProperties:       DefaultMaxProperties,
+			MaxPropertiesSize:   DefaultMaxPropertiesSize,
+			MaxTopicsPerSession: DefaultMaxTopicsPerSession,
 		},
 		Limits: Limits{MaxConnections: DefaultMaxConnections},
 	}
 	c.Broker.Embedded.AllowAutoTopicCreation = true
 	c.Broker.Embedded.InProcess = true
+	c.Broker.Embedded.DeleteInactiveTopics = true
 	c.SetDefaults()
 	return c
 }
@@ -114,7 +133,7 @@ func Defaults() *Config {
 // SetDefaults replaces every zero field whose documented zero value means
 // "the default" with that default. It leaves alone fields whose zero value
 // means something else (memory limits, IdleTimeout, AllowAutoTopicCreation,
-// InProcess); start from Defaults to get those. It is idempotent, and Load
+// InProcess, DeleteInactiveTopics); start from Defaults to get those. It is idempotent, and Load
 // calls it.
 func (c *Config) SetDefaults() {
 	setDefault(&c.Listen, DefaultListen)
@@ -127,6 +146,7 @@ func (c *Config) SetDefaults() {
 	setDefault(&c.WebSocket.MaxMessageSize, DefaultMaxMessageSize)
 	setDefault(&c.WebSocket.MaxTextMessageSize, TextFrameFor(c.WebSocket.MaxMessageSize))
 	setDefault(&c.Broker.Embedded.MaxMessageSize, c.WebSocket.MaxMessageSize)
+	c.Broker.Embedded.setDefaults()
 	setDefault(&c.WebSocket.WriteTimeout, DefaultWriteTimeout)
 	setDefault(&c.WebSocket.PongTimeout, c.WebSocket.PingInterval)
 	setDefault(&c.WebSocket.HandshakeTimeout, DefaultHandshakeTimeout)
@@ -160,6 +180,29 @@ func (c *Config) SetDefaults() {
 	for i := range c.Routes {
 		c.Routes[i].SetDefaults()
 	}
+}
+
+// setDefaults fills in the embedded broker's quotas, caps and inactivity defaults; the
+// values derived from store_limit are computed as core/broker/embedded computes them.
+func (e *Embedded) setDefaults() {
+	store := e.StoreLimit.Bytes()
+	setDefault(&e.BacklogQuotaLimit, Size(max(store/16, 1)))
+	setDefault(&e.NamespaceBacklogQuotaLimit, Size(max(store/4, 1)))
+	setDefault(&e.BacklogQuotaPolicy, DefaultBacklogQuotaPolicy)
+	setDefault(&e.InactiveTopicDeleteAfter, DefaultInactiveTopicDeleteAfter)
+	setDefault(&e.InactiveTopicMode, DefaultInactiveTopicMode)
+	if e.InactiveTopicCheckInterval == 0 {
+		d := DefaultInactiveTopicCheckInterval
+		if e.DeleteInactiveTopics {
+			d = min(d, e.InactiveTopicDeleteAfter)
+		}
+		if e.SubscriptionExpiration > 0 {
+			d = min(d, e.SubscriptionExpiration)
+		}
+		e.InactiveTopicCheckInterval = d
+	}
+	setDefault(&e.MaxTopics, int(max(store/4/TopicMetadataCharge.Bytes(), 1)))
+	setDefault(&e.MaxTopicsPerNamespace, max(e.MaxTopics/4, 1))
 }
 
 // setDefaults fills in a TLS listener's defaults, when it serves TLS.

@@ -53,8 +53,8 @@
 // keys an explicit zero means the same, but not for the memory limits (0 is
 // unbounded, and Load records that it was set: see [Memory] and
 // [Config.Warnings]), websocket.idle_timeout (0 disables it) and
-// broker.embedded.allow_auto_topic_creation and broker.embedded.in_process
-// (false disables them).
+// broker.embedded.allow_auto_topic_creation, broker.embedded.in_process and
+// broker.embedded.delete_inactive_topics (false disables them).
 //
 // # Static and dynamic configuration
 //

@@ -240,3 +240,41 @@ func TestEmbeddedStoreKeys(t *testing.T) {
 		t.Errorf("negative retention_time: Load = %v", err)
 	}
 }
+
+func TestEmbeddedIsolationKeys(t *testing.T) {
+	t.Parallel()
+	load := func(yaml string) (*Config, error) {
+		return Load(t.Context(), LoadOptions{Files: []string{writeFile(t, yaml)}})
+	}
+	cfg, err := load("broker: { embedded: { store_limit: 16MiB } }\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := cfg.Broker.Embedded
+	if e.BacklogQuotaLimit != 1*MiB || e.NamespaceBacklogQuotaLimit != 4*MiB || e.BacklogQuotaPolicy != "producer_exception" ||
+		!e.DeleteInactiveTopics || e.InactiveTopicDeleteAfter != time.Minute || e.InactiveTopicCheckInterval != time.Minute ||
+		e.InactiveTopicMode != "delete_when_no_subscriptions" || e.SubscriptionExpiration != 0 ||
+		e.MaxTopics != 4096 || e.MaxTopicsPerNamespace != 1024 {
+		t.Errorf("defaults from a 16MiB store: %+v", e)
+	}
+	cfg, err = load("broker: { embedded: { delete_inactive_topics: false, subscription_expiration: 10s, inactive_topic_delete_after: 5m, " +
+		"backlog_quota_policy: consumer_backlog_eviction, max_topics: 100 } }\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = cfg.Broker.Embedded
+	if e.DeleteInactiveTopics || e.InactiveTopicCheckInterval != 10*time.Second || e.MaxTopicsPerNamespace != 25 ||
+		e.BacklogQuotaPolicy != "consumer_backlog_eviction" {
+		t.Errorf("explicit keys: %+v", e)
+	}
+	for key, yaml := range map[string]string{
+		"broker.embedded.backlog_quota_policy":    "broker: { embedded: { backlog_quota_policy: drop } }\n",
+		"broker.embedded.inactive_topic_mode":     "broker: { embedded: { inactive_topic_mode: never } }\n",
+		"broker.embedded.subscription_expiration": "broker: { embedded: { subscription_expiration: -1s } }\n",
+		"broker.embedded.max_topics":              "broker: { embedded: { max_topics: -1 } }\n",
+	} {
+		if _, err := load(yaml); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: Load = %v", key, err)
+		}
+	}
+}

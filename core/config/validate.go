@@ -61,6 +61,7 @@ func (c *Config) Validate() error {
 	v.nonNegative("websocket.max_context_size", int64(c.WebSocket.MaxContextSize))
 	v.nonNegative("websocket.max_properties", int64(c.WebSocket.MaxProperties))
 	v.nonNegative("websocket.max_properties_size", int64(c.WebSocket.MaxPropertiesSize))
+	v.nonNegative("websocket.max_topics_per_session", int64(c.WebSocket.MaxTopicsPerSession))
 	v.nonNegativeDuration("websocket.pong_timeout", c.WebSocket.PongTimeout)
 	v.nonNegativeDuration("websocket.handshake_timeout", c.WebSocket.HandshakeTimeout)
 	v.nonNegative("websocket.max_header_bytes", int64(c.WebSocket.MaxHeaderBytes))
@@ -367,6 +368,23 @@ func (b Broker) validate(v *validator) {
 	v.nonNegativeDuration("broker.embedded.retention_time", e.RetentionTime)
 	v.nonNegative("broker.embedded.retention", int64(e.Retention))
 	v.messageSize("broker.embedded.max_message_size", e.MaxMessageSize)
+	v.nonNegative("broker.embedded.backlog_quota_limit", int64(e.BacklogQuotaLimit))
+	v.nonNegative("broker.embedded.namespace_backlog_quota_limit", int64(e.NamespaceBacklogQuotaLimit))
+	switch e.BacklogQuotaPolicy {
+	case "", "producer_exception", "producer_request_hold", "consumer_backlog_eviction":
+	default:
+		v.add("broker.embedded.backlog_quota_policy", "must be producer_exception, producer_request_hold or consumer_backlog_eviction")
+	}
+	switch e.InactiveTopicMode {
+	case "", "delete_when_no_subscriptions", "delete_when_subscriptions_caught_up":
+	default:
+		v.add("broker.embedded.inactive_topic_mode", "must be delete_when_no_subscriptions or delete_when_subscriptions_caught_up")
+	}
+	v.nonNegativeDuration("broker.embedded.inactive_topic_delete_after", e.InactiveTopicDeleteAfter)
+	v.nonNegativeDuration("broker.embedded.inactive_topic_check_interval", e.InactiveTopicCheckInterval)
+	v.nonNegativeDuration("broker.embedded.subscription_expiration", e.SubscriptionExpiration)
+	v.nonNegative("broker.embedded.max_topics", int64(e.MaxTopics))
+	v.nonNegative("broker.embedded.max_topics_per_namespace", int64(e.MaxTopicsPerNamespace))
 }
 
 // MaxMessageSize bounds max_message_size: a Pulsar frame's sizes are 32-bit, and a message of

@@ -3,9 +3,13 @@
 // is an HTTP status with a body that names the limit (503 for connections, 429 for the rate)
 // and is counted by reason; Stats reports the counters for metrics.
 //
-// A connection is counted from the moment its handshake request reaches the handler until
-// the connection closes: the hijacked connection a session runs on carries its slot and
-// gives it back when it is closed, so a slot is held for exactly a session's life.
+// On the edge's own listener (Listener) a connection is counted from the moment it is
+// accepted until it closes, half-open ones included: in the total, and per address unless
+// its peer is a trusted proxy, whose connections are counted per client address once the
+// request says which. Behind a server that is not the edge's (an embedded edge), Handler
+// counts a connection from the moment its handshake request reaches it. Either way the
+// connection a session runs on carries its slot and gives it back when it is closed, so a
+// slot is held for exactly a session's life.
 package connlimit
 
 import (
@@ -121,9 +125,13 @@ func (l *Limiter) count(reason string) {
 type slot struct {
 	l        *Limiter
 	addr     string
+	hasAddr  bool // counted against addr's limit
 	role     string
 	hasRole  bool
 	released atomic.Bool
+	// accepted: counted at accept (Listener), released when the connection closes.
+	// addrAtAccept: its address was counted then too (a peer that is not a trusted proxy).
+	accepted, addrAtAccept bool
 }
 
 func (s *slot) release() {
@@ -134,8 +142,10 @@ func (s *slot) release() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.open--
-	if l.perAddr[s.addr]--; l.perAddr[s.addr] <= 0 {
-		delete(l.perAddr, s.addr)
+	if s.hasAddr {
+		if l.perAddr[s.addr]--; l.perAddr[s.addr] <= 0 {
+			delete(l.perAddr, s.addr)
+		}
 	}
 	if s.hasRole {
 		if l.perRole[s.role]--; l.perRole[s.role] <= 0 {
@@ -168,16 +178,30 @@ func (l *Limiter) Handler(next http.Handler, refused func(r *http.Request, statu
 			http.Error(w, msg, http.StatusTooManyRequests)
 			return
 		}
-		s, err := l.acquire(addr)
+		// A connection counted at accept holds its slot until it closes; its address is
+		// counted now if it came from a trusted proxy.
+		a, _ := r.Context().Value(acceptedKey{}).(*acceptedConn)
+		var s *slot
+		var err error
+		if a != nil && a.slot != nil && a.slot.l == l {
+			s, err = a.slot, l.acquireAddr(a.slot, addr)
+		} else {
+			a = nil
+			s, err = l.acquire(addr)
+		}
 		if err != nil {
 			status, msg := errorStatus(err)
 			refused(r, status, msg)
 			http.Error(w, msg, status)
 			return
 		}
-		tw := &trackingWriter{ResponseWriter: w, slot: s}
+		tw := &trackingWriter{ResponseWriter: w, slot: s, accepted: a}
 		next.ServeHTTP(tw, r.WithContext(context.WithValue(r.Context(), slotKey{}, s)))
-		if !tw.hijacked {
+		switch {
+		case tw.hijacked:
+		case a != nil:
+			l.endRequest(s)
+		default:
 			s.release()
 		}
 	})
@@ -208,7 +232,7 @@ func (l *Limiter) acquire(addr string) (*slot, error) {
 	}
 	l.open++
 	l.perAddr[addr]++
-	return &slot{l: l, addr: addr}, nil
+	return &slot{l: l, addr: addr, hasAddr: true}, nil
 }
 
 // AdmitRole counts the connection of r (a request that came through Handler) against its
@@ -288,16 +312,22 @@ func host(addr string) string {
 type trackingWriter struct {
 	http.ResponseWriter
 	slot     *slot
+	accepted *acceptedConn // the connection counted at accept, which holds the slot; or nil
 	hijacked bool
 }
 
-// Hijack implements http.Hijacker: the connection returned gives the slot back when closed.
+// Hijack implements http.Hijacker: the connection returned gives the slot back when closed,
+// and is free of the handshake deadline.
 func (w *trackingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err != nil {
 		return nil, nil, err
 	}
 	w.hijacked = true
+	if w.accepted != nil {
+		w.accepted.upgrade()
+		return c, brw, nil // closing it closes the accepted connection, which holds the slot
+	}
 	return &countedConn{Conn: c, slot: w.slot}, brw, nil
 }
 
@@ -329,8 +359,8 @@ type connMark struct{ served atomic.Bool }
 type markKey struct{}
 
 // Track makes srv report to l the connections it closes before a whole request arrives
-// (Stats.Incomplete). It sets srv.ConnContext and srv.ConnState and wraps srv.Handler; call
-// it before srv serves.
+// (Stats.Incomplete), and lets Handler find the connections Listener counted. It sets
+// srv.ConnContext and srv.ConnState and wraps srv.Handler; call it before srv serves.
 func (l *Limiter) Track(srv *http.Server) {
 	if l == nil {
 		return
@@ -339,6 +369,9 @@ func (l *Limiter) Track(srv *http.Server) {
 	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 		m := &connMark{}
 		l.conns.Store(c, m)
+		if a := acceptedOf(c); a != nil {
+			ctx = context.WithValue(ctx, acceptedKey{}, a)
+		}
 		return context.WithValue(ctx, markKey{}, m)
 	}
 	srv.ConnState = func(c net.Conn, st http.ConnState) {

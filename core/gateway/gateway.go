@@ -26,6 +26,10 @@ type Config struct {
 	// CreateTimeout bounds creating the broker-side producer, consumer or reader during the
 	// handshake; past it the handshake fails with 504. Zero means 30s.
 	CreateTimeout time.Duration
+	// MaxTopicsPerSession bounds the topics a v3 consumer session may subscribe to, named or
+	// matched by its pattern (websocket.max_topics_per_session); past it the handshake is
+	// refused with 400. Zero means unbounded.
+	MaxTopicsPerSession int
 }
 
 // Grants decides, per handshake, what a session is admitted under: everything it needs, so

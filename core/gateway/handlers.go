@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -32,6 +33,11 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 	if params.ClientSideEncryption() {
 		g.refuse(w, r, ep.Kind, http.StatusBadRequest,
 			"Invalid query params: client-side encryption (encryptionKeys as base64 JSON) is not supported by Sluice")
+		return
+	}
+	// One broker-side producer per partition: counted before the grant, which charges each.
+	if h.Partitions, err = g.client.Partitions(ctx, ep.TopicName()); err != nil {
+		g.refuse(w, r, ep.Kind, creationStatus(err), "Failed to create producer: "+err.Error())
 		return
 	}
 	grant, err := g.grants.Producer(ctx, h, params)
@@ -91,6 +97,10 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 		g.writeError(w, r, ep.Kind, err)
 		return
 	}
+	if err := g.checkTopicList(ep); err != nil {
+		g.writeError(w, r, ep.Kind, err)
+		return
+	}
 	h, ok := g.handshake(w, r, ep)
 	if !ok {
 		return
@@ -108,12 +118,24 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 	if !g.admitted(w, r, h) {
 		return
 	}
+	matched, partitions, err := g.countConsumers(ctx, ep, "Failed to subscribe: ", creationStatus)
+	if err != nil {
+		g.writeError(w, r, ep.Kind, err)
+		return
+	}
+	h.Partitions = partitions
 	grant, err := g.grants.Consumer(ctx, h, params)
 	if err != nil {
 		g.writeError(w, r, ep.Kind, err)
 		return
 	}
-	c, err := g.client.Subscribe(ctx, consumerOptions(ep, params, grant.Prefetch))
+	opts := consumerOptions(ep, params, grant.Prefetch)
+	if len(matched) > 0 {
+		// The topics the pattern matched, counted and charged: exactly these are subscribed
+		// to, whatever the namespace holds by the time the library would look again.
+		opts.TopicsPattern, opts.Topics = "", matched
+	}
+	c, err := g.client.Subscribe(ctx, opts)
 	if err != nil {
 		grant.Release()
 		g.refuse(w, r, ep.Kind, creationStatus(err), "Failed to subscribe: "+err.Error())
@@ -137,6 +159,7 @@ func consumerOptions(ep wsapi.Endpoint, params wsapi.ConsumerParams, prefetch in
 	opts := broker.ConsumerOptions{
 		Subscription:        ep.Subscription,
 		Name:                params.ConsumerName,
+		PriorityLevel:       params.PriorityLevel,
 		Type:                toSubscriptionType(params.SubscriptionType),
 		NonDurable:          params.SubscriptionMode == wsapi.NonDurable,
 		ReceiverQueueSize:   prefetch,
@@ -177,6 +200,10 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	if !ok || !g.admitted(w, r, h) {
 		return
 	}
+	if _, h.Partitions, err = g.countConsumers(ctx, ep, "Failed to create reader: ", creationStatus); err != nil {
+		g.writeError(w, r, ep.Kind, err)
+		return
+	}
 	grant, err := g.grants.Reader(ctx, h, params)
 	if err != nil {
 		g.writeError(w, r, ep.Kind, err)
@@ -203,8 +230,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 		// As Pulsar's ReaderHandler (getErrorCode, as for producers and consumers): 404 for a
 		// missing topic, 503 for an unreachable broker, 504 for a timeout, 400 for a request
 		// that can never succeed (a topic name the client library cannot address).
-		status := creationStatus(err)
-		g.refuse(w, r, ep.Kind, status, "Failed to create reader: "+err.Error())
+		g.refuse(w, r, ep.Kind, creationStatus(err), "Failed to create reader: "+err.Error())
 		return
 	}
 	conn, err := wsconn.Upgrade(w, r, grant.Conn.Options())
@@ -303,4 +329,54 @@ func toCompression(c wsapi.CompressionType) broker.Compression {
 	default:
 		return broker.CompressionNone
 	}
+}
+
+// checkTopicList refuses a v3 session that names more topics than MaxTopicsPerSession, before
+// anything else is done for it.
+func (g *Gateway) checkTopicList(ep wsapi.Endpoint) error {
+	if m := g.cfg.MaxTopicsPerSession; m > 0 && len(ep.Topics) > m {
+		return tooManyTopics("topics names", len(ep.Topics), m)
+	}
+	return nil
+}
+
+func tooManyTopics(what string, n, limit int) error {
+	return &wsapi.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf(
+		"Invalid query params: %s %d topics, more than websocket.max_topics_per_session (%d)", what, n, limit)}
+}
+
+// countConsumers counts the broker-side consumers a consumer or reader session will hold,
+// one per topic or partition, so that the session is charged for each: it looks up the
+// partitions of its topics and, for a v3 topicsPattern, the topics the pattern matches now
+// (matched), refusing a pattern that matches more than MaxTopicsPerSession with 400. Nothing
+// is created. A lookup's failure is answered as a creation failure: its message prefixed
+// with failed, its status from status.
+func (g *Gateway) countConsumers(ctx context.Context, ep wsapi.Endpoint, failed string, status func(error) int) (matched []string, partitions int, err error) {
+	topics := []string{ep.TopicName()}
+	switch {
+	case ep.Version != wsapi.V3:
+	case ep.TopicsPattern != "":
+		ns, expr, err := wsapi.SplitPattern(ep.TopicsPattern)
+		if err != nil {
+			return nil, 0, err
+		}
+		if matched, err = g.client.MatchPattern(ctx, ns, expr); err != nil {
+			return nil, 0, lookupError(failed, status, err)
+		}
+		if m := g.cfg.MaxTopicsPerSession; m > 0 && len(matched) > m {
+			return nil, 0, tooManyTopics("topicsPattern matches", len(matched), m)
+		}
+		topics = matched
+	default:
+		topics = ep.Topics
+	}
+	n, err := g.client.CountTopics(ctx, topics)
+	if err != nil {
+		return nil, 0, lookupError(failed, status, err)
+	}
+	return matched, n.Consumers, nil
+}
+
+func lookupError(failed string, status func(error) int, err error) error {
+	return &wsapi.Error{Status: status(err), Message: failed + err.Error()}
 }

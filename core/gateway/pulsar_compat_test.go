@@ -618,7 +618,7 @@ func TestMessageTooBigClosesWith1009(t *testing.T) {
 	if edgetest.CloseCode(err) != 1009 {
 		t.Errorf("oversized message: %v, want close 1009", err)
 	}
-	// The close frame tells the client the limit (issue 16: it used to carry no reason).
+	// The close frame tells the client the limit.
 	var ce *websocket.CloseError
 	if !errors.As(err, &ce) || !strings.Contains(ce.Text, "4096") {
 		t.Errorf("close %v: want its reason to name the 4096-byte limit", err)

@@ -15,45 +15,11 @@ import (
 	"github.com/sluicehq/sluice/core/wsapi"
 )
 
-// SessionInfo describes one open session, for the admin endpoints (/sessions and Pulsar's
-// proxy-stats).
-type SessionInfo struct {
-	ID    uint64     `json:"id"`
-	Kind  wsapi.Kind `json:"-"`
-	Topic string     `json:"topic"`
-	// Namespace is the topic's namespace ("tenant/ns"); empty for v3 multi-topic sessions.
-	Namespace        string    `json:"namespace,omitempty"`
-	Subscription     string    `json:"subscription,omitempty"`
-	SubscriptionType string    `json:"subscription_type,omitempty"`
-	SubscriptionMode string    `json:"subscription_mode,omitempty"`
-	Route            string    `json:"route"`
-	Role             string    `json:"role,omitempty"`
-	RemoteAddr       string    `json:"remote_addr"`
-	Opened           time.Time `json:"opened"`
-	// MessagesIn and BytesIn count what the client sent: a producer's message frames (with
-	// their bytes); a consumer's acks and negative acks (bytes not measured).
-	MessagesIn int64 `json:"messages_in"`
-	BytesIn    int64 `json:"bytes_in"`
-	// MessagesOut and BytesOut count what the edge sent: a consumer's or reader's message
-	// frames (with their bytes); a producer's acks (bytes not measured).
-	MessagesOut int64 `json:"messages_out"`
-	BytesOut    int64 `json:"bytes_out"`
-	// Failed counts a producer's messages answered with an error ack (rejected, invalid or
-	// failed by the broker).
-	Failed int64 `json:"failed,omitempty"`
-	// InFlight is a producer's messages read and not yet acknowledged, or a consumer's
-	// messages delivered and not yet acknowledged.
-	InFlight int64 `json:"in_flight"`
-	// HeldBytes is what the session's gate holds now: a producer's messages in flight and
-	// acks to write, a consumer's messages taken from the broker and not yet written.
-	HeldBytes int64 `json:"held_bytes"`
-}
-
 // tracked is one open session as the gateway sees it: its description, its tally (which the
 // session counts into) and its open and close log lines. It is not on the session's path:
 // the session reports each outcome to its route and counts it in the tally itself.
 type tracked struct {
-	info   SessionInfo // the fixed part; the tally has the rest
+	info   session.Info // the fixed part; the tally has the rest
 	gate   *admission.Gate
 	tally  session.Tally
 	log    *slog.Logger
@@ -65,7 +31,7 @@ type tracked struct {
 // track describes a session about to start.
 func (g *Gateway) track(kind wsapi.Kind, h session.Handshake, ep wsapi.Endpoint, route string, gate *admission.Gate, sub subscription) *tracked {
 	t := &tracked{gate: gate}
-	t.info = SessionInfo{
+	t.info = session.Info{
 		ID:               g.nextID.Add(1),
 		Kind:             kind,
 		Topic:            ep.TopicName(),
@@ -136,7 +102,7 @@ func (t *tracked) closeReason(code int) string {
 }
 
 // snapshot is the session's description with its figures now.
-func (t *tracked) snapshot() SessionInfo {
+func (t *tracked) snapshot() session.Info {
 	s := t.info
 	c := t.tally.Counts()
 	s.MessagesIn, s.BytesIn, s.MessagesOut, s.BytesOut, s.Failed = c.MessagesIn, c.BytesIn, c.MessagesOut, c.BytesOut, c.Failed
@@ -154,18 +120,18 @@ func (t *tracked) snapshot() SessionInfo {
 }
 
 // Sessions returns every open session, in the order they opened.
-func (g *Gateway) Sessions() []SessionInfo {
+func (g *Gateway) Sessions() []session.Info {
 	g.mu.Lock()
 	all := make([]*tracked, 0, len(g.live))
 	for _, t := range g.live {
 		all = append(all, t)
 	}
 	g.mu.Unlock()
-	out := make([]SessionInfo, len(all))
+	out := make([]session.Info, len(all))
 	for i, t := range all {
 		out[i] = t.snapshot()
 	}
-	slices.SortFunc(out, func(a, b SessionInfo) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b session.Info) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 

@@ -135,9 +135,11 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 		return session.ProducerGrant{}, m.decisionError(r, err)
 	}
 	queue := libraryQueue(maxMsgs, p.BatchingEnabled)
-	cost, err := m.holdSession(session.ProducerSessionCost(queue) + m.settings.inflateCost())
+	// A producer on a partitioned topic holds a producer, and a queue, per partition.
+	cost, err := m.holdSession(h.RemoteAddr, session.ProducerSessionCost(queue)+
+		int64(max(h.Partitions, 1)-1)*session.ProducerPartitionCost(queue)+m.settings.inflateCost())
 	if err != nil {
-		return session.ProducerGrant{}, memoryFull(err)
+		return session.ProducerGrant{}, err
 	}
 	r.pressure.mu.Lock()
 	r.pressure.gates[gate] = own
@@ -170,7 +172,11 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 
 // Consumer decides a consumer session's grant.
 func (m *Manager) Consumer(ctx context.Context, h session.Handshake, p wsapi.ConsumerParams) (session.ConsumerGrant, error) {
-	g, err := m.delivery(ctx, h, p.RequestedReceiverQueueSize, p.ReceiverQueueSize, p.PullMode)
+	var deadLetters int64
+	if p.MaxRedeliverCount > 0 {
+		deadLetters = session.DeadLetterCost // the library's dead-letter producer
+	}
+	g, err := m.delivery(ctx, h, p.RequestedReceiverQueueSize, p.ReceiverQueueSize, p.PullMode, deadLetters)
 	if err != nil {
 		return g, err
 	}
@@ -182,12 +188,13 @@ func (m *Manager) Consumer(ctx context.Context, h session.Handshake, p wsapi.Con
 
 // Reader decides a reader session's grant.
 func (m *Manager) Reader(ctx context.Context, h session.Handshake, p wsapi.ReaderParams) (session.ConsumerGrant, error) {
-	return m.delivery(ctx, h, p.RequestedReceiverQueueSize, p.ReceiverQueueSize, false)
+	return m.delivery(ctx, h, p.RequestedReceiverQueueSize, p.ReceiverQueueSize, false, 0)
 }
 
 // delivery decides what consumer and reader grants share. requested is the client's
-// receiverQueueSize (nil: none) and applied Pulsar's value after its cap of 1000.
-func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *int, applied int, pullMode bool) (session.ConsumerGrant, error) {
+// receiverQueueSize (nil: none) and applied Pulsar's value after its cap of 1000; extra is
+// what the session costs besides its consumers.
+func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *int, applied int, pullMode bool, extra int64) (session.ConsumerGrant, error) {
 	r, err := m.match(h)
 	if err != nil {
 		return session.ConsumerGrant{}, err
@@ -235,9 +242,14 @@ func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *
 	if prefetch <= 0 {
 		prefetch = min(max(queue.Value, 1), DefaultPrefetch)
 	}
-	cost, err := m.holdSession(session.ConsumerSessionCost(prefetch) + m.settings.inflateCost())
+	// The session's prefetch is divided among its broker-side consumers, so that it holds
+	// about as many prefetched messages over many topics as over one; each is charged.
+	consumers := max(h.Partitions, 1)
+	prefetch = max(prefetch/consumers, 1)
+	cost, err := m.holdSession(h.RemoteAddr, session.ConsumerSessionCost(prefetch)+
+		int64(consumers-1)*session.ConsumerTopicCost(prefetch)+extra+m.settings.inflateCost())
 	if err != nil {
-		return session.ConsumerGrant{}, memoryFull(err)
+		return session.ConsumerGrant{}, err
 	}
 	r.pressure.mu.Lock()
 	r.pressure.consumers++
@@ -311,12 +323,13 @@ func denial(d *strategy.Denial) error {
 	return &wsapi.Error{Status: status, Message: d.Reason}
 }
 
-// holdSession charges a new session's own memory to the session pool.
-func (m *Manager) holdSession(cost int64) (*admission.Charge, error) {
-	if m.sessions == nil {
+// holdSession charges a new session's own memory to the session pool, under the fair-share
+// rule for its client address (remote). The error refuses the handshake.
+func (m *Manager) holdSession(remote string, cost int64) (*sessionCharge, error) {
+	if m.shares == nil {
 		return nil, nil
 	}
-	return m.sessions.TryHold(cost)
+	return m.shares.hold(remote, cost)
 }
 
 // memoryFull refuses a session whose own memory does not fit the session pool

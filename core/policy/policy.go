@@ -58,6 +58,7 @@ type Manager struct {
 	producers *admission.Pool
 	consumers *admission.Pool
 	sessions  *admission.Gate // nil: sessions' own memory is not charged
+	shares    *addressShares  // nil with sessions
 	settings  Settings
 	metrics   func(route string) Metrics
 	log       *slog.Logger
@@ -103,7 +104,9 @@ func WithAdjustInterval(d time.Duration) Option {
 
 // WithSessionPool charges each session's own memory (session.ProducerSessionCost,
 // session.ConsumerSessionCost) to pool from the handshake until it ends, refusing the handshake
-// with 503 when it does not fit. No WithSessionPool charges nothing.
+// with 503 when it does not fit, or when the pool is nearly full and the client's address
+// holds more than its fair share of it (see FairShareThresholdNum). No WithSessionPool charges
+// nothing.
 func WithSessionPool(pool *admission.Pool) Option {
 	return optionFunc(func(m *Manager) {
 		r, err := pool.Route(admission.RouteConfig{Name: "sessions"})
@@ -111,6 +114,7 @@ func WithSessionPool(pool *admission.Pool) Option {
 			panic(err) // a route without cap or reserve cannot fail
 		}
 		m.sessions, _ = r.Gate(admission.GateConfig{})
+		m.shares = &addressShares{pool: pool, gate: m.sessions, held: map[string]int64{}}
 	})
 }
 

@@ -83,8 +83,8 @@ func TestRoutesMatchInOrder(t *testing.T) {
 		t.Errorf("v2 policy %+v", pol)
 	}
 	pol.Release()
-	// A v1 path is matched in its v2 form (issue 9: the path a client uses cannot pick the
-	// route): /ws/producer/persistent/iot/c/ns/t takes the iot route.
+	// A v1 path is matched in its v2 form (the path a client uses cannot pick the route):
+	// /ws/producer/persistent/iot/c/ns/t takes the iot route.
 	for path, want := range map[string]string{
 		"/ws/producer/persistent/iot/c/ns/t": "iot",
 		"/ws/producer/persistent/p/c/ns/t":   "v2",

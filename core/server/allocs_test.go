@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 )
 
-// The allocation budget of Sluice's own data path (issue 11): at most 5 heap allocations per
+// The allocation budget of Sluice's own data path: at most 5 heap allocations per
 // producer message, from the frame read to the hand-off to the client library and from the
 // receipt to the ack written, and at most 5 per message delivered to a consumer. The client
 // library's own allocations, the embedded broker's and the test client's are not Sluice's:

@@ -45,10 +45,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
-	"github.com/apache/pulsar-client-go/pulsar/crypto"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/gorilla/websocket"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/crypto"
+	plog "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"

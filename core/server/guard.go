@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/core/wsapi"
 )
 
-// guard is what stands between the internet and the gateway (issue 13): the client's real
+// guard is what stands between the internet and the gateway: the client's real
 // address, the connection limits and handshake rate, the origin policy, the handshake
 // deadline and the broker's health, then, once the gateway has authenticated the client,
 // authorization and the per-role limit. Each piece lives in its own package; guard only
@@ -64,7 +64,13 @@ func (g *guard) handler(next http.Handler) http.Handler {
 	deadline := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, stop := g.health.Watch(r.Context())
 		defer stop()
-		if g.handshake > 0 {
+		// One deadline from the connection's accept when the edge's listener took it (the
+		// PROXY header, TLS and the headers have spent part of it), else from now.
+		if d, ok := connlimit.HandshakeDeadline(r); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, d)
+			defer cancel()
+		} else if g.handshake > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, g.handshake)
 			defer cancel()

@@ -75,7 +75,7 @@ func closeFrame(t *testing.T, br *bufio.Reader) (int, string) {
 	}
 }
 
-// TestDeadPeerClosedByPongTimeout reproduces issue 13's dead peer: idle_timeout 2s,
+// TestDeadPeerClosedByPongTimeout is a dead peer: idle_timeout 2s,
 // ping_interval 1s, pong_timeout 1s and a client that never reads (so never answers a
 // ping). The edge's own pings no longer count as activity, and the unanswered ping closes the
 // session within ping_interval + pong_timeout, freeing what it held; a client that answers
@@ -131,7 +131,7 @@ func TestDeadPeerClosedByPongTimeout(t *testing.T) {
 	}
 }
 
-// TestRedialAfterIdleTimeout is issue 16's 409: a client that dials again the moment its
+// TestRedialAfterIdleTimeout guards against a 409: a client that dials again the moment its
 // session was closed for idleness must get its subscription (Exclusive) or its producer name
 // back, because the edge closes the broker-side object before it writes the close frame.
 func TestRedialAfterIdleTimeout(t *testing.T) {

@@ -79,7 +79,7 @@ func receivePayload(t *testing.T, c *websocket.Conn) []byte {
 
 // A payload of exactly the maximum message size is accepted and delivered, as stock Pulsar
 // accepts exactly 5 MiB; one byte more gets an error ack naming the limit and its value
-// (issue 16: pulsar-client-go counted the metadata and refused exactly 5 MiB).
+// (pulsar-client-go counts the metadata as well as the payload, and exactly 5 MiB must pass).
 func TestMaxMessageSizeExactlyAccepted(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
@@ -171,8 +171,7 @@ func publishPayloadsOn(t *testing.T, p *websocket.Conn, payloads ...[]byte) []ac
 
 // A frame buffer grown past what a session keeps is charged to the session pool while the
 // frame is read: a frame that does not fit is discarded and answered with one error ack
-// naming memory.session_limit, and the session goes on (issue 16: large frames were held
-// uncharged).
+// naming memory.session_limit, and the session goes on: no large frame is held uncharged.
 func TestLargeFrameBufferCharged(t *testing.T) {
 	t.Parallel()
 	srv, base := edgetest.Start(t, "memory: { session_limit: 100KiB }\n")

@@ -10,8 +10,8 @@ import (
 	"github.com/sluicehq/sluice/core/admin"
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/config"
-	"github.com/sluicehq/sluice/core/gateway"
 	"github.com/sluicehq/sluice/core/policy"
+	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/plugins"
 )
 
@@ -24,7 +24,7 @@ func (s *Server) Routes() []*policy.Route {
 }
 
 // Sessions are the open sessions (admin.Source).
-func (s *Server) Sessions() []gateway.SessionInfo {
+func (s *Server) Sessions() []session.Info {
 	if s.gw == nil {
 		return nil
 	}

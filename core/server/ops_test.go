@@ -793,10 +793,7 @@ func TestConnectionMetrics(t *testing.T) {
 	if status, _ := handshake(t, websocket.DefaultDialer, url, http.Header{"Origin": {"https://evil.example"}}); status != http.StatusForbidden {
 		t.Fatalf("another site's origin: %d, want 403", status)
 	}
-	a, b := edgetest.Dial(t, url+"?producerName=a"), edgetest.Dial(t, url+"?producerName=b")
-	if status, _ := handshake(t, websocket.DefaultDialer, url+"?producerName=c", nil); status != http.StatusServiceUnavailable {
-		t.Fatalf("a third connection: %d, want 503 (max_connections)", status)
-	}
+	a := edgetest.Dial(t, url+"?producerName=a")
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -808,6 +805,13 @@ func TestConnectionMetrics(t *testing.T) {
 	edgetest.WaitFor(t, 5*time.Second, "the malformed connection counted", func() bool {
 		return metric(scrape(t, ah), "sluice_connections_incomplete_total") == 1
 	})
+	edgetest.WaitFor(t, 5*time.Second, "the refused connections closed", func() bool {
+		return metric(scrape(t, ah), "sluice_connections_open") == 1
+	})
+	b := edgetest.Dial(t, url+"?producerName=b")
+	if status, _ := handshake(t, websocket.DefaultDialer, url+"?producerName=c", nil); status != http.StatusServiceUnavailable {
+		t.Fatalf("a third connection: %d, want 503 (max_connections)", status)
+	}
 	mfs := scrape(t, ah)
 	for _, w := range []struct {
 		name  string

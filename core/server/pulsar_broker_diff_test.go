@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
+	plog "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 // bdBroker is one broker a client flow runs against.

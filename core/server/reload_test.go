@@ -42,7 +42,7 @@ func TestWatchConfigReloadsRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(cfg)
+	srv, err := server.New(cfg, server.WithRegistry(edgetest.Builtins(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 )
 
 // A route restricted to roles cannot be walked around: routes and roles are decided on the
-// topics a request accesses, whatever endpoint form names them (issue 9).
+// topics a request accesses, whatever endpoint form names them.
 func TestRouteRolesOnEveryEndpointForm(t *testing.T) {
 	t.Parallel()
 	secret := []byte("a-test-secret-long-enough-for-hs256")
@@ -118,7 +118,7 @@ func TestRouteGlobForUnmatchedFormRefused(t *testing.T) {
 		r := config.Route{Name: "r", Match: match, Strategy: config.StrategyRef{Name: "hybrid"}, Roles: []string{"x"}}
 		r.SetDefaults()
 		cfg.Routes = []config.Route{r}
-		err := server.Validate(context.Background(), cfg, nil)
+		err := server.Validate(context.Background(), cfg, edgetest.Builtins(t))
 		if err == nil || !strings.Contains(err.Error(), "matches no endpoint") {
 			t.Errorf("match %s: %v, want a refusal explaining the v2 form", match, err)
 		}

@@ -24,13 +24,13 @@ import (
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/certs"
 	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/connlimit"
 	"github.com/sluicehq/sluice/core/gateway"
 	"github.com/sluicehq/sluice/core/internal/lograte"
 	"github.com/sluicehq/sluice/core/policy"
 	"github.com/sluicehq/sluice/core/requestline"
 	"github.com/sluicehq/sluice/plugins"
 	"github.com/sluicehq/sluice/sdk/strategy"
-	"github.com/sluicehq/sluice/strategies"
 )
 
 // Server is one running edge.
@@ -52,7 +52,7 @@ type Server struct {
 	metrics    *admin.Metrics
 	admin      *admin.Admin
 	health     *broker.Health // the broker's reachability, for handshakes and /readyz
-	guard      *guard         // issue 13's protections around the gateway
+	guard      *guard         // the protections around the gateway (guard.go)
 	tls        *certs.Reloader
 	adminTLS   *certs.Reloader
 	stopHealth context.CancelFunc
@@ -110,11 +110,15 @@ func WithLogLevel(v *slog.LevelVar) Option {
 	return optionFunc(func(s *Server) { s.level = v })
 }
 
-// WithRegistry sets the strategies routes may name. Nil, or no WithRegistry, means the
-// builtin strategies only.
+// WithRegistry sets the in-process strategies routes may name (the builtins are registered
+// by the program: strategies.Register). A server needs one; strategies served by plugins come
+// from the configuration.
 func WithRegistry(r *strategy.Registry) Option {
 	return optionFunc(func(s *Server) { s.registry = r })
 }
+
+// errNoRegistry refuses a server without its in-process strategies.
+var errNoRegistry = errors.New("no strategy registry: pass the in-process strategies (server.WithRegistry)")
 
 // New validates cfg and prepares a server; Start runs it.
 func New(cfg *config.Config, opts ...Option) (*Server, error) {
@@ -129,10 +133,7 @@ func New(cfg *config.Config, opts ...Option) (*Server, error) {
 		o.apply(s)
 	}
 	if s.registry == nil {
-		s.registry = strategy.NewRegistry()
-		if err := strategies.Register(s.registry); err != nil {
-			return nil, err
-		}
+		return nil, errNoRegistry
 	}
 	return s, nil
 }
@@ -183,6 +184,12 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.cfg.Listen, err)
 	}
+	// Connections count from their accept, so limits.max_connections bounds the descriptors
+	// clients can take, if the process may open that many.
+	if m, fds := s.cfg.Limits.MaxConnections, openFileLimit(); fds > 0 && m > 0 && uint64(m)+fdHeadroom > fds {
+		s.log.Warn("limits.max_connections is not below the open-file limit: clients can exhaust the process's file descriptors",
+			"max_connections", m, "open_file_limit", fds, "headroom", fdHeadroom)
+	}
 	ws := s.cfg.WebSocket
 	srv := &http.Server{
 		Handler:           s.Handler(),
@@ -192,6 +199,16 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 		// rate-limited, so that a flood of bad handshakes cannot flood the log.
 		ErrorLog: slog.NewLogLogger(lograte.Handler(s.log.Handler(), lograte.New(20, 10)), slog.LevelWarn),
 	}
+	// Counted from the accept, and under one handshake deadline from then to the upgrade
+	// (PROXY header, TLS, headers and handler together): beneath everything that reads.
+	ln = s.guard.limits.Listener(ln, connlimit.ListenerConfig{
+		Trusted:          s.guard.proxies.Trusted,
+		HandshakeTimeout: ws.HandshakeTimeout,
+		Refused: func(remote, reason string) {
+			s.gw.Refused(remote, "", http.StatusServiceUnavailable, reason)
+		},
+		Answer: s.tls == nil,
+	})
 	if s.cfg.TrustedProxies.ProxyProtocol {
 		ln = s.guard.proxies.Listener(ln, ws.HandshakeTimeout)
 	}
@@ -221,6 +238,10 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 	s.log.Info("edge listening", "addr", ln.Addr().String(), "broker", s.brokerURL, "tls", s.tls != nil)
 	return nil
 }
+
+// fdHeadroom is the file descriptors the edge keeps for itself beside its clients'
+// connections: broker connections, the admin listener, plugins, files.
+const fdHeadroom = 256
 
 // loadTLS reads the listeners' certificates.
 func (s *Server) loadTLS() error {
@@ -277,6 +298,17 @@ func embeddedConfig(e config.Embedded) embedded.Config {
 		RetentionSize:            e.RetentionSize.Bytes(),
 		RetentionTime:            e.RetentionTime,
 		MaxMessageSize:           int(e.MaxMessageSize.Bytes()),
+
+		BacklogQuotaLimit:          e.BacklogQuotaLimit.Bytes(),
+		NamespaceBacklogQuotaLimit: e.NamespaceBacklogQuotaLimit.Bytes(),
+		BacklogQuotaPolicy:         e.BacklogQuotaPolicy,
+		KeepInactiveTopics:         !e.DeleteInactiveTopics,
+		InactiveTopicDeleteAfter:   e.InactiveTopicDeleteAfter,
+		InactiveTopicCheckInterval: e.InactiveTopicCheckInterval,
+		InactiveTopicMode:          e.InactiveTopicMode,
+		SubscriptionExpiration:     e.SubscriptionExpiration,
+		MaxTopics:                  e.MaxTopics,
+		MaxTopicsPerNamespace:      e.MaxTopicsPerNamespace,
 	}
 }
 
@@ -366,7 +398,7 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	if s.guard, err = newGuard(s.cfg, s.health); err != nil {
 		return err
 	}
-	opts = append(opts, gateway.WithAdmitter(s.guard)) // issue 13: authorization, per-role limit, broker health
+	opts = append(opts, gateway.WithAdmitter(s.guard)) // authorization, per-role limit, broker health
 	actx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopAdjust, s.adjustDone = stop, make(chan struct{})
 	go func() {
@@ -376,7 +408,7 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	if s.embedded != nil {
 		opts = append(opts, gateway.WithTopicInspector(embeddedInspector{s.embedded}))
 	}
-	s.gw = gateway.New(s.client, s.policies, gateway.Config{CreateTimeout: s.cfg.Broker.OperationTimeout}, opts...)
+	s.gw = gateway.New(s.client, s.policies, gateway.Config{CreateTimeout: s.cfg.Broker.OperationTimeout, MaxTopicsPerSession: s.cfg.WebSocket.MaxTopicsPerSession}, opts...)
 	s.guard.onRefused = s.gw.Refused // the guard's refusals are logged and counted as the gateway's
 	s.admin = admin.New(s, s.metrics, admin.Config{Version: s.version, Pprof: s.cfg.AdminPprof}, s.log.With("component", "admin"))
 	s.handler = s.newHandler()
@@ -493,19 +525,16 @@ func StartPlugins(ctx context.Context, cfg *config.Config, log *slog.Logger) (*p
 
 // Validate resolves everything cfg names without serving: it launches the plugins, creates
 // every route's strategy (through its plugin where it names one) and its pools, then closes
-// them all. reg is the in-process strategies; nil means the builtins.
+// them all. reg is the in-process strategies, as for WithRegistry.
 func Validate(ctx context.Context, cfg *config.Config, reg *strategy.Registry) error {
+	if reg == nil {
+		return errNoRegistry
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	if err := preflight(cfg); err != nil {
 		return err
-	}
-	if reg == nil {
-		reg = strategy.NewRegistry()
-		if err := strategies.Register(reg); err != nil {
-			return err
-		}
 	}
 	prod, cons, _, err := newPools(cfg.Memory)
 	if err != nil {

@@ -63,7 +63,7 @@ func TestWatchConfigReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	srv, err := server.New(cfg, server.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	srv, err := server.New(cfg, server.WithRegistry(edgetest.Builtins(t)), server.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}

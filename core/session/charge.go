@@ -57,6 +57,26 @@ const InflateCost = 48 << 10
 // messages costs: 57 KiB with the default of 100.
 func ConsumerSessionCost(prefetch int) int64 { return 52<<10 + 48*int64(prefetch) }
 
+// ProducerPartitionCost is what each partition of a producer session's topic beyond the
+// first costs, with a library queue of queue messages: the client library holds a producer
+// per partition, each with its event loop, its queue and its state (11.2 KiB measured with
+// the default queue of 128, the embedded broker's side included; 13 KiB charged).
+func ProducerPartitionCost(queue int) int64 { return 10<<10 + 24*int64(queue) }
+
+// DeadLetterCost is what a consumer session with a dead-letter policy costs more: the
+// producer the client library creates for its dead letters (a producer session's cost, which
+// also covers the session's socket and goroutines, so more than the library's producer alone).
+var DeadLetterCost = ProducerSessionCost(broker.DeadLetterQueue)
+
+// ConsumerTopicCost is what each broker-side consumer of a consumer or reader session beyond
+// its first costs, with a prefetch of prefetch messages: a v3 session holds one per topic,
+// and a session on a partitioned topic one per partition, each with its goroutines, queues
+// and state in the client library (TestTopicCostCharged measures it).
+func ConsumerTopicCost(prefetch int) int64 { return TopicOverhead + 48*int64(prefetch) }
+
+// TopicOverhead is the fixed part of ConsumerTopicCost.
+const TopicOverhead = 36 << 10
+
 // ProducerCharge is what a producer message of payload bytes, with no key or properties and a
 // small context, is charged until the broker answers.
 func ProducerCharge(payload int) int64 {

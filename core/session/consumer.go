@@ -16,7 +16,8 @@ import (
 )
 
 // EndOfTopic answers a consumer's or reader's isEndOfTopic, given the latest message id
-// delivered from each topic. The gateway builds it, as it needs the broker.
+// delivered from each topic. The gateway builds it, as it needs the broker. An error answers
+// false, whatever the bool.
 type EndOfTopic func(ctx context.Context, delivered map[string]broker.MessageID) (bool, error)
 
 // source is what a session pulls messages from: a consumer or a reader.
@@ -174,11 +175,12 @@ func (s *deliverySession) run(ctx context.Context, src source) int {
 	// The broker-side object goes first, so that a client that reconnects at once (after an
 	// idle timeout, say) finds its subscription free.
 	src.Close()
-	if code > 0 {
-		_ = s.conn.WriteClose(code, reason)
-	}
 	// A writer blocked on a client that does not read returns once the connection is closed,
-	// so the connection does not linger for the close frame it may be blocked behind.
+	// so the connection does not linger for the close frame it may be blocked behind: the
+	// close frame gets lingerTimeout, not the write timeout.
+	if code > 0 {
+		writeCloseWithin(s.conn, code, reason, lingerTimeout)
+	}
 	closeConn(s.conn, s.readErr, false)
 	wg.Wait()
 	s.mu.Lock()
@@ -195,6 +197,25 @@ func (s *deliverySession) run(ctx context.Context, src source) int {
 		break
 	}
 	return endCode(code, s.readErr)
+}
+
+// writeCloseWithin sends a close frame, giving up after d: behind messages a client does not
+// read, the frame cannot leave, and the session would otherwise wait the socket's write
+// timeout (10s with none) for it. Giving up closes the connection.
+func writeCloseWithin(conn *wsconn.Conn, code int, reason string, d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = conn.WriteClose(code, reason)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		_ = conn.Close() // the write returns
+		<-done
+	}
 }
 
 // pullLoop takes messages from the broker while the client has credit and the gate admits them.
@@ -428,6 +449,7 @@ func (s *deliverySession) endOfTopic(ctx context.Context) bool {
 		var err error
 		end, err = s.eot(ctx, delivered)
 		if err != nil {
+			end = false // the end is not known
 			s.log.Warn("checking end of topic", "err", err)
 		}
 	}

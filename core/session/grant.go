@@ -24,6 +24,11 @@ type Handshake struct {
 	AuthMethod string
 	// RemoteAddr is the client's address.
 	RemoteAddr string
+	// Partitions is how many topic partitions the session holds a broker-side producer or
+	// consumer for: one per topic that is not partitioned, one per partition of a partitioned
+	// topic (a v3 consumer's topics added up). The gateway looks them up before the session
+	// is granted, so that it is charged for each. Zero means one.
+	Partitions int
 	// Path is the request's escaped path, for logs; routes never match it.
 	Path string
 }
@@ -86,7 +91,9 @@ type ConsumerGrant struct {
 	// otherwise at most MaxPending messages are delivered and not yet acknowledged.
 	PullMode   bool
 	MaxPending int
-	// Prefetch is the broker client's receiver queue for the session, outside the pool.
+	// Prefetch is the broker client's receiver queue for each of the session's broker-side
+	// consumers (one per topic or partition), outside the pool: the session's prefetch
+	// divided among them, at least 1 each.
 	Prefetch int
 	// WriteQueue bounds messages taken from the broker and waiting for the socket.
 	WriteQueue int

@@ -68,7 +68,7 @@ type record struct {
 	start  time.Time
 	msg    wsapi.ProducerMessage
 	out    broker.OutMessage
-	charge admission.Charge
+	charge admission.Charge  // the message's charge; the zero Charge when it has none
 	held   *admission.Charge // an error ack's charge, when the record is only an ack
 	ack    []byte            // the encoded ack
 	owed   int64             // what the ack counts in the session's owed bytes
@@ -101,6 +101,9 @@ func newRecord(s *producerSession, size int) *record {
 // message whose send timed out.
 func (r *record) free() {
 	r.s, r.held, r.owed, r.size = nil, nil, 0, 0
+	// The next use may be only an ack (a refused or invalid frame), which never sets the
+	// charge: it must not release this message's charge a second time.
+	r.charge = admission.Charge{}
 	r.resetMessage()
 	r.ack = r.ack[:0]
 	if cap(r.ack) > maxPooledAck {
@@ -179,7 +182,9 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g P
 	if closeCode > 0 {
 		_ = conn.WriteClose(closeCode, reason)
 	}
-	closeConn(conn, s.readErr, closeCode > 0)
+	// The edge ending the session (a drain, lame duck) lingers for a client still sending; a
+	// keepalive close is for a peer that sends nothing.
+	closeConn(conn, s.readErr, closeCode > 0 && ctx.Err() != nil)
 	g.Observer.SessionClosed(wsapi.Producer, endCode(closeCode, s.readErr))
 }
 

@@ -102,7 +102,7 @@ func TestParseProducerParams(t *testing.T) {
 			want:  with(func(p *ProducerParams) { p.RequestedMaxPendingMessages = ptr(-3) }),
 		},
 
-		// Deviation (issue 16): Pulsar ignores an unparseable value without batching, though
+		// Deviation (docs/compatibility.md): Pulsar ignores an unparseable value without batching, though
 		// Sluice applies a valid one either way; it is refused either way.
 		"unparseable maxPendingMessages refused without batching": {query: "maxPendingMessages=lots", wantErr: `maxPendingMessages: For input string: "lots"`},
 		"batching enabled": {

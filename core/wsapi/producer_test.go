@@ -235,7 +235,7 @@ func TestProducerAckEncode(t *testing.T) {
 		ack  ProducerAck
 		want string
 	}{
-		"issue 10757 success ack": {
+		"apache/pulsar#10757 success ack": {
 			ack:  AckOK("CPEKEINF", ptr("1")),
 			want: `{"result":"ok","messageId":"CPEKEINF","context":"1","errorCode":0,"schemaVersion":0}`,
 		},

@@ -138,6 +138,18 @@ func patternResource(pattern string) (Resource, error) {
 	return r, nil
 }
 
+// SplitPattern splits a v3 topicsPattern as the client library reads it: the namespace it
+// ranges over ("tenant/ns") and the regular expression, from the namespace on, that the
+// library matches (unanchored) against the full names of that namespace's topics.
+func SplitPattern(pattern string) (namespace, expr string, err error) {
+	r, err := patternResource(pattern)
+	if err != nil {
+		return "", "", err
+	}
+	full, _ := normalizeTopicName(pattern)
+	return r.Namespace, full[strings.Index(full, r.Namespace):], nil
+}
+
 // TopicResource is a topic named as clients name topics (a short name, tenant/ns/topic, or a
 // full name), accessed as kind.
 func TopicResource(kind Kind, name string) (Resource, error) {

@@ -131,6 +131,9 @@ print_env() {
   echo "export SLUICE_PULSAR_TOKEN=$(token)"
   echo "export SLUICE_PULSAR_SCRIPT=$here/pulsar.sh"
   if running "$proxy_pid"; then echo "export SLUICE_PULSAR_PROXY_WS=ws://127.0.0.1:$proxy"; fi
+  # Sluice reads every SLUICE_ variable as a setting unless SLUICE_ENV_IGNORE lists it.
+  # shellcheck disable=SC2016
+  echo 'case ",${SLUICE_ENV_IGNORE:-}," in *,SLUICE_PULSAR_\*,*) ;; *) export SLUICE_ENV_IGNORE="${SLUICE_ENV_IGNORE:+$SLUICE_ENV_IGNORE,}SLUICE_PULSAR_*" ;; esac'
 }
 
 write_env() { print_env >"$state/env"; }

@@ -19,7 +19,7 @@ func TestDependencies(t *testing.T) {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	banned := []string{
-		"github.com/apache/pulsar-client-go",
+		"github.com/sluicehq/sluice/third_party/pulsar-client-go",
 		"github.com/gorilla/websocket",
 		"github.com/knadh/koanf",
 		"github.com/sluicehq/sluice/core",

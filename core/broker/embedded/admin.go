@@ -115,7 +115,14 @@ func (b *Broker) adminHandler() http.Handler {
 			n = v
 		}
 		if err := b.CreateTopic(name, n); err != nil {
-			writeError(w, http.StatusConflict, err)
+			status := http.StatusConflict
+			switch {
+			case errors.Is(err, ErrTooManyTopics):
+				status = http.StatusPreconditionFailed // Pulsar's answer past maxTopicsPerNamespace
+			case errors.Is(err, errStoreFull):
+				status = http.StatusServiceUnavailable
+			}
+			writeError(w, status, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"topic": name, "partitions": n})

@@ -31,7 +31,9 @@ type Broker struct {
 
 	stop     chan struct{} // closed by Close
 	pumpWake chan struct{} // cap 1: receipts to flush
-	wg       sync.WaitGroup
+	// nsEvictWake (cap 1): namespaces over their backlog quota to evict from.
+	nsEvictWake chan struct{}
+	wg          sync.WaitGroup
 
 	lifeMu     sync.Mutex // guards the fields below it
 	started    bool
@@ -52,6 +54,7 @@ type Broker struct {
 	conns        map[*conn]struct{}
 	topics       map[string]*topic
 	partitioned  map[string]int // base topic name -> partitions (>0)
+	namespaces   map[string]*namespace
 	nextLedger   uint64
 	nextConnID   uint64
 	nextProdName uint64
@@ -72,6 +75,14 @@ type Broker struct {
 	entriesStored   atomic.Uint64
 	messagesDropped atomic.Uint64
 	receiptsQueued  atomic.Int64
+
+	subscriptions  atomic.Int64 // subscriptions now (durable or not)
+	topicsRefused  atomic.Uint64
+	topicsDeleted  atomic.Uint64
+	subsExpired    atomic.Uint64
+	backlogEvicted atomic.Uint64 // messages skipped by consumer_backlog_eviction
+	quotaSends     atomic.Uint64 // SENDs refused by a backlog quota
+	quotaProducers atomic.Uint64 // PRODUCERs refused by a backlog quota
 }
 
 const maxCommandType = 127
@@ -106,6 +117,26 @@ type Stats struct {
 	ReceiptsQueued int `json:"receipts_queued"`
 	// Store describes the message store and its bound.
 	Store StoreStats `json:"store"`
+	// Subscriptions is the number of subscriptions (durable or not) now.
+	Subscriptions int64 `json:"subscriptions"`
+	// TopicsRefused counts topics not created because a topic cap was
+	// reached or their metadata did not fit in the store.
+	TopicsRefused uint64 `json:"topics_refused"`
+	// TopicsDeleted counts topics (partitions count individually) deleted
+	// while inactive.
+	TopicsDeleted uint64 `json:"topics_deleted"`
+	// SubscriptionsExpired counts subscriptions deleted by
+	// SubscriptionExpiration.
+	SubscriptionsExpired uint64 `json:"subscriptions_expired"`
+	// BacklogQuotaRefusedSends counts SENDs refused by a topic's or a
+	// namespace's backlog quota (the producer is closed).
+	BacklogQuotaRefusedSends uint64 `json:"backlog_quota_refused_sends"`
+	// BacklogQuotaRefusedProducers counts PRODUCER requests refused by a
+	// backlog quota.
+	BacklogQuotaRefusedProducers uint64 `json:"backlog_quota_refused_producers"`
+	// BacklogEvictedMessages counts messages skipped on slowest subscriptions
+	// under consumer_backlog_eviction.
+	BacklogEvictedMessages uint64 `json:"backlog_evicted_messages"`
 }
 
 // New validates cfg and returns a broker that is not yet listening.
@@ -130,9 +161,11 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		store:       newStore(cfg),
 		stop:        make(chan struct{}),
 		pumpWake:    make(chan struct{}, 1),
+		nsEvictWake: make(chan struct{}, 1),
 		conns:       make(map[*conn]struct{}),
 		topics:      make(map[string]*topic),
 		partitioned: make(map[string]int),
+		namespaces:  make(map[string]*namespace),
 		receiptQ:    make(map[*producer]struct{}),
 		dueDispatch: make(map[*subscription]time.Time),
 	}
@@ -264,6 +297,14 @@ func (b *Broker) Stats() Stats {
 		MessagesStored:       b.messagesStored.Load(),
 		EntriesStored:        b.entriesStored.Load(),
 		MessagesDropped:      b.messagesDropped.Load(),
+
+		Subscriptions:                b.subscriptions.Load(),
+		TopicsRefused:                b.topicsRefused.Load(),
+		TopicsDeleted:                b.topicsDeleted.Load(),
+		SubscriptionsExpired:         b.subsExpired.Load(),
+		BacklogQuotaRefusedSends:     b.quotaSends.Load(),
+		BacklogQuotaRefusedProducers: b.quotaProducers.Load(),
+		BacklogEvictedMessages:       b.backlogEvicted.Load(),
 	}
 	for i := range b.cmdIn {
 		if n := b.cmdIn[i].Load(); n > 0 {
@@ -336,7 +377,9 @@ func (b *Broker) CreateTopic(name string, partitions int) error {
 		}
 		return fmt.Errorf("topic %q already exists as a non-partitioned topic", tn.full)
 	}
-	b.createTopicLocked(tn, partitions)
+	if _, err := b.createTopicLocked(tn, partitions); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -434,24 +477,53 @@ func (b *Broker) resolveLocked(name string) ([]*topic, error) {
 	return nil, fmt.Errorf("topic %q: %w", tn.full, ErrNotFound)
 }
 
-func (b *Broker) createTopicLocked(tn topicName, partitions int) {
+// createTopicLocked creates a topic, or a partitioned topic and its
+// partitions, if the topic caps and the store admit them.
+func (b *Broker) createTopicLocked(tn topicName, partitions int) (pulsarpb.ServerError, error) {
 	if partitions > 0 {
+		missing, charge := 0, int64(0)
+		for i := range partitions {
+			if _, ok := b.topics[partitionName(tn.full, i)]; !ok {
+				pn, _ := parseTopic(partitionName(tn.full, i))
+				missing++
+				charge += topicCharge(pn)
+			}
+		}
+		if code, err := b.admitTopicsLocked(tn, missing, charge); err != nil {
+			return code, err
+		}
 		b.partitioned[tn.full] = partitions
 		for i := range partitions {
 			pn, _ := parseTopic(partitionName(tn.full, i))
-			b.newTopicLocked(pn)
+			if _, ok := b.topics[pn.full]; !ok {
+				b.addTopicLocked(pn)
+			}
 		}
-		return
+		return 0, nil
 	}
-	b.newTopicLocked(tn)
+	_, code, err := b.newTopicLocked(tn)
+	return code, err
 }
 
-func (b *Broker) newTopicLocked(tn topicName) *topic {
+// newTopicLocked returns the topic named tn, creating it if the topic caps
+// and the store admit it.
+func (b *Broker) newTopicLocked(tn topicName) (*topic, pulsarpb.ServerError, error) {
 	if t, ok := b.topics[tn.full]; ok {
-		return t
+		return t, 0, nil
 	}
+	if code, err := b.admitTopicsLocked(tn, 1, topicCharge(tn)); err != nil {
+		return nil, code, err
+	}
+	return b.addTopicLocked(tn), 0, nil
+}
+
+// addTopicLocked creates a topic whose metadata admitTopicsLocked charged.
+func (b *Broker) addTopicLocked(tn topicName) *topic {
 	b.nextLedger++
+	ns := b.namespaceLocked(tn.namespace)
+	ns.topics++
 	t := &topic{
+		lastActive: time.Now().UnixNano(),
 		b:          b,
 		name:       tn,
 		ledger:     b.nextLedger,
@@ -463,9 +535,23 @@ func (b *Broker) newTopicLocked(tn topicName) *topic {
 	}
 	if tn.persistent {
 		t.log = b.store.newLog()
+		t.log.ns = ns
 	}
 	b.topics[tn.full] = t
 	return t
+}
+
+// knownLocked reports whether tn exists: a topic, a partitioned topic, or a
+// partition of one (deleted while inactive, it is created again when used).
+func (b *Broker) knownLocked(tn topicName) bool {
+	if _, ok := b.topics[tn.full]; ok {
+		return true
+	}
+	if _, ok := b.partitioned[tn.full]; ok {
+		return true
+	}
+	n, ok := b.partitioned[tn.base]
+	return ok && tn.partition >= 0 && tn.partition < n
 }
 
 // topicForUseLocked returns the topic for a producer or consumer, creating
@@ -477,15 +563,18 @@ func (b *Broker) topicForUseLocked(tn topicName) (*topic, pulsarpb.ServerError, 
 	if _, ok := b.partitioned[tn.full]; ok {
 		return nil, pulsarpb.ServerError_NotAllowedError, fmt.Errorf("topic %q is partitioned: use its partitions", tn.full)
 	}
+	if tn.partition >= 0 {
+		if n, ok := b.partitioned[tn.base]; ok {
+			if tn.partition >= n {
+				return nil, pulsarpb.ServerError_TopicNotFound, fmt.Errorf("topic %q: no such partition", tn.full)
+			}
+			return b.newTopicLocked(tn) // a partition deleted while inactive comes back
+		}
+	}
 	if b.cfg.DisableAutoTopicCreation {
 		return nil, pulsarpb.ServerError_TopicNotFound, fmt.Errorf("topic %q not found", tn.full)
 	}
-	if tn.partition >= 0 {
-		if n, ok := b.partitioned[tn.base]; ok && tn.partition >= n {
-			return nil, pulsarpb.ServerError_TopicNotFound, fmt.Errorf("topic %q: no such partition", tn.full)
-		}
-	}
-	return b.newTopicLocked(tn), 0, nil
+	return b.newTopicLocked(tn)
 }
 
 func (b *Broker) acceptLoop(ln net.Listener) {
@@ -753,8 +842,8 @@ func (b *Broker) runDueDispatches(now time.Time) time.Time {
 const expiryInterval = time.Second
 
 // receiptPump sends delayed and held receipts when they are due, dispatches
-// delayed messages when they are due, and evicts messages past the
-// retention time.
+// delayed messages when they are due, evicts messages past the retention
+// time, and deletes inactive topics and expired subscriptions.
 func (b *Broker) receiptPump() {
 	defer b.wg.Done()
 	timer := time.NewTimer(time.Hour)
@@ -765,12 +854,24 @@ func (b *Broker) receiptPump() {
 		defer t.Stop()
 		expiry = t.C
 	}
+	var gc <-chan time.Time
+	if !b.cfg.KeepInactiveTopics || b.cfg.SubscriptionExpiration > 0 {
+		t := time.NewTicker(b.cfg.InactiveTopicCheckInterval)
+		defer t.Stop()
+		gc = t.C
+	}
 	for {
 		select {
 		case <-b.stop:
 			return
 		case now := <-expiry:
 			b.store.expire(now)
+			continue
+		case now := <-gc:
+			b.collectInactive(now)
+			continue
+		case <-b.nsEvictWake:
+			b.evictNamespaces()
 			continue
 		case <-b.pumpWake:
 		case <-timer.C:

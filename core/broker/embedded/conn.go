@@ -695,7 +695,15 @@ func (c *conn) handlePartitionedMetadata(r *pulsarpb.CommandPartitionedTopicMeta
 		reply()
 		return
 	}
-	b.createTopicLocked(tn, b.cfg.DefaultPartitions)
+	if code, err := b.createTopicLocked(tn, b.cfg.DefaultPartitions); err != nil && b.cfg.DefaultPartitions > 0 {
+		resp.Response = pulsarpb.CommandPartitionedTopicMetadataResponse_Failed.Enum()
+		resp.Error, resp.Message = code.Enum(), proto.String(err.Error())
+		reply()
+		return
+	}
+	// A non-partitioned topic that a cap or the store refused is refused
+	// again, with its reason, to the PRODUCER or SUBSCRIBE that follows, as
+	// Pulsar refuses it there.
 	resp.Partitions = proto.Uint32(uint32(b.cfg.DefaultPartitions))
 	reply()
 }
@@ -708,7 +716,7 @@ func (c *conn) handleLookup(r *pulsarpb.CommandLookupTopic) {
 	case err != nil:
 		resp.Response = pulsarpb.CommandLookupTopicResponse_Failed.Enum()
 		resp.Error, resp.Message = pulsarpb.ServerError_InvalidTopicName.Enum(), proto.String(err.Error())
-	case b.cfg.DisableAutoTopicCreation && b.topics[tn.full] == nil && b.partitioned[tn.full] == 0:
+	case b.cfg.DisableAutoTopicCreation && !b.knownLocked(tn):
 		resp.Response = pulsarpb.CommandLookupTopicResponse_Failed.Enum()
 		resp.Error, resp.Message = pulsarpb.ServerError_TopicNotFound.Enum(), proto.String("topic "+tn.full+" not found")
 	default:
@@ -810,6 +818,11 @@ func (c *conn) handleProducer(r *pulsarpb.CommandProducer) {
 		c.sendError(reqID, pulsarpb.ServerError_TopicTerminatedError, "topic "+tn.full+" was terminated")
 		return
 	}
+	if why := t.quotaRefusal(); why != "" {
+		b.quotaProducers.Add(1)
+		c.sendError(reqID, b.quotaCode(), why)
+		return
+	}
 	if t.persistent && b.store.blocked() {
 		b.store.refusedProducers.Add(1)
 		c.sendError(reqID, pulsarpb.ServerError_ProducerBlockedQuotaExceededException,
@@ -843,6 +856,7 @@ func (c *conn) handleProducer(r *pulsarpb.CommandProducer) {
 	}
 	p := &producer{c: c, id: r.GetProducerId(), name: name, t: t, epoch: r.GetEpoch()}
 	t.producers[name] = p
+	t.touch()
 	c.mu.Lock()
 	c.producers[p.id] = p
 	c.mu.Unlock()
@@ -886,6 +900,10 @@ func (c *conn) handleSend(r sendFields, m storedMessage) {
 		sendErr(pulsarpb.ServerError_TopicTerminatedError, "topic was terminated")
 		return
 	}
+	if t.persistent && !t.quotaAllows(len(m.data)) {
+		p.refuseQuota(true)
+		return
+	}
 	queue := t.persistent && p.willQueue()
 	if queue {
 		// Its receipt will wait: keep the entry from the moment it is stored.
@@ -896,7 +914,7 @@ func (c *conn) handleSend(r sendFields, m storedMessage) {
 		if queue {
 			t.updateKeep()
 		}
-		p.refuseQuota()
+		p.refuseQuota(false)
 		return
 	}
 	p.emit(queuedReceipt{kind: receiptOK, sequence: r.sequenceID, highest: r.highestSequenceID, entry: id, stored: t.persistent})
@@ -914,7 +932,7 @@ func (c *conn) handleSubscribe(r *pulsarpb.CommandSubscribe) {
 		c.sendSuccess(reqID) // a retried SUBSCRIBE
 		return
 	}
-	if !r.GetForceTopicCreation() && b.topics[tn.full] == nil {
+	if !r.GetForceTopicCreation() && !b.knownLocked(tn) {
 		c.sendError(reqID, pulsarpb.ServerError_TopicNotFound, "topic "+tn.full+" not found")
 		return
 	}
@@ -942,8 +960,9 @@ func (c *conn) handleSubscribe(r *pulsarpb.CommandSubscribe) {
 			return
 		}
 		s.subType = r.GetSubType()
-	} else {
-		s = t.newSub(name, r, durable)
+	} else if s = t.newSub(name, r, durable); s == nil {
+		c.sendError(reqID, pulsarpb.ServerError_ServiceNotReady, "the store is full: no room for a new subscription's metadata")
+		return
 	}
 	cons := &consumer{
 		c: c, id: r.GetConsumerId(), name: r.GetConsumerName(), sub: s,
@@ -964,6 +983,11 @@ func (c *conn) handleSubscribe(r *pulsarpb.CommandSubscribe) {
 // newSub creates a subscription at its initial position. A durable one
 // holds its backlog from that position on. Called with t.mu held.
 func (t *topic) newSub(name string, r *pulsarpb.CommandSubscribe, durable bool) *subscription {
+	charge := subCharge(name)
+	if !t.b.store.reserveMeta(charge) {
+		return nil
+	}
+	t.b.subscriptions.Add(1)
 	var pos uint64
 	place := func(first uint64) {
 		pos = t.nextEntry
@@ -979,11 +1003,13 @@ func (t *topic) newSub(name string, r *pulsarpb.CommandSubscribe, durable bool) 
 		t.log.mu.Lock()
 		place(t.log.first)
 		t.log.keepFrom = min(t.log.keepFrom, pos)
+		t.log.recount()
 		t.log.mu.Unlock()
 	} else {
 		place(t.firstEntry())
 	}
 	s := newSubscription(t, name, r.GetSubType(), durable, pos)
+	s.charge = charge
 	t.subs[name] = s
 	return s
 }
@@ -1046,9 +1072,7 @@ func (c *conn) handleUnsubscribe(r *pulsarpb.CommandUnsubscribe) {
 		}
 		s.removeConsumer(other)
 	}
-	if s.t.subs[s.name] == s {
-		delete(s.t.subs, s.name)
-	}
+	s.t.dropSub(s)
 	s.t.updateKeep()
 	c.sendSuccess(r.GetRequestId())
 }
@@ -1109,6 +1133,7 @@ func (s *subscription) seek(pos func(first uint64) uint64) {
 	p := pos(l.first)
 	if s.durable {
 		l.keepFrom = min(l.keepFrom, max(p, l.first))
+		l.recount()
 	}
 	l.mu.Unlock()
 	s.resetTo(p)

@@ -31,18 +31,22 @@
 //     partitions of a partitioned topic are real topics named x-partition-N.
 //     Unknown topics are created on first use (with DefaultPartitions)
 //     unless DisableAutoTopicCreation, in which case PARTITIONED_METADATA
-//     and LOOKUP fail with TopicNotFound.
+//     and LOOKUP fail with TopicNotFound. Topics are capped (MaxTopics,
+//     MaxTopicsPerNamespace) and inactive ones deleted: see "Tenants".
 //   - Message ids: one ledger per topic; every SEND is one entry (a batch
 //     is stored opaquely and counts as its num_messages for flow permits,
 //     backlogs and stats).
 //   - Subscriptions: Exclusive (a second consumer gets ConsumerBusy),
-//     Shared (round robin over consumers with permits), Failover (one
-//     active consumer: sorted by priority then name, index partition %
-//     count; the others get ACTIVE_CONSUMER_CHANGE and take over when it
-//     leaves), Key_Shared (hash of ordering key, else partition key, split
-//     evenly over consumers, or the consumer's sticky ranges; FNV-1a rather
-//     than Pulsar's Murmur3, so sticky ranges chosen for a real cluster map
-//     differently). A batch entry is routed by its metadata key.
+//     Shared (by priority_level, as Pulsar's dispatcher: the consumers of
+//     the highest priority, 0 first, that have permits, round robin among
+//     them; a lower level only when no consumer of a higher one has
+//     permits), Failover (one active consumer: sorted by priority then
+//     name, index partition % count; the others get ACTIVE_CONSUMER_CHANGE
+//     and take over when it leaves), Key_Shared (hash of ordering key, else
+//     partition key, split evenly over consumers, or the consumer's sticky
+//     ranges; FNV-1a rather than Pulsar's Murmur3, so sticky ranges chosen
+//     for a real cluster map differently; the key decides, not the
+//     priority, as in Pulsar). A batch entry is routed by its metadata key.
 //     Key_Shared does not hold back keys for a newly joined consumer as
 //     Pulsar does, so per-key order can break while consumers change.
 //   - Delayed delivery (deliver_at_time, the client's DeliverAfter and
@@ -75,6 +79,10 @@
 //     When an append needs room, the oldest block no backlog needs is
 //     evicted, across all topics. Readers are moved past evicted messages:
 //     a reader from the earliest message starts at the oldest one retained.
+//   - Backlog quotas, per topic and per namespace, refuse a topic's own
+//     producers (or evict its slowest subscription's oldest messages) long
+//     before the store fills: see "Tenants". The store's bound stays as the
+//     last guard:
 //   - When backlogs alone fill the store, the producer whose SEND does not
 //     fit is refused as Pulsar's backlog quota (producer_exception) does:
 //     the broker sends CLOSE_PRODUCER (after the receipts it already
@@ -120,10 +128,13 @@
 // 64 MiB (a client that stopped reading) is closed. Stored messages are
 // bounded by StoreLimit. Delayed or held receipts are bounded by the stored
 // entries they belong to (an entry whose receipt is queued is not evictable)
-// and by 65536 per producer (past that the connection closes). Not bounded:
-// the number of connections, topics and subscriptions clients create (this
-// is a development and test broker), and a connection may hold one partly
-// received frame of up to MaxMessageSize+20 KiB.
+// and by 65536 per producer (past that the connection closes). Topics and
+// subscriptions are charged to the store (see "Tenants") and topics are
+// capped. Not bounded: the number of connections clients open (this is a
+// development and test broker), per-message state of a subscription (its
+// delivered but unacknowledged messages, bounded by its consumers'
+// permits), and a connection may hold one partly received frame of up to
+// MaxMessageSize+20 KiB.
 //
 // # The store
 //
@@ -131,8 +142,86 @@
 // spare ones kept for reuse) plus each topic's ring of 48-byte entry
 // records. A block is freed when every entry in it is evicted, so a topic
 // holds at most one partly filled block beyond its entries (4 KiB for a
-// topic with little traffic). StoreStats (and "store" in /stats) reports
-// the bytes and messages held, evictions and quota refusals.
+// topic with little traffic). Each topic and subscription is charged its
+// metadata's measured heap cost too (MetadataBytes). StoreStats (and
+// "store" in /stats) reports the bytes and messages held, evictions and
+// the store's refusals; Stats the backlog quotas' refusals and evictions,
+// and the topics refused and deleted.
+//
+// # Tenants
+//
+// One tenant must not be able to take the broker from the others:
+//
+//   - Backlog quotas (Pulsar's backlogQuotaDefaultLimitBytes and
+//     backlogQuotaDefaultRetentionPolicy). A topic's backlog is the bytes of
+//     its entries from the lowest mark-delete position of its durable
+//     subscriptions (or a queued receipt) on, index records included.
+//     BacklogQuotaLimit bounds it per topic (partition), StoreLimit/16 by
+//     default; NamespaceBacklogQuotaLimit bounds the sum over a namespace's
+//     topics, StoreLimit/4 by default (Pulsar's namespace quota sets each
+//     topic's; a sum is what keeps one tenant's many topics from the store).
+//     So with the defaults one topic holds at most a sixteenth of the store
+//     and one namespace a quarter; four namespaces' abandoned subscriptions
+//     are needed to fill it, and then the store's own refusal applies. A
+//     backlog may always take one entry, however large.
+//   - At the quota, under producer_exception (the default), the SEND that
+//     does not fit closes its producer (CLOSE_PRODUCER after its queued
+//     receipts) and PRODUCER on that topic is refused with
+//     ProducerBlockedQuotaExceededException until the backlog is back under
+//     90% of the quota: pulsar-client-go fails the pending sends with
+//     ErrProducerBlockedQuotaExceeded. Under producer_request_hold (Pulsar's
+//     default) the refusal is ProducerBlockedQuotaExceededError, on which
+//     the client keeps its pending sends and retries: they fail by their
+//     send timeout (so a WebSocket producer would not learn why). Pulsar's
+//     broker answers the same codes on PRODUCER and disconnects producers
+//     when it finds a topic over its quota; it never fails a SEND for it.
+//     Under consumer_backlog_eviction no producer is refused: the slowest
+//     durable subscriptions' cursors are moved past their oldest entries
+//     until the backlog is at 90% of the quota, as Pulsar's
+//     dropBacklogForSizeLimit skips entries on the slowest cursor (a
+//     subscription whose acknowledgements lag behind may be the slowest:
+//     its delivered messages are then skipped too). A namespace over its
+//     quota is brought back to 90% of it by the pump, from its topics with
+//     the largest backlogs first (soft by what arrives meanwhile, as
+//     Pulsar's periodic quota check is). That is the only way a
+//     message a producer got a receipt for leaves a durable backlog before
+//     it is acknowledged.
+//   - Inactive topics (brokerDeleteInactiveTopicsEnabled, on unless
+//     KeepInactiveTopics): every InactiveTopicCheckInterval, a topic without
+//     producers, consumers and queued receipts and, in
+//     delete_when_no_subscriptions mode, without subscriptions (in
+//     delete_when_subscriptions_caught_up mode, without backlogs) that has
+//     been so for InactiveTopicDeleteAfter (60 s), or RetentionTime if that
+//     is longer (Pulsar keeps an inactive topic within its retention time),
+//     is deleted with its messages and subscriptions. (RetentionTime 0 is
+//     no time bound for the messages of a live topic, not a topic kept
+//     forever.) Partitions go one by one (one is created
+//     again when used); a partitioned topic's metadata goes with its last
+//     partition (in Pulsar only with
+//     brokerDeleteInactivePartitionedTopicMetadataEnabled).
+//   - Expired subscriptions (subscriptionExpirationTimeMinutes): off by
+//     default, as in Pulsar. A durable subscription is a client's position:
+//     deleting it loses what it had not read, and what it holds is already
+//     bounded by the quotas and its metadata charge. SubscriptionExpiration
+//     turns it on.
+//   - Topic caps: MaxTopics (a quarter of the store at the topic charge:
+//     65,536 with the default store) and MaxTopicsPerNamespace (a quarter of
+//     that). A new topic past them is refused as Pulsar refuses one past
+//     maxTopicsPerNamespace: its broker fails the topic with a RestException
+//     ("Exceed maximum number of topics in namespace."), which reaches a
+//     binary client as UnknownError on PRODUCER or SUBSCRIBE. (For a
+//     non-partitioned topic PARTITIONED_METADATA answers 0 partitions and the
+//     PRODUCER or SUBSCRIBE that follows carries the refusal, as in Pulsar.)
+//     The admin API answers 412, as Pulsar's does.
+//   - Metadata charges: each topic is charged 1 KiB plus 3 bytes per byte of
+//     its name, each subscription 1,408 bytes plus its name, against
+//     StoreLimit; a topic or subscription whose charge does not fit is
+//     refused with ServiceNotReady. TestMetadataCharge measures the heap
+//     after GC over 20,000 of each, after their maps held an entry: 980
+//     bytes a topic with a 53-byte name (about 630 before its maps are
+//     used), 1,280 bytes a durable subscription (about 560 before). So
+//     60,000 auto-created topics take about 70 MiB of the store's bound, not
+//     54 MiB beside it.
 //
 // # Locks
 //
@@ -181,7 +270,8 @@
 //	POST /faults/stall-creation?on=true|false    Faults.StallCreation (on omitted: true)
 //	POST /faults/reset                           Faults.Reset
 //	PUT  /admin/topics/{persistent|non-persistent}/{tenant}/{ns}/{topic}?partitions=N
-//	                                             CreateTopic (409 on conflict)
+//	                                             CreateTopic (409 on conflict, 412 past
+//	                                             a topic cap, 503 when the store is full)
 //	GET  /admin/topics/{domain}/{tenant}/{ns}/{topic}
 //	                                             TopicInfo (404 if unknown)
 //	POST /admin/topics/{domain}/{tenant}/{ns}/{topic}/terminate

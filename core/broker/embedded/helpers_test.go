@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
+	plog "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
 )

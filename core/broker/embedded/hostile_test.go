@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"

@@ -7,18 +7,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
 )
 
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
-	_, err := embedded.New(embedded.Config{Addr: "nope", DefaultPartitions: -1, StoreLimit: -1, KeepAliveInterval: -1})
+	_, err := embedded.New(embedded.Config{Addr: "nope", DefaultPartitions: -1, StoreLimit: -1, KeepAliveInterval: -1,
+		BacklogQuotaPolicy: "drop", InactiveTopicMode: "never", InactiveTopicDeleteAfter: -1, SubscriptionExpiration: -1})
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{"addr", "default_partitions", "store_limit", "keep_alive_interval"} {
+	for _, want := range []string{"addr", "default_partitions", "store_limit", "keep_alive_interval",
+		"backlog_quota_policy", "inactive_topic_mode", "inactive_topic_delete_after", "subscription_expiration"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %s", err, want)
 		}

@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
 )
 
 // pulsar-client-go sends a payload of exactly MaxMessageSize, as Pulsar's Java client does
-// against Pulsar (issue 16: it counts the metadata too, and was refused 5 MiB exactly), and
+// against Pulsar (it counts the metadata too, and a payload of exactly the limit must pass), and
 // refuses one far over it itself; the producer goes on working.
 func TestGoClientSendsExactlyMaxMessageSize(t *testing.T) {
 	t.Parallel()

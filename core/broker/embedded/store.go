@@ -54,6 +54,7 @@ type block struct {
 	seq      uint64 // store-wide creation order: eviction takes the lowest first
 	lastAt   int64  // unix nanos of its last append (retention time)
 	messages int64  // messages in its entries
+	pos      uint64 // the log's appended bytes before this block's first entry
 }
 
 // Block sizes: a log's blocks grow from minBlock to maxBlock (doubling), and
@@ -80,11 +81,13 @@ type store struct {
 	nextSeq   uint64
 	refusing  bool   // the last reservation failed for lack of evictable blocks
 	refusedAt uint64 // gen when it failed
+	needed    int64  // bytes the failed reservation asked for
 
 	// gen counts rises of any log's keepFrom: a refusal stands until it moves.
 	gen atomic.Uint64
 
 	used             atomic.Int64 // bytes held
+	meta             atomic.Int64 // of which topic and subscription metadata
 	messages         atomic.Int64
 	entries          atomic.Int64
 	evictedMessages  atomic.Uint64
@@ -128,10 +131,41 @@ type topicLog struct {
 	keepFrom  uint64   // entries >= keepFrom are needed; math.MaxUint64: none
 	held      int64    // bytes held: blocks and ring
 	heapIdx   int      // index in store.logs, -1 if absent (guarded by store.mu)
+	appended  uint64   // bytes of every entry ever appended
+	backlog   int64    // backlogBytes when last counted
+	ns        *namespace
+	dropped   bool // the topic was deleted: its blocks are gone
 }
 
 func (st *store) newLog() *topicLog {
 	return &topicLog{st: st, keepFrom: math.MaxUint64, heapIdx: -1}
+}
+
+// backlogBytes is what the entries from keepFrom on hold: their bytes and
+// their index records. It is what the backlog quotas bound. Called with l.mu
+// held.
+func (l *topicLog) backlogBytes() int64 { return l.backlogFrom(l.keepFrom) }
+
+// recount updates the log's backlog and its namespace's sum. Called with
+// l.mu held, after anything that moves keepFrom or appends.
+func (l *topicLog) recount() {
+	if l.dropped {
+		return
+	}
+	n := l.backlogBytes()
+	if d := n - l.backlog; d != 0 {
+		l.backlog = n
+		if l.ns != nil {
+			l.ns.backlog.Add(d)
+		}
+	}
+}
+
+// backlogNow is the bytes the topic's backlogs hold.
+func (l *topicLog) backlogNow() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.backlog
 }
 
 // at returns the record of entry id and its bytes; ok is false when the entry
@@ -159,6 +193,7 @@ func (l *topicLog) setKeep(keep uint64) {
 	l.mu.Lock()
 	rose := keep > l.keepFrom
 	l.keepFrom = keep
+	l.recount()
 	l.mu.Unlock()
 	if rose {
 		l.st.gen.Add(1)
@@ -170,6 +205,7 @@ func (l *topicLog) setKeep(keep uint64) {
 func (l *topicLog) holdFrom(id uint64) {
 	l.mu.Lock()
 	l.keepFrom = min(l.keepFrom, id)
+	l.recount()
 	l.mu.Unlock()
 }
 
@@ -212,6 +248,10 @@ func (l *topicLog) put(id uint64, data []byte, e entry, now int64) {
 	}
 	l.ring[(l.head+l.n)&(len(l.ring)-1)] = e
 	l.n++
+	l.appended += uint64(len(data))
+	if id >= l.keepFrom {
+		l.recount()
+	}
 	l.st.messages.Add(int64(e.numMessages))
 	l.st.entries.Add(1)
 }
@@ -265,7 +305,7 @@ func (st *store) appendSlow(l *topicLog, id uint64, data []byte, e entry, now in
 			buf = make([]byte, 0, newBlock)
 		}
 		st.nextSeq++
-		l.blocks = append(l.blocks, &block{buf: buf, first: id, end: id, seq: st.nextSeq})
+		l.blocks = append(l.blocks, &block{buf: buf, first: id, end: id, seq: st.nextSeq, pos: l.appended})
 		l.held += int64(cap(buf))
 		if l.heapIdx < 0 {
 			heap.Push(&st.logs, l)
@@ -301,7 +341,7 @@ func (st *store) takeBlock() ([]byte, bool) {
 			return nil, false
 		}
 		if !st.evictOldest() {
-			st.refusing, st.refusedAt = true, st.gen.Load()
+			st.refusing, st.refusedAt, st.needed = true, st.gen.Load(), int64(st.maxBlock)
 			return nil, false
 		}
 	}
@@ -356,7 +396,7 @@ func (st *store) reserve(n int64) bool {
 				continue
 			}
 			if !st.evictOldest() {
-				st.refusing, st.refusedAt = true, st.gen.Load()
+				st.refusing, st.refusedAt, st.needed = true, st.gen.Load(), n
 				return false
 			}
 		}
@@ -491,11 +531,58 @@ func (st *store) blocked() bool {
 	if !st.refusing {
 		return false
 	}
-	if st.reserve(int64(st.maxBlock)) {
-		st.used.Add(-int64(st.maxBlock))
+	n := max(int64(st.maxBlock), st.needed)
+	if st.reserve(n) {
+		st.used.Add(-n)
+		st.refusing = false
 		return false
 	}
 	return true
+}
+
+// reserveMeta charges n bytes of topic or subscription metadata, evicting
+// unneeded blocks to make room; it reports false when they do not fit.
+func (st *store) reserveMeta(n int64) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.reserve(n) {
+		return false
+	}
+	st.meta.Add(n)
+	return true
+}
+
+// releaseMeta gives back what reserveMeta charged.
+func (st *store) releaseMeta(n int64) {
+	st.meta.Add(-n)
+	st.used.Add(-n)
+	st.gen.Add(1) // room for a refused append
+}
+
+// drop frees everything l holds: its topic is deleted. Called with the
+// topic's mutex held.
+func (st *store) drop(l *topicLog) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, b := range l.blocks {
+		st.messages.Add(-b.messages)
+		st.entries.Add(-int64(b.end - b.first))
+		st.release(b.buf)
+	}
+	l.blocks = nil
+	st.used.Add(-int64(len(l.ring) * entrySize))
+	l.ring, l.n, l.head, l.held = nil, 0, 0, 0
+	if l.heapIdx >= 0 {
+		heap.Remove(&st.logs, l.heapIdx)
+	}
+	if l.ns != nil {
+		l.ns.backlog.Add(-l.backlog)
+	}
+	l.backlog = 0
+	l.dropped = true
+	st.gen.Add(1)
 }
 
 // refuse counts a SEND refused for lack of room.
@@ -531,9 +618,12 @@ func (h *logHeap) Pop() any {
 type StoreStats struct {
 	// LimitBytes is the bound on the bytes the store holds (Config.StoreLimit).
 	LimitBytes int64 `json:"limit_bytes"`
-	// Bytes is what the store holds now: its blocks (in use or spare) and
-	// its entry indexes.
+	// Bytes is what the store holds now: its blocks (in use or spare), its
+	// entry indexes, and the metadata charged for topics and subscriptions.
 	Bytes int64 `json:"bytes"`
+	// MetadataBytes is the part of Bytes charged for topics and
+	// subscriptions.
+	MetadataBytes int64 `json:"metadata_bytes"`
 	// Messages is the number of messages held (batch entries weighted by size).
 	Messages int64 `json:"messages"`
 	// Entries is the number of entries (SENDs) held.
@@ -560,6 +650,7 @@ func (st *store) stats() StoreStats {
 	return StoreStats{
 		LimitBytes:            st.limit,
 		Bytes:                 st.used.Load(),
+		MetadataBytes:         st.meta.Load(),
 		Messages:              st.messages.Load(),
 		Entries:               st.entries.Load(),
 		EvictedMessages:       st.evictedMessages.Load(),

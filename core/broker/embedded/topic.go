@@ -34,6 +34,13 @@ type topic struct {
 	queued     map[*producer]struct{} // producers with queued receipts, closing ones too
 	subs       map[string]*subscription
 	schema     *pulsarpb.Schema
+
+	// quotaBlocked: a SEND was refused for the topic's backlog quota;
+	// producers are refused until the backlog is under 90% of it.
+	quotaBlocked bool
+	// lastActive is when the topic was last seen active (unix nanos): with
+	// producers or consumers, or as InactiveTopicMode counts subscriptions.
+	lastActive int64
 }
 
 func (t *topic) partition() int32 { return int32(t.name.partition) }
@@ -311,16 +318,23 @@ func (p *producer) flushReceipts(now time.Time, delay time.Duration) time.Time {
 	return next
 }
 
-// refuseQuota answers a SEND the store has no room for as Pulsar's backlog
-// quota (producer_exception) does: the producer is closed after its queued
-// receipts, and its reconnection is refused with
-// ProducerBlockedQuotaExceededException until a backlog shrinks. Later SENDs
+// refuseQuota answers a SEND that its topic's backlog quota (backlogQuota)
+// or the store has no room for as Pulsar's backlog quota does: the producer
+// is closed after its queued receipts, and its reconnection is refused with
+// ProducerBlockedQuotaExceededException (or, under producer_request_hold,
+// ProducerBlockedQuotaExceededError) until the backlog shrinks. Later SENDs
 // on it are dropped; the client fails them with the quota error. Called with
 // the topic's mutex held.
-func (p *producer) refuseQuota() {
-	p.t.b.store.refuse()
-	p.c.logger().Info("closing producer: the store is full of messages that backlogs need",
-		"producer", p.name, "topic", p.t.name.full)
+func (p *producer) refuseQuota(backlogQuota bool) {
+	if backlogQuota {
+		p.t.b.quotaSends.Add(1)
+		p.c.logger().Info("closing producer: the backlog quota of its topic or namespace is reached",
+			"producer", p.name, "topic", p.t.name.full)
+	} else {
+		p.t.b.store.refuse()
+		p.c.logger().Info("closing producer: the store is full of messages that backlogs need",
+			"producer", p.name, "topic", p.t.name.full)
+	}
 	p.closing = true
 	if p.t.producers[p.name] == p {
 		delete(p.t.producers, p.name)
@@ -339,6 +353,7 @@ func (p *producer) detach() {
 	if p.t.producers[p.name] == p {
 		delete(p.t.producers, p.name)
 	}
+	p.t.touch()
 	if len(p.receipts) > 0 {
 		p.t.b.receiptsQueued.Add(-int64(len(p.receipts)))
 		p.receipts = nil
@@ -356,7 +371,8 @@ type subscription struct {
 	subType    pulsarpb.CommandSubscribe_SubType
 	durable    bool
 	consumers  []*consumer
-	rr         int
+	rr         int       // Shared: where the next round robin starts in consumers
+	top        int32     // the highest priority among consumers (the lowest priority level)
 	active     *consumer // Exclusive and Failover
 	readPos    uint64    // next entry to read from the log
 	markDelete uint64    // every entry below is acknowledged
@@ -365,6 +381,8 @@ type subscription struct {
 	pending    map[uint64]*consumer
 	replay     []uint64 // sorted ids to redeliver
 	redelivery map[uint64]uint32
+	charge     int64 // metadata charged to the store
+	idleSince  int64 // unix nanos: when its last consumer left (subscription expiration)
 }
 
 func newSubscription(t *topic, name string, st pulsarpb.CommandSubscribe_SubType, durable bool, pos uint64) *subscription {
@@ -574,6 +592,8 @@ func (s *subscription) redeliver(c *consumer, ids []*pulsarpb.MessageIdData) {
 
 func (s *subscription) addConsumer(c *consumer) {
 	s.consumers = append(s.consumers, c)
+	s.setTop()
+	s.t.touch()
 	s.pickActive()
 	s.dispatch()
 }
@@ -589,17 +609,33 @@ func (s *subscription) removeConsumer(c *consumer) {
 	}
 	c.closed = true
 	s.consumers = slices.Delete(s.consumers, i, i+1)
+	s.setTop()
 	for id := range c.pending {
 		s.unassign(id, false)
 	}
+	s.t.touch()
+	if len(s.consumers) == 0 {
+		s.idleSince = s.t.lastActive
+	}
 	if !s.durable && len(s.consumers) == 0 {
-		if s.t.subs[s.name] == s {
-			delete(s.t.subs, s.name)
-		}
+		s.t.dropSub(s)
 		return
 	}
 	s.pickActive()
 	s.dispatch()
+}
+
+// setTop records the highest priority among the subscription's consumers, where pick's search
+// can stop.
+func (s *subscription) setTop() {
+	if len(s.consumers) == 0 {
+		s.top = 0
+		return
+	}
+	s.top = s.consumers[0].priority
+	for _, c := range s.consumers[1:] {
+		s.top = min(s.top, c.priority)
+	}
 }
 
 // pickActive chooses the active consumer of Exclusive and Failover
@@ -717,15 +753,27 @@ func (s *subscription) pick(e entry) *consumer {
 		}
 		return nil
 	default:
+		// Shared, as Pulsar's dispatcher: the consumers of the highest priority (the lowest
+		// level, 0 first) that have permits, round robin among them; a lower level only when
+		// no consumer of a higher one can take the entry.
 		n := len(s.consumers)
+		best := -1
 		for i := range n {
-			c := s.consumers[(s.rr+i)%n]
-			if c.ready() {
-				s.rr = (s.rr + i + 1) % n
-				return c
+			j := (s.rr + i) % n
+			c := s.consumers[j]
+			if (best >= 0 && c.priority >= s.consumers[best].priority) || !c.ready() {
+				continue
+			}
+			best = j
+			if c.priority == s.top {
+				break // none ranks higher
 			}
 		}
-		return nil
+		if best < 0 {
+			return nil
+		}
+		s.rr = (best + 1) % n
+		return s.consumers[best]
 	}
 }
 
@@ -888,4 +936,19 @@ func (s *subscription) dispatchTransient(id uint64, e entry, data []byte) bool {
 // delivered everything.
 func (s *subscription) endOfTopic() bool {
 	return s.t.terminated && s.readPos >= s.t.nextEntry && len(s.replay) == 0
+}
+
+// touch records that the topic was active now. Called with t.mu held.
+func (t *topic) touch() { t.lastActive = time.Now().UnixNano() }
+
+// dropSub deletes a subscription from its topic and gives back its metadata
+// charge. The caller updates the topic's keep. Called with t.mu held.
+func (t *topic) dropSub(s *subscription) {
+	if t.subs[s.name] != s {
+		return
+	}
+	delete(t.subs, s.name)
+	t.b.subscriptions.Add(-1)
+	t.b.store.releaseMeta(s.charge)
+	s.charge = 0
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/server"
+	"github.com/sluicehq/sluice/sdk/strategy"
+	"github.com/sluicehq/sluice/strategies"
 )
 
 // Start runs an edge with the embedded broker from a YAML configuration (written to a file, so
@@ -40,7 +42,7 @@ func Start(t testing.TB, yaml string) (*server.Server, string) {
 // StartWith runs an edge from cfg, as Start does.
 func StartWith(t testing.TB, cfg *config.Config, opts ...server.Option) (*server.Server, string) {
 	t.Helper()
-	srv, err := server.New(cfg, opts...)
+	srv, err := server.New(cfg, append([]server.Option{server.WithRegistry(Builtins(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,4 +124,15 @@ func CloseCode(err error) int {
 		return ce.Code
 	}
 	return -1
+}
+
+// Builtins is a registry of the builtin strategies, as cmd/sluice gives the edge; an option
+// given to StartWith after it replaces it.
+func Builtins(t testing.TB) *strategy.Registry {
+	t.Helper()
+	reg := strategy.NewRegistry()
+	if err := strategies.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }

@@ -5,12 +5,14 @@ package halfclose
 import "net"
 
 // CloseWrite closes c's write side when c can (TCP, TLS, a wrapper with its own CloseWrite)
-// or is the PROXY protocol's connection, whose TCPConn is the socket; otherwise it does
-// nothing.
+// or is the PROXY protocol's connection, through the connection beneath it (Raw: the
+// connection limit's, or the socket); otherwise it does nothing.
 func CloseWrite(c net.Conn) error {
 	switch u := c.(type) {
 	case interface{ CloseWrite() error }:
 		return u.CloseWrite()
+	case interface{ Raw() net.Conn }:
+		return CloseWrite(u.Raw())
 	case interface{ TCPConn() (*net.TCPConn, bool) }:
 		if tc, ok := u.TCPConn(); ok {
 			return tc.CloseWrite()

@@ -4,8 +4,8 @@
 //
 // It is written here because net.Pipe, the standard library's in-process connection, is
 // synchronous: every write waits until the reader has taken all of it, which made the edge's
-// hop to its broker barely cheaper than loopback TCP (docs/benchmarks.md, "Issue 11, fourth
-// pass"). Here a write returns as soon as its bytes are buffered, as with a socket.
+// hop to its broker barely cheaper than loopback TCP (docs/benchmarks.md, "The latency
+// floor"). Here a write returns as soon as its bytes are buffered, as with a socket.
 package memconn
 
 import (

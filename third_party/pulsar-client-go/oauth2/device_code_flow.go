@@ -23,7 +23,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/apache/pulsar-client-go/oauth2/clock"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/oauth2/clock"
 
 	"github.com/pkg/errors"
 )

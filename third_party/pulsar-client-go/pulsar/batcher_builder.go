@@ -18,7 +18,7 @@
 package pulsar
 
 import (
-	"github.com/apache/pulsar-client-go/pulsar/internal"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal"
 )
 
 type BatcherBuilderType int

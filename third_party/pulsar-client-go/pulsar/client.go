@@ -23,9 +23,9 @@ import (
 	"net"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar/auth"
-	"github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/auth"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 // NewClient Creates a pulsar client instance
@@ -67,12 +67,6 @@ func NewAuthenticationTLS(certificatePath string, privateKeyPath string) Authent
 // NewAuthenticationFromTLSCertSupplier Create new Authentication provider with specified TLS certificate supplier
 func NewAuthenticationFromTLSCertSupplier(tlsCertSupplier func() (*tls.Certificate, error)) Authentication {
 	return auth.NewAuthenticationFromTLSCertSupplier(tlsCertSupplier)
-}
-
-// NewAuthenticationAthenz Creates Athenz Authentication provider
-func NewAuthenticationAthenz(authParams map[string]string) Authentication {
-	athenz, _ := auth.NewAuthenticationAthenzWithParams(authParams)
-	return athenz
 }
 
 // NewAuthenticationOAuth2 Creates OAuth2 Authentication provider
@@ -218,6 +212,11 @@ type Client interface {
 	// This can be used to discover the partitions and create {@link Reader},
 	// {@link Consumer} or {@link Producer} instances directly on a particular partition.
 	TopicPartitions(topic string) ([]string, error)
+
+	// TopicsOfNamespace lists the persistent topics of a namespace ("tenant/namespace"), each
+	// partition of a partitioned topic by its own name, as the broker answers a pattern
+	// consumer's lookup.
+	TopicsOfNamespace(namespace string) ([]string, error)
 
 	// NewTransaction creates a new Transaction instance.
 	//

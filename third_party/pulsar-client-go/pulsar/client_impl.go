@@ -24,11 +24,11 @@ import (
 
 	"errors"
 
-	"github.com/apache/pulsar-client-go/pulsar/auth"
-	"github.com/apache/pulsar-client-go/pulsar/internal"
-	"github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/auth"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 const (
@@ -243,6 +243,10 @@ func (c *client) CreateTableView(options TableViewOptions) (TableView, error) {
 	}
 	c.handlers.Add(tableView)
 	return tableView, nil
+}
+
+func (c *client) TopicsOfNamespace(namespace string) ([]string, error) {
+	return c.lookupService.GetTopicsOfNamespace(namespace, internal.Persistent)
 }
 
 func (c *client) TopicPartitions(topic string) ([]string, error) {

@@ -21,16 +21,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar/crypto"
-	"github.com/apache/pulsar-client-go/pulsar/internal"
-	pb "github.com/apache/pulsar-client-go/pulsar/internal/pulsar_proto"
-	"github.com/apache/pulsar-client-go/pulsar/log"
 	pkgerrors "github.com/pkg/errors"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/crypto"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal"
+	pb "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal/pulsar_proto"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 const defaultNackRedeliveryDelay = 1 * time.Minute
@@ -82,6 +83,10 @@ func newConsumer(client *client, options ConsumerOptions) (Consumer, error) {
 
 	if options.SubscriptionName == "" {
 		return nil, newError(SubscriptionNotFound, "subscription name is required for consumer")
+	}
+
+	if options.PriorityLevel < 0 || options.PriorityLevel > math.MaxInt32 {
+		return nil, newError(InvalidConfiguration, "priority level must be >= 0 and <= math.MaxInt32")
 	}
 
 	if options.ReceiverQueueSize <= 0 {
@@ -455,6 +460,7 @@ func newPartitionConsumerOpts(topic, consumerName string, idx int, options Consu
 		subscriptionType:            options.Type,
 		subscriptionInitPos:         options.SubscriptionInitialPosition,
 		partitionIdx:                idx,
+		priorityLevel:               options.PriorityLevel,
 		receiverQueueSize:           options.ReceiverQueueSize,
 		nackRedeliveryDelay:         nackRedeliveryDelay,
 		nackBackoffPolicy:           options.NackBackoffPolicy,

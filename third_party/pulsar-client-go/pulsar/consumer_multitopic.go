@@ -24,10 +24,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar/internal"
 	pkgerrors "github.com/pkg/errors"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal"
 
-	"github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 func reconsumeLaterWithMultipleTopics(

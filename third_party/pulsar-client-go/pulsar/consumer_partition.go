@@ -28,18 +28,18 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar/backoff"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/backoff"
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/apache/pulsar-client-go/pulsar/crypto"
-	"github.com/apache/pulsar-client-go/pulsar/internal"
-	"github.com/apache/pulsar-client-go/pulsar/internal/compression"
-	cryptointernal "github.com/apache/pulsar-client-go/pulsar/internal/crypto"
-	pb "github.com/apache/pulsar-client-go/pulsar/internal/pulsar_proto"
-	"github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/bits-and-blooms/bitset"
 	"github.com/pkg/errors"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/crypto"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal/compression"
+	cryptointernal "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal/crypto"
+	pb "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal/pulsar_proto"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 
 	uAtomic "go.uber.org/atomic"
 )
@@ -100,6 +100,7 @@ type partitionConsumerOpts struct {
 	subscriptionType            SubscriptionType
 	subscriptionInitPos         SubscriptionInitialPosition
 	partitionIdx                int
+	priorityLevel               int
 	receiverQueueSize           int
 	autoReceiverQueueSize       bool
 	nackRedeliveryDelay         time.Duration
@@ -1344,7 +1345,7 @@ func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, header
 			if ctx == nil {
 				// chunkedMsgCtxMap has closed because of consumer closed
 				pc.log.Warnf("get chunkedMsgCtx for chunk with uuid %s failed because consumer has closed",
-					msgMeta.Uuid)
+					msgMeta.GetUuid())
 				return nil
 			}
 			cmid := newChunkMessageID(ctx.firstChunkID(), ctx.lastChunkID())
@@ -1507,7 +1508,7 @@ func (pc *partitionConsumer) processMessageChunk(compressedPayload internal.Buff
 			// The first chunk of a new chunked-message received
 			// before receiving other chunks of previous chunked-message
 			// so, remove previous chunked-message from map and release buffer
-			pc.log.Warnf(fmt.Sprintf(
+			pc.log.Warn(fmt.Sprintf(
 				"[%s] [%s] Receive a duplicated chunk id=0 message with messageId [%s], sequenceId [%d], "+
 					"uuid [%s]. Remove previous chunk context with lastChunkedMsgID [%d]",
 				pc.name,
@@ -1539,7 +1540,7 @@ func (pc *partitionConsumer) processMessageChunk(compressedPayload internal.Buff
 		//     Chunk-6 sequence ID: 0, chunk ID: 3, msgID: 1:6
 		// We should filter and ack chunk-4 and chunk-5.
 		if ctx != nil && chunkID <= ctx.lastChunkedMsgID {
-			pc.log.Warnf(fmt.Sprintf(
+			pc.log.Warn(fmt.Sprintf(
 				"[%s] [%s] Receive a duplicated chunk message with messageId [%s], "+
 					"last-chunk-Id [%d], chunkId [%d], sequenceId [%d], uuid [%s]",
 				pc.name,
@@ -1576,7 +1577,7 @@ func (pc *partitionConsumer) processMessageChunk(compressedPayload internal.Buff
 			lastChunkedMsgID = int(ctx.lastChunkedMsgID)
 			totalChunks = int(ctx.totalChunks)
 		}
-		pc.log.Warnf(fmt.Sprintf(
+		pc.log.Warn(fmt.Sprintf(
 			"[%s] [%s] Received unexpected chunk messageId [%s], last-chunk-id [%d], "+
 				"chunkId = [%d], total-chunks [%d], sequenceId [%d], uuid [%s]",
 			pc.Topic(),
@@ -2136,7 +2137,7 @@ func (pc *partitionConsumer) grabConn(assignedBrokerURL string) error {
 			SchemaData: []byte(pc.options.schema.GetSchemaInfo().Schema),
 			Properties: internal.ConvertFromStringMap(pc.options.schema.GetSchemaInfo().Properties),
 		}
-		pc.log.Debugf("The partition consumer schema name is: %s", pbSchema.Name)
+		pc.log.Debugf("The partition consumer schema name is: %s", pbSchema.GetName())
 	} else {
 		pc.log.Debug("The partition consumer schema is nil")
 	}
@@ -2148,7 +2149,7 @@ func (pc *partitionConsumer) grabConn(assignedBrokerURL string) error {
 		ConsumerId:                 proto.Uint64(pc.consumerID),
 		RequestId:                  proto.Uint64(requestID),
 		ConsumerName:               proto.String(pc.name),
-		PriorityLevel:              nil,
+		PriorityLevel:              proto.Int32(int32(pc.options.priorityLevel)),
 		Durable:                    proto.Bool(pc.options.subscriptionMode == Durable),
 		Metadata:                   internal.ConvertFromStringMap(pc.options.metadata),
 		SubscriptionProperties:     internal.ConvertFromStringMap(pc.options.subProperties),

@@ -25,9 +25,9 @@ import (
 
 	uAtomic "go.uber.org/atomic"
 
-	"github.com/apache/pulsar-client-go/pulsar/internal"
-	"github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/pkg/errors"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 type zeroQueueConsumer struct {

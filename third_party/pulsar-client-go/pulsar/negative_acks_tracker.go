@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
-	log "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/emirpasic/gods/trees/avltree"
+	log "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 type redeliveryConsumer interface {

@@ -24,9 +24,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar/crypto"
-	"github.com/apache/pulsar-client-go/pulsar/internal"
-	"github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/crypto"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 const (

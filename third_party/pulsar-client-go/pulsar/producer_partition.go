@@ -28,16 +28,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar/backoff"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/backoff"
 
-	"github.com/apache/pulsar-client-go/pulsar/internal/compression"
-	internalcrypto "github.com/apache/pulsar-client-go/pulsar/internal/crypto"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal/compression"
+	internalcrypto "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal/crypto"
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/apache/pulsar-client-go/pulsar/internal"
-	pb "github.com/apache/pulsar-client-go/pulsar/internal/pulsar_proto"
-	"github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal"
+	pb "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal/pulsar_proto"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 
 	uAtomic "go.uber.org/atomic"
 )
@@ -112,8 +112,15 @@ type partitionProducer struct {
 	compressionProvider      compression.Provider
 
 	// Channel where app is posting messages to be published
-	dataChan             chan *sendRequest
-	cmdChan              chan interface{}
+	dataChan chan *sendRequest
+	cmdChan  chan interface{}
+	// closeMu orders doClose's closing of dataChan and cmdChan after the sends into them that
+	// found the producer open (each holds it for reading): a send on a closed channel panics.
+	closeMu sync.RWMutex
+	// closingCh is closed when the producer starts closing, waking sends blocked on a full
+	// channel; closedCh when it is closed and every send it had has been answered.
+	closingCh            chan struct{}
+	closedCh             chan struct{}
 	connectClosedCh      chan *connectionClosed
 	publishSemaphore     internal.Semaphore
 	pendingQueue         internal.BlockingQueue
@@ -187,6 +194,8 @@ func newPartitionProducer(client *client, topic string, options *ProducerOptions
 		producerID:       client.rpcClient.NewProducerID(),
 		dataChan:         make(chan *sendRequest, maxPendingMessages),
 		cmdChan:          make(chan interface{}, 10),
+		closingCh:        make(chan struct{}),
+		closedCh:         make(chan struct{}),
 		connectClosedCh:  make(chan *connectionClosed, 1),
 		batchFlushTicker: time.NewTicker(batchingMaxPublishDelay),
 		compressionProvider: internal.GetCompressionProvider(pb.CompressionType(options.CompressionType),
@@ -288,7 +297,7 @@ func (p *partitionProducer) grabCnx(assignedBrokerURL string) error {
 			SchemaData: []byte(p.schemaInfo.Schema),
 			Properties: internal.ConvertFromStringMap(p.schemaInfo.Properties),
 		}
-		p.log.Debugf("The partition producer schema name is: %s", pbSchema.Name)
+		p.log.Debugf("The partition producer schema name is: %s", pbSchema.GetName())
 	} else {
 		p.log.Debug("The partition producer schema is nil")
 	}
@@ -345,16 +354,25 @@ func (p *partitionProducer) grabCnx(assignedBrokerURL string) error {
 		return err
 	}
 
-	p.producerName = res.Response.ProducerSuccess.GetProducerName()
+	// A send's metadata points at producerName while the send is serialized on another
+	// goroutine: write it only when the broker gave another name (the first connection of a
+	// producer without one), never on the reconnection of a producer that has it.
+	if name := res.Response.ProducerSuccess.GetProducerName(); name != p.producerName {
+		p.producerName = name
+	}
 	nextTopicEpoch := res.Response.ProducerSuccess.GetTopicEpoch()
 	p.topicEpoch = &nextTopicEpoch
 
-	if p.options.Encryption != nil {
+	// Sends being serialized on another goroutine read the encryptor: it is made once, at the
+	// first connection, not again on each reconnection.
+	switch {
+	case p.encryptor != nil:
+	case p.options.Encryption != nil:
 		p.encryptor = internalcrypto.NewProducerEncryptor(p.options.Encryption.Keys,
 			p.options.Encryption.KeyReader,
 			p.options.Encryption.MessageCrypto,
 			p.options.Encryption.ProducerCryptoFailureAction, p.log)
-	} else {
+	default:
 		p.encryptor = internalcrypto.NewNoopEncryptor()
 	}
 
@@ -512,13 +530,15 @@ func (p *partitionProducer) reconnectToBroker(connectionClosed *connectionClosed
 		if strings.Contains(errMsg, errMsgTopicNotFound) {
 			// when topic is deleted, we should give up reconnection.
 			p.log.Warn("Topic not found, stop reconnecting, close the producer")
-			p.doClose(errors.Join(ErrTopicNotfound, err))
+			// The event loop closes it: it may be adding a send to the pending queue, and a
+			// close on this goroutine could fail the queue before the send lands in it.
+			p.requestClose(errors.Join(ErrTopicNotfound, err))
 			return struct{}{}, nil
 		}
 
 		if strings.Contains(errMsg, errMsgTopicTerminated) {
 			p.log.Warn("Topic was terminated, failing pending messages, stop reconnecting, close the producer")
-			p.doClose(errors.Join(ErrTopicTerminated, err))
+			p.requestClose(errors.Join(ErrTopicTerminated, err))
 			return struct{}{}, nil
 		}
 
@@ -531,7 +551,7 @@ func (p *partitionProducer) reconnectToBroker(connectionClosed *connectionClosed
 
 		if strings.Contains(errMsg, errMsgProducerFenced) {
 			p.log.Warn("Producer was fenced, failing pending messages, stop reconnecting")
-			p.doClose(errors.Join(ErrProducerFenced, err))
+			p.requestClose(errors.Join(ErrProducerFenced, err))
 			return struct{}{}, nil
 		}
 		p.log.WithError(err).Warn("Failed to reconnect to broker, will retry later.")
@@ -802,8 +822,6 @@ func (p *partitionProducer) internalSingleSend(
 	sr *sendRequest,
 	maxMessageSize uint32,
 ) {
-	msg := sr.msg
-
 	payloadBuf := internal.NewBuffer(len(compressedPayload))
 	payloadBuf.Write(compressedPayload)
 
@@ -838,8 +856,10 @@ func (p *partitionProducer) internalSingleSend(
 	)
 
 	if err != nil {
+		// Log before done: the caller may reuse msg once its send is answered. The payload
+		// is not logged.
+		p.log.WithError(err).Error("Single message serialize failed")
 		sr.done(nil, err)
-		p.log.WithError(err).Errorf("Single message serialize failed %s", msg.Value)
 		return
 	}
 
@@ -1378,12 +1398,21 @@ func (p *partitionProducer) internalSendAsync(
 		return
 	}
 
+	p.closeMu.RLock()
+	if p.isClosingOrClosed() {
+		p.closeMu.RUnlock()
+		sr.done(nil, ErrProducerClosed)
+		return
+	}
 	select {
 	case <-ctx.Done():
+		p.closeMu.RUnlock()
 		sr.done(nil, ctx.Err())
-		return
+	case <-p.closingCh:
+		p.closeMu.RUnlock()
+		sr.done(nil, ErrProducerClosed)
 	case p.dataChan <- sr:
-		return
+		p.closeMu.RUnlock()
 	}
 }
 
@@ -1472,7 +1501,11 @@ func (p *partitionProducer) ReceivedSendReceipt(response *pb.CommandSendReceipt)
 func (p *partitionProducer) internalClose(req *closeProducer) {
 	defer close(req.doneCh)
 
-	p.doClose(ErrProducerClosed)
+	reason := req.reason
+	if reason == nil {
+		reason = ErrProducerClosed
+	}
+	p.doClose(reason)
 }
 
 func (p *partitionProducer) doClose(reason error) {
@@ -1480,10 +1513,11 @@ func (p *partitionProducer) doClose(reason error) {
 		return
 	}
 
+	close(p.closingCh)
 	p.log.Info("Closing producer")
+	defer close(p.closedCh)
 	defer p.failQueuedSends() // after dataChan is closed
-	defer close(p.dataChan)
-	defer close(p.cmdChan)
+	defer p.closeChannels()
 
 	id := p.client.rpcClient.NewRequestID()
 	_, err := p.client.rpcClient.RequestOnCnx(p._getConn(), id, pb.BaseCommand_CLOSE_PRODUCER, &pb.CommandCloseProducer{
@@ -1549,6 +1583,45 @@ func (p *partitionProducer) failPendingMessages(err error) {
 	}
 }
 
+// closeChannels closes dataChan and cmdChan once no send into them is in progress.
+func (p *partitionProducer) closeChannels() {
+	p.closeMu.Lock()
+	defer p.closeMu.Unlock()
+	close(p.cmdChan)
+	close(p.dataChan)
+}
+
+// sendCmd queues cmd for the event loop, or fails when the producer is closing or ctx ends.
+func (p *partitionProducer) sendCmd(ctx context.Context, cmd interface{}) error {
+	p.closeMu.RLock()
+	defer p.closeMu.RUnlock()
+	if p.isClosingOrClosed() {
+		return ErrProducerClosed
+	}
+	select {
+	case p.cmdChan <- cmd:
+		return nil
+	case <-p.closingCh:
+		return ErrProducerClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// requestClose has the event loop close the producer with reason, and returns once it is
+// closed, by this request or another.
+func (p *partitionProducer) requestClose(reason error) {
+	cp := &closeProducer{doneCh: make(chan struct{}), reason: reason}
+	if err := p.sendCmd(context.Background(), cp); err != nil {
+		<-p.closedCh
+		return
+	}
+	select {
+	case <-cp.doneCh:
+	case <-p.closedCh:
+	}
+}
+
 // failQueuedSends fails the sends still queued for the event loop once dataChan is closed: the
 // loop can take Close before them, and their callbacks would never run.
 func (p *partitionProducer) failQueuedSends() {
@@ -1576,10 +1649,8 @@ func (p *partitionProducer) FlushWithCtx(ctx context.Context) error {
 		doneCh: make(chan struct{}),
 		err:    nil,
 	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case p.cmdChan <- flushReq:
+	if err := p.sendCmd(ctx, flushReq); err != nil {
+		return err
 	}
 
 	// wait for the flush request to complete
@@ -1611,18 +1682,9 @@ func (p *partitionProducer) casProducerState(oldState, newState producerState) b
 }
 
 func (p *partitionProducer) Close() {
-	if p.isClosingOrClosed() {
-		// Producer is closing or closed
-		return
-	}
-
 	p.cancelFunc()
-
-	cp := &closeProducer{doneCh: make(chan struct{})}
-	p.cmdChan <- cp
-
-	// wait for close producer request to complete
-	<-cp.doneCh
+	// wait for the close, this one or one already under way, to complete
+	p.requestClose(ErrProducerClosed)
 }
 
 type sendRequest struct {
@@ -1785,6 +1847,7 @@ func (p *partitionProducer) reserveResources(sr *sendRequest) error {
 
 type closeProducer struct {
 	doneCh chan struct{}
+	reason error // nil means ErrProducerClosed
 }
 
 type flushRequest struct {

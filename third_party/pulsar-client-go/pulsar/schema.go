@@ -26,8 +26,8 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/apache/pulsar-client-go/pulsar/internal"
 	log "github.com/sirupsen/logrus"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal"
 
 	"github.com/hamba/avro/v2"
 	"google.golang.org/protobuf/proto"

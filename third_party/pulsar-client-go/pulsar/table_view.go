@@ -21,7 +21,7 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 // TableViewOptions contains the options for creating a TableView

@@ -25,8 +25,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/sirupsen/logrus"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 type cancelReader struct {

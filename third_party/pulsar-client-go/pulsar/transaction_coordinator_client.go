@@ -24,12 +24,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar/backoff"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/backoff"
 
-	"github.com/apache/pulsar-client-go/pulsar/internal"
-	pb "github.com/apache/pulsar-client-go/pulsar/internal/pulsar_proto"
-	"github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/pkg/errors"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal"
+	pb "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal/pulsar_proto"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 	uAtomic "go.uber.org/atomic"
 	"google.golang.org/protobuf/proto"
 )

@@ -22,8 +22,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apache/pulsar-client-go/oauth2"
-	"github.com/apache/pulsar-client-go/oauth2/clock"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/oauth2"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/oauth2/clock"
 	xoauth2 "golang.org/x/oauth2"
 )
 

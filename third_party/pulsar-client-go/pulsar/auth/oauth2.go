@@ -25,9 +25,9 @@ import (
 
 	xoauth2 "golang.org/x/oauth2"
 
-	"github.com/apache/pulsar-client-go/oauth2"
-	"github.com/apache/pulsar-client-go/oauth2/cache"
-	"github.com/apache/pulsar-client-go/oauth2/clock"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/oauth2"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/oauth2/cache"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/oauth2/clock"
 )
 
 const (

@@ -31,7 +31,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 // DefaultMessageCrypto implementation of the interface MessageCryto
@@ -163,12 +163,12 @@ func (d *DefaultMessageCrypto) Encrypt(encKeys []string,
 			if keyInfoOk {
 				msgMetadata.UpsertEncryptionKey(*keyInfo)
 			} else {
-				d.logger.Error("failed to get EncryptionKeyInfo for key %v", keyName)
+				d.logger.Errorf("failed to get EncryptionKeyInfo for key %v", keyName)
 			}
 		} else {
 			// we should never reach here
 			msg := fmt.Sprintf("%v Failed to find encrypted Data key for key %v", d.logCtx, keyName)
-			d.logger.Errorf(msg)
+			d.logger.Error(msg)
 			return nil, errors.New(msg)
 		}
 

@@ -30,12 +30,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar/auth"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/auth"
 
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/apache/pulsar-client-go/pulsar/internal/pulsar_proto"
-	"github.com/apache/pulsar-client-go/pulsar/log"
+	pb "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal/pulsar_proto"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 const (
@@ -870,7 +870,7 @@ func (c *connection) handleSendReceipt(response *pb.CommandSendReceipt) {
 	} else {
 		c.log.
 			WithField("producerID", producerID).
-			Warn("Got unexpected send receipt for messageID=%+v", response.MessageId)
+			Warnf("Got unexpected send receipt for messageID=%+v", response.MessageId)
 	}
 }
 

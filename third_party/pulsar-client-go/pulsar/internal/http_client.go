@@ -30,11 +30,11 @@ import (
 	"path"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar/backoff"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/backoff"
 
-	"github.com/apache/pulsar-client-go/pulsar/auth"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/auth"
 
-	"github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 
 	"github.com/pkg/errors"
 )

@@ -26,8 +26,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/apache/pulsar-client-go/pulsar/internal/pulsar_proto"
-	"github.com/apache/pulsar-client-go/pulsar/log"
+	pb "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal/pulsar_proto"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 // LookupResult encapsulates a struct for lookup a request, containing two parts: LogicalAddr, PhysicalAddr.

@@ -45,6 +45,6 @@ func init() {
 			}
 		}
 	}
-	Version = "unknown"
-	ClientVersionString = "Pulsar-Go-version-unknown"
+	Version = "v0.19.0"
+	ClientVersionString = "Pulsar-Go-v0.19.0"
 }

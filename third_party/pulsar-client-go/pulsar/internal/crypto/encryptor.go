@@ -18,7 +18,7 @@
 package crypto
 
 import (
-	pb "github.com/apache/pulsar-client-go/pulsar/internal/pulsar_proto"
+	pb "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal/pulsar_proto"
 )
 
 // Encryptor support encryption

@@ -20,7 +20,7 @@ package crypto
 import (
 	"fmt"
 
-	pb "github.com/apache/pulsar-client-go/pulsar/internal/pulsar_proto"
+	pb "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal/pulsar_proto"
 )
 
 type noopDecryptor struct{}

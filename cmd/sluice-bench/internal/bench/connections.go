@@ -1,0 +1,207 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/sluice-bench/internal/bench/loadgen"
+)
+
+// connections holds idle producer (or consumer, or reader) connections open against `sluice
+// serve` and reports what each costs the serve process (RSS, Go heap, goroutine stacks,
+// goroutines) and the CPU the idle process spends.
+
+type connectionsSettings struct {
+	Kind        string  `json:"kind"`
+	Connections int     `json:"connections"`
+	Topics      int     `json:"topics"`
+	Config      string  `json:"config"`
+	SettleS     float64 `json:"settle_s"`
+	IdleS       float64 `json:"idle_s"`
+}
+
+type connectionsResult struct {
+	Binary      string       `json:"binary"`
+	Connections int          `json:"connections"`
+	Lost        int64        `json:"lost"`
+	OpenS       float64      `json:"open_s"`
+	Before      memorySample `json:"before"`
+	After       memorySample `json:"after"`
+	// Per connection: the growth from before the connections to after the idle period,
+	// divided by the connections.
+	RSSPer  float64 `json:"rss_bytes_per_connection"`
+	HeapPer float64 `json:"heap_inuse_bytes_per_connection"`
+	// LivePer is the live heap (heap_alloc after the forced collection): what the connections
+	// hold, without the allocator's partly used spans that heap_inuse counts too.
+	LivePer       float64 `json:"heap_alloc_bytes_per_connection"`
+	LiveStackPer  float64 `json:"live_heap_and_stack_bytes_per_connection"`
+	StackPer      float64 `json:"stack_inuse_bytes_per_connection"`
+	HeapStackPer  float64 `json:"heap_and_stack_bytes_per_connection"`
+	GoroutinesPer float64 `json:"goroutines_per_connection"`
+	// IdleCPU is the serve process's CPU-seconds per second while the connections sat idle.
+	IdleCPU float64 `json:"idle_cpu_per_second"`
+}
+
+// memorySample is the serve process's memory at one moment.
+type memorySample struct {
+	RSS        int64  `json:"rss_bytes"`
+	HeapInuse  uint64 `json:"heap_inuse_bytes"`
+	HeapAlloc  uint64 `json:"heap_alloc_bytes"`
+	StackInuse uint64 `json:"stack_inuse_bytes"`
+	Goroutines int64  `json:"goroutines"`
+	Sessions   int64  `json:"sessions"` // of the kind held
+}
+
+func benchConnections(ctx context.Context, args []string, env Env) error {
+	var c common
+	fs := newFlags("connections", args, env, &c)
+	conns := fs.Int("conns", 10_000, "idle connections")
+	kind := fs.String("kind", "producer", "producer, consumer or reader connections (consumers and readers on topics no one publishes to)")
+	topics := fs.Int("topics", 0, "distinct topics the connections spread over (0: one each)")
+	config := fs.String("config", "single", "single (sluice serve, embedded broker) or edge (sluice serve --broker to a separate sluice broker)")
+	settle := fs.Duration("settle", 3*time.Second, "wait after the last connection opened before measuring")
+	idle := fs.Duration("idle", 10*time.Second, "how long the idle CPU is measured")
+	parallel := fs.Int("parallel", 32, "handshakes in flight at once")
+	sessionLimit := fs.String("session-limit", "2GiB", "memory.session_limit of the serve process: the default (256MiB) admits about 5,000 idle producers")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *conns < 1 || *idle <= 0 || *settle < 0 {
+		return errors.New("-conns and -idle must be positive")
+	}
+	if *kind != "producer" && *kind != "consumer" && *kind != "reader" {
+		return fmt.Errorf("-kind %q: want producer, consumer or reader", *kind)
+	}
+	if *config != "single" && *config != "edge" {
+		return fmt.Errorf("-config %q: want single or edge", *config)
+	}
+	if err := raiseFileLimit(*conns + 256); err != nil {
+		return err
+	}
+	f, prog, end, err := c.begin(env)
+	if err != nil {
+		return err
+	}
+	defer end()
+	set := &binSet{serve: c.serveBin, broker: c.brokerBin}
+	t, err := startEdgeTarget(ctx, f, set, *config, "", 0, func(c *serveConfig) {
+		if c.Memory == nil {
+			c.Memory = &memoryConfig{}
+		}
+		c.Memory.SessionLimit = *sessionLimit
+	})
+	if err != nil {
+		return err
+	}
+	time.Sleep(time.Second) // let start-up garbage settle before the baseline
+	before, err := sampleServeMemory(ctx, t, *kind)
+	if err != nil {
+		return err
+	}
+	var opened atomic.Int64
+	prog.step(fmt.Sprintf("opening %d %s connections", *conns, *kind), 0, &opened, "open")
+	start := time.Now()
+	held, err := loadgen.Hold(ctx, loadgen.IdleConfig{
+		Target: t.url, Kind: *kind, Topic: "idle-" + runID(), Topics: *topics, Connections: *conns, Parallel: *parallel, Progress: &opened,
+	})
+	if err != nil {
+		return err
+	}
+	defer held.Close()
+	openTime := time.Since(start)
+	prog.done(fmt.Sprintf("%d open in %s", *conns, openTime.Round(time.Millisecond)))
+	prog.step("settling", *settle, nil, "")
+	if err := sleep(ctx, *settle); err != nil {
+		return err
+	}
+	cpu0, err := procCPU(t.edge)
+	if err != nil {
+		return err
+	}
+	prog.step("idle", *idle, nil, "")
+	t0 := time.Now()
+	if err := sleep(ctx, *idle); err != nil {
+		return err
+	}
+	cpu1, err := procCPU(t.edge)
+	if err != nil {
+		return err
+	}
+	idleFor := time.Since(t0)
+	after, err := sampleServeMemory(ctx, t, *kind)
+	if err != nil {
+		return err
+	}
+	n := float64(*conns)
+	res := &connectionsResult{
+		Binary: c.serveBin, Connections: *conns, Lost: held.Lost(), OpenS: openTime.Seconds(), Before: before, After: after,
+		RSSPer:        float64(after.RSS-before.RSS) / n,
+		HeapPer:       (float64(after.HeapInuse) - float64(before.HeapInuse)) / n,
+		LivePer:       (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / n,
+		StackPer:      (float64(after.StackInuse) - float64(before.StackInuse)) / n,
+		GoroutinesPer: float64(after.Goroutines-before.Goroutines) / n,
+		IdleCPU:       (cpu1 - cpu0).Seconds() / idleFor.Seconds(),
+	}
+	res.HeapStackPer = res.HeapPer + res.StackPer
+	res.LiveStackPer = res.LivePer + res.StackPer
+	prog.done(fmt.Sprintf("%s heap+stack per connection, idle CPU %.3f", kib(res.HeapStackPer), res.IdleCPU))
+
+	topicsDesc := "one topic each"
+	if *topics > 0 && *topics < *conns {
+		topicsDesc = fmt.Sprintf("%d topics", *topics)
+	}
+	rep := c.newReport(connectionsSettings{Kind: *kind, Connections: *conns, Topics: *topics, Config: *config, SettleS: seconds(*settle), IdleS: seconds(*idle)})
+	rep.Machine.Binaries = binaryReports(ctx, []*binSet{set})
+	rep.Results = res
+	tb := &table{
+		title: fmt.Sprintf("connections: %d idle %s connections (%s) on %s, measured %s after the last opened, idle CPU over %s",
+			*conns, *kind, topicsDesc, t.note, *settle, *idle),
+		header: []string{"connections", "open in", *kind + " sessions", "RSS before → after", "RSS per conn", "heap_inuse per conn",
+			"live heap per conn", "stack per conn", "heap_inuse + stack per conn", "live heap + stack per conn", "goroutines per conn", "idle CPU", "lost"},
+	}
+	tb.add(count(int64(*conns)), openTime.Round(time.Millisecond).String(), count(after.Sessions),
+		mib(before.RSS)+" → "+mib(after.RSS), kib(res.RSSPer), kib(res.HeapPer), kib(res.LivePer), kib(res.StackPer), kib(res.HeapStackPer), kib(res.LiveStackPer),
+		fmt.Sprintf("%.1f", res.GoroutinesPer), fmt.Sprintf("%.1f%% of a CPU", res.IdleCPU*100), count(res.Lost))
+	rep.tables = []*table{tb}
+	rep.notes = []string{
+		"Per-connection figures are the serve process's growth from before the first connection to after the idle",
+		"period, divided by the connections: RSS from /proc/PID/status, heap_inuse and the live heap (heap_alloc)",
+		"from /stats, goroutine stacks from /stats or else /metrics (go_memstats_stack_inuse_bytes), all read",
+		"after a forced collection (/stats?gc=1), so garbage left by the handshakes does not count; RSS still holds",
+		"the heap the collector freed and has not yet returned to the system. Idle CPU is the serve process's",
+		"utime+stime over the idle period per second of it. memory.session_limit is " + *sessionLimit + " (-session-limit).",
+		"The latency floor is `sluice-bench throughput -conns 1 -window 1`.",
+	}
+	return c.emit(rep, env)
+}
+
+// sampleServeMemory reads the serve process's memory and its open sessions of kind.
+func sampleServeMemory(ctx context.Context, t *target, kind string) (memorySample, error) {
+	s, err := fetchStatsAt(ctx, t.adminURL, "/stats?gc=1")
+	if err != nil {
+		return memorySample{}, err
+	}
+	stack, err := fetchStackInuse(ctx, t.adminURL, s)
+	if err != nil {
+		return memorySample{}, err
+	}
+	st, err := procMemory(t.edge)
+	if err != nil {
+		return memorySample{}, err
+	}
+	return memorySample{RSS: st.RSS, HeapInuse: s.HeapInuse, HeapAlloc: s.HeapAlloc, StackInuse: stack, Goroutines: s.Goroutines, Sessions: s.Sessions[kind]}, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

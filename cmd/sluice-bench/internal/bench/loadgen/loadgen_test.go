@@ -1,0 +1,219 @@
+package loadgen_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/sluice-bench/internal/bench/loadgen"
+	"github.com/sluicehq/sluice/core/broker/embedded"
+	"github.com/sluicehq/sluice/sdk/edge"
+)
+
+// startEdge runs an edge with the embedded broker in-process behind httptest.
+func startEdge(t *testing.T) string {
+	t.Helper()
+	e, err := edge.New(edge.Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(e)
+	t.Cleanup(func() {
+		hs.Close()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.Shutdown(sctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return "ws" + strings.TrimPrefix(hs.URL, "http")
+}
+
+// startBroker runs the embedded broker alone and returns its pulsar:// URL.
+func startBroker(t *testing.T) string {
+	t.Helper()
+	b, err := embedded.New(embedded.Config{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("broker close: %v", err)
+		}
+	})
+	return b.ServiceURL()
+}
+
+func topicName(t *testing.T) string {
+	return "loadgen-" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + time.Now().Format("150405.000000")
+}
+
+// checkAllAcked fails unless every message sent got exactly one ok ack.
+func checkAllAcked(t *testing.T, res *loadgen.ProducerResult) {
+	t.Helper()
+	if res.Sent == 0 {
+		t.Fatal("nothing sent")
+	}
+	if res.OK != res.Sent || res.Rejected+res.Errors() != 0 {
+		t.Fatalf("sent %d: ok %d rejected %d send errors %d pending %d unmatched %d conn errors %d (%v)",
+			res.Sent, res.OK, res.Rejected, res.SendErrors, res.Pending, res.Unmatched, res.ConnErrors, res.FirstErr)
+	}
+	if got := res.Latency.TotalCount(); got != res.OK {
+		t.Errorf("latency samples %d, want %d", got, res.OK)
+	}
+}
+
+// A windowed load with a drain gets exactly one ok ack for every message it sent, and a
+// consumer on the topic reads them.
+func TestProducersEveryMessageAcked(t *testing.T) {
+	t.Parallel()
+	base := startEdge(t)
+	ctx := t.Context()
+	topic := topicName(t)
+	consumed := make(chan *loadgen.ConsumerResult, 1)
+	go func() {
+		r, err := loadgen.RunConsumer(ctx, loadgen.ConsumerConfig{
+			Target: base, Topic: topic + "-0", Subscription: "s", Duration: 2 * time.Second,
+			PingInterval: 50 * time.Millisecond,
+		})
+		if err != nil {
+			t.Errorf("consumer: %v", err)
+		}
+		consumed <- r
+	}()
+	time.Sleep(200 * time.Millisecond) // let the subscription exist before publishing
+	res, err := loadgen.RunProducers(ctx, loadgen.ProducerConfig{
+		Target: base, Topic: topic, TopicPerConnection: true,
+		Connections: 2, MinSize: 512, MaxSize: 2048, Window: 16,
+		Duration: time.Second, Drain: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAllAcked(t, res)
+	c := <-consumed
+	if c == nil {
+		return
+	}
+	if c.Err != nil {
+		t.Errorf("consumer: %v", c.Err)
+	}
+	if c.Received == 0 {
+		t.Error("consumer received nothing")
+	}
+	if c.Ping.TotalCount() == 0 {
+		t.Error("no pong received")
+	}
+	t.Logf("sent %d in %s, consumer read %d, ping p50 %dµs", res.Sent, res.Elapsed, c.Received, c.Ping.ValueAtQuantile(50))
+}
+
+// pulsar-client-go straight to the broker: the same accounting, and the interval series adds
+// up to the acks that arrived in time.
+func TestDirectProducersAndSeries(t *testing.T) {
+	t.Parallel()
+	url := startBroker(t)
+	var acked atomic.Int64
+	res, err := loadgen.RunProducers(t.Context(), loadgen.ProducerConfig{
+		Target: url, Topic: topicName(t), TopicPerConnection: true, Connections: 3, Window: 8,
+		Duration: 1200 * time.Millisecond, Drain: 5 * time.Second, Interval: 500 * time.Millisecond, Acked: &acked,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAllAcked(t, res)
+	if got := acked.Load(); got != res.OK {
+		t.Errorf("progress counter %d, want %d", got, res.OK)
+	}
+	if len(res.Series) != 3 {
+		t.Fatalf("%d intervals, want 3 (500ms, 500ms, 200ms)", len(res.Series))
+	}
+	var sum int64
+	for _, iv := range res.Series {
+		sum += iv.OK
+		if iv.Latency.TotalCount() != iv.OK {
+			t.Errorf("interval at %s: %d latencies for %d acks", iv.Start, iv.Latency.TotalCount(), iv.OK)
+		}
+	}
+	if sum != res.OKInTime {
+		t.Errorf("intervals hold %d acks, in time %d", sum, res.OKInTime)
+	}
+	if last := res.Series[2]; last.Length != 200*time.Millisecond {
+		t.Errorf("last interval %s long, want 200ms", last.Length)
+	}
+}
+
+// An open loop never sends ahead of its schedule: at most rate × duration messages (plus
+// one per connection for the send at time zero).
+func TestOpenLoopKeepsSchedule(t *testing.T) {
+	t.Parallel()
+	base := startEdge(t)
+	const rate, conns = 200.0, 2
+	d := time.Second
+	res, err := loadgen.RunProducers(t.Context(), loadgen.ProducerConfig{
+		Target: base, Topic: topicName(t), TopicPerConnection: true, Connections: conns,
+		Rate: rate, Duration: d, Drain: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAllAcked(t, res)
+	if most := int64(rate*d.Seconds()) + conns; res.Sent > most {
+		t.Errorf("sent %d in %s at %.0f msgs/s, want at most %d", res.Sent, d, rate, most)
+	}
+}
+
+// Consumers stop once they have read Messages, and idle producers, consumers and readers stay
+// open until closed.
+func TestConsumerMessagesAndIdleHold(t *testing.T) {
+	t.Parallel()
+	base := startEdge(t)
+	ctx := t.Context()
+	topic := topicName(t)
+	done := make(chan *loadgen.ConsumerResult, 1)
+	go func() {
+		r, err := loadgen.RunConsumer(ctx, loadgen.ConsumerConfig{Target: base, Topic: topic + "-0", Subscription: "s", Duration: 10 * time.Second, Messages: 20})
+		if err != nil {
+			t.Errorf("consumer: %v", err)
+		}
+		done <- r
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if _, err := loadgen.RunProducers(ctx, loadgen.ProducerConfig{Target: base, Topic: topic, TopicPerConnection: true, Window: 4, Duration: 500 * time.Millisecond, Drain: 5 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r != nil && (r.Received != 20 || r.Done <= 0 || r.Err != nil) {
+		t.Errorf("consumer read %d (done after %s, err %v), want 20", r.Received, r.Done, r.Err)
+	}
+
+	for _, kind := range []string{"producer", "consumer", "reader"} {
+		var opened atomic.Int64
+		h, err := loadgen.Hold(ctx, loadgen.IdleConfig{Target: base, Kind: kind, Topic: topic + "-idle", Topics: 3, Connections: 10, Parallel: 4, Progress: &opened})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if h.Lost() != 0 || opened.Load() != 10 {
+			t.Errorf("%ss: opened %d, lost %d; want 10 open", kind, opened.Load(), h.Lost())
+		}
+		h.Close()
+	}
+}
+
+func TestRejectsNonLoopback(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"ws://192.0.2.1:8080", "pulsar://192.0.2.1:6650"} {
+		_, err := loadgen.RunProducers(t.Context(), loadgen.ProducerConfig{Target: u, Topic: "x", Duration: time.Second})
+		if err == nil || !strings.Contains(err.Error(), "loopback") {
+			t.Errorf("%s: err %v, want a loopback error", u, err)
+		}
+	}
+}

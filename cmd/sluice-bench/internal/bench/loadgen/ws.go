@@ -1,0 +1,163 @@
+package loadgen
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+func dialWebSockets(ctx context.Context, cfg ProducerConfig) (*Producers, error) {
+	p := &Producers{cfg: cfg, payloads: newPayloads(cfg.MinSize, cfg.MaxSize, true)}
+	for i := range cfg.Connections {
+		rec := newRecorder(cfg.Window, cfg.Acked)
+		query := cfg.Query
+		if cfg.Token != "" {
+			query = strings.TrimPrefix(query+"&token="+url.QueryEscape(cfg.Token), "&")
+		}
+		c, err := dial(ctx, wsProducerURL(cfg.Target, cfg.topic(i), query), 0)
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		p.conns = append(p.conns, newWSProducer(c, rec, p.payloads))
+		p.recs = append(p.recs, rec)
+	}
+	return p, nil
+}
+
+func wsProducerURL(base, topic, query string) string {
+	u := strings.TrimSuffix(base, "/") + "/ws/v2/producer/persistent/public/default/" + topic
+	if query != "" {
+		u += "?" + query
+	}
+	return u
+}
+
+// dial opens one WebSocket, bounded by dialTimeout. recvBuf > 0 sets the socket's SO_RCVBUF.
+func dial(ctx context.Context, u string, recvBuf int) (*websocket.Conn, error) {
+	return dialWith(ctx, u, recvBuf, 64<<10)
+}
+
+func dialWith(ctx context.Context, u string, recvBuf, bufSize int) (*websocket.Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	d := websocket.Dialer{HandshakeTimeout: dialTimeout, ReadBufferSize: bufSize, WriteBufferSize: bufSize}
+	if recvBuf > 0 {
+		nd := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error { return setRecvBuffer(c, recvBuf) }}
+		d.NetDialContext = nd.DialContext
+	}
+	c, resp, err := d.DialContext(dctx, u, nil)
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Errorf("dialing %s: http %d: %w", u, resp.StatusCode, err)
+		}
+		return nil, fmt.Errorf("dialing %s: %w", u, err)
+	}
+	return c, nil
+}
+
+// wsProducer is one producer WebSocket: frames are written by the sender, acks read by a
+// goroutine started at dial time and joined by finish.
+type wsProducer struct {
+	c        *websocket.Conn
+	rec      *recorder
+	payloads *payloads
+	frame    []byte
+
+	mu     sync.Mutex
+	sentAt map[uint64]time.Time // guarded by mu; at most the window
+
+	readerDone chan struct{}
+	readErr    error // set before readerDone closes
+}
+
+type producerAck struct {
+	Result   string `json:"result"`
+	ErrorMsg string `json:"errorMsg"`
+	Context  string `json:"context"`
+}
+
+func newWSProducer(c *websocket.Conn, rec *recorder, p *payloads) *wsProducer {
+	w := &wsProducer{c: c, rec: rec, payloads: p, sentAt: make(map[uint64]time.Time), readerDone: make(chan struct{})}
+	go w.readAcks() // joined by finish through readerDone
+	return w
+}
+
+func (w *wsProducer) readAcks() {
+	defer close(w.readerDone)
+	for {
+		_, data, err := w.c.ReadMessage()
+		if err != nil {
+			w.readErr = err
+			return
+		}
+		now := time.Now()
+		var a producerAck
+		if err := json.Unmarshal(data, &a); err != nil {
+			w.rec.unmatched()
+			continue
+		}
+		seq, err := strconv.ParseUint(a.Context, 10, 64)
+		w.mu.Lock()
+		t, ok := w.sentAt[seq]
+		if ok && err == nil {
+			delete(w.sentAt, seq)
+		}
+		w.mu.Unlock()
+		if !ok || err != nil {
+			w.rec.unmatched()
+			continue
+		}
+		switch {
+		case a.Result == "ok":
+			w.rec.record(outcomeOK, t, now)
+		case strings.Contains(a.ErrorMsg, "limit"):
+			w.rec.record(outcomeRejected, t, now)
+		default:
+			w.rec.record(outcomeError, t, now)
+		}
+	}
+}
+
+func (w *wsProducer) begin(end time.Time) { _ = w.c.SetWriteDeadline(end) }
+
+func (w *wsProducer) send(_ context.Context, seq uint64, payload []byte, ref time.Time) error {
+	w.frame = w.payloads.appendFrame(w.frame[:0], payload, seq)
+	w.mu.Lock()
+	w.sentAt[seq] = ref
+	w.mu.Unlock()
+	if err := w.c.WriteMessage(websocket.TextMessage, w.frame); err != nil {
+		w.mu.Lock()
+		delete(w.sentAt, seq)
+		w.mu.Unlock()
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			return errRunOver
+		}
+		return fmt.Errorf("writing: %w", err)
+	}
+	return nil
+}
+
+func (w *wsProducer) done() <-chan struct{} { return w.readerDone }
+
+func (w *wsProducer) finish() error {
+	failed := isClosed(w.readerDone)
+	_ = w.c.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = w.c.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+	_ = w.c.Close()
+	<-w.readerDone
+	if failed && w.readErr != nil {
+		return fmt.Errorf("reading acks: %w", w.readErr)
+	}
+	return nil
+}

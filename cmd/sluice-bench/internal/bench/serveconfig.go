@@ -1,0 +1,63 @@
+package bench
+
+// The `sluice serve` configuration the benchmarks write, as Go values marshalled to YAML.
+// Only keys that every sluice binary since the first benchmarks accepts appear here, so an
+// older binary can run the same configurations (-compare, -serve-bin).
+
+type serveConfig struct {
+	Listen      string         `yaml:"listen"`
+	AdminListen string         `yaml:"admin_listen"`
+	Broker      *brokerConfig  `yaml:"broker,omitempty"`
+	Memory      *memoryConfig  `yaml:"memory,omitempty"`
+	Plugins     []pluginConfig `yaml:"plugins,omitempty"`
+	Routes      []routeConfig  `yaml:"routes,omitempty"`
+}
+
+// brokerConfig is the broker section: only the token, for a Pulsar with token
+// authentication (the URL is given with --broker).
+type brokerConfig struct {
+	AuthToken string `yaml:"auth_token,omitempty"`
+}
+
+// memoryConfig holds sizes as the configuration spells them ("16MiB"; "0" is unbounded);
+// an empty string leaves the key out (its default).
+type memoryConfig struct {
+	ProducerLimit string `yaml:"producer_limit,omitempty"`
+	ConsumerLimit string `yaml:"consumer_limit,omitempty"`
+	SessionLimit  string `yaml:"session_limit,omitempty"`
+}
+
+type pluginConfig struct {
+	Name string `yaml:"name"`
+	Path string `yaml:"path"`
+}
+
+type routeConfig struct {
+	Name         string                 `yaml:"name"`
+	Match        string                 `yaml:"match"`
+	Strategy     strategyConfig         `yaml:"strategy"`
+	Fallback     string                 `yaml:"fallback,omitempty"`
+	OnFull       string                 `yaml:"on_full,omitempty"`
+	ClientParams map[string]clientParam `yaml:"client_params,omitempty"`
+	SlowConsumer *slowConsumer          `yaml:"slow_consumer,omitempty"`
+}
+
+type strategyConfig struct {
+	Plugin string         `yaml:"plugin,omitempty"`
+	Name   string         `yaml:"name"`
+	Params map[string]any `yaml:"params,omitempty"`
+}
+
+type clientParam struct {
+	Default int `yaml:"default"`
+	Max     int `yaml:"max"`
+}
+
+type slowConsumer struct {
+	Action string `yaml:"action"`
+}
+
+// benchRoute is a route matching every WebSocket path.
+func benchRoute(strategy strategyConfig, onFull string) routeConfig {
+	return routeConfig{Name: "bench", Match: "/ws/**", Strategy: strategy, OnFull: onFull}
+}

@@ -1,0 +1,45 @@
+package server_test
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core/internal/edgetest"
+	"github.com/sluicehq/sluice/core/internal/testhooks"
+)
+
+// The client library never calls back for half the sends (testhooks.DropSendCallback): every
+// message still gets exactly one ack, those by the send timeout, and once the client leaves
+// and the session closes its producer, the charges the library's callbacks would have released
+// are released too: the edge's accounting does not rest on the library calling every
+// callback.
+func TestReleaseWhenTheLibraryDropsCallbacks(t *testing.T) {
+	srv, base := edgetest.Start(t, releaseConfig)
+	url := topicURL(base, "dropped-callbacks", "?sendTimeoutMillis=300")
+	topic := "persistent://public/default/" + strings.TrimSuffix(url[strings.LastIndex(url, "/")+1:], "?sendTimeoutMillis=300")
+	var calls atomic.Int64
+	drop := func(tp string) bool { return tp == topic && calls.Add(1)%2 == 0 }
+	testhooks.DropSendCallback.Store(&drop)
+	t.Cleanup(func() { testhooks.DropSendCallback.Store(nil) })
+
+	p := edgetest.Dial(t, url)
+	const n = 100
+	got := sendAll(t, p, n, nil)
+	r := results(got)
+	if r["ok"] == 0 || r["ok"]+r["send-error:8"] != n {
+		t.Fatalf("outcomes %v, want ok for the answered sends and a send timeout for the others", r)
+	}
+	if calls.Load() == 0 {
+		t.Fatal("no callback reached the hook: is the topic name right?")
+	}
+	// The library still holds the sends it never answered, as far as the edge can tell, so
+	// they stay charged while the session is open.
+	if used := producerUsage(srv); used == 0 {
+		t.Error("sends the library never answered are not charged")
+	}
+	_ = p.Close()
+	edgetest.WaitFor(t, 20*time.Second, "producer usage back to zero once the session closed its producer",
+		func() bool { return producerUsage(srv) == 0 })
+}

@@ -1,0 +1,175 @@
+package server_test
+
+import (
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/internal/edgetest"
+)
+
+// TestPriorityLevel: priorityLevel on a Shared subscription, through the edge on the embedded
+// broker (TestPulsarPriorityLevel runs the same flow in front of Apache Pulsar).
+func TestPriorityLevel(t *testing.T) {
+	t.Parallel()
+	cfg := config.Defaults()
+	cfg.AdminListen = config.AdminListenOff
+	_, base := edgetest.StartWith(t, cfg)
+	priorityLevelFlow(t, base)
+}
+
+// priorityLevelFlow checks what Pulsar's broker does with the priorityLevel of the consumers of
+// a Shared subscription, on the edge at base: the priority-0 consumer gets every message while
+// it has permits, although the priority-1 consumer subscribed first and has permits too; while
+// it has none (pull mode, no permit asked), the priority-1 consumer gets them.
+func priorityLevelFlow(t *testing.T, base string) {
+	t.Run("permits", func(t *testing.T) {
+		t.Parallel()
+		topic := fmt.Sprintf("priority-permits-%d", time.Now().UnixNano())
+		u := base + "/ws/v2/consumer/persistent/public/default/" + topic + "/s?subscriptionType=Shared"
+		low := dialPrio(t, u+"&consumerName=low&priorityLevel=1")
+		high := dialPrio(t, u+"&consumerName=high&priorityLevel=0")
+		want := prioProduce(t, base, topic, 20)
+		if got := high.take(t, len(want)); !slices.Equal(got, want) {
+			t.Fatalf("the priority-0 consumer got %q, want %q", got, want)
+		}
+		if got := low.drain(t, 500*time.Millisecond); len(got) > 0 {
+			t.Fatalf("the priority-1 consumer got %q while the priority-0 one had permits", got)
+		}
+	})
+	t.Run("no permits", func(t *testing.T) {
+		t.Parallel()
+		topic := fmt.Sprintf("priority-pull-%d", time.Now().UnixNano())
+		u := base + "/ws/v2/consumer/persistent/public/default/" + topic + "/s?subscriptionType=Shared"
+		low := dialPrio(t, u+"&consumerName=low&priorityLevel=1")
+		high := dialPrio(t, u+"&consumerName=high&priorityLevel=0&pullMode=true&receiverQueueSize=1")
+		const n = 60
+		want := prioProduce(t, base, topic, n)
+		lows := low.drain(t, time.Second)
+		// The priority-0 consumer asks for everything now: it gets what its broker client took
+		// while it had permits, its receiver queue and the client library's channel, at most.
+		if err := high.c.WriteJSON(map[string]any{"type": "permit", "permitMessages": n}); err != nil {
+			t.Fatal(err)
+		}
+		highs := high.drain(t, time.Second)
+		t.Logf("priority 0 (no permits from its client): %d messages, priority 1: %d", len(highs), len(lows))
+		got := append(slices.Clone(highs), lows...)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("together the consumers got %q, want each of %q once", got, want)
+		}
+		if len(highs) == 0 || highs[0] != want[0] {
+			t.Fatalf("the priority-0 consumer, with a permit for its receiver queue, got %q: not the first message first", highs)
+		}
+		if len(lows) < n/2 {
+			t.Fatalf("the priority-1 consumer got %d of %d messages while the priority-0 one had no permits", len(lows), n)
+		}
+	})
+}
+
+// prioConsumer is a consumer socket read by a goroutine of its own, so that waiting for quiet
+// does not end the connection (a gorilla read that times out does).
+type prioConsumer struct {
+	c    *websocket.Conn
+	msgs chan prioMsg
+}
+
+type prioMsg struct {
+	MessageID string `json:"messageId"`
+	Payload   string `json:"payload"`
+}
+
+func dialPrio(t *testing.T, url string) *prioConsumer {
+	t.Helper()
+	p := &prioConsumer{c: edgetest.Dial(t, url), msgs: make(chan prioMsg, 1024)}
+	go func() {
+		defer close(p.msgs)
+		for {
+			var m prioMsg
+			if err := p.c.ReadJSON(&m); err != nil {
+				return
+			}
+			p.msgs <- m
+		}
+	}()
+	return p
+}
+
+// take reads n messages, acking each, and returns their bodies.
+func (p *prioConsumer) take(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	for len(out) < n {
+		select {
+		case m, ok := <-p.msgs:
+			if !ok {
+				t.Fatalf("connection ended after %q", out)
+			}
+			out = append(out, p.ack(t, m))
+		case <-time.After(docsWait):
+			t.Fatalf("%d of %d messages after %s: %q", len(out), n, docsWait, out)
+		}
+	}
+	return out
+}
+
+// drain reads messages, acking each, until none has come for quiet, and returns their bodies.
+func (p *prioConsumer) drain(t *testing.T, quiet time.Duration) []string {
+	t.Helper()
+	var out []string
+	for {
+		select {
+		case m, ok := <-p.msgs:
+			if !ok {
+				t.Fatalf("connection ended after %q", out)
+			}
+			out = append(out, p.ack(t, m))
+		case <-time.After(quiet):
+			return out
+		}
+	}
+}
+
+func (p *prioConsumer) ack(t *testing.T, m prioMsg) string {
+	t.Helper()
+	body, err := base64.StdEncoding.DecodeString(m.Payload)
+	if err != nil || m.MessageID == "" {
+		t.Fatalf("not a message: %+v", m)
+	}
+	if err := p.c.WriteJSON(map[string]string{"messageId": m.MessageID}); err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
+
+// prioProduce publishes n messages m-000, m-001, … to topic and waits for each ack; it returns
+// their bodies.
+func prioProduce(t *testing.T, base, topic string, n int) []string {
+	t.Helper()
+	c := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/"+topic)
+	bodies := make([]string, n)
+	for i := range bodies {
+		bodies[i] = fmt.Sprintf("m-%03d", i)
+		m := map[string]string{"payload": base64.StdEncoding.EncodeToString([]byte(bodies[i])), "context": strconv.Itoa(i)}
+		if err := c.WriteJSON(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range n {
+		var a struct {
+			Result, Context string
+		}
+		_ = c.SetReadDeadline(time.Now().Add(docsWait))
+		if err := c.ReadJSON(&a); err != nil || a.Result != "ok" {
+			t.Fatalf("ack: %+v, %v", a, err)
+		}
+	}
+	_ = c.Close()
+	return bodies
+}

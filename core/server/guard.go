@@ -8,10 +8,10 @@ import (
 
 	"github.com/sluicehq/sluice/core/authz"
 	"github.com/sluicehq/sluice/core/broker"
-	"github.com/sluicehq/sluice/core/clientaddr"
 	"github.com/sluicehq/sluice/core/config"
-	"github.com/sluicehq/sluice/core/connlimit"
-	"github.com/sluicehq/sluice/core/origin"
+	"github.com/sluicehq/sluice/core/frontdoor/clientaddr"
+	"github.com/sluicehq/sluice/core/frontdoor/connlimit"
+	"github.com/sluicehq/sluice/core/frontdoor/origin"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
 

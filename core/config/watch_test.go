@@ -88,7 +88,7 @@ func TestWatchReloads(t *testing.T) {
 				for i, rt := range r.cfg.Routes {
 					entries[i] = route.Entry[Route]{Name: rt.Name, Match: rt.Match, Value: rt}
 				}
-				tbl, err := route.NewTable(entries)
+				tbl, err := route.NewList(entries)
 				if err != nil {
 					t.Fatalf("NewTable: %v", err)
 				}

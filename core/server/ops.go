@@ -17,10 +17,10 @@ import (
 
 // Routes is the live route table (admin.Source).
 func (s *Server) Routes() []*policy.Route {
-	if s.policies == nil {
+	if s.routeTable == nil {
 		return nil
 	}
-	return s.policies.Routes()
+	return s.routeTable.Routes()
 }
 
 // Sessions are the open sessions (admin.Source).

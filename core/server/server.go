@@ -46,7 +46,7 @@ type Server struct {
 	sessions   *admission.Pool
 	registry   *strategy.Registry
 	plugins    *plugins.Host // nil when no plugins are configured
-	policies   *policy.Manager
+	routeTable *policy.Table
 	gw         *gateway.Gateway
 	handler    http.Handler
 	metrics    *admin.Metrics
@@ -74,7 +74,7 @@ type Server struct {
 	adminLn  net.Listener
 	adminErr chan error
 
-	stopAdjust context.CancelFunc // stops the policies' adjust loop
+	stopAdjust context.CancelFunc // stops the route table's adjust loop
 	adjustDone chan struct{}
 
 	shutdownOnce sync.Once
@@ -380,8 +380,8 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	if s.plugins != nil {
 		popts = append(popts, policy.WithPlugins(s.plugins, plugins.Fallback))
 	}
-	s.policies = policy.New(s.registry, s.producers, s.consumers, policySettings(s.cfg), popts...)
-	if err := s.policies.Apply(ctx, s.cfg.Routes); err != nil {
+	s.routeTable = policy.New(s.registry, s.producers, s.consumers, policySettings(s.cfg), popts...)
+	if err := s.routeTable.Apply(ctx, s.cfg.Routes); err != nil {
 		return err // it names the route ("routes[0] (name).strategy: …")
 	}
 	s.mu.Lock()
@@ -403,12 +403,12 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	s.stopAdjust, s.adjustDone = stop, make(chan struct{})
 	go func() {
 		defer close(s.adjustDone)
-		s.policies.Run(actx)
+		s.routeTable.Run(actx)
 	}()
 	if s.embedded != nil {
 		opts = append(opts, gateway.WithTopicInspector(embeddedInspector{s.embedded}))
 	}
-	s.gw = gateway.New(s.client, s.policies, gateway.Config{CreateTimeout: s.cfg.Broker.OperationTimeout, MaxTopicsPerSession: s.cfg.WebSocket.MaxTopicsPerSession}, opts...)
+	s.gw = gateway.New(s.client, s.routeTable, gateway.Config{CreateTimeout: s.cfg.Broker.OperationTimeout, MaxTopicsPerSession: s.cfg.WebSocket.MaxTopicsPerSession}, opts...)
 	s.guard.onRefused = s.gw.Refused // the guard's refusals are logged and counted as the gateway's
 	s.admin = admin.New(s, s.metrics, admin.Config{Version: s.version, Pprof: s.cfg.AdminPprof}, s.log.With("component", "admin"))
 	s.handler = s.newHandler()
@@ -444,7 +444,7 @@ func (s *Server) Reload(ctx context.Context, next *config.Config) error {
 	if keys := config.StaticChanges(s.cfg, next); len(keys) > 0 {
 		s.log.Warn("configuration changes that need a restart were not applied", "keys", keys)
 	}
-	if err := s.policies.Apply(ctx, next.Routes); err != nil {
+	if err := s.routeTable.Apply(ctx, next.Routes); err != nil {
 		return fmt.Errorf("reloading routes: %w", err)
 	}
 	s.mu.Lock()
@@ -475,8 +475,8 @@ func (s *Server) WatchConfig(ctx context.Context, opts config.LoadOptions, inter
 	})
 }
 
-// Policies is the live route table.
-func (s *Server) Policies() *policy.Manager { return s.policies }
+// RouteTable is the live route table.
+func (s *Server) RouteTable() *policy.Table { return s.routeTable }
 
 // policyOptions are the strategies keys (zero keeps the route table's defaults, which equal
 // the keys' defaults).
@@ -704,8 +704,8 @@ func (s *Server) closeBackends(late bool) {
 		}
 		cancel()
 	}
-	if s.policies != nil {
-		s.policies.Close()
+	if s.routeTable != nil {
+		s.routeTable.Close()
 	}
 	if s.plugins != nil {
 		if err := s.plugins.Close(); err != nil {

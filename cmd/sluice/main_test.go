@@ -19,7 +19,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/sluicehq/sluice/core/certs/certtest"
+	"github.com/sluicehq/sluice/core/frontdoor/certs/certtest"
 	"github.com/sluicehq/sluice/sdk/plugin"
 	"github.com/sluicehq/sluice/sdk/strategy"
 	"github.com/sluicehq/sluice/strategies"

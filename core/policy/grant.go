@@ -87,7 +87,7 @@ func (s Settings) location() *time.Location {
 // Producer decides a producer session's grant: its route (by the topics it accesses), the
 // strategy's decision under the route's client-parameter policy, its gate and every limit.
 // An error is a *wsapi.Error with the HTTP status that refuses the handshake.
-func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.ProducerParams) (session.ProducerGrant, error) {
+func (m *Table) Producer(ctx context.Context, h session.Handshake, p wsapi.ProducerParams) (session.ProducerGrant, error) {
 	r, err := m.match(h)
 	if err != nil {
 		return session.ProducerGrant{}, err
@@ -171,7 +171,7 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 }
 
 // Consumer decides a consumer session's grant.
-func (m *Manager) Consumer(ctx context.Context, h session.Handshake, p wsapi.ConsumerParams) (session.ConsumerGrant, error) {
+func (m *Table) Consumer(ctx context.Context, h session.Handshake, p wsapi.ConsumerParams) (session.ConsumerGrant, error) {
 	var deadLetters int64
 	if p.MaxRedeliverCount > 0 {
 		deadLetters = session.DeadLetterCost // the library's dead-letter producer
@@ -187,14 +187,14 @@ func (m *Manager) Consumer(ctx context.Context, h session.Handshake, p wsapi.Con
 }
 
 // Reader decides a reader session's grant.
-func (m *Manager) Reader(ctx context.Context, h session.Handshake, p wsapi.ReaderParams) (session.ConsumerGrant, error) {
+func (m *Table) Reader(ctx context.Context, h session.Handshake, p wsapi.ReaderParams) (session.ConsumerGrant, error) {
 	return m.delivery(ctx, h, p.RequestedReceiverQueueSize, p.ReceiverQueueSize, false, 0)
 }
 
 // delivery decides what consumer and reader grants share. requested is the client's
 // receiverQueueSize (nil: none) and applied Pulsar's value after its cap of 1000; extra is
 // what the session costs besides its consumers.
-func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *int, applied int, pullMode bool, extra int64) (session.ConsumerGrant, error) {
+func (m *Table) delivery(ctx context.Context, h session.Handshake, requested *int, applied int, pullMode bool, extra int64) (session.ConsumerGrant, error) {
 	r, err := m.match(h)
 	if err != nil {
 		return session.ConsumerGrant{}, err
@@ -325,7 +325,7 @@ func denial(d *strategy.Denial) error {
 
 // holdSession charges a new session's own memory to the session pool, under the fair-share
 // rule for its client address (remote). The error refuses the handshake.
-func (m *Manager) holdSession(remote string, cost int64) (*sessionCharge, error) {
+func (m *Table) holdSession(remote string, cost int64) (*sessionCharge, error) {
 	if m.shares == nil {
 		return nil, nil
 	}
@@ -342,7 +342,7 @@ func memoryFull(err error) error {
 // decisionError refuses a session whose strategy (and fallback) failed to decide. The client
 // learns only that the route's strategy is unavailable; the error, which may carry a plugin's
 // internals, goes to the log.
-func (m *Manager) decisionError(r *Route, err error) error {
+func (m *Table) decisionError(r *Route, err error) error {
 	m.log.Warn("strategy decision failed", "route", r.cfg.Name, "err", err)
 	return &wsapi.Error{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("route %s: strategy unavailable", r.cfg.Name)}
 }

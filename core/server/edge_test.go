@@ -22,9 +22,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/sluicehq/sluice/core/certs/certtest"
 	"github.com/sluicehq/sluice/core/config"
-	"github.com/sluicehq/sluice/core/connlimit"
+	"github.com/sluicehq/sluice/core/frontdoor/certs/certtest"
+	"github.com/sluicehq/sluice/core/frontdoor/connlimit"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
 	"github.com/sluicehq/sluice/sdk/strategy"

@@ -14,7 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 	proxyproto "github.com/pires/go-proxyproto"
 
-	"github.com/sluicehq/sluice/core/certs/certtest"
+	"github.com/sluicehq/sluice/core/frontdoor/certs/certtest"
 )
 
 // silent opens a TCP connection to addr that sends nothing (or only what first writes).

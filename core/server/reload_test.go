@@ -14,7 +14,7 @@ import (
 
 func routeNames(srv *server.Server) []string {
 	var names []string
-	for _, r := range srv.Policies().Routes() {
+	for _, r := range srv.RouteTable().Routes() {
 		names = append(names, r.Name())
 	}
 	return names

@@ -17,7 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 	proxyproto "github.com/pires/go-proxyproto"
 
-	"github.com/sluicehq/sluice/core/certs/certtest"
+	"github.com/sluicehq/sluice/core/frontdoor/certs/certtest"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
 )

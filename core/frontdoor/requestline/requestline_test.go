@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core/certs/certtest"
+	"github.com/sluicehq/sluice/core/frontdoor/certs/certtest"
 )
 
 func TestProblem(t *testing.T) {

@@ -119,10 +119,7 @@ func (m *Table) adjust(ctx context.Context, r *Route) time.Duration {
 		for g, own := range r.pressure.gates {
 			if !own {
 				cfg := g.Config()
-				cfg.MaxMessages = n
-				if n == 0 {
-					cfg.MaxMessages = session.DefaultMaxInflight
-				}
+				cfg.MaxMessages = pendingBound(n)
 				_ = g.SetLimits(cfg)
 			}
 		}

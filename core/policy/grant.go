@@ -125,11 +125,7 @@ func (m *Table) Producer(ctx context.Context, h session.Handshake, p wsapi.Produ
 		maxMsgs = r.pressure.maxPending // set by an adaptive strategy, or 0
 		r.pressure.mu.Unlock()
 	}
-	if maxMsgs <= 0 {
-		maxMsgs = session.DefaultMaxInflight
-	}
-	// The bound also sizes the broker client's queue for the session: cap it.
-	maxMsgs = min(maxMsgs, MaxSessionPending)
+	maxMsgs = pendingBound(maxMsgs)
 	gate, err := r.prod.Gate(admission.GateConfig{MaxMessages: maxMsgs, MaxBytes: max(dec.MaxPendingBytes, 0)})
 	if err != nil {
 		return session.ProducerGrant{}, m.decisionError(r, err)
@@ -311,6 +307,16 @@ func clientValue(r *Route, name string, given *int, maxDefault int) (strategy.Cl
 		cv.Value = min(*given, maxDefault)
 	}
 	return cv, nil
+}
+
+// pendingBound is a producer session's message bound from what its strategy (or the route's
+// adaptive strategy) set, 0 for none: the default when none, capped because the bound also
+// sizes the broker client's queue for the session.
+func pendingBound(n int) int {
+	if n <= 0 {
+		n = strategy.DefaultMaxPendingMessages
+	}
+	return min(n, MaxSessionPending)
 }
 
 func denial(d *strategy.Denial) error {

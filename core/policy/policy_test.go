@@ -79,7 +79,7 @@ func TestRoutesMatchInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pol.Route != "v2" || pol.MaxInflight != strategies.DefaultMaxPendingMessages || pol.OnFull != strategy.Reject {
+	if pol.Route != "v2" || pol.MaxInflight != strategy.DefaultMaxPendingMessages || pol.OnFull != strategy.Reject {
 		t.Errorf("v2 policy %+v", pol)
 	}
 	pol.Release()

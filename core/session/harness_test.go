@@ -143,7 +143,7 @@ func conn() session.ConnConfig {
 // producerGrant is a grant under on_full reject with the gate cfg on the producer pool,
 // every other setting as the route table's defaults.
 func (h *harness) producerGrant(cfg admission.GateConfig) session.ProducerGrant {
-	inflight := session.DefaultMaxInflight
+	inflight := strategy.DefaultMaxPendingMessages
 	if cfg.MaxMessages > 0 {
 		inflight = cfg.MaxMessages
 	}

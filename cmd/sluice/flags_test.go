@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testplugin"
 )
 
 // refusesAlike runs validate and serve with the same arguments and fails unless both refuse
@@ -134,7 +136,7 @@ func TestConfigShowsFlags(t *testing.T) {
 func TestStrategyCreateFailure(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "off")
 	dir := t.TempDir()
-	plugin := pluginScript(t, dir, "builtins.sh")
+	plugin := testplugin.Script(t, dir, "builtins.sh")
 	const head = "listen: 127.0.0.1:0\nadmin_listen: \"off\"\n"
 	const first = "  - { name: first, match: /ws/v2/producer/**, strategy: { name: count } }\n"
 	tests := map[string]struct {

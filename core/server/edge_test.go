@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/core/connlimit"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
+	"github.com/sluicehq/sluice/internal/testkit"
 	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
@@ -402,14 +403,14 @@ type observedEdge struct {
 	srv  *server.Server
 	base string // ws://host:port
 	rec  *recorder
-	log  *syncBuffer
+	log  *testkit.SyncBuffer
 }
 
 // startObserved runs such an edge from yaml: on its own listener when listen is set (for
 // the PROXY protocol), else on an httptest server.
 func startObserved(t *testing.T, yaml string, listen bool) *observedEdge {
 	t.Helper()
-	e := &observedEdge{rec: &recorder{}, log: &syncBuffer{}}
+	e := &observedEdge{rec: &recorder{}, log: &testkit.SyncBuffer{}}
 	reg := strategy.NewRegistry()
 	if err := reg.Register("recorder", func(context.Context, map[string]any) (strategy.Strategy, error) { return e.rec, nil }); err != nil {
 		t.Fatal(err)

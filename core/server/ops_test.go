@@ -26,6 +26,8 @@ import (
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
+	"github.com/sluicehq/sluice/internal/testkit"
+	"github.com/sluicehq/sluice/internal/testplugin"
 )
 
 // scrape reads /metrics from the admin handler.
@@ -170,7 +172,7 @@ routes:
   - name: all
     match: /ws/**
     strategy: { name: bytes }
-`, pluginScript(t)))
+`, testplugin.Script(t, t.TempDir(), "plugin.sh")))
 	ah := srv.AdminHandler()
 	faults := srv.Embedded().Faults()
 
@@ -496,7 +498,7 @@ func failing(rd admin.Readiness) string {
 // figures; nothing is logged per message; every line is flat JSON with each key once.
 func TestSessionLogLines(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg := config.Defaults()
 	cfg.AdminListen = config.AdminListenOff

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -17,27 +16,11 @@ import (
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
+	"github.com/sluicehq/sluice/internal/testkit"
+	"github.com/sluicehq/sluice/internal/testplugin"
 	"github.com/sluicehq/sluice/sdk/strategy"
 	"github.com/sluicehq/sluice/strategies"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestWatchConfigReports: a reload that changes only static keys says they need a restart,
 // and fixing a broken file is logged even when the routes it holds are those in force.
@@ -62,7 +45,7 @@ func TestWatchConfigReports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	srv, err := server.New(cfg, server.WithRegistry(edgetest.Builtins(t)), server.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +153,7 @@ func TestDecisionTimeoutSetting(t *testing.T) {
 func TestPluginHostSettings(t *testing.T) {
 	t.Parallel()
 	cfg := config.Defaults()
-	cfg.Plugins = []config.Plugin{{Name: "p", Path: pluginScript(t)}}
+	cfg.Plugins = []config.Plugin{{Name: "p", Path: testplugin.Script(t, t.TempDir(), "plugin.sh")}}
 	cfg.PluginHost.StartTimeout = time.Nanosecond
 	if h, err := server.StartPlugins(context.Background(), cfg, nil); err == nil {
 		_ = h.Close()

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
@@ -41,7 +42,7 @@ func TestGroupedAcksLeaveWhileOpen(t *testing.T) {
 				}
 			}
 		}
-		eventually(t, 5*time.Second, fmt.Sprintf("the backlog acknowledged (cumulative %v)", cumulative), func() bool {
+		testkit.WaitFor(t, 5*time.Second, fmt.Sprintf("the backlog acknowledged (cumulative %v)", cumulative), func() bool {
 			n, err := b.Backlog(topic, "s")
 			return err == nil && n == 0
 		})
@@ -54,7 +55,7 @@ func TestGroupedAcksLeaveWhileOpen(t *testing.T) {
 		if err := cons.Ack(m); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 5*time.Second, "the later message acknowledged", func() bool {
+		testkit.WaitFor(t, 5*time.Second, "the later message acknowledged", func() bool {
 			n, err := b.Backlog(topic, "s")
 			return err == nil && n == 0
 		})

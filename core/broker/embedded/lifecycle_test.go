@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
@@ -117,7 +118,7 @@ func TestKeepAliveWithRealClient(t *testing.T) {
 	}
 	p.Close()
 	c.Close()
-	eventually(t, 5*time.Second, "no open connections", func() bool { return b.Stats().ConnectionsOpen == 0 })
+	testkit.WaitFor(t, 5*time.Second, "no open connections", func() bool { return b.Stats().ConnectionsOpen == 0 })
 }
 
 func TestReaderSeek(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
@@ -133,7 +134,7 @@ func TestPartitionedRoundTrip(t *testing.T) {
 	if subs := b.Subscriptions(topic); len(subs) != 1 {
 		t.Fatalf("subscriptions: %v", subs)
 	}
-	eventually(t, 5*time.Second, "backlog 0", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "backlog 0", func() bool {
 		n, err := b.Backlog(topic, "s")
 		return err == nil && n == 0
 	})

@@ -1,6 +1,6 @@
 // Package edgetest is the engine's test support, shared by the tests of every core package:
 // an edge with its embedded broker served on a loopback httptest server, WebSocket dials,
-// polling with a deadline and close codes. Nothing outside tests imports it.
+// polling with a deadline (testkit's) and close codes. Nothing outside tests imports it.
 package edgetest
 
 import (
@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/server"
+	"github.com/sluicehq/sluice/internal/testkit"
 	"github.com/sluicehq/sluice/sdk/strategy"
 	"github.com/sluicehq/sluice/strategies"
 )
@@ -103,18 +104,9 @@ func DialSmallBuffer(t testing.TB, url string) *websocket.Conn {
 	return c
 }
 
-// WaitFor polls f every 20 ms until it reports true, failing the test with what after
-// timeout.
-func WaitFor(t testing.TB, timeout time.Duration, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// WaitFor polls cond until it reports true, failing the test with what after timeout: the
+// module's one polling helper, testkit.WaitFor, here beside the edge that tests wait on.
+var WaitFor = testkit.WaitFor
 
 // CloseCode is the close code of the close frame behind a read error, or -1 when there was
 // none.

@@ -113,16 +113,16 @@ func TestOriginPolicy(t *testing.T) {
 // and a slot is held for exactly a session's life.
 func TestConnectionLimits(t *testing.T) {
 	t.Parallel()
-	secret := secretFile(t)
+	tokens := edgetest.NewTokenAuth(t)
 	srv, base := edgetest.Start(t, fmt.Sprintf(`
 admin_listen: "off"
 auth: { token: { secret_key_file: %s } }
 limits: { max_connections: 4, max_connections_per_address: 3, max_connections_per_role: 2 }
 trusted_proxies: { networks: [127.0.0.1/32] }
-`, secret))
+`, tokens.SecretFile))
 	d := websocket.DefaultDialer
 	as := func(role, client string) http.Header {
-		return http.Header{"Authorization": {"Bearer " + signedToken(t, role)}, "X-Forwarded-For": {client}}
+		return http.Header{"Authorization": {"Bearer " + tokens.Token(t, role)}, "X-Forwarded-For": {client}}
 	}
 	var open []*websocket.Conn
 	connect := func(role, client string) (int, string) {
@@ -307,6 +307,7 @@ func TestProxyProtocolAddresses(t *testing.T) {
 // is the role (cert first, as Pulsar; X-Pulsar-Auth-Method-Name picks the token).
 func TestTLSListener(t *testing.T) {
 	t.Parallel()
+	tokens := edgetest.NewTokenAuth(t)
 	dir := t.TempDir()
 	ca := certtest.NewCA(t, "test-ca")
 	certFile, keyFile := ca.Server(t, "edge-1").Write(t, dir, "server")
@@ -322,14 +323,14 @@ authorization:
   permissions:
     - { role: alice, resource: public/default/alice-*, actions: [produce] }
     - { role: bob, resource: public/default/bob-*, actions: [produce] }
-`, certFile, keyFile, caFile, secretFile(t)))
+`, certFile, keyFile, caFile, tokens.SecretFile))
 	roots := ca.Pool()
 	alice := ca.Client(t, pkix.Name{CommonName: "alice", Organization: []string{"x"}})
 	dialer := func(certs ...tls.Certificate) *websocket.Dialer {
 		return &websocket.Dialer{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: certs}, HandshakeTimeout: 5 * time.Second}
 	}
 	wss := "wss://" + addr + producerPath
-	bob := http.Header{"Authorization": {"Bearer " + signedToken(t, "bob")}}
+	bob := http.Header{"Authorization": {"Bearer " + tokens.Token(t, "bob")}}
 	for name, tc := range map[string]struct {
 		d      *websocket.Dialer
 		topic  string

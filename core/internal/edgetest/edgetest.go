@@ -1,11 +1,12 @@
 // Package edgetest is the engine's test support, shared by the tests of every core package:
 // an edge with its embedded broker served on a loopback httptest server, WebSocket dials,
-// polling with a deadline (testkit's) and close codes. Nothing outside tests imports it.
+// polling with a deadline (testkit's), close codes and token authentication. Nothing outside tests imports it.
 package edgetest
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/gorilla/websocket"
 
 	"github.com/sluicehq/sluice/core/config"
@@ -127,4 +129,40 @@ func Builtins(t testing.TB) *strategy.Registry {
 		t.Fatal(err)
 	}
 	return reg
+}
+
+// TokenAuth is token authentication for a test edge: an HS256 secret in a file, the
+// configuration that makes the edge verify tokens with it, and tokens signed with it.
+type TokenAuth struct {
+	// SecretFile is the secret's path, for auth.token.secret_key_file.
+	SecretFile string
+}
+
+// tokenSecret is the HMAC secret every TokenAuth signs with.
+var tokenSecret = []byte("a-test-secret-long-enough-for-hs256")
+
+// NewTokenAuth writes the secret to a file in a temporary directory of t.
+func NewTokenAuth(t testing.TB) TokenAuth {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(f, tokenSecret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return TokenAuth{SecretFile: f}
+}
+
+// YAML is the auth block that turns token authentication on; more auth settings may follow
+// it, indented by two spaces.
+func (a TokenAuth) YAML() string {
+	return fmt.Sprintf("auth:\n  token: { secret_key_file: %s }\n", a.SecretFile)
+}
+
+// Token is a token for the role sub, signed with the secret.
+func (a TokenAuth) Token(t testing.TB, sub string) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub}).SignedString(tokenSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

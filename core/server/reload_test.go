@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
+	"github.com/sluicehq/sluice/internal/testkit"
 )
 
 func routeNames(srv *server.Server) []string {
@@ -42,7 +45,9 @@ func TestWatchConfigReloadsRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(cfg, server.WithRegistry(edgetest.Builtins(t)))
+	var logs testkit.SyncBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	srv, err := server.New(cfg, server.WithRegistry(edgetest.Builtins(t)), server.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,14 +76,29 @@ func TestWatchConfigReloadsRoutes(t *testing.T) {
 		n := routeNames(srv)
 		return len(n) == 2 && n[0] == "second"
 	})
+	// A bad file is seen and refused (the watcher logs the refusal), and the routes stay: a
+	// watcher that had stopped would never log it.
+	const refused = `"msg":"configuration reload failed`
+	refusals := func() int { return strings.Count(logs.String(), refused) }
 	write("admin_listen: \"off\"\nroutes:\n  - { name: broken, match: /ws/**, strategy: { name: nosuch } }\n")
-	time.Sleep(300 * time.Millisecond)
+	edgetest.WaitFor(t, 10*time.Second, "the file with an unknown strategy refused", func() bool {
+		return refusals() >= 1
+	})
 	if n := routeNames(srv); len(n) != 2 || n[0] != "second" {
 		t.Errorf("routes after a bad file: %v, want the previous ones", n)
 	}
+	before := refusals()
 	write("admin_listen: \"off\"\nroutes:\n  - { name: third, match: /ws/**, strategy: { name: bytes }, hihg_watermark: 1 }\n")
-	time.Sleep(300 * time.Millisecond)
-	if n := routeNames(srv); n[0] != "second" {
+	edgetest.WaitFor(t, 10*time.Second, "the file with an unknown key refused", func() bool {
+		return refusals() > before
+	})
+	if n := routeNames(srv); len(n) != 2 || n[0] != "second" {
 		t.Errorf("routes after a file with an unknown key: %v, want the previous ones", n)
 	}
+	// And the watcher is still alive: a good file after the bad ones is picked up.
+	write("admin_listen: \"off\"\nroutes:\n  - { name: fourth, match: /ws/**, strategy: { name: bytes } }\n")
+	edgetest.WaitFor(t, 10*time.Second, "routes reloaded after the bad files", func() bool {
+		n := routeNames(srv)
+		return len(n) == 1 && n[0] == "fourth"
+	})
 }

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -30,36 +29,6 @@ import (
 	"github.com/sluicehq/sluice/internal/testkit"
 	"github.com/sluicehq/sluice/sdk/strategy"
 )
-
-// startListening runs an edge from yaml on its own loopback listener (listen and TLS as
-// configured), for what only the real listener does: TLS, the PROXY protocol, header limits.
-func startListening(t *testing.T, yaml string, opts ...server.Option) (*server.Server, string) {
-	t.Helper()
-	ctx := context.Background()
-	path := t.TempDir() + "/sluice.yaml"
-	if err := os.WriteFile(path, []byte("listen: \"127.0.0.1:0\"\n"+yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(ctx, config.LoadOptions{Files: []string{path}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(cfg, append([]server.Option{server.WithRegistry(edgetest.Builtins(t))}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	return srv, srv.Addr()
-}
 
 const producerPath = "/ws/v2/producer/persistent/public/default/"
 
@@ -228,7 +197,7 @@ func TestHandshakeRate(t *testing.T) {
 // that does not finish its headers within handshake_timeout is cut; both are counted.
 func TestHeaderLimits(t *testing.T) {
 	t.Parallel()
-	srv, addr := startListening(t, "admin_listen: \"off\"\nwebsocket: { max_header_bytes: 4KiB, handshake_timeout: 500ms }\n")
+	srv, addr := edgetest.Listen(t, "admin_listen: \"off\"\nwebsocket: { max_header_bytes: 4KiB, handshake_timeout: 500ms }\n")
 	h := http.Header{"X-Big": {strings.Repeat("b", 12<<10)}}
 	if status, _ := handshake(t, websocket.DefaultDialer, "ws://"+addr+producerPath+"hdr", h); status != 431 {
 		t.Errorf("12 KiB of headers: %d, want 431", status)
@@ -260,7 +229,7 @@ func TestHeaderLimits(t *testing.T) {
 // address in the header (v1 and v2); an untrusted peer's header is not read.
 func TestProxyProtocolAddresses(t *testing.T) {
 	t.Parallel()
-	srv, addr := startListening(t, "admin_listen: \"off\"\nlimits: { max_connections_per_address: 1 }\ntrusted_proxies: { networks: [127.0.0.1/32], proxy_protocol: true, header: none }\n")
+	srv, addr := edgetest.Listen(t, "admin_listen: \"off\"\nlimits: { max_connections_per_address: 1 }\ntrusted_proxies: { networks: [127.0.0.1/32], proxy_protocol: true, header: none }\n")
 	dialVia := func(version byte, src string) (int, string) {
 		t.Helper()
 		d := websocket.Dialer{NetDialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
@@ -313,7 +282,7 @@ func TestTLSListener(t *testing.T) {
 	certFile, keyFile := ca.Server(t, "edge-1").Write(t, dir, "server")
 	caFile := dir + "/ca.pem"
 	certtest.WriteFile(t, caFile, ca.PEM)
-	srv, addr := startListening(t, fmt.Sprintf(`
+	srv, addr := edgetest.Listen(t, fmt.Sprintf(`
 admin_listen: "127.0.0.1:0"
 tls: { cert_file: %[1]s, key_file: %[2]s, min_version: "1.3", client_ca_file: %[3]s }
 admin_tls: { cert_file: %[1]s, key_file: %[2]s }
@@ -423,7 +392,7 @@ func startObserved(t *testing.T, yaml string, listen bool) *observedEdge {
 	yaml = "admin_listen: \"off\"\nroutes: [{ name: all, match: /ws/**, strategy: { name: recorder } }]\n" + yaml
 	if listen {
 		var addr string
-		e.srv, addr = startListening(t, yaml, opts...)
+		e.srv, addr = edgetest.Listen(t, yaml, opts...)
 		e.base = "ws://" + addr
 		return e
 	}
@@ -636,7 +605,7 @@ func scrapeAdmin(t *testing.T, addr string) map[string]*dto.MetricFamily {
 // slot from its accept until it is cut, and adds one to sluice_connections_incomplete_total.
 func TestProtectionMetrics(t *testing.T) {
 	t.Parallel()
-	srv, addr := startListening(t, "admin_listen: \"127.0.0.1:0\"\nlimits: { max_connections: 2 }\nwebsocket: { handshake_timeout: 500ms }\n")
+	srv, addr := edgetest.Listen(t, "admin_listen: \"127.0.0.1:0\"\nlimits: { max_connections: 2 }\nwebsocket: { handshake_timeout: 500ms }\n")
 	admin := srv.AdminAddr()
 	const (
 		open       = "sluice_connections_open"
@@ -706,7 +675,7 @@ func TestProtectionMetrics(t *testing.T) {
 // by handshake_timeout; nothing is refused.
 func TestProtectionMetricsUnbounded(t *testing.T) {
 	t.Parallel()
-	srv, addr := startListening(t, "admin_listen: \"127.0.0.1:0\"\nlimits: { max_connections: 0 }\nwebsocket: { handshake_timeout: 500ms }\n")
+	srv, addr := edgetest.Listen(t, "admin_listen: \"127.0.0.1:0\"\nlimits: { max_connections: 0 }\nwebsocket: { handshake_timeout: 500ms }\n")
 	admin := srv.AdminAddr()
 	url := "ws://" + addr + producerPath + "unbounded"
 	var open []*websocket.Conn
@@ -754,7 +723,7 @@ func TestLargeFramesOverTLSAndLimits(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, addr := startListening(t, yaml)
+			_, addr := edgetest.Listen(t, yaml)
 			d, scheme := websocket.DefaultDialer, "ws://"
 			if name == "tls" {
 				d, scheme = &websocket.Dialer{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}, HandshakeTimeout: 5 * time.Second}, "wss://"

@@ -15,6 +15,7 @@ import (
 	proxyproto "github.com/pires/go-proxyproto"
 
 	"github.com/sluicehq/sluice/core/certs/certtest"
+	"github.com/sluicehq/sluice/core/internal/edgetest"
 )
 
 // silent opens a TCP connection to addr that sends nothing (or only what first writes).
@@ -59,7 +60,7 @@ func TestHalfOpenConnectionsCounted(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			srv, addr := startListening(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 2s }\n"+tc.yaml)
+			srv, addr := edgetest.Listen(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 2s }\n"+tc.yaml)
 			start := time.Now()
 			held := []net.Conn{silent(t, addr, nil), silent(t, addr, nil), silent(t, addr, nil)}
 			deadline := time.Now().Add(5 * time.Second)
@@ -158,7 +159,7 @@ func TestOneHandshakeDeadline(t *testing.T) {
 			if tc.tls {
 				yaml += fmt.Sprintf("tls: { cert_file: %s, key_file: %s }\n", certFile, keyFile)
 			}
-			_, addr := startListening(t, yaml)
+			_, addr := edgetest.Listen(t, yaml)
 			start := time.Now()
 			c := silent(t, addr, tc.first)
 			took, _ := closedWithin(t, c, start, 3*timeout)
@@ -184,7 +185,7 @@ func TestSessionOutlivesHandshakeDeadline(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, addr := startListening(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 500ms }\n"+yaml)
+			_, addr := edgetest.Listen(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 500ms }\n"+yaml)
 			d := websocket.Dialer{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}
 			scheme := "ws://"
 			if name == "TLS" {
@@ -206,7 +207,7 @@ func TestSessionOutlivesHandshakeDeadline(t *testing.T) {
 		})
 	}
 	// A kept-alive connection that is not upgraded lives at most the handshake deadline.
-	_, addr := startListening(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 500ms }\n")
+	_, addr := edgetest.Listen(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 500ms }\n")
 	c := silent(t, addr, func(c net.Conn) { fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") })
 	took, answer := closedWithin(t, c, time.Now(), 3*time.Second)
 	if !strings.Contains(answer, "200 OK") || took > time.Second {

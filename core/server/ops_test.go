@@ -789,7 +789,7 @@ func TestEmbeddedStoreMetrics(t *testing.T) {
 // whole request is counted as incomplete.
 func TestConnectionMetrics(t *testing.T) {
 	t.Parallel()
-	srv, addr := startListening(t, "admin_listen: \"off\"\nlimits: { max_connections: 2 }\n")
+	srv, addr := edgetest.Listen(t, "admin_listen: \"off\"\nlimits: { max_connections: 2 }\n")
 	ah := srv.AdminHandler()
 	url := "ws://" + addr + producerPath + "conns-" + strconv.FormatInt(time.Now().UnixNano(), 10)
 	if status, _ := handshake(t, websocket.DefaultDialer, url, http.Header{"Origin": {"https://evil.example"}}); status != http.StatusForbidden {

@@ -94,7 +94,7 @@ func checkRefusalLogged(t *testing.T, logs *testkit.SyncBuffer, remote string) {
 func TestMalformedRequestLine(t *testing.T) {
 	t.Parallel()
 	logs := &testkit.SyncBuffer{}
-	srv, addr := startListening(t, "admin_listen: \"off\"\n", withJSONLog(logs))
+	srv, addr := edgetest.Listen(t, "admin_listen: \"off\"\n", withJSONLog(logs))
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestMalformedRequestLineTLS(t *testing.T) {
 	caFile := dir + "/ca.pem"
 	certtest.WriteFile(t, caFile, ca.PEM)
 	logs := &testkit.SyncBuffer{}
-	_, addr := startListening(t, fmt.Sprintf(`
+	_, addr := edgetest.Listen(t, fmt.Sprintf(`
 admin_listen: "off"
 tls: { cert_file: %s, key_file: %s, client_ca_file: %s }
 auth: { client_certificates: true }
@@ -173,7 +173,7 @@ authorization:
 func TestMalformedRequestLineProxyProtocol(t *testing.T) {
 	t.Parallel()
 	logs := &testkit.SyncBuffer{}
-	_, addr := startListening(t, "admin_listen: \"off\"\ntrusted_proxies: { networks: [127.0.0.1/32], proxy_protocol: true, header: none }\n",
+	_, addr := edgetest.Listen(t, "admin_listen: \"off\"\ntrusted_proxies: { networks: [127.0.0.1/32], proxy_protocol: true, header: none }\n",
 		withJSONLog(logs))
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -202,7 +202,7 @@ func TestMalformedRequestLineProxyProtocol(t *testing.T) {
 func TestGuardRefusalsLogged(t *testing.T) {
 	t.Parallel()
 	logs := &testkit.SyncBuffer{}
-	srv, addr := startListening(t, "admin_listen: \"off\"\nlimits: { max_connections_per_address: 1, handshake_rate: 0.1, handshake_burst: 3 }\n", withJSONLog(logs))
+	srv, addr := edgetest.Listen(t, "admin_listen: \"off\"\nlimits: { max_connections_per_address: 1, handshake_rate: 0.1, handshake_burst: 3 }\n", withJSONLog(logs))
 	base := "ws://" + addr
 	// Each handshake takes a rate token: a burst of 3, then 429.
 	if status, _ := handshake(t, websocket.DefaultDialer, base+producerPath+"guard-3", http.Header{"Origin": {"https://evil.example"}}); status != 403 {

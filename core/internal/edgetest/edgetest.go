@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +32,67 @@ import (
 // ends.
 func Start(t testing.TB, yaml string) (*server.Server, string) {
 	t.Helper()
+	return StartWith(t, load(t, yaml))
+}
+
+// StartWith runs an edge from cfg, as Start does.
+func StartWith(t testing.TB, cfg *config.Config, opts ...server.Option) (*server.Server, string) {
+	t.Helper()
+	srv := run(t, cfg, false, opts)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close) // before the edge's shutdown: cleanups run last first
+	return srv, "ws" + strings.TrimPrefix(hs.URL, "http")
+}
+
+// Listen runs an edge from yaml on its own loopback listener (listen and TLS as configured),
+// for what only the real listener does: TLS, the PROXY protocol, header limits, connection
+// limits at accept. It returns the server and its address, host:port.
+func Listen(t testing.TB, yaml string, opts ...server.Option) (*server.Server, string) {
+	t.Helper()
+	srv := run(t, load(t, "listen: \"127.0.0.1:0\"\n"+yaml), true, opts)
+	return srv, srv.Addr()
+}
+
+// Watched runs an edge, without serving it, from a configuration file it writes from yaml, and
+// watches the file (every 20 ms) as `sluice serve -c` does. write replaces the file in one
+// step (written aside and renamed), so that the watcher never reads half of it.
+func Watched(t testing.TB, yaml string, opts ...server.Option) (srv *server.Server, write func(yaml string)) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	write = func(yaml string) {
+		t.Helper()
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(yaml)
+	files := config.LoadOptions{Files: []string{path}}
+	cfg, err := config.Load(context.Background(), files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv = run(t, cfg, false, opts)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := srv.WatchConfig(ctx, files, 20*time.Millisecond); err != nil {
+			t.Errorf("watch: %v", err)
+		}
+	})
+	t.Cleanup(func() { // before the edge's shutdown
+		stop()
+		wg.Wait()
+	})
+	return srv, write
+}
+
+// load loads yaml from a file, as `sluice serve -c` would.
+func load(t testing.TB, yaml string) *config.Config {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -39,29 +101,28 @@ func Start(t testing.TB, yaml string) (*server.Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return StartWith(t, cfg)
+	return cfg
 }
 
-// StartWith runs an edge from cfg, as Start does.
-func StartWith(t testing.TB, cfg *config.Config, opts ...server.Option) (*server.Server, string) {
+// run starts an edge from cfg with the builtin strategies (an option in opts may replace
+// them) and shuts it down when the test ends.
+func run(t testing.TB, cfg *config.Config, listen bool, opts []server.Option) *server.Server {
 	t.Helper()
 	srv, err := server.New(cfg, append([]server.Option{server.WithRegistry(Builtins(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Start(context.Background(), false); err != nil {
+	if err := srv.Start(context.Background(), listen); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
-		hs.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
 	})
-	return srv, "ws" + strings.TrimPrefix(hs.URL, "http")
+	return srv
 }
 
 // Dial opens a WebSocket, failing the test unless the upgrade succeeds; it is closed when

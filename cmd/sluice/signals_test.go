@@ -374,7 +374,8 @@ func TestSIGHUPReloads(t *testing.T) {
 		}
 		return reloads{strings.Join(names, ","), st.Config.Reloads, st.Config.ReloadFailures}
 	}
-	// Let the file watcher take its first look, so that what follows is SIGHUP's doing.
+	// Time passes deliberately: the file watcher takes its first look (nothing shows it), so
+	// that what follows is SIGHUP's doing.
 	time.Sleep(300 * time.Millisecond)
 	loadedAtStart := lastReloadSuccess(t, p.admin)
 	write("  - { name: second, match: /ws/**, strategy: { name: count } }\nlog: { level: debug }\n")

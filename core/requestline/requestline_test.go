@@ -273,12 +273,7 @@ func TestListenerTLS(t *testing.T) {
 		return strings.Contains(log, "http: TLS handshake error from 127.0.0.1:") &&
 			strings.Contains(log, "client sent an HTTP request to an HTTPS server")
 	}
-	for deadline := time.Now().Add(5 * time.Second); !logged() && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !logged() {
-		t.Errorf("log %q, want the handshake error", rec.log.String())
-	}
+	testkit.WaitFor(t, 5*time.Second, "the handshake error logged", logged)
 }
 
 // chunkConn is a connection whose reads return data in pieces of the given sizes and whose

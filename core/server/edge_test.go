@@ -183,7 +183,7 @@ func TestHandshakeRate(t *testing.T) {
 		t.Errorf("another address was refused: %d", status)
 	}
 	// One token every 2 s: slow enough that a loaded machine's handshakes above cannot earn
-	// one back before the fourth, and this wait earns exactly one.
+	// one back before the fourth, and this wait (time passing, deliberately) earns exactly one.
 	time.Sleep(2100 * time.Millisecond)
 	if status, body := handshake(t, websocket.DefaultDialer, base+producerPath+"rate", from("198.51.100.7")); status != 101 {
 		t.Errorf("after the bucket refilled: %d %q", status, body)
@@ -361,6 +361,8 @@ authorization:
 	}
 	// A half-rotated pair (a key that does not match) keeps the renewed certificate.
 	certtest.WriteFile(t, keyFile, ca.Server(t, "edge-3").KeyPEM)
+	// Time passes deliberately, over the reloader's look at the files: the mismatched key must
+	// NOT be taken within it.
 	time.Sleep(1200 * time.Millisecond)
 	if got := serial(); got != renewed.SerialNumber.String() {
 		t.Errorf("a mismatched key replaced the certificate in service: serial %s", got)

@@ -63,13 +63,7 @@ func TestHalfOpenConnectionsCounted(t *testing.T) {
 			srv, addr := edgetest.Listen(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 2s }\n"+tc.yaml)
 			start := time.Now()
 			held := []net.Conn{silent(t, addr, nil), silent(t, addr, nil), silent(t, addr, nil)}
-			deadline := time.Now().Add(5 * time.Second)
-			for srv.EdgeStats().Connections.Open != 3 && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if open := srv.EdgeStats().Connections.Open; open != 3 {
-				t.Fatalf("%d connections counted with 3 silent ones open, want 3", open)
-			}
+			edgetest.WaitFor(t, 5*time.Second, "the 3 silent connections counted", func() bool { return srv.EdgeStats().Connections.Open == 3 })
 			// The fourth is answered and closed at once, well before the handshake deadline.
 			fourth := silent(t, addr, nil)
 			took, answer := closedWithin(t, fourth, time.Now(), time.Second)
@@ -95,13 +89,7 @@ func TestHalfOpenConnectionsCounted(t *testing.T) {
 					t.Errorf("a silent connection was closed after %s, before the 2s deadline", took)
 				}
 			}
-			deadline = time.Now().Add(5 * time.Second)
-			for srv.EdgeStats().Connections.Open != 0 && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if open := srv.EdgeStats().Connections.Open; open != 0 {
-				t.Errorf("%d connections counted once the silent ones were closed", open)
-			}
+			edgetest.WaitFor(t, 5*time.Second, "no connection counted once the silent ones were closed", func() bool { return srv.EdgeStats().Connections.Open == 0 })
 		})
 	}
 }
@@ -134,7 +122,7 @@ func TestOneHandshakeDeadline(t *testing.T) {
 		if err := tc.Handshake(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // a slow client: time passes between its steps
 		slowHeaders(tc)
 	}
 	for name, tc := range map[string]struct {
@@ -145,7 +133,7 @@ func TestOneHandshakeDeadline(t *testing.T) {
 		"silent, PROXY protocol on":    {true, false, nil},
 		"PROXY header, then silence":   {true, false, proxyHeader},
 		"half the headers":             {false, false, slowHeaders},
-		"PROXY header, half the rest":  {true, false, func(c net.Conn) { proxyHeader(c); time.Sleep(300 * time.Millisecond); slowHeaders(c) }},
+		"PROXY header, half the rest":  {true, false, func(c net.Conn) { proxyHeader(c); time.Sleep(300 * time.Millisecond); slowHeaders(c) }}, // slowly
 		"silent, TLS":                  {false, true, nil},
 		"TLS, then half the headers":   {false, true, tlsThenHeaders},
 		"PROXY header, TLS, then half": {true, true, func(c net.Conn) { proxyHeader(c); tlsThenHeaders(c) }},
@@ -196,7 +184,7 @@ func TestSessionOutlivesHandshakeDeadline(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			time.Sleep(1500 * time.Millisecond) // three handshake deadlines
+			time.Sleep(1500 * time.Millisecond) // deliberately three handshake deadlines: the session must outlive them
 			if err := c.WriteMessage(websocket.TextMessage, []byte(`{"payload":"aGk="}`)); err != nil {
 				t.Fatal(err)
 			}

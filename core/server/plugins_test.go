@@ -87,18 +87,20 @@ routes:
 	// after the kill may still reach the dying plugin; it must not hang past the decision
 	// timeout, and the fallback must take over within a bounded time.
 	var fallbackAfter time.Duration
-	for attempt := 0; ; attempt++ {
+	attempt := 0
+	edgetest.WaitFor(t, 10*time.Second, "the fallback deciding a handshake after the kill", func() bool {
+		attempt++
 		c, resp, err := websocket.DefaultDialer.Dial(url+"?producerName=b"+strconv.Itoa(attempt), nil)
 		if err == nil {
 			c.Close()
 			fallbackAfter = time.Since(killed)
-			break
+			return true
 		}
 		if resp == nil || resp.StatusCode != 503 || time.Since(killed) > 5*time.Second {
 			t.Fatalf("handshake after the kill: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
 	t.Logf("fallback decided a handshake %s after the kill", fallbackAfter)
 	r, _, fallbackAcks := rejectedOf(t, url+"?producerName=c", 8)
 	if r != 0 {

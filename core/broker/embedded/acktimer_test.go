@@ -46,7 +46,8 @@ func TestGroupedAcksLeaveWhileOpen(t *testing.T) {
 			n, err := b.Backlog(topic, "s")
 			return err == nil && n == 0
 		})
-		// And again after an idle spell: the timer is armed anew by the next ack.
+		// And again after an idle spell (time passes deliberately, longer than the ack
+		// timer's interval, with nothing to ack): the timer is armed anew by the next ack.
 		time.Sleep(300 * time.Millisecond)
 		if _, err := p.Send(ctxT(t, 5*time.Second), &pulsar.ProducerMessage{Payload: []byte("later")}); err != nil {
 			t.Fatal(err)

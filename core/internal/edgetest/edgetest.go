@@ -1,6 +1,8 @@
-// Package edgetest is the engine's test support, shared by the tests of every core package:
-// an edge with its embedded broker served on a loopback httptest server, WebSocket dials,
-// polling with a deadline (testkit's), close codes and token authentication. Nothing outside tests imports it.
+// Package edgetest is the engine's test support, shared by the tests of every core package
+// above core/server: an edge with its embedded broker served on a loopback httptest server (or
+// on its own listener, or watching its configuration file), WebSocket dials, polling with a
+// deadline (internal/testkit's, which the packages below core/server use directly), close
+// codes and token authentication. Nothing outside tests imports it.
 package edgetest
 
 import (

@@ -386,7 +386,7 @@ routes:
 	addrs := waitLine(t, sout, regexp.MustCompile(`Sluice is listening on (\S+) `), regexp.MustCompile(`Admin: https?://(\S+)/ `))
 	edge, adminAddr := addrs[0], addrs[1]
 	base := "ws://" + edge
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // deliberately: the process settles before its baseline RSS
 	rss0 := rssKiB(t, serve.cmd.Process.Pid)
 
 	// 10,000 idle producer connections.
@@ -431,7 +431,7 @@ routes:
 			}
 		}
 	}()
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // deliberately: the process settles with the idle connections open
 	rss1 := rssKiB(t, serve.cmd.Process.Pid)
 	stats := adminJSON(t, adminAddr, "/stats")
 	sessUsed := stats["session_pool"].(map[string]any)["edge"].(map[string]any)["used"].(float64)
@@ -513,9 +513,9 @@ routes:
 		// read when the in-memory broker dies; the edge's sends wait, and the client library
 		// resends them to the restarted broker.
 		post(t, "http://"+brokerAdmin+"/faults/hold-receipts")
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // deliberately: sends pile up unanswered before the kill
 		broker.kill()
-		time.Sleep(1500 * time.Millisecond)
+		time.Sleep(1500 * time.Millisecond) // deliberately: the broker stays down a while
 		var bo *bufio.Reader
 		broker, bo = start(t, "broker-2.log", brokerArgs...)
 		waitLine(t, bo, regexp.MustCompile(`listening on (\S+)`))

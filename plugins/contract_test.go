@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/plugins"
 	"github.com/sluicehq/sluice/sdk/strategy"
 	"github.com/sluicehq/sluice/sdk/strategy/strategytest"
@@ -125,19 +126,13 @@ func (ended) OpenConsumer(context.Context, strategy.ConsumerRequest) (strategy.C
 // awaitEnded polls the plugin's counters until they reach factories and closes.
 func awaitEnded(t *testing.T, s strategy.Strategy, factories int, closes int64) {
 	t.Helper()
-	var d strategy.ProducerDecision
-	for range 200 {
-		var err error
-		d, err = s.OpenProducer(context.Background(), strategy.ProducerRequest{})
+	testkit.WaitFor(t, 5*time.Second, fmt.Sprintf("in the plugin %d factories and %d closes seeing their ctx end", factories, closes), func() bool {
+		d, err := s.OpenProducer(context.Background(), strategy.ProducerRequest{})
 		if err != nil {
 			t.Fatalf("ended: %v", err)
 		}
-		if d.MaxPendingMessages == factories && d.MaxPendingBytes == closes {
-			return
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("in the plugin %d factories and %d closes saw their ctx end; want %d and %d", d.MaxPendingMessages, d.MaxPendingBytes, factories, closes)
+		return d.MaxPendingMessages == factories && d.MaxPendingBytes == closes
+	})
 }
 
 // TestContextThroughPlugin: the Factory's and Close's ctx reach the strategy in the plugin
@@ -220,20 +215,13 @@ func TestContextThroughPlugin(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("late factory with a 200ms deadline = %v, want context.DeadlineExceeded", err)
 	}
-	orphans := 0
-	for range 200 {
+	testkit.WaitFor(t, 5*time.Second, "the plugin closing the strategy created for a caller that gave up", func() bool {
 		d, err := counters.OpenConsumer(context.Background(), strategy.ConsumerRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if orphans = d.Prefetch; orphans == 1 {
-			break
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	if orphans != 1 {
-		t.Errorf("the plugin closed %d strategies created for a caller that gave up; want 1", orphans)
-	}
+		return d.Prefetch == 1
+	})
 	if st, _ := h.State("c"); st.Status != plugins.Healthy {
 		t.Errorf("plugin %s after calls that ran out of time; want healthy", st.Status)
 	}

@@ -372,10 +372,11 @@ func TestKill(t *testing.T) {
 					otherErrs = append(otherErrs, err)
 				}
 				mu.Unlock()
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // paces the callers: a steady load, not a spin
 			}
 		})
 	}
+	// Time passes deliberately: the callers run against the healthy plugin before the kill.
 	time.Sleep(100 * time.Millisecond)
 	killed := time.Now()
 	if err := syscall.Kill(before.Pid, syscall.SIGKILL); err != nil {
@@ -386,6 +387,7 @@ func TestKill(t *testing.T) {
 	states.await(t, plugins.Restarting, 5*time.Second)
 	after := states.await(t, plugins.Healthy, 20*time.Second)
 	t.Logf("healthy again after %v", time.Since(killed))
+	// Time passes deliberately: the callers run against the restarted plugin too.
 	time.Sleep(100 * time.Millisecond)
 	close(stop)
 	wg.Wait()

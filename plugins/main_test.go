@@ -20,7 +20,7 @@ const helperArg = "sluice-test-plugin"
 func TestMain(m *testing.M) {
 	if len(os.Args) >= 3 && os.Args[1] == helperArg && os.Args[2] == "chatty" {
 		fmt.Println("hello, I am not a plugin") // a program that does not call plugin.Serve
-		time.Sleep(10 * time.Second)
+		time.Sleep(10 * time.Second)            // alive, as a plugin that never handshakes would be
 		os.Exit(0)
 	}
 	if len(os.Args) >= 3 && os.Args[1] == helperArg {

@@ -40,10 +40,6 @@ func decode(ctx context.Context, params map[string]any, out any) error {
 	return strategy.DecodeParams(params, out)
 }
 
-// DefaultMaxPendingMessages is count's and hybrid's per-session message bound when neither
-// the parameters nor the client give one.
-const DefaultMaxPendingMessages = 1000
-
 // consumerParams are the consumer-side parameters every builtin takes.
 type consumerParams struct {
 	// ConsumerRouteLimit bounds the bytes fetched for the route's consumers and not yet
@@ -135,7 +131,7 @@ type countStrategy struct {
 
 type countParams struct {
 	// MaxPendingMessages is the per-session bound when the client sends none (and the route
-	// has no client_params default). Zero means DefaultMaxPendingMessages.
+	// has no client_params default). Zero means strategy.DefaultMaxPendingMessages.
 	MaxPendingMessages int `json:"max_pending_messages"`
 	consumerParams
 }
@@ -149,7 +145,7 @@ func newCount(ctx context.Context, params map[string]any) (strategy.Strategy, er
 		return nil, fmt.Errorf("max_pending_messages %d: must be >= 0", p.MaxPendingMessages)
 	}
 	if p.MaxPendingMessages == 0 {
-		p.MaxPendingMessages = DefaultMaxPendingMessages
+		p.MaxPendingMessages = strategy.DefaultMaxPendingMessages
 	}
 	if err := p.validate(); err != nil {
 		return nil, err
@@ -202,7 +198,7 @@ func newHybrid(ctx context.Context, params map[string]any) (strategy.Strategy, e
 		return nil, fmt.Errorf("max_pending_messages %d: must be >= 0", p.MaxPendingMessages)
 	}
 	if p.MaxPendingMessages == 0 {
-		p.MaxPendingMessages = DefaultMaxPendingMessages
+		p.MaxPendingMessages = strategy.DefaultMaxPendingMessages
 	}
 	if err := p.validate(); err != nil {
 		return nil, err

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/plugins/plugintest"
 )
 
 // refusesAlike runs validate and serve with the same arguments and fails unless both refuse
@@ -133,7 +135,7 @@ func TestConfigShowsFlags(t *testing.T) {
 func TestStrategyCreateFailure(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "off")
 	dir := t.TempDir()
-	plugin := pluginScript(t, dir, "builtins.sh")
+	plugin := plugintest.Script(t, dir, "builtins.sh")
 	const head = "listen: 127.0.0.1:0\nadmin_listen: \"off\"\n"
 	const first = "  - { name: first, match: /ws/v2/producer/**, strategy: { name: count } }\n"
 	tests := map[string]struct {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -13,35 +12,21 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 
-	"github.com/sluicehq/sluice/core/certs/certtest"
+	"github.com/sluicehq/sluice/core/frontdoor/certs/certtest"
+	"github.com/sluicehq/sluice/core/testkit"
+	"github.com/sluicehq/sluice/plugins/plugintest"
 	"github.com/sluicehq/sluice/sdk/plugin"
 	"github.com/sluicehq/sluice/sdk/strategy"
 	"github.com/sluicehq/sluice/strategies"
 )
 
-// pluginArg as os.Args[1] makes the test binary a strategy plugin serving the builtins (the
-// TestHelperProcess pattern); pluginScript wraps it in an executable a config can name.
-const pluginArg = "sluice-cmd-test-plugin"
-
 func TestMain(m *testing.M) {
-	if len(os.Args) >= 2 && os.Args[1] == pluginArg {
-		reg := strategy.NewRegistry()
-		if err := strategies.Register(reg); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		if err := plugin.Serve(reg, plugin.WithVersion("v0.0.0-cmdtest")); err != nil {
-			fmt.Fprintln(os.Stderr, "test plugin:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	plugintest.ServeIfAsked()
 	if len(os.Args) >= 2 && os.Args[1] == mainArg {
 		// The real main, signals and exit status included, for the tests that signal a
 		// running `sluice serve` (signals_test.go). A re-execution runs this test binary
@@ -65,16 +50,6 @@ func TestMain(m *testing.M) {
 // mainArg as os.Args[1] makes the test binary run sluice's main with the arguments after it.
 const mainArg = "sluice-cmd-test-main"
 
-// pluginScript writes, in dir, an executable that runs this test binary as a plugin.
-func pluginScript(t *testing.T, dir, name string) string {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return script(t, dir, name, fmt.Sprintf("exec %q %s\n", exe, pluginArg))
-}
-
 func script(t *testing.T, dir, name, body string) string {
 	t.Helper()
 	path := filepath.Join(dir, name)
@@ -96,28 +71,10 @@ func writeFile(t *testing.T, dir, name, body string) string {
 	return path
 }
 
-// syncBuffer is a bytes.Buffer safe for a running command and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // runCmd runs the command line in-process and returns its output and error.
 func runCmd(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut testkit.SyncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err = run(ctx, args, &out, &errOut)
@@ -126,7 +83,7 @@ func runCmd(t *testing.T, args ...string) (stdout, stderr string, err error) {
 
 // serving is a `sluice serve` running in-process.
 type serving struct {
-	stdout, stderr *syncBuffer
+	stdout, stderr *testkit.SyncBuffer
 	cancel         context.CancelFunc
 	done           chan error
 }
@@ -135,7 +92,7 @@ type serving struct {
 func startServe(t *testing.T, args ...string) *serving {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &serving{stdout: &syncBuffer{}, stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	s := &serving{stdout: &testkit.SyncBuffer{}, stderr: &testkit.SyncBuffer{}, cancel: cancel, done: make(chan error, 1)}
 	go func() { s.done <- run(ctx, append([]string{"serve"}, args...), s.stdout, s.stderr) }()
 	t.Cleanup(func() {
 		cancel()
@@ -360,7 +317,7 @@ func TestValidateBlamesTheSource(t *testing.T) {
 // …/sluice.yaml`: paths in the file resolve against its directory, not the working one.
 func TestRelativePathsFromAnotherDirectory(t *testing.T) {
 	dir := t.TempDir()
-	pluginScript(t, filepath.Join(dir), "plugin.sh")
+	plugintest.Script(t, filepath.Join(dir), "plugin.sh")
 	writeFile(t, dir, "keys/secret.key", "0123456789abcdef0123456789abcdef")
 	file := writeFile(t, dir, "conf/sluice.yaml", `admin_listen: "off"
 auth: { token: { secret_key_file: ../keys/secret.key } }
@@ -385,7 +342,7 @@ routes:
 func TestPluginStrategyErrorsSayEachNameOnce(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "off")
 	dir := t.TempDir()
-	pluginScript(t, dir, "plugin.sh")
+	plugintest.Script(t, dir, "plugin.sh")
 	file := writeFile(t, dir, "sluice.yaml", `listen: "127.0.0.1:0"
 admin_listen: "off"
 plugins: [{ name: builtins, path: ./plugin.sh }]
@@ -438,7 +395,7 @@ func TestExampleNeedsBuiltPlugins(t *testing.T) {
 func TestPluginsListShowsBroken(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	good := pluginScript(t, dir, "good.sh")
+	good := plugintest.Script(t, dir, "good.sh")
 	crash := script(t, dir, "crash.sh", "echo 'no plugin here' >&2\nexit 3\n")
 	file := writeFile(t, dir, "sluice.yaml", fmt.Sprintf(`plugins:
   - { name: good, path: %s }
@@ -451,7 +408,7 @@ func TestPluginsListShowsBroken(t *testing.T) {
 		t.Errorf("plugins list = %v, want it to fail naming 3 unhealthy plugins", err)
 	}
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(fmt.Sprintf(`(?m)^good\s+healthy\s+v0\.0\.0-cmdtest\s+%d\s+\S*hybrid`, plugin.ProtocolVersion)),
+		regexp.MustCompile(fmt.Sprintf(`(?m)^good\s+healthy\s+v0\.0\.0-test\s+%d\s+\S*hybrid`, plugin.ProtocolVersion)),
 		regexp.MustCompile(`(?m)^tampered\s+checksum-mismatch\s`),
 		regexp.MustCompile(`(?m)^absent\s+missing\s`),
 		regexp.MustCompile(`(?m)^crashes\s+failed\s`),

@@ -21,12 +21,13 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
+	"github.com/sluicehq/sluice/core/testkit"
 )
 
 // process is `sluice serve` running as a subprocess: the test binary running main.
 type process struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *testkit.SyncBuffer
 	exited         chan struct{}
 	err            error // Wait's, once exited is closed
 
@@ -46,7 +47,7 @@ func startProcess(t *testing.T, file string, env ...string) *process {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &process{stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &process{stdout: &testkit.SyncBuffer{}, stderr: &testkit.SyncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(exe, mainArg, "serve", "-c", file)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	p.cmd.Env = append(append(os.Environ(), "GOMEMLIMIT=off"), env...)
@@ -140,18 +141,6 @@ func post(t *testing.T, addr, path string) {
 	}
 }
 
-// waitUntil polls f every 20 ms until it reports true, failing after timeout.
-func waitUntil(t *testing.T, timeout time.Duration, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // inFlight is the producer messages /stats says are in flight.
 func inFlight(addr string) int64 {
 	_, body, err := get(addr, "/stats")
@@ -206,7 +195,7 @@ func producerWithHeld(t *testing.T, p *process, topic string, n int) (*websocket
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, 10*time.Second, "every message in flight", func() bool { return inFlight(p.admin) == int64(n) })
+	testkit.WaitFor(t, 10*time.Second, "every message in flight", func() bool { return inFlight(p.admin) == int64(n) })
 	return c, acks, end
 }
 
@@ -234,7 +223,7 @@ func TestSIGTERMDrainsMessagesInFlight(t *testing.T) {
 
 	p.signal(t, syscall.SIGTERM)
 	start := time.Now()
-	waitUntil(t, grace/2, "/readyz 503 right after SIGTERM", func() bool {
+	testkit.WaitFor(t, grace/2, "/readyz 503 right after SIGTERM", func() bool {
 		code, _, _ := get(p.admin, "/readyz")
 		return code == http.StatusServiceUnavailable
 	})
@@ -334,7 +323,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	t.Parallel()
 	p := startProcess(t, shutdownConfig(t, "shutdown: { grace_period: 30s }\n"))
 	p.signal(t, syscall.SIGTERM)
-	waitUntil(t, 5*time.Second, "draining", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "draining", func() bool {
 		code, _, _ := get(p.admin, "/readyz")
 		return code == http.StatusServiceUnavailable
 	})
@@ -385,17 +374,18 @@ func TestSIGHUPReloads(t *testing.T) {
 		}
 		return reloads{strings.Join(names, ","), st.Config.Reloads, st.Config.ReloadFailures}
 	}
-	// Let the file watcher take its first look, so that what follows is SIGHUP's doing.
+	// Time passes deliberately: the file watcher takes its first look (nothing shows it), so
+	// that what follows is SIGHUP's doing.
 	time.Sleep(300 * time.Millisecond)
 	loadedAtStart := lastReloadSuccess(t, p.admin)
 	write("  - { name: second, match: /ws/**, strategy: { name: count } }\nlog: { level: debug }\n")
 	p.signal(t, syscall.SIGHUP)
 	// Faster than the file watcher, which waits for a changed file to settle for a second.
-	waitUntil(t, 900*time.Millisecond, "the routes reloaded by SIGHUP", func() bool {
+	testkit.WaitFor(t, 900*time.Millisecond, "the routes reloaded by SIGHUP", func() bool {
 		r := now()
 		return r.routes == "second" && r.reloads >= 1 && r.failures == 0
 	})
-	waitUntil(t, 900*time.Millisecond, "the new log level applied", func() bool {
+	testkit.WaitFor(t, 900*time.Millisecond, "the new log level applied", func() bool {
 		return strings.Contains(p.stderr.String(), `msg="log level changed" level=DEBUG`)
 	})
 	reloaded := lastReloadSuccess(t, p.admin)
@@ -404,7 +394,7 @@ func TestSIGHUPReloads(t *testing.T) {
 	}
 	write("  - { name: broken, match: /ws/**, strategy: { name: nosuch } }\n")
 	p.signal(t, syscall.SIGHUP)
-	waitUntil(t, 900*time.Millisecond, "the failed reload counted", func() bool {
+	testkit.WaitFor(t, 900*time.Millisecond, "the failed reload counted", func() bool {
 		r := now()
 		return r.routes == "second" && r.failures >= 1
 	})
@@ -457,7 +447,7 @@ func TestSIGUSR2LameDuck(t *testing.T) {
 			}
 		}()
 	}
-	waitUntil(t, 5*time.Second, "every session open", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "every session open", func() bool {
 		_, body, _ := get(p.admin, "/sessions")
 		return strings.Contains(body, `"total": 4`)
 	})
@@ -654,7 +644,7 @@ shutdown: { lame_duck_duration: 1s }
 			if r := readMessages(t, rdr, n); payloadOf(t, r[n-1]) != payloads[n-1] {
 				t.Fatalf("reader's last message %q, want %q", payloadOf(t, r[n-1]), payloads[n-1])
 			}
-			waitUntil(t, 10*time.Second, "the consumer's acks counted", func() bool { return consumerAcks(p.admin) == acked })
+			testkit.WaitFor(t, 10*time.Second, "the consumer's acks counted", func() bool { return consumerAcks(p.admin) == acked })
 
 			p.signal(t, sig)
 			for what, c := range map[string]*websocket.Conn{"consumer": cons, "reader": rdr} {

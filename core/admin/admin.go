@@ -45,13 +45,14 @@ type Source interface {
 	EmbeddedStats() *embedded.Stats
 	// EmbeddedStore is the embedded broker's message store; nil with a Pulsar cluster.
 	EmbeddedStore() *embedded.StoreStats
-	// Protections are the connection limits' state and the handshakes refused before the
-	// gateway saw them.
-	Protections() Protections
+	// FrontDoor is the connection limits' state and the handshakes the front door refused
+	// before the gateway saw them.
+	FrontDoor() FrontDoor
 }
 
-// Protections are what the edge's protections in front of the gateway count (docs/security.md).
-type Protections struct {
+// FrontDoor is what the front door (core/frontdoor, composed by core/server) counts; /stats
+// shows it as "protections".
+type FrontDoor struct {
 	// Connections are the WebSocket connections counted against limits.max_connections now.
 	Connections int `json:"connections"`
 	// Incomplete counts connections closed before a whole handshake request arrived.

@@ -350,7 +350,7 @@ var (
 	embDropped    = prometheus.NewDesc("sluice_embedded_broker_messages_dropped_total", "Non-persistent messages the embedded broker could not deliver.", nil, nil)
 	connsOpen     = prometheus.NewDesc("sluice_connections_open", "WebSocket connections counted against limits.max_connections, handshakes in progress included.", nil, nil)
 	connsIncompl  = prometheus.NewDesc("sluice_connections_incomplete_total", "Connections closed before a whole handshake request arrived (handshake_timeout, max_header_bytes, malformed).", nil, nil)
-	connsRefused  = prometheus.NewDesc("sluice_connections_refused_total", "Handshakes refused by the edge's protections, by reason: a connection limit, handshake_rate, origin, not_authorized, broker_unavailable.", []string{"reason"}, nil)
+	connsRefused  = prometheus.NewDesc("sluice_connections_refused_total", "Handshakes refused by the edge's front door, by reason: a connection limit, handshake_rate, origin, not_authorized, broker_unavailable.", []string{"reason"}, nil)
 	embProtoErrs  = prometheus.NewDesc("sluice_embedded_broker_protocol_errors_total", "Connections the embedded broker closed for malformed input.", nil, nil)
 )
 
@@ -377,7 +377,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(drainingDesc, boolValue(rd.Draining))
 	gauge(brokerUpDesc, boolValue(c.src.BrokerUp()))
-	pr := c.src.Protections()
+	pr := c.src.FrontDoor()
 	gauge(connsOpen, float64(pr.Connections))
 	count(connsIncompl, float64(pr.Incomplete))
 	for reason, n := range pr.Refused {

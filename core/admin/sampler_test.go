@@ -27,7 +27,7 @@ func (c *countingSource) Readiness() Readiness                { return Readiness
 func (c *countingSource) BrokerUp() bool                      { return true }
 func (c *countingSource) EmbeddedStats() *embedded.Stats      { return nil }
 func (c *countingSource) EmbeddedStore() *embedded.StoreStats { return nil }
-func (c *countingSource) Protections() Protections            { return Protections{} }
+func (c *countingSource) FrontDoor() FrontDoor                { return FrontDoor{} }
 func (c *countingSource) Sessions() []session.Info {
 	c.calls++
 	return []session.Info{{ID: 1, Opened: time.Unix(0, 0), MessagesIn: c.msgs}}

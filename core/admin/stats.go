@@ -27,7 +27,7 @@ type Stats struct {
 	Sessions      map[string]int64 `json:"sessions"`
 	// HandshakesRefused counts refused handshakes by HTTP status.
 	HandshakesRefused map[string]int64    `json:"handshakes_refused"`
-	Protections       Protections         `json:"protections"`
+	FrontDoor         FrontDoor           `json:"protections"`
 	Producers         admission.PoolStats `json:"producer_pool"`
 	Consumers         admission.PoolStats `json:"consumer_pool"`
 	SessionPool       admission.PoolStats `json:"session_pool"`
@@ -162,7 +162,7 @@ func (a *Admin) snapshot() Stats {
 		Routes:            []RouteStats{},
 		Plugins:           []PluginStats{},
 		Broker:            BrokerStats{Up: a.src.BrokerUp(), Embedded: a.src.EmbeddedStats()},
-		Protections:       a.src.Protections(),
+		FrontDoor:         a.src.FrontDoor(),
 		Store:             a.src.EmbeddedStore(),
 	}
 	for _, k := range kinds {

@@ -2,8 +2,11 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/core/testkit"
 )
 
 // Hold charges bytes whatever the limits, without a message and without counting an
@@ -98,13 +101,7 @@ func TestShrinkReleasesPartAndWakes(t *testing.T) {
 
 func waitWaiters(t *testing.T, p *Pool, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for p.Snapshot().Edge.Waiters != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiters %d, want %d", p.Snapshot().Edge.Waiters, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("%d waiters", n), func() bool { return p.Snapshot().Edge.Waiters == n })
 }
 
 // A route counts the messages admitted through all its gates, not a hold's bytes, and each

@@ -261,6 +261,10 @@ type ConsumerOptions struct {
 	CryptoFailure CryptoFailureAction
 }
 
+// defaultReceiverQueueSize is a consumer's or reader's prefetch when its options give none,
+// pulsar-client-go's own default.
+const defaultReceiverQueueSize = 1000
+
 // Consumer receives from a subscription.
 type Consumer struct {
 	c    pulsar.Consumer
@@ -304,7 +308,7 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 		AckGroupingOptions: &pulsar.AckGroupingOptions{MaxSize: 1},
 	}
 	if o.ReceiverQueueSize == 0 {
-		popts.ReceiverQueueSize = 1000
+		popts.ReceiverQueueSize = defaultReceiverQueueSize
 	}
 	if o.TopicsPattern != "" {
 		// A pattern session is charged for the topics its pattern matched when it opened (the
@@ -594,7 +598,7 @@ func (c *Client) CreateReader(ctx context.Context, o ReaderOptions) (*Reader, er
 		ReceiverQueueSize:       o.ReceiverQueueSize,
 	}
 	if popts.ReceiverQueueSize == 0 {
-		popts.ReceiverQueueSize = 1000
+		popts.ReceiverQueueSize = defaultReceiverQueueSize
 	}
 	if o.CryptoFailure == CryptoConsume {
 		popts.Decryption = &pulsar.MessageDecryptionInfo{ConsumerCryptoFailureAction: 2}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluicehq/sluice/core/wsapi"
 	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
@@ -31,9 +32,9 @@ const (
 	DefaultMaxPause            = 30 * time.Second
 	DefaultSlowConsumerTimeout = 30 * time.Second
 	DefaultLowWatermark        = 0.5
-	DefaultMaxContextSize      = 16 * KiB
-	DefaultMaxProperties       = 1000
-	DefaultMaxPropertiesSize   = 256 * KiB
+	DefaultMaxContextSize      = Size(wsapi.DefaultMaxContextBytes)
+	DefaultMaxProperties       = wsapi.DefaultMaxProperties
+	DefaultMaxPropertiesSize   = Size(wsapi.DefaultMaxPropertyBytes)
 	DefaultMaxTopicsPerSession = 100
 	DefaultBrokerHealth        = time.Second
 	DefaultHandshakeTimeout    = 10 * time.Second

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/authz"
-	"github.com/sluicehq/sluice/core/origin"
+	"github.com/sluicehq/sluice/core/frontdoor/origin"
 	"github.com/sluicehq/sluice/core/route"
 	"github.com/sluicehq/sluice/sdk/strategy"
 )

@@ -88,11 +88,11 @@ func TestWatchReloads(t *testing.T) {
 				for i, rt := range r.cfg.Routes {
 					entries[i] = route.Entry[Route]{Name: rt.Name, Match: rt.Match, Value: rt}
 				}
-				tbl, err := route.NewTable(entries)
+				list, err := route.NewList(entries)
 				if err != nil {
-					t.Fatalf("NewTable: %v", err)
+					t.Fatalf("NewList: %v", err)
 				}
-				holder.Swap(tbl)
+				holder.Swap(list)
 			}
 			return r
 		case <-time.After(waitFor):

@@ -250,20 +250,4 @@ func unb64(t *testing.T, s any) string {
 	return string(b)
 }
 
-// checkFor polls f every 20ms until it returns nil or timeout passes.
-func checkFor(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func urlEscape(s string) string { return url.QueryEscape(s) }

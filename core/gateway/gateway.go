@@ -51,7 +51,7 @@ type Authenticator interface {
 // Admitter decides, once a client is authenticated, whether it may access the topics its
 // handshake names; a refusal is a *wsapi.Error (403 for authorization, 503 for a limit or an
 // unreachable broker). core/server combines authorization (core/authz), the broker's health
-// (broker.Health) and the per-role connection limit (core/connlimit).
+// (broker.Health) and the per-role connection limit (core/frontdoor/connlimit).
 type Admitter interface {
 	Admit(r *http.Request, role string, res []wsapi.Resource) error
 }
@@ -297,8 +297,8 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, kind wsapi.Kind
 
 // Refused counts and logs a handshake refused before it reached the gateway, as the
 // gateway's own refusals are, with kind unknown: a request line net/http would refuse
-// without a reason (core/requestline), the handshake rate, a connection limit, the Origin.
-// path is the request-target without its query.
+// without a reason (core/frontdoor/requestline), the handshake rate, a connection limit, the
+// Origin. path is the request-target without its query.
 func (g *Gateway) Refused(remote, path string, status int, reason string) {
 	g.hooks.HandshakeRefused(0, status)
 	g.refusals.log(g.log, path, remote, 0, status, reason)

@@ -187,12 +187,9 @@ func TestEndOfTopic(t *testing.T) {
 	if err := e.broker.TerminateTopic("persistent://public/default/" + topic); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, wait, func() error {
+	edgetest.WaitFor(t, wait, "isEndOfTopic after termination to answer true", func() bool {
 		c.send(map[string]any{"type": "isEndOfTopic"})
-		if m := c.recv(wait); m["_raw"] != `{"endOfTopic":true}` {
-			return fmt.Errorf("isEndOfTopic after termination: %s", m["_raw"])
-		}
-		return nil
+		return c.recv(wait)["_raw"] == `{"endOfTopic":true}`
 	})
 }
 
@@ -216,12 +213,9 @@ func TestEndOfTopicAfterRedelivery(t *testing.T) {
 	if err := e.broker.TerminateTopic("persistent://public/default/" + topic); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, wait, func() error {
+	edgetest.WaitFor(t, wait, "isEndOfTopic after termination to answer true", func() bool {
 		c.send(map[string]any{"type": "isEndOfTopic"})
-		if m := c.recv(wait); m["_raw"] != `{"endOfTopic":true}` {
-			return fmt.Errorf("isEndOfTopic after termination: %s", m["_raw"])
-		}
-		return nil
+		return c.recv(wait)["_raw"] == `{"endOfTopic":true}`
 	})
 }
 
@@ -263,11 +257,8 @@ func TestUnsubscribe(t *testing.T) {
 		t.Fatalf("subscriptions right after connect: %v", subs)
 	}
 	c.send(map[string]any{"type": "unsubscribe"})
-	checkFor(t, wait, func() error {
-		if subs := e.broker.Subscriptions(full); slices.Contains(subs, "sub-unsub") {
-			return fmt.Errorf("subscriptions after unsubscribe: %v", subs)
-		}
-		return nil
+	edgetest.WaitFor(t, wait, "the subscription gone after unsubscribe", func() bool {
+		return !slices.Contains(e.broker.Subscriptions(full), "sub-unsub")
 	})
 }
 
@@ -425,12 +416,9 @@ func TestBatchedMessagesAckedIndividually(t *testing.T) {
 		}
 	}
 	consume(t, c, 10, true)
-	checkFor(t, wait, func() error {
+	edgetest.WaitFor(t, wait, "an empty backlog", func() bool {
 		n, err := e.broker.Backlog(full, "sub")
-		if err != nil || n != 0 {
-			return fmt.Errorf("backlog %d (%v)", n, err)
-		}
-		return nil
+		return err == nil && n == 0
 	})
 }
 

@@ -23,7 +23,7 @@ type staticGrants struct {
 var _ gateway.Grants = (*staticGrants)(nil)
 
 func (s *staticGrants) Producer(_ context.Context, _ session.Handshake, p wsapi.ProducerParams) (session.ProducerGrant, error) {
-	gate, err := s.producers.Gate(admission.GateConfig{MaxMessages: session.DefaultMaxInflight})
+	gate, err := s.producers.Gate(admission.GateConfig{MaxMessages: strategy.DefaultMaxPendingMessages})
 	if err != nil {
 		return session.ProducerGrant{}, fmt.Errorf("producer gate: %w", err)
 	}
@@ -33,7 +33,7 @@ func (s *staticGrants) Producer(_ context.Context, _ session.Handshake, p wsapi.
 		Gate:            gate,
 		OnFull:          strategy.Reject,
 		MaxPause:        30 * time.Second,
-		MaxInflight:     session.DefaultMaxInflight,
+		MaxInflight:     strategy.DefaultMaxPendingMessages,
 		LibraryQueue:    128,
 		SendTimeout:     time.Duration(p.SendTimeoutMillis) * time.Millisecond,
 		MaxOwedAckBytes: session.DefaultMaxOwedAckBytes,

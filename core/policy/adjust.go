@@ -78,7 +78,7 @@ func (p *pressure) take(route string, r *Route) strategy.Pressure {
 }
 
 // adjustLoop asks every adaptive route's strategy to adjust, every interval, until ctx ends.
-func (m *Manager) adjustLoop(ctx context.Context) {
+func (m *Table) adjustLoop(ctx context.Context) {
 	t := time.NewTicker(m.adjustEvery)
 	defer t.Stop()
 	next := map[*Route]time.Time{}
@@ -98,7 +98,7 @@ func (m *Manager) adjustLoop(ctx context.Context) {
 }
 
 // adjust runs one Adjust call for r and applies its answer; it returns when to call again.
-func (m *Manager) adjust(ctx context.Context, r *Route) time.Duration {
+func (m *Table) adjust(ctx context.Context, r *Route) time.Duration {
 	ps := r.pressure.take(r.cfg.Name, r)
 	actx, cancel := context.WithTimeout(ctx, m.timeout)
 	adj, err := r.adjuster.Adjust(actx, ps)
@@ -119,10 +119,7 @@ func (m *Manager) adjust(ctx context.Context, r *Route) time.Duration {
 		for g, own := range r.pressure.gates {
 			if !own {
 				cfg := g.Config()
-				cfg.MaxMessages = n
-				if n == 0 {
-					cfg.MaxMessages = session.DefaultMaxInflight
-				}
+				cfg.MaxMessages = pendingBound(n)
 				_ = g.SetLimits(cfg)
 			}
 		}

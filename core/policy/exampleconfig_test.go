@@ -57,7 +57,7 @@ func TestExampleRoutesEveryEndpoint(t *testing.T) {
 	if err := strategies.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	m, _, _ := newManager(t, 0, policy.WithPlugins(builtinPlugins{reg: reg, served: served}, nil))
+	m, _, _ := newTable(t, 0, policy.WithPlugins(builtinPlugins{reg: reg, served: served}, nil))
 	if err := m.Apply(ctx, cfg.Routes); err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +88,8 @@ func TestExampleRoutesEveryEndpoint(t *testing.T) {
 	}
 }
 
-// routeOf parses rawURL as the gateway does and returns the route the manager grants it.
-func routeOf(ctx context.Context, m *policy.Manager, rawURL string) (string, error) {
+// routeOf parses rawURL as the gateway does and returns the route the table grants it.
+func routeOf(ctx context.Context, m *policy.Table, rawURL string) (string, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return "", err

@@ -87,7 +87,7 @@ func (s Settings) location() *time.Location {
 // Producer decides a producer session's grant: its route (by the topics it accesses), the
 // strategy's decision under the route's client-parameter policy, its gate and every limit.
 // An error is a *wsapi.Error with the HTTP status that refuses the handshake.
-func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.ProducerParams) (session.ProducerGrant, error) {
+func (m *Table) Producer(ctx context.Context, h session.Handshake, p wsapi.ProducerParams) (session.ProducerGrant, error) {
 	r, err := m.match(h)
 	if err != nil {
 		return session.ProducerGrant{}, err
@@ -125,11 +125,7 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 		maxMsgs = r.pressure.maxPending // set by an adaptive strategy, or 0
 		r.pressure.mu.Unlock()
 	}
-	if maxMsgs <= 0 {
-		maxMsgs = session.DefaultMaxInflight
-	}
-	// The bound also sizes the broker client's queue for the session: cap it.
-	maxMsgs = min(maxMsgs, MaxSessionPending)
+	maxMsgs = pendingBound(maxMsgs)
 	gate, err := r.prod.Gate(admission.GateConfig{MaxMessages: maxMsgs, MaxBytes: max(dec.MaxPendingBytes, 0)})
 	if err != nil {
 		return session.ProducerGrant{}, m.decisionError(r, err)
@@ -171,7 +167,7 @@ func (m *Manager) Producer(ctx context.Context, h session.Handshake, p wsapi.Pro
 }
 
 // Consumer decides a consumer session's grant.
-func (m *Manager) Consumer(ctx context.Context, h session.Handshake, p wsapi.ConsumerParams) (session.ConsumerGrant, error) {
+func (m *Table) Consumer(ctx context.Context, h session.Handshake, p wsapi.ConsumerParams) (session.ConsumerGrant, error) {
 	var deadLetters int64
 	if p.MaxRedeliverCount > 0 {
 		deadLetters = session.DeadLetterCost // the library's dead-letter producer
@@ -187,14 +183,14 @@ func (m *Manager) Consumer(ctx context.Context, h session.Handshake, p wsapi.Con
 }
 
 // Reader decides a reader session's grant.
-func (m *Manager) Reader(ctx context.Context, h session.Handshake, p wsapi.ReaderParams) (session.ConsumerGrant, error) {
+func (m *Table) Reader(ctx context.Context, h session.Handshake, p wsapi.ReaderParams) (session.ConsumerGrant, error) {
 	return m.delivery(ctx, h, p.RequestedReceiverQueueSize, p.ReceiverQueueSize, false, 0)
 }
 
 // delivery decides what consumer and reader grants share. requested is the client's
 // receiverQueueSize (nil: none) and applied Pulsar's value after its cap of 1000; extra is
 // what the session costs besides its consumers.
-func (m *Manager) delivery(ctx context.Context, h session.Handshake, requested *int, applied int, pullMode bool, extra int64) (session.ConsumerGrant, error) {
+func (m *Table) delivery(ctx context.Context, h session.Handshake, requested *int, applied int, pullMode bool, extra int64) (session.ConsumerGrant, error) {
 	r, err := m.match(h)
 	if err != nil {
 		return session.ConsumerGrant{}, err
@@ -313,6 +309,16 @@ func clientValue(r *Route, name string, given *int, maxDefault int) (strategy.Cl
 	return cv, nil
 }
 
+// pendingBound is a producer session's message bound from what its strategy (or the route's
+// adaptive strategy) set, 0 for none: the default when none, capped because the bound also
+// sizes the broker client's queue for the session.
+func pendingBound(n int) int {
+	if n <= 0 {
+		n = strategy.DefaultMaxPendingMessages
+	}
+	return min(n, MaxSessionPending)
+}
+
 func denial(d *strategy.Denial) error {
 	status := d.Status
 	switch status {
@@ -325,7 +331,7 @@ func denial(d *strategy.Denial) error {
 
 // holdSession charges a new session's own memory to the session pool, under the fair-share
 // rule for its client address (remote). The error refuses the handshake.
-func (m *Manager) holdSession(remote string, cost int64) (*sessionCharge, error) {
+func (m *Table) holdSession(remote string, cost int64) (*sessionCharge, error) {
 	if m.shares == nil {
 		return nil, nil
 	}
@@ -342,7 +348,7 @@ func memoryFull(err error) error {
 // decisionError refuses a session whose strategy (and fallback) failed to decide. The client
 // learns only that the route's strategy is unavailable; the error, which may carry a plugin's
 // internals, goes to the log.
-func (m *Manager) decisionError(r *Route, err error) error {
+func (m *Table) decisionError(r *Route, err error) error {
 	m.log.Warn("strategy decision failed", "route", r.cfg.Name, "err", err)
 	return &wsapi.Error{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("route %s: strategy unavailable", r.cfg.Name)}
 }

@@ -17,7 +17,7 @@ import (
 // every topic must find a route that admits the role, and a v3 topicsPattern must be admitted
 // by every route that some topic of its namespace could take. The first topic's route is the
 // session's.
-func (m *Manager) match(h session.Handshake) (*Route, error) {
+func (m *Table) match(h session.Handshake) (*Route, error) {
 	res := h.Resources
 	if res == nil {
 		res = h.Endpoint.Resources()
@@ -25,7 +25,7 @@ func (m *Manager) match(h session.Handshake) (*Route, error) {
 	if len(res) == 0 {
 		return nil, &wsapi.Error{Status: http.StatusNotFound, Message: "no route: the request names no topic"}
 	}
-	t := m.table.Load()
+	t := m.current.Load()
 	var chosen *Route
 	for i, r := range res {
 		entries := routesFor(t, r)
@@ -47,7 +47,7 @@ func (m *Manager) match(h session.Handshake) (*Route, error) {
 }
 
 // routesFor is the route a resource takes, or for a pattern every route it could take.
-func routesFor(t *route.Table[*Route], r wsapi.Resource) []*route.Entry[*Route] {
+func routesFor(t *route.List[*Route], r wsapi.Resource) []*route.Entry[*Route] {
 	segs := r.RouteSegments()
 	if r.AnyTopic {
 		return t.MayMatch(segs, r.AnyIndex())

@@ -45,13 +45,15 @@ func DefaultRoutes() []config.Route {
 // PluginFactories gives the strategy factories that plugins serve; plugins.Host implements
 // it. A plugin strategy's calls fail with an error the route's fallback recognises while the
 // plugin is down. Its errors, the factories' included, name the plugin and the strategy, as
-// the registry's name the strategy: the manager does not name them again.
+// the registry's name the strategy: the table does not name them again.
 type PluginFactories interface {
 	Factory(plugin, name string) (strategy.Factory, error)
 }
 
-// Manager holds the live route table.
-type Manager struct {
+// Table is the route table: the routes in force, each with its strategy, pools and
+// instruments, kept in a route.List matched by the topics a handshake accesses. Apply
+// replaces them all at once.
+type Table struct {
 	reg       *strategy.Registry
 	plugins   PluginFactories
 	fallback  func(primary, fallback strategy.Strategy) strategy.Strategy
@@ -66,20 +68,20 @@ type Manager struct {
 	// adjustEvery is the period of adaptive strategies' Adjust calls.
 	adjustEvery time.Duration
 
-	applyMu sync.Mutex // serialises Apply
-	table   *route.Holder[*Route]
+	applyMu sync.Mutex            // serialises Apply
+	current *route.Holder[*Route] // the routes in force
 }
 
-// Option configures a Manager.
-type Option interface{ apply(*Manager) }
+// Option configures a Table.
+type Option interface{ apply(*Table) }
 
-type optionFunc func(*Manager)
+type optionFunc func(*Table)
 
-func (f optionFunc) apply(m *Manager) { f(m) }
+func (f optionFunc) apply(m *Table) { f(m) }
 
 // WithLogger sets the logger; nil discards logs.
 func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(m *Manager) {
+	return optionFunc(func(m *Table) {
 		if l != nil {
 			m.log = l
 		}
@@ -89,13 +91,13 @@ func WithLogger(l *slog.Logger) Option {
 // WithPlugins lets routes name strategies served by plugins. wrap combines a plugin strategy
 // with the route's fallback (plugins.Fallback).
 func WithPlugins(p PluginFactories, wrap func(primary, fallback strategy.Strategy) strategy.Strategy) Option {
-	return optionFunc(func(m *Manager) { m.plugins, m.fallback = p, wrap })
+	return optionFunc(func(m *Table) { m.plugins, m.fallback = p, wrap })
 }
 
 // WithAdjustInterval sets how often adaptive strategies adjust their route; zero means
 // DefaultAdjustInterval.
 func WithAdjustInterval(d time.Duration) Option {
-	return optionFunc(func(m *Manager) {
+	return optionFunc(func(m *Table) {
 		if d > 0 {
 			m.adjustEvery = d
 		}
@@ -108,7 +110,7 @@ func WithAdjustInterval(d time.Duration) Option {
 // holds more than its fair share of it (see FairShareThresholdNum). No WithSessionPool charges
 // nothing.
 func WithSessionPool(pool *admission.Pool) Option {
-	return optionFunc(func(m *Manager) {
+	return optionFunc(func(m *Table) {
 		r, err := pool.Route(admission.RouteConfig{Name: "sessions"})
 		if err != nil {
 			panic(err) // a route without cap or reserve cannot fail
@@ -120,7 +122,7 @@ func WithSessionPool(pool *admission.Pool) Option {
 
 // WithDecisionTimeout bounds each strategy decision; zero means DefaultDecisionTimeout.
 func WithDecisionTimeout(d time.Duration) Option {
-	return optionFunc(func(m *Manager) {
+	return optionFunc(func(m *Table) {
 		if d > 0 {
 			m.timeout = d
 		}
@@ -130,26 +132,26 @@ func WithDecisionTimeout(d time.Duration) Option {
 // WithMetrics gives each route its instruments, made once when the route is built (the
 // metrics adapter resolves their labels then). Nil, or no WithMetrics, measures nothing.
 func WithMetrics(f func(route string) Metrics) Option {
-	return optionFunc(func(m *Manager) { m.metrics = f })
+	return optionFunc(func(m *Table) { m.metrics = f })
 }
 
-func (m *Manager) routeMetrics(route string) Metrics {
+func (m *Table) routeMetrics(route string) Metrics {
 	if m.metrics == nil {
 		return nopMetrics()
 	}
 	return m.metrics(route)
 }
 
-// New returns a manager with an empty table; Apply installs routes. Grants carry settings.
-func New(reg *strategy.Registry, producers, consumers *admission.Pool, settings Settings, opts ...Option) *Manager {
-	m := &Manager{
+// New returns an empty route table; Apply installs routes. Grants carry settings.
+func New(reg *strategy.Registry, producers, consumers *admission.Pool, settings Settings, opts ...Option) *Table {
+	m := &Table{
 		reg:       reg,
 		producers: producers,
 		consumers: consumers,
 		settings:  settings,
 		log:       slog.New(slog.DiscardHandler),
 		timeout:   DefaultDecisionTimeout,
-		table:     route.NewHolder[*Route](nil),
+		current:   route.NewHolder[*Route](nil),
 
 		adjustEvery: DefaultAdjustInterval,
 	}
@@ -162,7 +164,7 @@ func New(reg *strategy.Registry, producers, consumers *admission.Pool, settings 
 // Apply builds a new table from routes (DefaultRoutes when empty) and swaps it in. On any
 // error the old table stays. Sessions already open keep the route they started on. Each
 // error names its route, by its key path where it has one: routes[1] (name).strategy: ….
-func (m *Manager) Apply(ctx context.Context, routes []config.Route) error {
+func (m *Table) Apply(ctx context.Context, routes []config.Route) error {
 	if len(routes) == 0 {
 		routes = DefaultRoutes()
 	}
@@ -221,7 +223,7 @@ func (m *Manager) Apply(ctx context.Context, routes []config.Route) error {
 		return err
 	}
 
-	old := routesOf(m.table.Load())
+	old := routesOf(m.current.Load())
 	// Reservations are guarantees carved out of the edge pools: release the old routes'
 	// before taking the new ones. Gates of the old routes keep working on the shared part.
 	for _, r := range old {
@@ -241,7 +243,7 @@ func (m *Manager) Apply(ctx context.Context, routes []config.Route) error {
 
 		entries[i] = route.Entry[*Route]{Name: r.cfg.Name, Match: r.cfg.Match, Value: r}
 	}
-	table, err := route.NewTable(entries)
+	next, err := route.NewList(entries)
 	if err = errors.Join(append(errs, err)...); err != nil {
 		// checkReservations makes this unreachable; undo what was taken all the same.
 		for _, r := range built {
@@ -255,7 +257,7 @@ func (m *Manager) Apply(ctx context.Context, routes []config.Route) error {
 		closeAll()
 		return err
 	}
-	m.table.Swap(table)
+	m.current.Swap(next)
 	for _, r := range old {
 		closeStrategy(r.strat, m.log)
 	}
@@ -265,7 +267,7 @@ func (m *Manager) Apply(ctx context.Context, routes []config.Route) error {
 
 // newStrategy creates a route's strategy: a builtin (or any strategy registered in-process),
 // or one a plugin serves, wrapped with the route's fallback.
-func (m *Manager) newStrategy(ctx context.Context, rc config.Route) (strategy.Strategy, error) {
+func (m *Table) newStrategy(ctx context.Context, rc config.Route) (strategy.Strategy, error) {
 	ref := rc.Strategy
 	if ref.Plugin == "" {
 		return m.reg.New(ctx, ref.Name, ref.Params)
@@ -320,13 +322,13 @@ func closeStrategy(s strategy.Strategy, log *slog.Logger) {
 
 // Run asks adaptive strategies to adjust their routes periodically, until ctx ends. The
 // owner runs it on a goroutine of its own and waits for it.
-func (m *Manager) Run(ctx context.Context) { m.adjustLoop(ctx) }
+func (m *Table) Run(ctx context.Context) { m.adjustLoop(ctx) }
 
 // Close closes every route's strategy and releases its reservations.
-func (m *Manager) Close() {
+func (m *Table) Close() {
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
-	for _, r := range routesOf(m.table.Swap(nil)) {
+	for _, r := range routesOf(m.current.Swap(nil)) {
 		r.prod.Close()
 		r.cons.Close()
 		closeStrategy(r.strat, m.log)
@@ -334,9 +336,9 @@ func (m *Manager) Close() {
 }
 
 // Routes returns the live routes, in table order.
-func (m *Manager) Routes() []*Route { return routesOf(m.table.Load()) }
+func (m *Table) Routes() []*Route { return routesOf(m.current.Load()) }
 
-func routesOf(t *route.Table[*Route]) []*Route {
+func routesOf(t *route.List[*Route]) []*Route {
 	out := make([]*Route, t.Len())
 	for i := range out {
 		out[i] = t.Entry(i).Value

@@ -17,7 +17,7 @@ import (
 	"github.com/sluicehq/sluice/strategies"
 )
 
-func newManager(t *testing.T, producerLimit int64, opts ...policy.Option) (*policy.Manager, *strategy.Registry, *admission.Pool) {
+func newTable(t *testing.T, producerLimit int64, opts ...policy.Option) (*policy.Table, *strategy.Registry, *admission.Pool) {
 	t.Helper()
 	reg := strategy.NewRegistry()
 	if err := strategies.Register(reg); err != nil {
@@ -60,7 +60,7 @@ func status(err error) int {
 
 func TestRoutesMatchInOrder(t *testing.T) {
 	t.Parallel()
-	m, _, _ := newManager(t, 0)
+	m, _, _ := newTable(t, 0)
 	iot := route("iot", "/ws/v2/producer/persistent/iot/**", "count", map[string]any{"max_pending_messages": 7})
 	iot.OnFull = strategy.Pause
 	if err := m.Apply(context.Background(), []config.Route{iot, route("v2", "/ws/v2/**", "hybrid", nil)}); err != nil {
@@ -79,7 +79,7 @@ func TestRoutesMatchInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pol.Route != "v2" || pol.MaxInflight != strategies.DefaultMaxPendingMessages || pol.OnFull != strategy.Reject {
+	if pol.Route != "v2" || pol.MaxInflight != strategy.DefaultMaxPendingMessages || pol.OnFull != strategy.Reject {
 		t.Errorf("v2 policy %+v", pol)
 	}
 	pol.Release()
@@ -108,7 +108,7 @@ func TestRoutesMatchInOrder(t *testing.T) {
 
 func TestClientParamsThroughPolicy(t *testing.T) {
 	t.Parallel()
-	m, _, _ := newManager(t, 0)
+	m, _, _ := newTable(t, 0)
 	r := route("r", "/ws/**", "count", nil)
 	one, hundred, ten := 1, 100, 10
 	r.ClientParams = map[string]config.ParamPolicy{"maxPendingMessages": {Default: &ten, Min: &one, Max: &hundred}}
@@ -153,7 +153,7 @@ func ptr(n int) *int { return &n }
 // keep their gates, and a bad table (here, reservations larger than the pool) keeps the old.
 func TestReload(t *testing.T) {
 	t.Parallel()
-	m, _, pool := newManager(t, 1<<20)
+	m, _, pool := newTable(t, 1<<20)
 	ctx := context.Background()
 	if err := m.Apply(ctx, []config.Route{route("a", "/ws/**", "count", map[string]any{"max_pending_messages": 3})}); err != nil {
 		t.Fatal(err)
@@ -238,7 +238,7 @@ func (a *adaptive) Adjust(_ context.Context, p strategy.Pressure) (strategy.Adju
 
 func TestAdjusterGetsPressureAndSetsLimits(t *testing.T) {
 	t.Parallel()
-	m, reg, pool := newManager(t, 0, policy.WithAdjustInterval(20*time.Millisecond))
+	m, reg, pool := newTable(t, 0, policy.WithAdjustInterval(20*time.Millisecond))
 	a := &adaptive{cap: 1 << 20, calls: make(chan struct{}, 1)}
 	if err := reg.Register("adaptive", func(context.Context, map[string]any) (strategy.Strategy, error) { return a, nil }); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 
 func ExampleHolder() {
 	type limits struct{ maxPending int }
-	tbl, err := route.NewTable([]route.Entry[limits]{
+	list, err := route.NewList([]route.Entry[limits]{
 		{Name: "iot", Match: "/ws/v2/producer/persistent/iot/**", Value: limits{100}},
 		{Name: "default", Match: "/ws/v2/**", Value: limits{1000}},
 	})
@@ -16,7 +16,7 @@ func ExampleHolder() {
 		fmt.Println(err)
 		return
 	}
-	h := route.NewHolder(tbl)
+	h := route.NewHolder(list)
 
 	for _, p := range []string{"/ws/v2/producer/persistent/iot/ns/t", "/ws/v2/consumer/persistent/a/b/c/sub", "/other"} {
 		if e, ok := h.Match(p); ok {

@@ -28,14 +28,8 @@ import (
 // parameter; routes may restrict roles. Statuses and their order follow Pulsar's handlers.
 func TestClientTokenAuthentication(t *testing.T) {
 	t.Parallel()
-	secret := []byte("a-test-secret-long-enough-for-hs256")
-	keyFile := t.TempDir() + "/secret"
-	if err := os.WriteFile(keyFile, secret, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, base := edgetest.Start(t, fmt.Sprintf(`
-auth:
-  token: { secret_key_file: %s }
+	tokens := edgetest.NewTokenAuth(t)
+	_, base := edgetest.Start(t, tokens.YAML()+`
 routes:
   - name: billing
     match: /ws/v2/*/persistent/billing/**
@@ -44,14 +38,7 @@ routes:
   - name: rest
     match: /ws/**
     strategy: { name: hybrid }
-`, keyFile))
-	token := func(sub string) string {
-		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub}).SignedString(secret)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+`)
 	status := func(path string, header http.Header) int {
 		t.Helper()
 		c, resp, err := websocket.DefaultDialer.Dial(base+path, header)
@@ -73,15 +60,15 @@ routes:
 	}{
 		"no token":                             {producer, nil, 401},
 		"bad token":                            {producer, bearer("not-a-token"), 401},
-		"header token":                         {producer, bearer(token("alice")), 101},
-		"query token (browsers)":               {producer + "?token=" + token("alice"), nil, 101},
+		"header token":                         {producer, bearer(tokens.Token(t, "alice")), 101},
+		"query token (browsers)":               {producer + "?token=" + tokens.Token(t, "alice"), nil, 101},
 		"producer: 401 before bad params":      {producer + "?sendTimeoutMillis=x", nil, 401},
 		"consumer: 400 before 401":             {"/ws/v2/consumer/persistent/public/default/auth-topic/s?receiverQueueSize=-1", nil, 400},
 		"consumer without token":               {"/ws/v2/consumer/persistent/public/default/auth-topic/s", nil, 401},
-		"reader with token":                    {"/ws/v2/reader/persistent/public/default/auth-topic?token=" + token("bob"), nil, 101},
-		"route allows the role":                {"/ws/v2/producer/persistent/billing/ns/t", bearer(token("finance")), 101},
-		"route refuses another role":           {"/ws/v2/producer/persistent/billing/ns/t", bearer(token("alice")), 403},
-		"route refuses another role, consumer": {"/ws/v2/consumer/persistent/billing/ns/t/s", bearer(token("alice")), 403},
+		"reader with token":                    {"/ws/v2/reader/persistent/public/default/auth-topic?token=" + tokens.Token(t, "bob"), nil, 101},
+		"route allows the role":                {"/ws/v2/producer/persistent/billing/ns/t", bearer(tokens.Token(t, "finance")), 101},
+		"route refuses another role":           {"/ws/v2/producer/persistent/billing/ns/t", bearer(tokens.Token(t, "alice")), 403},
+		"route refuses another role, consumer": {"/ws/v2/consumer/persistent/billing/ns/t/s", bearer(tokens.Token(t, "alice")), 403},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := status(tc.path, tc.header); got != tc.want {
@@ -128,32 +115,21 @@ func (r *recorder) remotes() (producers, consumers []string) {
 // The role, how it was established and the client's address reach the route's strategy.
 func TestStrategySeesRoleAndAuthMethod(t *testing.T) {
 	t.Parallel()
-	secret := []byte("a-test-secret-long-enough-for-hs256")
-	keyFile := t.TempDir() + "/secret"
-	if err := os.WriteFile(keyFile, secret, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokens := edgetest.NewTokenAuth(t)
 	rec := &recorder{}
 	reg := strategy.NewRegistry()
 	if err := reg.Register("recorder", func(context.Context, map[string]any) (strategy.Strategy, error) { return rec, nil }); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(context.Background(), config.LoadOptions{YAML: []byte(fmt.Sprintf(`
-auth:
-  token: { secret_key_file: %s }
-  anonymous_role: guest
+	cfg, err := config.Load(context.Background(), config.LoadOptions{YAML: []byte(tokens.YAML() + `  anonymous_role: guest
 routes:
   - { name: all, match: /ws/**, strategy: { name: recorder } }
-`, keyFile))})
+`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, base := edgetest.StartWith(t, cfg, server.WithRegistry(reg))
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice"}).SignedString(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/roles?token="+tok)
+	edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/roles?token="+tokens.Token(t, "alice"))
 	edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/roles-anon")
 	rec.mu.Lock()
 	defer rec.mu.Unlock()

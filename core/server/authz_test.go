@@ -1,41 +1,16 @@
 package server_test
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/gorilla/websocket"
 
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 )
-
-// testSecret is the HMAC secret the security tests sign tokens with.
-var testSecret = []byte("a-test-secret-long-enough-for-hs256")
-
-// secretFile writes testSecret to a file for auth.token.secret_key_file.
-func secretFile(t *testing.T) string {
-	t.Helper()
-	f := t.TempDir() + "/secret"
-	if err := os.WriteFile(f, testSecret, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
-func signedToken(t *testing.T, sub string) string {
-	t.Helper()
-	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub}).SignedString(testSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // handshake dials url and returns the status and the start of the body of a refusal.
 func handshake(t *testing.T, d *websocket.Dialer, url string, header http.Header) (int, string) {
@@ -58,10 +33,9 @@ func handshake(t *testing.T, d *websocket.Dialer, url string, header http.Header
 // v2 and v3 endpoints. Routes still decide strategy (one catch-all route here).
 func TestAuthorizationOnEveryEndpointForm(t *testing.T) {
 	t.Parallel()
-	_, base := edgetest.Start(t, fmt.Sprintf(`
+	tokens := edgetest.NewTokenAuth(t)
+	_, base := edgetest.Start(t, tokens.YAML()+`
 admin_listen: "off"
-auth:
-  token: { secret_key_file: %s }
 authorization:
   enabled: true
   super_user_roles: [admin]
@@ -71,7 +45,7 @@ authorization:
     - { role: app, resource: acme/standalone/legacy/in, actions: [produce] }
     - { role: auditor, resource: acme, actions: [read] }
     - { role: app, resource: "persistent://acme/events/**", actions: [consume] }
-`, secretFile(t)))
+`)
 	q := url.QueryEscape
 	cases := map[string]struct {
 		path string
@@ -113,7 +87,7 @@ authorization:
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			status, body := handshake(t, websocket.DefaultDialer, base+tc.path, http.Header{"Authorization": {"Bearer " + signedToken(t, tc.role)}})
+			status, body := handshake(t, websocket.DefaultDialer, base+tc.path, http.Header{"Authorization": {"Bearer " + tokens.Token(t, tc.role)}})
 			if status != tc.want {
 				t.Fatalf("status %d (%s), want %d", status, body, tc.want)
 			}

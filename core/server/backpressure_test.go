@@ -145,8 +145,8 @@ routes:
 			wrote.Store(int64(i + 1))
 		}
 	}()
-	// Let the writer run into the pause: its writes block once the edge stops reading and the
-	// socket buffers fill.
+	// Time passes deliberately: the writer runs into the pause (its writes block once the edge
+	// stops reading and the socket buffers fill) and must NOT write everything within it.
 	time.Sleep(1500 * time.Millisecond)
 	if w := wrote.Load(); w >= n {
 		t.Fatalf("client wrote all %d messages while the edge should be paused", w)

@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/sluicehq/sluice/core/internal/edgetest"
+	"github.com/sluicehq/sluice/plugins/plugintest"
 )
 
 // webDriver is one chromedriver session.
@@ -239,7 +240,7 @@ routes:
   - name: default
     match: /ws/**
     strategy: { name: hybrid }
-`, pluginScript(t)))
+`, plugintest.Script(t, t.TempDir(), "plugin.sh")))
 	// Receipts take a while, so that messages are in flight and the pools hold something.
 	srv.Embedded().Faults().DelayReceipts(150 * time.Millisecond)
 	admin := httptest.NewServer(srv.AdminHandler())

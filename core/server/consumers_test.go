@@ -208,7 +208,7 @@ routes:
 		if used := srv.ConsumerPool().Snapshot().Edge.Used; used > limit+session.ConsumerCharge(msgSize) {
 			t.Errorf("consumer pool at %d bytes, limit %d", used, limit)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // spreads the samples over the time the pool is full
 	}
 	// A ping queued behind the full pool would not be answered until the slow consumer
 	// reads; answered at all within a generous bound shows control frames bypass the pool.
@@ -227,12 +227,15 @@ routes:
 	// The slow consumer resumes: every message, in order, none lost.
 	close(slow.resume)
 	resumed = true
+	logged := time.Now()
 	edgetest.WaitFor(t, 60*time.Second, "slow consumer received every message", func() bool {
 		if slow.count() >= slowMsgs {
 			return true
 		}
-		t.Logf("slow consumer has %d; slow route %+v", slow.count(), slowRoute())
-		time.Sleep(time.Second)
+		if time.Since(logged) >= time.Second {
+			logged = time.Now()
+			t.Logf("slow consumer has %d; slow route %+v", slow.count(), slowRoute())
+		}
 		return false
 	})
 	got := slow.messages()

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -22,43 +21,14 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/sluicehq/sluice/core/certs/certtest"
 	"github.com/sluicehq/sluice/core/config"
-	"github.com/sluicehq/sluice/core/connlimit"
+	"github.com/sluicehq/sluice/core/frontdoor/certs/certtest"
+	"github.com/sluicehq/sluice/core/frontdoor/connlimit"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/sdk/strategy"
 )
-
-// startListening runs an edge from yaml on its own loopback listener (listen and TLS as
-// configured), for what only the real listener does: TLS, the PROXY protocol, header limits.
-func startListening(t *testing.T, yaml string, opts ...server.Option) (*server.Server, string) {
-	t.Helper()
-	ctx := context.Background()
-	path := t.TempDir() + "/sluice.yaml"
-	if err := os.WriteFile(path, []byte("listen: \"127.0.0.1:0\"\n"+yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(ctx, config.LoadOptions{Files: []string{path}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(cfg, append([]server.Option{server.WithRegistry(edgetest.Builtins(t))}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	return srv, srv.Addr()
-}
 
 const producerPath = "/ws/v2/producer/persistent/public/default/"
 
@@ -112,16 +82,16 @@ func TestOriginPolicy(t *testing.T) {
 // and a slot is held for exactly a session's life.
 func TestConnectionLimits(t *testing.T) {
 	t.Parallel()
-	secret := secretFile(t)
+	tokens := edgetest.NewTokenAuth(t)
 	srv, base := edgetest.Start(t, fmt.Sprintf(`
 admin_listen: "off"
 auth: { token: { secret_key_file: %s } }
 limits: { max_connections: 4, max_connections_per_address: 3, max_connections_per_role: 2 }
 trusted_proxies: { networks: [127.0.0.1/32] }
-`, secret))
+`, tokens.SecretFile))
 	d := websocket.DefaultDialer
 	as := func(role, client string) http.Header {
-		return http.Header{"Authorization": {"Bearer " + signedToken(t, role)}, "X-Forwarded-For": {client}}
+		return http.Header{"Authorization": {"Bearer " + tokens.Token(t, role)}, "X-Forwarded-For": {client}}
 	}
 	var open []*websocket.Conn
 	connect := func(role, client string) (int, string) {
@@ -213,7 +183,7 @@ func TestHandshakeRate(t *testing.T) {
 		t.Errorf("another address was refused: %d", status)
 	}
 	// One token every 2 s: slow enough that a loaded machine's handshakes above cannot earn
-	// one back before the fourth, and this wait earns exactly one.
+	// one back before the fourth, and this wait (time passing, deliberately) earns exactly one.
 	time.Sleep(2100 * time.Millisecond)
 	if status, body := handshake(t, websocket.DefaultDialer, base+producerPath+"rate", from("198.51.100.7")); status != 101 {
 		t.Errorf("after the bucket refilled: %d %q", status, body)
@@ -227,7 +197,7 @@ func TestHandshakeRate(t *testing.T) {
 // that does not finish its headers within handshake_timeout is cut; both are counted.
 func TestHeaderLimits(t *testing.T) {
 	t.Parallel()
-	srv, addr := startListening(t, "admin_listen: \"off\"\nwebsocket: { max_header_bytes: 4KiB, handshake_timeout: 500ms }\n")
+	srv, addr := edgetest.Listen(t, "admin_listen: \"off\"\nwebsocket: { max_header_bytes: 4KiB, handshake_timeout: 500ms }\n")
 	h := http.Header{"X-Big": {strings.Repeat("b", 12<<10)}}
 	if status, _ := handshake(t, websocket.DefaultDialer, "ws://"+addr+producerPath+"hdr", h); status != 431 {
 		t.Errorf("12 KiB of headers: %d, want 431", status)
@@ -259,7 +229,7 @@ func TestHeaderLimits(t *testing.T) {
 // address in the header (v1 and v2); an untrusted peer's header is not read.
 func TestProxyProtocolAddresses(t *testing.T) {
 	t.Parallel()
-	srv, addr := startListening(t, "admin_listen: \"off\"\nlimits: { max_connections_per_address: 1 }\ntrusted_proxies: { networks: [127.0.0.1/32], proxy_protocol: true, header: none }\n")
+	srv, addr := edgetest.Listen(t, "admin_listen: \"off\"\nlimits: { max_connections_per_address: 1 }\ntrusted_proxies: { networks: [127.0.0.1/32], proxy_protocol: true, header: none }\n")
 	dialVia := func(version byte, src string) (int, string) {
 		t.Helper()
 		d := websocket.Dialer{NetDialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
@@ -306,12 +276,13 @@ func TestProxyProtocolAddresses(t *testing.T) {
 // is the role (cert first, as Pulsar; X-Pulsar-Auth-Method-Name picks the token).
 func TestTLSListener(t *testing.T) {
 	t.Parallel()
+	tokens := edgetest.NewTokenAuth(t)
 	dir := t.TempDir()
 	ca := certtest.NewCA(t, "test-ca")
 	certFile, keyFile := ca.Server(t, "edge-1").Write(t, dir, "server")
 	caFile := dir + "/ca.pem"
 	certtest.WriteFile(t, caFile, ca.PEM)
-	srv, addr := startListening(t, fmt.Sprintf(`
+	srv, addr := edgetest.Listen(t, fmt.Sprintf(`
 admin_listen: "127.0.0.1:0"
 tls: { cert_file: %[1]s, key_file: %[2]s, min_version: "1.3", client_ca_file: %[3]s }
 admin_tls: { cert_file: %[1]s, key_file: %[2]s }
@@ -321,14 +292,14 @@ authorization:
   permissions:
     - { role: alice, resource: public/default/alice-*, actions: [produce] }
     - { role: bob, resource: public/default/bob-*, actions: [produce] }
-`, certFile, keyFile, caFile, secretFile(t)))
+`, certFile, keyFile, caFile, tokens.SecretFile))
 	roots := ca.Pool()
 	alice := ca.Client(t, pkix.Name{CommonName: "alice", Organization: []string{"x"}})
 	dialer := func(certs ...tls.Certificate) *websocket.Dialer {
 		return &websocket.Dialer{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: certs}, HandshakeTimeout: 5 * time.Second}
 	}
 	wss := "wss://" + addr + producerPath
-	bob := http.Header{"Authorization": {"Bearer " + signedToken(t, "bob")}}
+	bob := http.Header{"Authorization": {"Bearer " + tokens.Token(t, "bob")}}
 	for name, tc := range map[string]struct {
 		d      *websocket.Dialer
 		topic  string
@@ -390,6 +361,8 @@ authorization:
 	}
 	// A half-rotated pair (a key that does not match) keeps the renewed certificate.
 	certtest.WriteFile(t, keyFile, ca.Server(t, "edge-3").KeyPEM)
+	// Time passes deliberately, over the reloader's look at the files: the mismatched key must
+	// NOT be taken within it.
 	time.Sleep(1200 * time.Millisecond)
 	if got := serial(); got != renewed.SerialNumber.String() {
 		t.Errorf("a mismatched key replaced the certificate in service: serial %s", got)
@@ -402,14 +375,14 @@ type observedEdge struct {
 	srv  *server.Server
 	base string // ws://host:port
 	rec  *recorder
-	log  *syncBuffer
+	log  *testkit.SyncBuffer
 }
 
 // startObserved runs such an edge from yaml: on its own listener when listen is set (for
 // the PROXY protocol), else on an httptest server.
 func startObserved(t *testing.T, yaml string, listen bool) *observedEdge {
 	t.Helper()
-	e := &observedEdge{rec: &recorder{}, log: &syncBuffer{}}
+	e := &observedEdge{rec: &recorder{}, log: &testkit.SyncBuffer{}}
 	reg := strategy.NewRegistry()
 	if err := reg.Register("recorder", func(context.Context, map[string]any) (strategy.Strategy, error) { return e.rec, nil }); err != nil {
 		t.Fatal(err)
@@ -421,7 +394,7 @@ func startObserved(t *testing.T, yaml string, listen bool) *observedEdge {
 	yaml = "admin_listen: \"off\"\nroutes: [{ name: all, match: /ws/**, strategy: { name: recorder } }]\n" + yaml
 	if listen {
 		var addr string
-		e.srv, addr = startListening(t, yaml, opts...)
+		e.srv, addr = edgetest.Listen(t, yaml, opts...)
 		e.base = "ws://" + addr
 		return e
 	}
@@ -634,7 +607,7 @@ func scrapeAdmin(t *testing.T, addr string) map[string]*dto.MetricFamily {
 // slot from its accept until it is cut, and adds one to sluice_connections_incomplete_total.
 func TestProtectionMetrics(t *testing.T) {
 	t.Parallel()
-	srv, addr := startListening(t, "admin_listen: \"127.0.0.1:0\"\nlimits: { max_connections: 2 }\nwebsocket: { handshake_timeout: 500ms }\n")
+	srv, addr := edgetest.Listen(t, "admin_listen: \"127.0.0.1:0\"\nlimits: { max_connections: 2 }\nwebsocket: { handshake_timeout: 500ms }\n")
 	admin := srv.AdminAddr()
 	const (
 		open       = "sluice_connections_open"
@@ -704,7 +677,7 @@ func TestProtectionMetrics(t *testing.T) {
 // by handshake_timeout; nothing is refused.
 func TestProtectionMetricsUnbounded(t *testing.T) {
 	t.Parallel()
-	srv, addr := startListening(t, "admin_listen: \"127.0.0.1:0\"\nlimits: { max_connections: 0 }\nwebsocket: { handshake_timeout: 500ms }\n")
+	srv, addr := edgetest.Listen(t, "admin_listen: \"127.0.0.1:0\"\nlimits: { max_connections: 0 }\nwebsocket: { handshake_timeout: 500ms }\n")
 	admin := srv.AdminAddr()
 	url := "ws://" + addr + producerPath + "unbounded"
 	var open []*websocket.Conn
@@ -752,7 +725,7 @@ func TestLargeFramesOverTLSAndLimits(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, addr := startListening(t, yaml)
+			_, addr := edgetest.Listen(t, yaml)
 			d, scheme := websocket.DefaultDialer, "ws://"
 			if name == "tls" {
 				d, scheme = &websocket.Dialer{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}, HandshakeTimeout: 5 * time.Second}, "wss://"

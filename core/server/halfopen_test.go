@@ -14,7 +14,8 @@ import (
 	"github.com/gorilla/websocket"
 	proxyproto "github.com/pires/go-proxyproto"
 
-	"github.com/sluicehq/sluice/core/certs/certtest"
+	"github.com/sluicehq/sluice/core/frontdoor/certs/certtest"
+	"github.com/sluicehq/sluice/core/internal/edgetest"
 )
 
 // silent opens a TCP connection to addr that sends nothing (or only what first writes).
@@ -59,16 +60,10 @@ func TestHalfOpenConnectionsCounted(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			srv, addr := startListening(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 2s }\n"+tc.yaml)
+			srv, addr := edgetest.Listen(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 2s }\n"+tc.yaml)
 			start := time.Now()
 			held := []net.Conn{silent(t, addr, nil), silent(t, addr, nil), silent(t, addr, nil)}
-			deadline := time.Now().Add(5 * time.Second)
-			for srv.EdgeStats().Connections.Open != 3 && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if open := srv.EdgeStats().Connections.Open; open != 3 {
-				t.Fatalf("%d connections counted with 3 silent ones open, want 3", open)
-			}
+			edgetest.WaitFor(t, 5*time.Second, "the 3 silent connections counted", func() bool { return srv.EdgeStats().Connections.Open == 3 })
 			// The fourth is answered and closed at once, well before the handshake deadline.
 			fourth := silent(t, addr, nil)
 			took, answer := closedWithin(t, fourth, time.Now(), time.Second)
@@ -94,13 +89,7 @@ func TestHalfOpenConnectionsCounted(t *testing.T) {
 					t.Errorf("a silent connection was closed after %s, before the 2s deadline", took)
 				}
 			}
-			deadline = time.Now().Add(5 * time.Second)
-			for srv.EdgeStats().Connections.Open != 0 && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if open := srv.EdgeStats().Connections.Open; open != 0 {
-				t.Errorf("%d connections counted once the silent ones were closed", open)
-			}
+			edgetest.WaitFor(t, 5*time.Second, "no connection counted once the silent ones were closed", func() bool { return srv.EdgeStats().Connections.Open == 0 })
 		})
 	}
 }
@@ -133,7 +122,7 @@ func TestOneHandshakeDeadline(t *testing.T) {
 		if err := tc.Handshake(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // a slow client: time passes between its steps
 		slowHeaders(tc)
 	}
 	for name, tc := range map[string]struct {
@@ -144,7 +133,7 @@ func TestOneHandshakeDeadline(t *testing.T) {
 		"silent, PROXY protocol on":    {true, false, nil},
 		"PROXY header, then silence":   {true, false, proxyHeader},
 		"half the headers":             {false, false, slowHeaders},
-		"PROXY header, half the rest":  {true, false, func(c net.Conn) { proxyHeader(c); time.Sleep(300 * time.Millisecond); slowHeaders(c) }},
+		"PROXY header, half the rest":  {true, false, func(c net.Conn) { proxyHeader(c); time.Sleep(300 * time.Millisecond); slowHeaders(c) }}, // slowly
 		"silent, TLS":                  {false, true, nil},
 		"TLS, then half the headers":   {false, true, tlsThenHeaders},
 		"PROXY header, TLS, then half": {true, true, func(c net.Conn) { proxyHeader(c); tlsThenHeaders(c) }},
@@ -158,7 +147,7 @@ func TestOneHandshakeDeadline(t *testing.T) {
 			if tc.tls {
 				yaml += fmt.Sprintf("tls: { cert_file: %s, key_file: %s }\n", certFile, keyFile)
 			}
-			_, addr := startListening(t, yaml)
+			_, addr := edgetest.Listen(t, yaml)
 			start := time.Now()
 			c := silent(t, addr, tc.first)
 			took, _ := closedWithin(t, c, start, 3*timeout)
@@ -184,7 +173,7 @@ func TestSessionOutlivesHandshakeDeadline(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, addr := startListening(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 500ms }\n"+yaml)
+			_, addr := edgetest.Listen(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 500ms }\n"+yaml)
 			d := websocket.Dialer{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}
 			scheme := "ws://"
 			if name == "TLS" {
@@ -195,7 +184,7 @@ func TestSessionOutlivesHandshakeDeadline(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			time.Sleep(1500 * time.Millisecond) // three handshake deadlines
+			time.Sleep(1500 * time.Millisecond) // deliberately three handshake deadlines: the session must outlive them
 			if err := c.WriteMessage(websocket.TextMessage, []byte(`{"payload":"aGk="}`)); err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +195,7 @@ func TestSessionOutlivesHandshakeDeadline(t *testing.T) {
 		})
 	}
 	// A kept-alive connection that is not upgraded lives at most the handshake deadline.
-	_, addr := startListening(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 500ms }\n")
+	_, addr := edgetest.Listen(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 500ms }\n")
 	c := silent(t, addr, func(c net.Conn) { fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") })
 	took, answer := closedWithin(t, c, time.Now(), 3*time.Second)
 	if !strings.Contains(answer, "200 OK") || took > time.Second {

@@ -17,10 +17,10 @@ import (
 
 // Routes is the live route table (admin.Source).
 func (s *Server) Routes() []*policy.Route {
-	if s.policies == nil {
+	if s.routeTable == nil {
 		return nil
 	}
-	return s.policies.Routes()
+	return s.routeTable.Routes()
 }
 
 // Sessions are the open sessions (admin.Source).
@@ -50,13 +50,13 @@ func (s *Server) PluginStates() []plugins.State {
 // BrokerUp reports the broker probe's last answer (admin.Source).
 func (s *Server) BrokerUp() bool { return s.health != nil && s.health.Err() == nil }
 
-// Protections are the connection limits' state and the guard's refusals (admin.Source).
-func (s *Server) Protections() admin.Protections {
-	if s.guard == nil {
-		return admin.Protections{Refused: map[string]uint64{}}
+// FrontDoor is the connection limits' state and the front door's refusals (admin.Source).
+func (s *Server) FrontDoor() admin.FrontDoor {
+	if s.frontDoor == nil {
+		return admin.FrontDoor{Refused: map[string]uint64{}}
 	}
-	st := s.guard.stats()
-	p := admin.Protections{Connections: st.Connections.Open, Incomplete: st.Connections.Incomplete, Refused: st.Connections.Refused}
+	st := s.frontDoor.stats()
+	p := admin.FrontDoor{Connections: st.Connections.Open, Incomplete: st.Connections.Incomplete, Refused: st.Connections.Refused}
 	p.Refused["origin"] = st.OriginRefused
 	p.Refused["not_authorized"] = st.NotAuthorized
 	p.Refused["broker_unavailable"] = st.BrokerUnavailable

@@ -26,6 +26,8 @@ import (
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
+	"github.com/sluicehq/sluice/core/testkit"
+	"github.com/sluicehq/sluice/plugins/plugintest"
 )
 
 // scrape reads /metrics from the admin handler.
@@ -170,7 +172,7 @@ routes:
   - name: all
     match: /ws/**
     strategy: { name: bytes }
-`, pluginScript(t)))
+`, plugintest.Script(t, t.TempDir(), "plugin.sh")))
 	ah := srv.AdminHandler()
 	faults := srv.Embedded().Faults()
 
@@ -496,7 +498,7 @@ func failing(rd admin.Readiness) string {
 // figures; nothing is logged per message; every line is flat JSON with each key once.
 func TestSessionLogLines(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg := config.Defaults()
 	cfg.AdminListen = config.AdminListenOff
@@ -787,7 +789,7 @@ func TestEmbeddedStoreMetrics(t *testing.T) {
 // whole request is counted as incomplete.
 func TestConnectionMetrics(t *testing.T) {
 	t.Parallel()
-	srv, addr := startListening(t, "admin_listen: \"off\"\nlimits: { max_connections: 2 }\n")
+	srv, addr := edgetest.Listen(t, "admin_listen: \"off\"\nlimits: { max_connections: 2 }\n")
 	ah := srv.AdminHandler()
 	url := "ws://" + addr + producerPath + "conns-" + strconv.FormatInt(time.Now().UnixNano(), 10)
 	if status, _ := handshake(t, websocket.DefaultDialer, url, http.Header{"Origin": {"https://evil.example"}}); status != http.StatusForbidden {

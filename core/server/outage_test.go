@@ -138,7 +138,10 @@ func TestHandshakeDeadline(t *testing.T) {
 		}
 		res <- r
 	}()
-	time.Sleep(500 * time.Millisecond) // the handshake waits on the broker
+	// Time passes deliberately: the handshake gets well into its wait on the broker that never
+	// answers (no state of the edge shows a handshake waiting), so that the outage meets it
+	// in flight.
+	time.Sleep(500 * time.Millisecond)
 	_ = ln.Close()
 	<-done
 	for _, c := range held {

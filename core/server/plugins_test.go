@@ -17,44 +17,12 @@ import (
 	"github.com/sluicehq/sluice/core/admin"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/plugins"
-	"github.com/sluicehq/sluice/sdk/plugin"
-	"github.com/sluicehq/sluice/sdk/strategy"
-	"github.com/sluicehq/sluice/strategies"
+	"github.com/sluicehq/sluice/plugins/plugintest"
 )
 
-// pluginArg as os.Args[1] makes the test binary a strategy plugin serving the builtins (the
-// TestHelperProcess pattern): the edge under test launches it through a small script.
-const pluginArg = "sluice-server-test-plugin"
-
 func TestMain(m *testing.M) {
-	if len(os.Args) >= 2 && os.Args[1] == pluginArg {
-		reg := strategy.NewRegistry()
-		if err := strategies.Register(reg); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		if err := plugin.Serve(reg, plugin.WithVersion("test")); err != nil {
-			fmt.Fprintln(os.Stderr, "test plugin:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	plugintest.ServeIfAsked()
 	os.Exit(m.Run())
-}
-
-// pluginScript writes an executable that runs this test binary as a plugin.
-func pluginScript(t *testing.T) string {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := t.TempDir() + "/plugin.sh"
-	script := fmt.Sprintf("#!/bin/sh\nexec %q %s\n", exe, pluginArg)
-	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // rejectedOf sends n messages on a new producer session while receipts are held and returns
@@ -95,7 +63,7 @@ routes:
     match: /ws/**
     strategy: { plugin: tiers, name: count, params: { max_pending_messages: 5 } }
     fallback: count
-`, pluginScript(t)))
+`, plugintest.Script(t, t.TempDir(), "plugin.sh")))
 	faults := srv.Embedded().Faults()
 	faults.HoldReceipts()
 	t.Cleanup(faults.ReleaseReceipts)
@@ -119,18 +87,20 @@ routes:
 	// after the kill may still reach the dying plugin; it must not hang past the decision
 	// timeout, and the fallback must take over within a bounded time.
 	var fallbackAfter time.Duration
-	for attempt := 0; ; attempt++ {
+	attempt := 0
+	edgetest.WaitFor(t, 10*time.Second, "the fallback deciding a handshake after the kill", func() bool {
+		attempt++
 		c, resp, err := websocket.DefaultDialer.Dial(url+"?producerName=b"+strconv.Itoa(attempt), nil)
 		if err == nil {
 			c.Close()
 			fallbackAfter = time.Since(killed)
-			break
+			return true
 		}
 		if resp == nil || resp.StatusCode != 503 || time.Since(killed) > 5*time.Second {
 			t.Fatalf("handshake after the kill: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
 	t.Logf("fallback decided a handshake %s after the kill", fallbackAfter)
 	r, _, fallbackAcks := rejectedOf(t, url+"?producerName=c", 8)
 	if r != 0 {
@@ -185,7 +155,7 @@ func setScript(t *testing.T, path, body string) {
 // error), the one with a fallback admits them.
 func TestReadinessFollowsPlugins(t *testing.T) {
 	t.Parallel()
-	bare, backed, idle := pluginScript(t), pluginScript(t), pluginScript(t)
+	bare, backed, idle := plugintest.Script(t, t.TempDir(), "plugin.sh"), plugintest.Script(t, t.TempDir(), "plugin.sh"), plugintest.Script(t, t.TempDir(), "plugin.sh")
 	working, err := os.ReadFile(bare)
 	if err != nil {
 		t.Fatal(err)

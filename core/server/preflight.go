@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/core/auth"
-	"github.com/sluicehq/sluice/core/certs"
 	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/frontdoor/certs"
 )
 
 // ErrPluginMissing is wrapped by preflight's error for a plugin executable that does not

@@ -697,7 +697,7 @@ loop:
 		case <-time.After(rpWait):
 			t.Fatalf("message %d unanswered after %s", sent-1, rpWait)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // paces the sends
 	}
 	switch {
 	case firstErr != nil:
@@ -962,7 +962,7 @@ func TestPulsarBrokerKilledUnderFlood(t *testing.T) {
 			for !stop.Load() {
 				c, _, err := websocket.DefaultDialer.Dial(base+"/ws/v2/producer/persistent/public/default/"+r.topic, nil)
 				if err != nil {
-					// Refused while the broker is down: try again.
+					// Refused while the broker is down: try again, after a pause.
 					time.Sleep(200 * time.Millisecond)
 					continue
 				}
@@ -1017,7 +1017,7 @@ func TestPulsarBrokerKilledUnderFlood(t *testing.T) {
 					if err := c.WriteJSON(map[string]any{"payload": base64.StdEncoding.EncodeToString([]byte(body)), "context": ctx}); err != nil {
 						break
 					}
-					time.Sleep(2 * time.Millisecond)
+					time.Sleep(2 * time.Millisecond) // paces the flood
 				}
 				// Stop sending; wait for what is in flight, then close.
 				deadline := time.Now().Add(2 * time.Minute)
@@ -1028,7 +1028,7 @@ func TestPulsarBrokerKilledUnderFlood(t *testing.T) {
 					if n == 0 {
 						break
 					}
-					time.Sleep(20 * time.Millisecond)
+					time.Sleep(20 * time.Millisecond) // a poll on a sender's goroutine, which cannot t.Fatal
 				}
 				_ = c.Close()
 				<-done

@@ -191,6 +191,8 @@ func TestReleaseOnSocketClose(t *testing.T) {
 	}
 	edgetest.WaitFor(t, 10*time.Second, "messages charged", func() bool { return producerUsage(srv) > 0 })
 	_ = p.Close()
+	// Time passes deliberately: the charges must NOT be released within it, while the broker
+	// has not answered.
 	time.Sleep(200 * time.Millisecond)
 	if producerUsage(srv) == 0 {
 		t.Error("charges released before the broker answered: in-flight messages must stay charged")
@@ -223,6 +225,9 @@ func TestShutdownFlushesInflight(t *testing.T) {
 		defer cancel()
 		done <- srv.Shutdown(ctx)
 	}()
+	edgetest.WaitFor(t, 10*time.Second, "the edge draining", srv.Draining)
+	// Time passes deliberately: the shutdown reaches the sessions and waits on their messages
+	// in flight (no state shows that wait) before the broker answers them.
 	time.Sleep(300 * time.Millisecond)
 	faults.ReleaseReceipts()
 	ok := 0

@@ -17,13 +17,14 @@ import (
 	"github.com/gorilla/websocket"
 	proxyproto "github.com/pires/go-proxyproto"
 
-	"github.com/sluicehq/sluice/core/certs/certtest"
+	"github.com/sluicehq/sluice/core/frontdoor/certs/certtest"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
+	"github.com/sluicehq/sluice/core/testkit"
 )
 
 // withJSONLog logs the server's lines to logs as JSON.
-func withJSONLog(logs *syncBuffer) server.Option {
+func withJSONLog(logs *testkit.SyncBuffer) server.Option {
 	return server.WithLogger(slog.New(slog.NewJSONHandler(logs, nil)))
 }
 
@@ -69,7 +70,7 @@ func refusalLines(t *testing.T, logs string) []map[string]any {
 }
 
 // checkRefusalLogged: one refusal line for the bad escape, from remote, without the query.
-func checkRefusalLogged(t *testing.T, logs *syncBuffer, remote string) {
+func checkRefusalLogged(t *testing.T, logs *testkit.SyncBuffer, remote string) {
 	t.Helper()
 	var lines []map[string]any
 	edgetest.WaitFor(t, 5*time.Second, "the refusal logged", func() bool {
@@ -92,8 +93,8 @@ func checkRefusalLogged(t *testing.T, logs *syncBuffer, remote string) {
 // status="400"} and logged; a producer on the same server still publishes.
 func TestMalformedRequestLine(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
-	srv, addr := startListening(t, "admin_listen: \"off\"\n", withJSONLog(logs))
+	logs := &testkit.SyncBuffer{}
+	srv, addr := edgetest.Listen(t, "admin_listen: \"off\"\n", withJSONLog(logs))
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -130,8 +131,8 @@ func TestMalformedRequestLineTLS(t *testing.T) {
 	certFile, keyFile := ca.Server(t, "edge-1").Write(t, dir, "server")
 	caFile := dir + "/ca.pem"
 	certtest.WriteFile(t, caFile, ca.PEM)
-	logs := &syncBuffer{}
-	_, addr := startListening(t, fmt.Sprintf(`
+	logs := &testkit.SyncBuffer{}
+	_, addr := edgetest.Listen(t, fmt.Sprintf(`
 admin_listen: "off"
 tls: { cert_file: %s, key_file: %s, client_ca_file: %s }
 auth: { client_certificates: true }
@@ -171,8 +172,8 @@ authorization:
 // the header, and the refusal is logged with the client's address from it.
 func TestMalformedRequestLineProxyProtocol(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
-	_, addr := startListening(t, "admin_listen: \"off\"\ntrusted_proxies: { networks: [127.0.0.1/32], proxy_protocol: true, header: none }\n",
+	logs := &testkit.SyncBuffer{}
+	_, addr := edgetest.Listen(t, "admin_listen: \"off\"\ntrusted_proxies: { networks: [127.0.0.1/32], proxy_protocol: true, header: none }\n",
 		withJSONLog(logs))
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -200,8 +201,8 @@ func TestMalformedRequestLineProxyProtocol(t *testing.T) {
 // gateway's refusals are, with status and reason, and counted by status.
 func TestGuardRefusalsLogged(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
-	srv, addr := startListening(t, "admin_listen: \"off\"\nlimits: { max_connections_per_address: 1, handshake_rate: 0.1, handshake_burst: 3 }\n", withJSONLog(logs))
+	logs := &testkit.SyncBuffer{}
+	srv, addr := edgetest.Listen(t, "admin_listen: \"off\"\nlimits: { max_connections_per_address: 1, handshake_rate: 0.1, handshake_burst: 3 }\n", withJSONLog(logs))
 	base := "ws://" + addr
 	// Each handshake takes a rate token: a burst of 3, then 429.
 	if status, _ := handshake(t, websocket.DefaultDialer, base+producerPath+"guard-3", http.Header{"Origin": {"https://evil.example"}}); status != 403 {

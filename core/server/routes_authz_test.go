@@ -2,14 +2,11 @@ package server_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/gorilla/websocket"
 
 	"github.com/sluicehq/sluice/core/config"
@@ -21,14 +18,8 @@ import (
 // topics a request accesses, whatever endpoint form names them.
 func TestRouteRolesOnEveryEndpointForm(t *testing.T) {
 	t.Parallel()
-	secret := []byte("a-test-secret-long-enough-for-hs256")
-	keyFile := t.TempDir() + "/secret"
-	if err := os.WriteFile(keyFile, secret, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, base := edgetest.Start(t, fmt.Sprintf(`
-auth:
-  token: { secret_key_file: %s }
+	tokens := edgetest.NewTokenAuth(t)
+	_, base := edgetest.Start(t, tokens.YAML()+`
 routes:
   - name: secure
     match: /ws/v2/*/*/secure/**
@@ -41,31 +32,7 @@ routes:
   - name: rest
     match: /ws/**
     strategy: { name: hybrid }
-`, keyFile))
-	token := func(sub string) string {
-		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub}).SignedString(secret)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	status := func(path, role string) (int, string) {
-		t.Helper()
-		h := http.Header{"Authorization": {"Bearer " + token(role)}}
-		c, resp, err := websocket.DefaultDialer.Dial(base+path, h)
-		if err == nil {
-			c.Close()
-			return http.StatusSwitchingProtocols, ""
-		}
-		if resp == nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		var body strings.Builder
-		buf := make([]byte, 512)
-		n, _ := resp.Body.Read(buf)
-		body.Write(buf[:n])
-		return resp.StatusCode, body.String()
-	}
+`)
 	q := url.QueryEscape
 	for name, tc := range map[string]struct {
 		path string
@@ -98,7 +65,7 @@ routes:
 		"invalid pattern is 400":            {"/ws/v3/consumer/s?topicsPattern=" + q("public/default/(a"), "alice", 400},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got, body := status(tc.path, tc.role)
+			got, body := handshake(t, websocket.DefaultDialer, base+tc.path, http.Header{"Authorization": {"Bearer " + tokens.Token(t, tc.role)}})
 			if got != tc.want {
 				t.Errorf("status %d (%s), want %d", got, strings.TrimSpace(body), tc.want)
 			}

@@ -22,13 +22,11 @@ import (
 	"github.com/sluicehq/sluice/core/auth"
 	"github.com/sluicehq/sluice/core/broker"
 	"github.com/sluicehq/sluice/core/broker/embedded"
-	"github.com/sluicehq/sluice/core/certs"
 	"github.com/sluicehq/sluice/core/config"
-	"github.com/sluicehq/sluice/core/connlimit"
+	"github.com/sluicehq/sluice/core/frontdoor/certs"
 	"github.com/sluicehq/sluice/core/gateway"
 	"github.com/sluicehq/sluice/core/internal/lograte"
 	"github.com/sluicehq/sluice/core/policy"
-	"github.com/sluicehq/sluice/core/requestline"
 	"github.com/sluicehq/sluice/plugins"
 	"github.com/sluicehq/sluice/sdk/strategy"
 )
@@ -46,13 +44,13 @@ type Server struct {
 	sessions   *admission.Pool
 	registry   *strategy.Registry
 	plugins    *plugins.Host // nil when no plugins are configured
-	policies   *policy.Manager
+	routeTable *policy.Table
 	gw         *gateway.Gateway
 	handler    http.Handler
 	metrics    *admin.Metrics
 	admin      *admin.Admin
 	health     *broker.Health // the broker's reachability, for handshakes and /readyz
-	guard      *guard         // the protections around the gateway (guard.go)
+	frontDoor  *frontDoor     // between the internet and the gateway
 	tls        *certs.Reloader
 	adminTLS   *certs.Reloader
 	stopHealth context.CancelFunc
@@ -74,7 +72,7 @@ type Server struct {
 	adminLn  net.Listener
 	adminErr chan error
 
-	stopAdjust context.CancelFunc // stops the policies' adjust loop
+	stopAdjust context.CancelFunc // stops the route table's adjust loop
 	adjustDone chan struct{}
 
 	shutdownOnce sync.Once
@@ -199,38 +197,11 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 		// rate-limited, so that a flood of bad handshakes cannot flood the log.
 		ErrorLog: slog.NewLogLogger(lograte.Handler(s.log.Handler(), lograte.New(20, 10)), slog.LevelWarn),
 	}
-	// Counted from the accept, and under one handshake deadline from then to the upgrade
-	// (PROXY header, TLS, headers and handler together): beneath everything that reads.
-	ln = s.guard.limits.Listener(ln, connlimit.ListenerConfig{
-		Trusted:          s.guard.proxies.Trusted,
-		HandshakeTimeout: ws.HandshakeTimeout,
-		Refused: func(remote, reason string) {
-			s.gw.Refused(remote, "", http.StatusServiceUnavailable, reason)
-		},
-		Answer: s.tls == nil,
-	})
-	if s.cfg.TrustedProxies.ProxyProtocol {
-		ln = s.guard.proxies.Listener(ln, ws.HandshakeTimeout)
-	}
+	var tlsConfig *tls.Config // nil: plain TCP
 	if s.tls != nil {
-		ln = tls.NewListener(ln, s.tls.Config())
+		tlsConfig = s.tls.Config()
 	}
-	// Above TLS, so that it reads the plaintext: a request line net/http would refuse
-	// with a bare 400 is answered with its reason, counted and logged as the gateway's
-	// refusals are.
-	maxLine := 0 // zero: net/http's default header limit, and requestline's
-	if srv.MaxHeaderBytes > 0 {
-		maxLine = srv.MaxHeaderBytes + 4096 // net/http's own read limit for the headers
-	}
-	ln = requestline.Listener(ln, requestline.Config{
-		MaxLine:  maxLine,
-		Timeout:  ws.HandshakeTimeout,
-		ErrorLog: srv.ErrorLog,
-		Refused: func(r requestline.Refusal) {
-			s.gw.Refused(r.RemoteAddr, r.Path, r.Status, r.Reason)
-		},
-	})
-	s.guard.limits.Track(srv)
+	ln = s.frontDoor.listener(ln, srv, tlsConfig)
 	s.mu.Lock()
 	s.listener, s.http, s.serveErr = ln, srv, make(chan error, 1)
 	s.mu.Unlock()
@@ -380,8 +351,8 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	if s.plugins != nil {
 		popts = append(popts, policy.WithPlugins(s.plugins, plugins.Fallback))
 	}
-	s.policies = policy.New(s.registry, s.producers, s.consumers, policySettings(s.cfg), popts...)
-	if err := s.policies.Apply(ctx, s.cfg.Routes); err != nil {
+	s.routeTable = policy.New(s.registry, s.producers, s.consumers, policySettings(s.cfg), popts...)
+	if err := s.routeTable.Apply(ctx, s.cfg.Routes); err != nil {
 		return err // it names the route ("routes[0] (name).strategy: …")
 	}
 	s.mu.Lock()
@@ -395,21 +366,21 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	if authn != nil {
 		opts = append(opts, gateway.WithAuthenticator(authn))
 	}
-	if s.guard, err = newGuard(s.cfg, s.health); err != nil {
+	if s.frontDoor, err = newFrontDoor(s.cfg, s.health); err != nil {
 		return err
 	}
-	opts = append(opts, gateway.WithAdmitter(s.guard)) // authorization, per-role limit, broker health
+	opts = append(opts, gateway.WithAdmitter(s.frontDoor)) // authorization, broker health, per-role limit
 	actx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopAdjust, s.adjustDone = stop, make(chan struct{})
 	go func() {
 		defer close(s.adjustDone)
-		s.policies.Run(actx)
+		s.routeTable.Run(actx)
 	}()
 	if s.embedded != nil {
 		opts = append(opts, gateway.WithTopicInspector(embeddedInspector{s.embedded}))
 	}
-	s.gw = gateway.New(s.client, s.policies, gateway.Config{CreateTimeout: s.cfg.Broker.OperationTimeout, MaxTopicsPerSession: s.cfg.WebSocket.MaxTopicsPerSession}, opts...)
-	s.guard.onRefused = s.gw.Refused // the guard's refusals are logged and counted as the gateway's
+	s.gw = gateway.New(s.client, s.routeTable, gateway.Config{CreateTimeout: s.cfg.Broker.OperationTimeout, MaxTopicsPerSession: s.cfg.WebSocket.MaxTopicsPerSession}, opts...)
+	s.frontDoor.onRefused = s.gw.Refused // the front door's refusals are logged and counted as the gateway's
 	s.admin = admin.New(s, s.metrics, admin.Config{Version: s.version, Pprof: s.cfg.AdminPprof}, s.log.With("component", "admin"))
 	s.handler = s.newHandler()
 	sctx, stopAdmin := context.WithCancel(context.WithoutCancel(ctx))
@@ -444,7 +415,7 @@ func (s *Server) Reload(ctx context.Context, next *config.Config) error {
 	if keys := config.StaticChanges(s.cfg, next); len(keys) > 0 {
 		s.log.Warn("configuration changes that need a restart were not applied", "keys", keys)
 	}
-	if err := s.policies.Apply(ctx, next.Routes); err != nil {
+	if err := s.routeTable.Apply(ctx, next.Routes); err != nil {
 		return fmt.Errorf("reloading routes: %w", err)
 	}
 	s.mu.Lock()
@@ -475,8 +446,8 @@ func (s *Server) WatchConfig(ctx context.Context, opts config.LoadOptions, inter
 	})
 }
 
-// Policies is the live route table.
-func (s *Server) Policies() *policy.Manager { return s.policies }
+// RouteTable is the live route table.
+func (s *Server) RouteTable() *policy.Table { return s.routeTable }
 
 // policyOptions are the strategies keys (zero keeps the route table's defaults, which equal
 // the keys' defaults).
@@ -560,7 +531,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) newHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/ws/", s.guard.handler(s.gw))
+	mux.Handle("/ws/", s.frontDoor.handler(s.gw))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintln(w, "ok")
@@ -572,9 +543,9 @@ func (s *Server) newHandler() http.Handler {
 	return mux
 }
 
-// EdgeStats reports the connection limits, origin and authorization refusals and the
-// broker's reachability.
-func (s *Server) EdgeStats() EdgeStats { return s.guard.stats() }
+// EdgeStats reports the front door's counters: the connection limits, origin and
+// authorization refusals and the broker's reachability.
+func (s *Server) EdgeStats() EdgeStats { return s.frontDoor.stats() }
 
 // BrokerHealth is the broker reachability probe, for readiness checks.
 func (s *Server) BrokerHealth() *broker.Health { return s.health }
@@ -704,8 +675,8 @@ func (s *Server) closeBackends(late bool) {
 		}
 		cancel()
 	}
-	if s.policies != nil {
-		s.policies.Close()
+	if s.routeTable != nil {
+		s.routeTable.Close()
 	}
 	if s.plugins != nil {
 		if err := s.plugins.Close(); err != nil {

@@ -1,14 +1,10 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,73 +13,19 @@ import (
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
+	"github.com/sluicehq/sluice/core/testkit"
+	"github.com/sluicehq/sluice/plugins/plugintest"
 	"github.com/sluicehq/sluice/sdk/strategy"
 	"github.com/sluicehq/sluice/strategies"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestWatchConfigReports: a reload that changes only static keys says they need a restart,
 // and fixing a broken file is logged even when the routes it holds are those in force.
 func TestWatchConfigReports(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	path := t.TempDir() + "/sluice.yaml"
-	write := func(s string) {
-		t.Helper()
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			t.Fatal(err)
-		}
-	}
 	const routes = "routes:\n  - { name: all, match: /ws/**, strategy: { name: bytes } }\n"
-	write("admin_listen: \"off\"\n" + routes)
-	opts := config.LoadOptions{Files: []string{path}}
-	cfg, err := config.Load(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs syncBuffer
-	srv, err := server.New(cfg, server.WithRegistry(edgetest.Builtins(t)), server.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(ctx, false); err != nil {
-		t.Fatal(err)
-	}
-	wctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := srv.WatchConfig(wctx, opts, 20*time.Millisecond); err != nil {
-			t.Errorf("watch: %v", err)
-		}
-	})
-	t.Cleanup(func() {
-		stop()
-		wg.Wait()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	})
+	var logs testkit.SyncBuffer
+	srv, write := edgetest.Watched(t, "admin_listen: \"off\"\n"+routes, server.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 
 	// Only a static key changes: the routes stay, and the change is reported.
 	write("admin_listen: \"off\"\nwebsocket: { write_timeout: 3s }\n" + routes)
@@ -137,21 +79,8 @@ func TestDecisionTimeoutSetting(t *testing.T) {
 	cfg.AdminListen = config.AdminListenOff
 	cfg.Strategies.DecisionTimeout = 150 * time.Millisecond
 	cfg.Routes = []config.Route{{Name: "d", Match: "/ws/**", Strategy: config.StrategyRef{Name: "deadline"}}}
-	srv, err := server.New(cfg, server.WithRegistry(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(context.Background(), false); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	})
-	url := "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws/v2/producer/persistent/public/default/deadline"
+	_, base := edgetest.StartWith(t, cfg, server.WithRegistry(reg))
+	url := base + "/ws/v2/producer/persistent/public/default/deadline"
 	c, resp, err := websocket.DefaultDialer.Dial(url, nil)
 	if err == nil {
 		c.Close()
@@ -170,7 +99,7 @@ func TestDecisionTimeoutSetting(t *testing.T) {
 func TestPluginHostSettings(t *testing.T) {
 	t.Parallel()
 	cfg := config.Defaults()
-	cfg.Plugins = []config.Plugin{{Name: "p", Path: pluginScript(t)}}
+	cfg.Plugins = []config.Plugin{{Name: "p", Path: plugintest.Script(t, t.TempDir(), "plugin.sh")}}
 	cfg.PluginHost.StartTimeout = time.Nanosecond
 	if h, err := server.StartPlugins(context.Background(), cfg, nil); err == nil {
 		_ = h.Close()

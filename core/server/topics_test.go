@@ -41,10 +41,10 @@ func TestTopicCostCharged(t *testing.T) {
 	}
 	// A first session warms what every session shares (the broker connection, pools).
 	edgetest.Dial(t, base+"/ws/v3/consumer/warm?topics="+names[0])
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // deliberately: the library's goroutines settle before the baseline
 	heap0, used0 := memory(), pool.Snapshot().Edge.Used
 	edgetest.Dial(t, base+"/ws/v3/consumer/s?topics="+strings.Join(names, ","))
-	time.Sleep(time.Second) // the library's goroutines settle
+	time.Sleep(time.Second) // deliberately: the library's goroutines settle (nothing says when)
 	grew, charged := memory()-heap0, pool.Snapshot().Edge.Used-used0
 	t.Logf("a v3 session over %d topics: the process grew %d bytes (%d a topic), charged %d (%d a topic)",
 		n, grew, grew/n, charged, charged/n)
@@ -172,10 +172,10 @@ func TestManyTopicsPrefetchBounded(t *testing.T) {
 		}
 		publishPayloads(t, base, fmt.Sprintf("prefetch-bound-%d", i), payloads...)
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // deliberately: the library's goroutines settle before the baseline
 	heap0, used0 := memory(), srv.SessionPool().Snapshot().Edge.Used
 	_ = edgetest.DialSmallBuffer(t, url) // reads nothing
-	time.Sleep(2 * time.Second)          // the library prefetches what it may, the pool fills
+	time.Sleep(2 * time.Second)          // deliberately: the library prefetches what it may (nothing says when it is done)
 	grew, charged := memory()-heap0, srv.SessionPool().Snapshot().Edge.Used-used0
 	held := srv.ConsumerPool().Snapshot().Edge.Used
 	// What the library prefetches (100 messages divided among 40 topics: 2 each, plus 10 in

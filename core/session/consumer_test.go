@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/core/admission"
 	"github.com/sluicehq/sluice/core/broker"
 	"github.com/sluicehq/sluice/core/session"
+	"github.com/sluicehq/sluice/core/testkit"
 )
 
 // ackFrame is a consumer's ack of m; nackFrame its negative ack.
@@ -263,7 +264,7 @@ func TestConsumerControlBypassesFullPool(t *testing.T) {
 	h.publish(topic, "m0", "m1")
 	full := h.gate(h.consRoute, admission.GateConfig{}).Hold(1)
 	r := h.startConsumer(topic, h.consumerGrant(), broker.ConsumerOptions{}, nil, serveOptions{})
-	waitFor(t, "the session waiting for the consumer pool", func() bool { return h.consumers.Snapshot().Edge.Waiters == 1 })
+	testkit.WaitFor(t, patience, "the session waiting for the consumer pool", func() bool { return h.consumers.Snapshot().Edge.Waiters == 1 })
 	r.send(map[string]any{"type": "isEndOfTopic"})
 	if m := recv[message](r.client); m.EndOfTopic == nil || *m.EndOfTopic {
 		t.Fatalf("reply %+v, want endOfTopic false", m)
@@ -308,7 +309,7 @@ func TestDeliveryEndsReleaseEverything(t *testing.T) {
 			} else {
 				r = h.startConsumer(topic, g, broker.ConsumerOptions{}, nil, smallBuffers)
 			}
-			waitFor(t, "the session holding messages its client does not read", func() bool {
+			testkit.WaitFor(t, patience, "the session holding messages its client does not read", func() bool {
 				return h.consumers.Snapshot().Edge.Used >= int64(g.WriteQueue)*session.ConsumerCharge(16<<10)
 			})
 			start := time.Now()

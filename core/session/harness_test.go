@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/core/broker"
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/session"
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/core/wsapi"
 	"github.com/sluicehq/sluice/core/wsconn"
 	"github.com/sluicehq/sluice/sdk/strategy"
@@ -119,7 +120,7 @@ func (h *harness) usage() [3]int64 {
 // accounting slip the pools forgive).
 func (h *harness) waitPoolsEmpty() {
 	h.t.Helper()
-	waitFor(h.t, "producer, consumer and session pools back at zero", func() bool { return h.usage() == [3]int64{} })
+	testkit.WaitFor(h.t, patience, "producer, consumer and session pools back at zero", func() bool { return h.usage() == [3]int64{} })
 	for _, p := range []*admission.Pool{h.producers, h.consumers, h.sessions} {
 		if n := p.Snapshot().DoubleReleases; n != 0 {
 			h.t.Errorf("pool %s: %d double releases", p.Snapshot().Edge.Name, n)
@@ -143,7 +144,7 @@ func conn() session.ConnConfig {
 // producerGrant is a grant under on_full reject with the gate cfg on the producer pool,
 // every other setting as the route table's defaults.
 func (h *harness) producerGrant(cfg admission.GateConfig) session.ProducerGrant {
-	inflight := session.DefaultMaxInflight
+	inflight := strategy.DefaultMaxPendingMessages
 	if cfg.MaxMessages > 0 {
 		inflight = cfg.MaxMessages
 	}
@@ -400,19 +401,6 @@ func payloads(prefix string, n int) []string {
 }
 
 var discard = slog.New(slog.DiscardHandler)
-
-// waitFor polls cond until it reports true, failing the test with what after patience: the
-// harness's one way to wait for something the session does.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", patience, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // client is the test's end of the socket: a gorilla connection whose frames are read on a
 // goroutine of their own (started by the first receive, so that a client can also be one that

@@ -16,10 +16,6 @@ import (
 	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
-// DefaultMaxInflight bounds the unacknowledged messages of a producer session whose strategy
-// sets no message limit of its own, as Pulsar's clients do.
-const DefaultMaxInflight = 1000
-
 // ackHeadroom is how many immediate (error) acks may wait to be written on top of the acks of
 // in-flight sends. Past it, the session stops reading its socket until the client reads acks.
 const ackHeadroom = 64

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/core/admission"
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/session"
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
@@ -142,7 +143,7 @@ func TestProducerRejectAtLimit(t *testing.T) {
 				r.send(produce(strings.Repeat("x", 100), strconv.Itoa(i)))
 			}
 			// Rejections come at once, while the admitted messages wait for their receipts.
-			waitFor(t, "every message admitted or refused", func() bool {
+			testkit.WaitFor(t, patience, "every message admitted or refused", func() bool {
 				return h.broker.Stats().ReceiptsQueued+r.obs.result(session.ResultRejected) == n
 			})
 			rejected := map[string]bool{}
@@ -189,7 +190,7 @@ func TestProducerPauseWaitsForRoom(t *testing.T) {
 	for i := range n {
 		r.send(produce("m", strconv.Itoa(i)))
 	}
-	waitFor(t, "four messages at the broker and the fifth waiting at the gate", func() bool {
+	testkit.WaitFor(t, patience, "four messages at the broker and the fifth waiting at the gate", func() bool {
 		s := g.Gate.Snapshot().Messages
 		return h.broker.Stats().ReceiptsQueued == 4 && s.Used == 4 && s.Waiters == 1
 	})
@@ -227,7 +228,7 @@ func TestProducerPauseResumesAtLowWatermark(t *testing.T) {
 		held = append(held, c)
 	}
 	r.send(produce("m", "waits"))
-	waitFor(t, "the message waiting at the gate", func() bool { return g.Gate.Snapshot().Messages.Waiters == 1 })
+	testkit.WaitFor(t, patience, "the message waiting at the gate", func() bool { return g.Gate.Snapshot().Messages.Waiters == 1 })
 	// Release and admission happen under the pool's lock: the snapshot after a release says
 	// whether the session's message was admitted by it (what it holds then may already be
 	// back).
@@ -260,7 +261,7 @@ func TestProducerMaxPauseRejects(t *testing.T) {
 			r := h.startProducer(g)
 			h.broker.Faults().HoldReceipts()
 			r.send(produce("m", "held"))
-			waitFor(t, "the first message at the broker", func() bool { return h.broker.Stats().ReceiptsQueued == 1 })
+			testkit.WaitFor(t, patience, "the first message at the broker", func() bool { return h.broker.Stats().ReceiptsQueued == 1 })
 			start := time.Now()
 			r.send(produce("m", "refused"))
 			a := recv[ack](r.client)
@@ -362,7 +363,7 @@ func TestProducerClientGoneMidFlight(t *testing.T) {
 			for i := range n {
 				r.send(produce(strings.Repeat("x", 5000), strconv.Itoa(i)))
 			}
-			waitFor(t, "every message at the broker", func() bool { return h.broker.Stats().ReceiptsQueued == n })
+			testkit.WaitFor(t, patience, "every message at the broker", func() bool { return h.broker.Stats().ReceiptsQueued == n })
 			tc.leave(r.client)
 			h.broker.Faults().ReleaseReceipts()
 			if code := r.ended(t); !slices.Contains(tc.codes, code) {
@@ -400,7 +401,7 @@ func TestProducerShutdownWritesAcksBeforeClose(t *testing.T) {
 			for i := range n {
 				r.send(produce("m", strconv.Itoa(i)))
 			}
-			waitFor(t, "the messages at the broker and at the gate", func() bool {
+			testkit.WaitFor(t, patience, "the messages at the broker and at the gate", func() bool {
 				return h.broker.Stats().ReceiptsQueued == n-tc.refused && g.Gate.Snapshot().Messages.Waiters == tc.refused
 			})
 			r.shutdown()
@@ -508,7 +509,7 @@ func TestProducerSendTimeoutInBacklog(t *testing.T) {
 			}
 			if answered {
 				h.broker.Faults().ReleaseReceipts()
-				waitFor(t, "every message stored", func() bool { return h.broker.Stats().EntriesStored == n })
+				testkit.WaitFor(t, patience, "every message stored", func() bool { return h.broker.Stats().EntriesStored == n })
 				r.expectNone("after the timeouts, when the broker answers")
 			}
 			r.goodbye()

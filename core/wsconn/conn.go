@@ -68,7 +68,7 @@ func upgrader(size int, compress bool) *websocket.Upgrader {
 		WriteBufferSize:   size,
 		WriteBufferPool:   &sync.Pool{},
 		EnableCompression: compress,
-		// Origins are checked before the upgrade (core/origin), with the edge's own rules.
+		// Origins are checked before the upgrade (core/frontdoor/origin), with the edge's own rules.
 		CheckOrigin: func(*http.Request) bool { return true },
 	}
 	v, _ := upgraders.LoadOrStore(key, u)

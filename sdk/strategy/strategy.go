@@ -100,6 +100,11 @@ const (
 	AuthAnonymous = "anonymous"
 )
 
+// DefaultMaxPendingMessages bounds the unacknowledged messages of a producer session when
+// neither its strategy nor its client gives a bound, as the default of Pulsar's clients'
+// maxPendingMessages does.
+const DefaultMaxPendingMessages = 1000
+
 // ProducerDecision is a strategy's answer for a producer session. Zero values are
 // documented per field; the zero ProducerDecision admits the session under the edge and
 // route pools only, with the edge's default message bound.
@@ -107,7 +112,8 @@ type ProducerDecision struct {
 	// Deny refuses the session; nil admits it.
 	Deny *Denial
 	// MaxPendingMessages bounds the session's unacknowledged messages. Zero means the edge's
-	// default bound (1000), which always applies because it sizes the broker client's queue.
+	// default bound (DefaultMaxPendingMessages), which always applies because it sizes the
+	// broker client's queue.
 	MaxPendingMessages int
 	// MaxPendingBytes bounds the session's unacknowledged bytes. Zero means no session byte
 	// limit (the route and edge pools still apply).

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
@@ -41,11 +42,12 @@ func TestGroupedAcksLeaveWhileOpen(t *testing.T) {
 				}
 			}
 		}
-		eventually(t, 5*time.Second, fmt.Sprintf("the backlog acknowledged (cumulative %v)", cumulative), func() bool {
+		testkit.WaitFor(t, 5*time.Second, fmt.Sprintf("the backlog acknowledged (cumulative %v)", cumulative), func() bool {
 			n, err := b.Backlog(topic, "s")
 			return err == nil && n == 0
 		})
-		// And again after an idle spell: the timer is armed anew by the next ack.
+		// And again after an idle spell (time passes deliberately, longer than the ack
+		// timer's interval, with nothing to ack): the timer is armed anew by the next ack.
 		time.Sleep(300 * time.Millisecond)
 		if _, err := p.Send(ctxT(t, 5*time.Second), &pulsar.ProducerMessage{Payload: []byte("later")}); err != nil {
 			t.Fatal(err)
@@ -54,7 +56,7 @@ func TestGroupedAcksLeaveWhileOpen(t *testing.T) {
 		if err := cons.Ack(m); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 5*time.Second, "the later message acknowledged", func() bool {
+		testkit.WaitFor(t, 5*time.Second, "the later message acknowledged", func() bool {
 			n, err := b.Backlog(topic, "s")
 			return err == nil && n == 0
 		})

@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/core/broker/embedded/internal/memconn"
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
-	"github.com/sluicehq/sluice/core/internal/memconn"
 )
 
 // ErrClosed is returned by Start after Close, and by admin calls on a closed broker.

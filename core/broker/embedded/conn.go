@@ -17,8 +17,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/core/broker/embedded/internal/memconn"
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
-	"github.com/sluicehq/sluice/core/internal/memconn"
 )
 
 // Outbound queue bounds, per connection. MESSAGE dispatch pauses while more

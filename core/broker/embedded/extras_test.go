@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
@@ -53,7 +54,7 @@ func TestDeadLetterTopic(t *testing.T) {
 	if string(m.Payload()) != "m-0" {
 		t.Fatalf("dead letter %q", m.Payload())
 	}
-	eventually(t, 5*time.Second, "original backlog 0", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "original backlog 0", func() bool {
 		n, err := b.Backlog(topic, "s")
 		return err == nil && n == 0
 	})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
@@ -101,7 +102,7 @@ func TestClientLimitsWhileReceiptsHeld(t *testing.T) {
 			}
 			full++
 		}
-		eventually(t, 5*time.Second, "5 receipts held", func() bool { return b.Stats().ReceiptsQueued == 5 })
+		testkit.WaitFor(t, 5*time.Second, "5 receipts held", func() bool { return b.Stats().ReceiptsQueued == 5 })
 		b.Faults().ReleaseReceipts()
 		for range 5 {
 			if err := <-results; err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
@@ -126,7 +127,7 @@ func TestConsumerHandover(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			eventually(t, 10*time.Second, "backlog 0", func() bool {
+			testkit.WaitFor(t, 10*time.Second, "backlog 0", func() bool {
 				n, err := b.Backlog(topic, "sub")
 				return err == nil && n == 0
 			})
@@ -151,7 +152,7 @@ func TestConnectionDropRedeliversOnce(t *testing.T) {
 	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	sendN(t, p, n, nil)
 	// Both consumers hold messages, none acknowledged.
-	eventually(t, 10*time.Second, "every message dispatched", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "every message dispatched", func() bool {
 		n2, err := b.Backlog(topic, "s")
 		return err == nil && n2 == n
 	})

@@ -124,18 +124,6 @@ func expectNone(t testing.TB, cons pulsar.Consumer, d time.Duration) {
 	}
 }
 
-// eventually polls cond every 10ms for up to d.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // pulsarQuietLogger is the client logger for benchmarks: quiet unless SLUICE_TEST_LOG is set.
 func pulsarQuietLogger() plog.Logger { return plog.NewLoggerWithSlog(testLogger()) }
 

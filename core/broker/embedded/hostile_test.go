@@ -366,7 +366,9 @@ func TestReceiptsInOrderWhenReadLate(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the broker stopped reading sends")
 	}
-	time.Sleep(100 * time.Millisecond) // let the receipts pile up unread
+	// Time passes deliberately, with the client not reading: the receipts pile up unread
+	// (as many as the socket takes; nothing counts them), and are then all read below.
+	time.Sleep(100 * time.Millisecond)
 
 	_ = nc.SetReadDeadline(time.Now().Add(20 * time.Second))
 	br := bufio.NewReaderSize(nc, 64<<10)

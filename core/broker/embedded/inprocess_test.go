@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
@@ -80,7 +81,7 @@ func testConnectInProcess(t *testing.T, listen string) {
 	p.Close()
 	cons.Close()
 	c.Close()
-	eventually(t, 5*time.Second, "the in-process connection to close", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the in-process connection to close", func() bool {
 		return b.Stats().ConnectionsInProcess == 0
 	})
 	if err := b.Close(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 	"google.golang.org/protobuf/proto"
 
@@ -97,7 +98,7 @@ func TestBacklogQuotaIsolatesTenants(t *testing.T) {
 	consA := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topicA, SubscriptionName: "abandoned"})
 	checkInOrder(t, receiveN(t, consA, len(acked), 20*time.Second, true), acked)
 	expectNone(t, consA, 200*time.Millisecond)
-	eventually(t, 10*time.Second, "tenant A's topic taking producers again", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "tenant A's topic taking producers again", func() bool {
 		p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topicA, DisableBatching: true})
 		if err != nil {
 			return false
@@ -222,7 +223,7 @@ func TestInactiveTopicsDeleted(t *testing.T) {
 	p.Close()
 	mustConsumer(t, c, pulsar.ConsumerOptions{Topic: subscribed, SubscriptionName: "s"}).Close()
 	mustProducer(t, c, pulsar.ProducerOptions{Topic: busy})
-	eventually(t, 10*time.Second, "the inactive topic deleted", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the inactive topic deleted", func() bool {
 		_, err := b.TopicInfo(gone)
 		return errors.Is(err, embedded.ErrNotFound)
 	})
@@ -262,7 +263,7 @@ func TestInactiveTopicsCaughtUp(t *testing.T) {
 		p.Close()
 		cons.Close()
 	}
-	eventually(t, 10*time.Second, "the caught-up topic deleted", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the caught-up topic deleted", func() bool {
 		_, err := b.TopicInfo(caughtUp)
 		return errors.Is(err, embedded.ErrNotFound)
 	})
@@ -284,11 +285,11 @@ func TestSubscriptionExpiration(t *testing.T) {
 	topic := uniqueTopic("expire")
 	mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "idle"}).Close()
 	live := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "live"})
-	eventually(t, 10*time.Second, "the idle subscription expired", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the idle subscription expired", func() bool {
 		return slices.Equal(b.Subscriptions(topic), []string{"live"})
 	})
 	live.Close()
-	eventually(t, 10*time.Second, "the topic deleted", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the topic deleted", func() bool {
 		_, err := b.TopicInfo(topic)
 		return errors.Is(err, embedded.ErrNotFound)
 	})
@@ -309,12 +310,12 @@ func TestInactivePartitionsDeleted(t *testing.T) {
 	c := newClient(t, b, nil)
 	// A producer on partition 0 only keeps that partition.
 	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic + "-partition-0"})
-	eventually(t, 10*time.Second, "idle partitions deleted", func() bool { return b.Stats().Topics == 1 })
+	testkit.WaitFor(t, 10*time.Second, "idle partitions deleted", func() bool { return b.Stats().Topics == 1 })
 	if info, err := b.TopicInfo(topic); err != nil || info.Partitions != 3 {
 		t.Fatalf("partitioned topic with a live partition: %+v, %v", info, err)
 	}
 	p.Close()
-	eventually(t, 10*time.Second, "the partitioned topic deleted", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the partitioned topic deleted", func() bool {
 		_, err := b.TopicInfo(topic)
 		return errors.Is(err, embedded.ErrNotFound)
 	})
@@ -435,7 +436,7 @@ func TestNamespaceBacklogEviction(t *testing.T) {
 		}
 		return n1, n2
 	}
-	eventually(t, 10*time.Second, "the namespace back within its quota", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the namespace back within its quota", func() bool {
 		n1, n2 := backlogs()
 		return (n1+n2)*1024 <= 320<<10
 	})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
@@ -177,7 +178,7 @@ func TestStoreBoundWithBacklog(t *testing.T) {
 	}
 	expectNone(t, cons, 200*time.Millisecond)
 	// The backlog is gone: the store takes new producers and messages again.
-	eventually(t, 10*time.Second, "a producer accepted again", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "a producer accepted again", func() bool {
 		p2, err := c.CreateProducer(pulsar.ProducerOptions{Topic: uniqueTopic("after"), DisableBatching: true})
 		if err != nil {
 			return false
@@ -250,7 +251,7 @@ func TestStoreRetentionWindowClient(t *testing.T) {
 		t.Fatalf("%d bytes retained past a 64 KiB window", info.RetainedBytes)
 	}
 	// The retention time empties the free topic; the backlog stays.
-	eventually(t, 5*time.Second, "retention time", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "retention time", func() bool {
 		info, err := b.TopicInfo(free)
 		return err == nil && info.RetainedBytes < 4<<10
 	})

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
@@ -38,7 +39,7 @@ func TestRoundTrip(t *testing.T) {
 					t.Fatalf("message %d: got %q, want %q", i, got, want)
 				}
 			}
-			eventually(t, 5*time.Second, "backlog 0", func() bool {
+			testkit.WaitFor(t, 5*time.Second, "backlog 0", func() bool {
 				n, err := b.Backlog(topic, "s")
 				return err == nil && n == 0
 			})

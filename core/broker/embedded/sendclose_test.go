@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
@@ -75,7 +76,7 @@ func TestSendRacingTheLibrarysClose(t *testing.T) {
 		}
 		wg.Wait()
 		p.Close()
-		eventually(t, 10*time.Second, fmt.Sprintf("round %d: every send answered", round), func() bool {
+		testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("round %d: every send answered", round), func() bool {
 			for _, cs := range counts {
 				for _, n := range cs {
 					if n.Load() == 0 {

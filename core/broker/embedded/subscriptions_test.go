@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
@@ -158,7 +159,7 @@ func TestNackRedelivery(t *testing.T) {
 			t.Fatalf("redelivery count %d, want 2", m.RedeliveryCount())
 		}
 	}
-	eventually(t, 5*time.Second, "backlog 0", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "backlog 0", func() bool {
 		n, err := b.Backlog(topic, "s")
 		return err == nil && n == 0
 	})
@@ -219,7 +220,7 @@ func TestBatchIndexAck(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 5*time.Second, "backlog 2", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "backlog 2", func() bool {
 		n, _ := b.Backlog(topic, "s")
 		return n == 2
 	})
@@ -230,7 +231,7 @@ func TestBatchIndexAck(t *testing.T) {
 	if got := string(again[0].Payload()); got != "m-2" {
 		t.Fatalf("redelivered %q first, want m-2 (acked indexes skipped)", got)
 	}
-	eventually(t, 5*time.Second, "backlog 0", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "backlog 0", func() bool {
 		n, _ := b.Backlog(topic, "s")
 		return n == 0
 	})

@@ -2,6 +2,8 @@ package loadgen_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -10,11 +12,13 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/sluice-bench/internal/bench/loadgen"
 	"github.com/sluicehq/sluice/core/broker/embedded"
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/sdk/edge"
 )
 
-// startEdge runs an edge with the embedded broker in-process behind httptest.
-func startEdge(t *testing.T) string {
+// startEdge runs an edge with the embedded broker in-process behind httptest. sessions is how
+// many sessions of a kind ("producer", "consumer", "reader") its admin /stats counts open.
+func startEdge(t *testing.T) (base string, sessions func(kind string) int64) {
 	t.Helper()
 	e, err := edge.New(edge.Defaults())
 	if err != nil {
@@ -32,7 +36,19 @@ func startEdge(t *testing.T) string {
 			t.Errorf("shutdown: %v", err)
 		}
 	})
-	return "ws" + strings.TrimPrefix(hs.URL, "http")
+	sessions = func(kind string) int64 {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		e.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/stats", nil))
+		var st struct {
+			Sessions map[string]int64 `json:"sessions"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+			t.Fatalf("/stats: %d %v", rec.Code, err)
+		}
+		return st.Sessions[kind]
+	}
+	return "ws" + strings.TrimPrefix(hs.URL, "http"), sessions
 }
 
 // startBroker runs the embedded broker alone and returns its pulsar:// URL.
@@ -76,7 +92,7 @@ func checkAllAcked(t *testing.T, res *loadgen.ProducerResult) {
 // consumer on the topic reads them.
 func TestProducersEveryMessageAcked(t *testing.T) {
 	t.Parallel()
-	base := startEdge(t)
+	base, sessions := startEdge(t)
 	ctx := t.Context()
 	topic := topicName(t)
 	consumed := make(chan *loadgen.ConsumerResult, 1)
@@ -90,7 +106,7 @@ func TestProducersEveryMessageAcked(t *testing.T) {
 		}
 		consumed <- r
 	}()
-	time.Sleep(200 * time.Millisecond) // let the subscription exist before publishing
+	testkit.WaitFor(t, 10*time.Second, "the consumer's session open (its subscription exists)", func() bool { return sessions("consumer") == 1 })
 	res, err := loadgen.RunProducers(ctx, loadgen.ProducerConfig{
 		Target: base, Topic: topic, TopicPerConnection: true,
 		Connections: 2, MinSize: 512, MaxSize: 2048, Window: 16,
@@ -155,7 +171,7 @@ func TestDirectProducersAndSeries(t *testing.T) {
 // one per connection for the send at time zero).
 func TestOpenLoopKeepsSchedule(t *testing.T) {
 	t.Parallel()
-	base := startEdge(t)
+	base, _ := startEdge(t)
 	const rate, conns = 200.0, 2
 	d := time.Second
 	res, err := loadgen.RunProducers(t.Context(), loadgen.ProducerConfig{
@@ -175,7 +191,7 @@ func TestOpenLoopKeepsSchedule(t *testing.T) {
 // open until closed.
 func TestConsumerMessagesAndIdleHold(t *testing.T) {
 	t.Parallel()
-	base := startEdge(t)
+	base, sessions := startEdge(t)
 	ctx := t.Context()
 	topic := topicName(t)
 	done := make(chan *loadgen.ConsumerResult, 1)
@@ -186,7 +202,7 @@ func TestConsumerMessagesAndIdleHold(t *testing.T) {
 		}
 		done <- r
 	}()
-	time.Sleep(200 * time.Millisecond)
+	testkit.WaitFor(t, 10*time.Second, "the consumer's session open (its subscription exists)", func() bool { return sessions("consumer") == 1 })
 	if _, err := loadgen.RunProducers(ctx, loadgen.ProducerConfig{Target: base, Topic: topic, TopicPerConnection: true, Window: 4, Duration: 500 * time.Millisecond, Drain: 5 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +216,7 @@ func TestConsumerMessagesAndIdleHold(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // time passes deliberately: none of the held may be lost within it
 		if h.Lost() != 0 || opened.Load() != 10 {
 			t.Errorf("%ss: opened %d, lost %d; want 10 open", kind, opened.Load(), h.Lost())
 		}

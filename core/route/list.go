@@ -6,10 +6,10 @@ import (
 	"sync/atomic"
 )
 
-// Entry is one route of a Table: a name, a path glob, and the caller's
+// Entry is one route of a List: a name, a path glob, and the caller's
 // value for the route (its strategy, limits, pools, …).
 type Entry[T any] struct {
-	// Name identifies the route; unique within a Table.
+	// Name identifies the route; unique within a List.
 	Name string
 	// Match is the path glob (see Compile).
 	Match string
@@ -20,21 +20,21 @@ type Entry[T any] struct {
 }
 
 // Matcher returns the entry's compiled glob. It is the zero Matcher unless
-// the entry came from a Table.
+// the entry came from a List.
 func (e *Entry[T]) Matcher() Matcher { return e.m }
 
-// Table is an ordered, immutable route table: the first entry whose glob
-// matches a path wins. A nil *Table matches nothing.
-type Table[T any] struct {
+// List is an ordered, immutable list of routes: the first entry whose glob
+// matches a path wins. A nil *List matches nothing.
+type List[T any] struct {
 	entries []Entry[T]
 	byName  map[string]int
 }
 
-// NewTable compiles the entries' globs and builds a table that keeps their
+// NewList compiles the entries' globs and builds a list that keeps their
 // order. Every invalid or duplicate entry is reported, joined with
 // errors.Join.
-func NewTable[T any](entries []Entry[T]) (*Table[T], error) {
-	t := &Table[T]{
+func NewList[T any](entries []Entry[T]) (*List[T], error) {
+	t := &List[T]{
 		entries: make([]Entry[T], len(entries)),
 		byName:  make(map[string]int, len(entries)),
 	}
@@ -62,8 +62,8 @@ func NewTable[T any](entries []Entry[T]) (*Table[T], error) {
 }
 
 // Match returns the first entry whose glob matches path. The entry belongs
-// to the table and must not be modified.
-func (t *Table[T]) Match(path string) (*Entry[T], bool) {
+// to the list and must not be modified.
+func (t *List[T]) Match(path string) (*Entry[T], bool) {
 	if t == nil {
 		return nil, false
 	}
@@ -76,7 +76,7 @@ func (t *Table[T]) Match(path string) (*Entry[T], bool) {
 
 // MatchSegments returns the first entry whose glob matches the path given as its segments (see
 // Matcher.MatchSegments).
-func (t *Table[T]) MatchSegments(segs []string) (*Entry[T], bool) {
+func (t *List[T]) MatchSegments(segs []string) (*Entry[T], bool) {
 	if t == nil {
 		return nil, false
 	}
@@ -88,9 +88,9 @@ func (t *Table[T]) MatchSegments(segs []string) (*Entry[T], bool) {
 	return nil, false
 }
 
-// MayMatch returns, in table order, every entry whose glob matches the segments for some value
+// MayMatch returns, in list order, every entry whose glob matches the segments for some value
 // of segs[anyAt] (see Matcher.MayMatch): the routes any path of that shape could take.
-func (t *Table[T]) MayMatch(segs []string, anyAt int) []*Entry[T] {
+func (t *List[T]) MayMatch(segs []string, anyAt int) []*Entry[T] {
 	if t == nil {
 		return nil
 	}
@@ -104,7 +104,7 @@ func (t *Table[T]) MayMatch(segs []string, anyAt int) []*Entry[T] {
 }
 
 // Lookup returns the entry named name.
-func (t *Table[T]) Lookup(name string) (*Entry[T], bool) {
+func (t *List[T]) Lookup(name string) (*Entry[T], bool) {
 	if t == nil {
 		return nil, false
 	}
@@ -116,7 +116,7 @@ func (t *Table[T]) Lookup(name string) (*Entry[T], bool) {
 }
 
 // Len returns the number of entries.
-func (t *Table[T]) Len() int {
+func (t *List[T]) Len() int {
 	if t == nil {
 		return 0
 	}
@@ -124,28 +124,28 @@ func (t *Table[T]) Len() int {
 }
 
 // Entry returns the i'th entry, 0 <= i < Len. It must not be modified.
-func (t *Table[T]) Entry(i int) *Entry[T] { return &t.entries[i] }
+func (t *List[T]) Entry(i int) *Entry[T] { return &t.entries[i] }
 
-// Holder publishes the current table to concurrent readers and lets a
+// Holder publishes the current list to concurrent readers and lets a
 // reload replace it atomically. The zero Holder holds nil, which matches
 // nothing.
 type Holder[T any] struct {
-	p atomic.Pointer[Table[T]]
+	p atomic.Pointer[List[T]]
 }
 
 // NewHolder returns a Holder holding t.
-func NewHolder[T any](t *Table[T]) *Holder[T] {
+func NewHolder[T any](t *List[T]) *Holder[T] {
 	h := &Holder[T]{}
 	h.p.Store(t)
 	return h
 }
 
-// Load returns the current table.
-func (h *Holder[T]) Load() *Table[T] { return h.p.Load() }
+// Load returns the current list.
+func (h *Holder[T]) Load() *List[T] { return h.p.Load() }
 
-// Swap installs t and returns the table it replaces, for the caller to
+// Swap installs t and returns the list it replaces, for the caller to
 // release once no new session can pick it up.
-func (h *Holder[T]) Swap(t *Table[T]) (old *Table[T]) { return h.p.Swap(t) }
+func (h *Holder[T]) Swap(t *List[T]) (old *List[T]) { return h.p.Swap(t) }
 
-// Match matches path against the current table.
+// Match matches path against the current list.
 func (h *Holder[T]) Match(path string) (*Entry[T], bool) { return h.p.Load().Match(path) }

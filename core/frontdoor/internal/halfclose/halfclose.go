@@ -1,5 +1,5 @@
-// Package halfclose half-closes the connection a wrapper holds, for the wrappers in front of
-// net/http (core/connlimit, core/requestline) whose callers linger after an answer.
+// Package halfclose half-closes the connection a wrapper holds, for the front door's wrappers
+// in front of net/http (connlimit, requestline) whose callers linger after an answer.
 package halfclose
 
 import "net"

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/core/internal/halfclose"
+	"github.com/sluicehq/sluice/core/frontdoor/internal/halfclose"
 )
 
 // ListenerConfig configures Listener. Zero values are documented per field.

@@ -14,9 +14,9 @@ func entries(pairs ...string) []Entry[int] {
 	return es
 }
 
-func TestTableFirstMatchWins(t *testing.T) {
+func TestListFirstMatchWins(t *testing.T) {
 	t.Parallel()
-	tbl, err := NewTable(entries(
+	list, err := NewList(entries(
 		"iot", "/ws/v2/producer/persistent/iot/**",
 		"consumers", "/ws/v2/consumer/**",
 		"default", "/ws/v2/**",
@@ -35,7 +35,7 @@ func TestTableFirstMatchWins(t *testing.T) {
 		"":       "",
 	}
 	for path, want := range tests {
-		e, ok := tbl.Match(path)
+		e, ok := list.Match(path)
 		got := ""
 		if ok {
 			got = e.Name
@@ -44,30 +44,30 @@ func TestTableFirstMatchWins(t *testing.T) {
 			t.Errorf("Match(%q) = %q, want %q", path, got, want)
 		}
 	}
-	if e, _ := tbl.Match("/ws/v2/consumer/x"); e.Value != 1 || e.Matcher().String() != "/ws/v2/consumer/**" {
+	if e, _ := list.Match("/ws/v2/consumer/x"); e.Value != 1 || e.Matcher().String() != "/ws/v2/consumer/**" {
 		t.Errorf("entry = %+v", e)
 	}
-	if e, ok := tbl.Lookup("shadowed"); !ok || e.Value != 3 {
+	if e, ok := list.Lookup("shadowed"); !ok || e.Value != 3 {
 		t.Errorf("Lookup(shadowed) = %+v, %v", e, ok)
 	}
-	if _, ok := tbl.Lookup("nope"); ok {
+	if _, ok := list.Lookup("nope"); ok {
 		t.Error("Lookup(nope) found an entry")
 	}
-	if tbl.Len() != 4 || tbl.Entry(2).Name != "default" {
-		t.Errorf("Len = %d, Entry(2) = %+v", tbl.Len(), tbl.Entry(2))
+	if list.Len() != 4 || list.Entry(2).Name != "default" {
+		t.Errorf("Len = %d, Entry(2) = %+v", list.Len(), list.Entry(2))
 	}
 }
 
-func TestNewTableErrors(t *testing.T) {
+func TestNewListErrors(t *testing.T) {
 	t.Parallel()
-	_, err := NewTable(entries(
+	_, err := NewList(entries(
 		"a", "/ws/**",
 		"a", "/ws/x",
 		"", "/ws/y",
 		"b", "ws/*z",
 	))
 	if err == nil {
-		t.Fatal("NewTable accepted bad entries")
+		t.Fatal("NewList accepted bad entries")
 	}
 	for _, want := range []string{
 		`route 1: name "a" already used by route 0`,
@@ -80,50 +80,50 @@ func TestNewTableErrors(t *testing.T) {
 	}
 }
 
-func TestNilAndEmptyTables(t *testing.T) {
+func TestNilAndEmptyLists(t *testing.T) {
 	t.Parallel()
-	var nilTable *Table[string]
-	if _, ok := nilTable.Match("/ws"); ok {
-		t.Error("nil table matched")
+	var nilList *List[string]
+	if _, ok := nilList.Match("/ws"); ok {
+		t.Error("nil list matched")
 	}
-	if _, ok := nilTable.Lookup("a"); ok || nilTable.Len() != 0 {
-		t.Error("nil table has entries")
+	if _, ok := nilList.Lookup("a"); ok || nilList.Len() != 0 {
+		t.Error("nil list has entries")
 	}
 	var h Holder[string]
 	if _, ok := h.Match("/ws"); ok || h.Load() != nil {
 		t.Error("zero Holder matched")
 	}
-	empty, err := NewTable[string](nil)
+	empty, err := NewList[string](nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := empty.Match("/ws"); ok {
-		t.Error("empty table matched")
+		t.Error("empty list matched")
 	}
 }
 
-func TestTableCopiesEntries(t *testing.T) {
+func TestListCopiesEntries(t *testing.T) {
 	t.Parallel()
 	es := entries("a", "/a/**")
-	tbl, err := NewTable(es)
+	list, err := NewList(es)
 	if err != nil {
 		t.Fatal(err)
 	}
 	es[0].Name, es[0].Match = "changed", "/changed"
-	if e, ok := tbl.Match("/a/x"); !ok || e.Name != "a" {
-		t.Errorf("table changed with its input: %+v, %v", e, ok)
+	if e, ok := list.Match("/a/x"); !ok || e.Name != "a" {
+		t.Errorf("list changed with its input: %+v, %v", e, ok)
 	}
 }
 
-// TestHolderSwap swaps tables while readers match, under -race: every
-// reader sees one whole table or the other.
+// TestHolderSwap swaps lists while readers match, under -race: every
+// reader sees one whole list or the other.
 func TestHolderSwap(t *testing.T) {
 	t.Parallel()
-	first, err := NewTable(entries("old", "/ws/**"))
+	first, err := NewList(entries("old", "/ws/**"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := NewTable(entries("new", "/ws/**"))
+	second, err := NewList(entries("new", "/ws/**"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,15 +151,15 @@ func TestHolderSwap(t *testing.T) {
 	})
 	wg.Wait()
 	if old := h.Swap(second); old != first && old != second {
-		t.Errorf("Swap returned %p, neither table", old)
+		t.Errorf("Swap returned %p, neither list", old)
 	}
 	if h.Load() != second {
-		t.Error("Load after Swap is not the new table")
+		t.Error("Load after Swap is not the new list")
 	}
 }
 
-func BenchmarkTableMatch(b *testing.B) {
-	tbl, err := NewTable(entries(
+func BenchmarkListMatch(b *testing.B) {
+	list, err := NewList(entries(
 		"iot", "/ws/v2/producer/persistent/iot/**",
 		"consumers", "/ws/v2/consumer/**",
 		"readers", "/ws/v2/reader/*/*/*/*",
@@ -169,7 +169,7 @@ func BenchmarkTableMatch(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, ok := tbl.Match("/ws/v2/producer/persistent/public/default/topic"); !ok {
+		if _, ok := list.Match("/ws/v2/producer/persistent/public/default/topic"); !ok {
 			b.Fatal("no match")
 		}
 	}

@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/config"
-	"github.com/sluicehq/sluice/core/internal/halfclose"
+	"github.com/sluicehq/sluice/core/frontdoor/internal/halfclose"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
 

@@ -27,7 +27,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/core/internal/halfclose"
+	"github.com/sluicehq/sluice/core/frontdoor/internal/halfclose"
 )
 
 // Config configures a Listener. Zero values are documented per field.

@@ -16,7 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/core/certs/certtest"
+	"github.com/sluicehq/sluice/core/frontdoor/certs/certtest"
+	"github.com/sluicehq/sluice/core/testkit"
 )
 
 func TestProblem(t *testing.T) {
@@ -112,7 +113,7 @@ func serve(t *testing.T, tlsCfg *tls.Config, maxHeader int) (string, *recorder) 
 type recorder struct {
 	mu       sync.Mutex
 	refusals []Refusal
-	log      syncBuffer
+	log      testkit.SyncBuffer
 }
 
 func (r *recorder) add(x Refusal) {
@@ -125,23 +126,6 @@ func (r *recorder) all() []Refusal {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]Refusal(nil), r.refusals...)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // exchange writes the request in pieces of at most chunk bytes (all at once when chunk is
@@ -289,12 +273,7 @@ func TestListenerTLS(t *testing.T) {
 		return strings.Contains(log, "http: TLS handshake error from 127.0.0.1:") &&
 			strings.Contains(log, "client sent an HTTP request to an HTTPS server")
 	}
-	for deadline := time.Now().Add(5 * time.Second); !logged() && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !logged() {
-		t.Errorf("log %q, want the handshake error", rec.log.String())
-	}
+	testkit.WaitFor(t, 5*time.Second, "the handshake error logged", logged)
 }
 
 // chunkConn is a connection whose reads return data in pieces of the given sizes and whose

@@ -1,0 +1,46 @@
+// Package testkit is the test support that every package of the module can import, from the
+// lowest (it imports only the standard library) to cmd/sluice: polling for a condition with a
+// deadline and a buffer safe to share between a running component and its test. The engine's
+// edge tests reach it through core/internal/edgetest. Nothing outside tests imports it.
+package testkit
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+	"time"
+)
+
+// WaitFor polls cond every 10 ms until it reports true, failing the test with what after
+// timeout. It is the one way a test waits for a state: a test that lets time pass instead
+// does so to prove that something does not happen within a window, and says so.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// SyncBuffer is a bytes.Buffer that a running component (a logger, a command's output) and
+// its test can share.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String is what has been written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

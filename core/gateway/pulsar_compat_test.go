@@ -233,12 +233,9 @@ func TestEndOfTopicLateConsumer(t *testing.T) {
 	if err := e.broker.TerminateTopic("persistent://public/default/" + topic); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, wait, func() error {
+	edgetest.WaitFor(t, wait, "the late consumer's isEndOfTopic to answer true", func() bool {
 		late.send(map[string]any{"type": "isEndOfTopic"})
-		if m := late.recv(wait); m["_raw"] != `{"endOfTopic":true}` {
-			return fmt.Errorf("late consumer's isEndOfTopic: %s", m["_raw"])
-		}
-		return nil
+		return late.recv(wait)["_raw"] == `{"endOfTopic":true}`
 	})
 	early.send(map[string]any{"type": "isEndOfTopic"})
 	if m := early.recv(wait); m["_raw"] != `{"endOfTopic":false}` {

@@ -76,20 +76,27 @@ func BenchmarkProducerAllocsPause(b *testing.B) {
 }
 
 func benchProducerAllocs(b *testing.B, yaml string) {
-	_, base := edgetest.Start(b, yaml)
-	c := edgetest.Dial(b, base+"/ws/v2/producer/persistent/public/default/allocs")
+	b.ReportMetric(producerAllocs(b, yaml, b.N, b.ResetTimer, b.StopTimer), "sluice-allocs/msg")
+}
+
+// producerAllocs publishes n messages through a new edge (after 2,000 that warm its pools)
+// and returns the allocations Sluice's data path made per message. start and stop bracket the
+// measured messages: a benchmark's timer, or nothing.
+func producerAllocs(tb testing.TB, yaml string, n int, start, stop func()) float64 {
+	_, base := edgetest.Start(tb, yaml)
+	c := edgetest.Dial(tb, base+"/ws/v2/producer/persistent/public/default/allocs")
 	frame, _ := json.Marshal(map[string]any{"payload": base64.StdEncoding.EncodeToString(make([]byte, 1024)), "context": "1234"})
 	roundTrip := func(n int) {
 		const window = 32
 		for sent, acked := 0, 0; acked < n; {
 			for sent < n && sent-acked < window {
 				if err := c.WriteMessage(websocket.TextMessage, frame); err != nil {
-					b.Fatal(err)
+					tb.Fatal(err)
 				}
 				sent++
 			}
 			if _, _, err := c.ReadMessage(); err != nil {
-				b.Fatal(err)
+				tb.Fatal(err)
 			}
 			acked++
 		}
@@ -99,17 +106,27 @@ func benchProducerAllocs(b *testing.B, yaml string) {
 	runtime.MemProfileRate = 1
 	defer func() { runtime.MemProfileRate = old }()
 	before := sluiceAllocs()
-	b.ResetTimer()
-	roundTrip(b.N)
-	b.StopTimer()
-	b.ReportMetric(float64(sluiceAllocs()-before)/float64(b.N), "sluice-allocs/msg")
+	start()
+	roundTrip(n)
+	stop()
+	return float64(sluiceAllocs()-before) / float64(n)
 }
 
 func BenchmarkConsumerAllocs(b *testing.B) {
-	_, base := edgetest.Start(b, "")
+	producer, delivery := deliveryAllocs(b, b.N, b.ResetTimer, b.StopTimer)
+	b.ReportMetric(producer, "producer-sluice-allocs/msg")
+	b.ReportMetric(delivery, "sluice-allocs/delivery")
+}
+
+// deliveryAllocs publishes n messages through a new edge, then delivers them to a consumer
+// that acknowledges each (after 500 that warm its pools), and returns the allocations Sluice's
+// data path made per message published and per message delivered. start and stop bracket the
+// measured deliveries, as for producerAllocs.
+func deliveryAllocs(tb testing.TB, n int, start, stop func()) (producer, delivery float64) {
+	_, base := edgetest.Start(tb, "")
 	topic := "allocs-c-" + strconv.FormatInt(time.Now().UnixNano(), 10)
-	cons := edgetest.Dial(b, base+"/ws/v2/consumer/persistent/public/default/"+topic+"/s")
-	prod := edgetest.Dial(b, base+"/ws/v2/producer/persistent/public/default/"+topic)
+	cons := edgetest.Dial(tb, base+"/ws/v2/consumer/persistent/public/default/"+topic+"/s")
+	prod := edgetest.Dial(tb, base+"/ws/v2/producer/persistent/public/default/"+topic)
 	frame, _ := json.Marshal(map[string]any{"payload": base64.StdEncoding.EncodeToString(make([]byte, 1024))})
 	var msg struct {
 		MessageID string `json:"messageId"`
@@ -117,18 +134,18 @@ func BenchmarkConsumerAllocs(b *testing.B) {
 	roundTrip := func(n int) {
 		for i := 0; i < n; i++ {
 			if err := prod.WriteMessage(websocket.TextMessage, frame); err != nil {
-				b.Fatal(err)
+				tb.Fatal(err)
 			}
 			if _, _, err := prod.ReadMessage(); err != nil {
-				b.Fatal(err)
+				tb.Fatal(err)
 			}
 		}
 		for i := 0; i < n; i++ {
 			if err := cons.ReadJSON(&msg); err != nil {
-				b.Fatal(err)
+				tb.Fatal(err)
 			}
 			if err := cons.WriteJSON(map[string]string{"messageId": msg.MessageID}); err != nil {
-				b.Fatal(err)
+				tb.Fatal(err)
 			}
 		}
 	}
@@ -138,26 +155,25 @@ func BenchmarkConsumerAllocs(b *testing.B) {
 	defer func() { runtime.MemProfileRate = old }()
 	// What the producer side costs is measured alone, and taken off.
 	before := sluiceAllocs()
-	for i := 0; i < b.N; i++ {
+	for range n {
 		if err := prod.WriteMessage(websocket.TextMessage, frame); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		if _, _, err := prod.ReadMessage(); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 	mid := sluiceAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	start()
+	for range n {
 		if err := cons.ReadJSON(&msg); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		if err := cons.WriteJSON(map[string]string{"messageId": msg.MessageID}); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
-	b.StopTimer()
+	stop()
 	time.Sleep(100 * time.Millisecond) // deliberately: the last acks reach the session (nothing counts them) before the count
-	b.ReportMetric(float64(mid-before)/float64(b.N), "producer-sluice-allocs/msg")
-	b.ReportMetric(float64(sluiceAllocs()-mid)/float64(b.N), "sluice-allocs/delivery")
+	return float64(mid-before) / float64(n), float64(sluiceAllocs()-mid) / float64(n)
 }

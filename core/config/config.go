@@ -588,6 +588,11 @@ type Limits struct {
 	// MessageBurst is how many messages a session may publish at once before the rate
 	// applies. Zero means twice message_rate (at least 1).
 	MessageBurst int `koanf:"message_burst" json:"message_burst"`
+	// MessageRatePerAddress bounds the messages all the producer sessions of one client
+	// address publish per second together, averaged (a token bucket with a burst of twice the
+	// rate, at least 1), so that opening more sessions does not multiply message_rate. A
+	// message past it is handled as one past message_rate. Zero means unbounded.
+	MessageRatePerAddress float64 `koanf:"message_rate_per_address" json:"message_rate_per_address"`
 }
 
 // TrustedProxies are the proxies and load balancers in front of the edge (static). Only a

@@ -66,6 +66,7 @@ var keyDocs = map[string]string{
 	"limits.max_connections_per_role":               "`max_connections_per_role` bounds the connections of one authenticated role. Zero means unbounded.",
 	"limits.message_burst":                          "`message_burst` is how many messages a session may publish at once before the rate applies. Zero means twice message_rate (at least 1).",
 	"limits.message_rate":                           "`message_rate` bounds the messages one producer session may publish per second, averaged (a token bucket). A message past it is handled by its route's on_full: reject answers it with an error ack naming the limit; pause stops reading the socket until it is due, for at most max_pause. Zero means unbounded.",
+	"limits.message_rate_per_address":               "`message_rate_per_address` bounds the messages all the producer sessions of one client address publish per second together, averaged (a token bucket with a burst of twice the rate, at least 1), so that opening more sessions does not multiply message_rate. A message past it is handled as one past message_rate. Zero means unbounded.",
 	"listen":                                        "`listen` is the WebSocket listener address. Zero means \":8080\".",
 	"log":                                           "`log` configures the edge's own log lines, which go to standard error.",
 	"log.format":                                    "`format` is text (key=value pairs, as log/slog's TextHandler writes them) or json (one JSON object a line). Zero means text.",

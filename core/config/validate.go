@@ -250,6 +250,8 @@ func (l Limits) validate(v *validator) {
 		"limits.message_rate", "must be a non-negative number of messages per second")
 	v.nonNegative("limits.message_burst", int64(l.MessageBurst))
 	v.check(l.MessageBurst == 0 || l.MessageRate > 0, "limits.message_burst", "needs limits.message_rate")
+	v.check(!math.IsNaN(l.MessageRatePerAddress) && !math.IsInf(l.MessageRatePerAddress, 0) && l.MessageRatePerAddress >= 0,
+		"limits.message_rate_per_address", "must be a non-negative number of messages per second")
 }
 
 func (p TrustedProxies) validate(v *validator) {

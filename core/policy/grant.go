@@ -141,6 +141,7 @@ func (m *Table) Producer(ctx context.Context, h session.Handshake, p wsapi.Produ
 	r.pressure.gates[gate] = own
 	r.pressure.mu.Unlock()
 	onFull := dec.OnFull.Or(r.cfg.OnFull)
+	addressRate, releaseRate := m.rates.acquire(h.RemoteAddr)
 	return session.ProducerGrant{
 		Route:        r.cfg.Name,
 		Observer:     r,
@@ -154,6 +155,7 @@ func (m *Table) Producer(ctx context.Context, h session.Handshake, p wsapi.Produ
 		SendTimeout:     time.Duration(p.SendTimeoutMillis) * time.Millisecond,
 		MessageRate:     m.settings.Limits.MessageRate,
 		MessageBurst:    m.settings.Limits.MessageBurst,
+		AddressRate:     addressRate,
 		MaxOwedAckBytes: session.DefaultMaxOwedAckBytes,
 		Limits:          m.settings.frameLimits(),
 		Conn:            m.settings.conn(m.settings.WebSocket.WriteTimeout),
@@ -161,6 +163,7 @@ func (m *Table) Producer(ctx context.Context, h session.Handshake, p wsapi.Produ
 			r.pressure.mu.Lock()
 			delete(r.pressure.gates, gate)
 			r.pressure.mu.Unlock()
+			releaseRate()
 			cost.Release()
 		},
 	}, nil

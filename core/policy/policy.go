@@ -61,6 +61,7 @@ type Table struct {
 	consumers *admission.Pool
 	sessions  *admission.Gate // nil: sessions' own memory is not charged
 	shares    *addressShares  // nil with sessions
+	rates     *addressRates   // nil without limits.message_rate_per_address
 	settings  Settings
 	metrics   func(route string) Metrics
 	log       *slog.Logger
@@ -149,6 +150,7 @@ func New(reg *strategy.Registry, producers, consumers *admission.Pool, settings 
 		producers: producers,
 		consumers: consumers,
 		settings:  settings,
+		rates:     newAddressRates(settings.Limits.MessageRatePerAddress),
 		log:       slog.New(slog.DiscardHandler),
 		timeout:   DefaultDecisionTimeout,
 		current:   route.NewHolder[*Route](nil),

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +71,42 @@ routes:
 	// (25 - 5) messages at 10 a second take at least 2 seconds: the session waited.
 	if took < 1900*time.Millisecond {
 		t.Errorf("paused route took %s for %d messages, want them paced", took, n)
+	}
+}
+
+// TestMessageRatePerAddress: the sessions of one client address share
+// limits.message_rate_per_address, so opening more of them does not multiply it: four sessions
+// writing 20 messages each at once get about the shared burst (twice the rate) through
+// between them, the rest refused naming the limit.
+func TestMessageRatePerAddress(t *testing.T) {
+	t.Parallel()
+	_, base := edgetest.Start(t, `
+admin_listen: "off"
+limits: { message_rate_per_address: 5 }
+`)
+	const sessions, n = 4, 20
+	var ok, refused int
+	for s := range sessions {
+		c := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/per-address-"+strconv.Itoa(s))
+		acks := readAcks(c, n)
+		for i := range n {
+			if err := c.WriteJSON(message(i, 10)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for a := range acks {
+			switch {
+			case a.Result == "ok":
+				ok++
+			case strings.Contains(a.ErrorMsg, "limits.message_rate_per_address"):
+				refused++
+			default:
+				t.Errorf("ack %+v", a)
+			}
+		}
+	}
+	// A burst of 10 and 5 a second; the sessions take a second or two between them.
+	if ok+refused != sessions*n || ok < 10 || ok > 30 {
+		t.Errorf("%d ok and %d refused of %d messages from one address, want the shared burst (10) and what 5 a second adds", ok, refused, sessions*n)
 	}
 }

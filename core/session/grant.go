@@ -65,6 +65,9 @@ type ProducerGrant struct {
 	// OnFull; zero means unbounded. MessageBurst is how many it may publish at once.
 	MessageRate  float64
 	MessageBurst int
+	// AddressRate is the bucket the session shares with the other producer sessions of its
+	// client address (limits.message_rate_per_address); nil means none.
+	AddressRate *SharedRate
 	// MaxOwedAckBytes bounds the ack bytes the session owes its client beyond each ack's
 	// fixed part: past it the session stops reading its socket.
 	MaxOwedAckBytes int64

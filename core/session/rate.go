@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/sdk/strategy"
@@ -37,19 +38,64 @@ func (m *messageRate) take(now time.Time) time.Duration {
 	return time.Duration((1 - m.tokens) / m.rate * float64(time.Second))
 }
 
+// give returns a token taken for a message that another bound then refused.
+func (m *messageRate) give() { m.tokens = math.Min(m.burst, m.tokens+1) }
+
+// SharedRate is a message token bucket that several producer sessions take from: the bound
+// on all the sessions of one client address (limits.message_rate_per_address). It is safe
+// for concurrent use.
+type SharedRate struct {
+	mu sync.Mutex
+	b  *messageRate
+}
+
+// NewSharedRate returns a full bucket of rate messages a second and a burst of twice that
+// (at least 1), or nil (no bound) when rate is not positive.
+func NewSharedRate(rate float64) *SharedRate {
+	b := newMessageRate(rate, int(math.Ceil(2*rate)))
+	if b == nil {
+		return nil
+	}
+	return &SharedRate{b: b}
+}
+
+func (r *SharedRate) take(now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.b.take(now)
+}
+
+// takeRate takes a token for the next message from the session's bucket and its address's,
+// or from neither: it returns how long until both have one (0: taken), and the bound that
+// refused.
+func (s *producerSession) takeRate(now time.Time) (time.Duration, error) {
+	if r := s.rate; r != nil {
+		if wait := r.take(now); wait > 0 {
+			return wait, fmt.Errorf("message rate limit: more than %g messages per second (limits.message_rate)", r.rate)
+		}
+	}
+	if a := s.g.AddressRate; a != nil {
+		if wait := a.take(now); wait > 0 {
+			if s.rate != nil {
+				s.rate.give()
+			}
+			return wait, fmt.Errorf("message rate limit: more than %g messages per second from this client address (limits.message_rate_per_address)", a.b.rate)
+		}
+	}
+	return 0, nil
+}
+
 // admitRate takes a token for the next message under the at-limit action: reject refuses
 // the message at once; pause waits (the session stops reading its socket, so TCP slows the
 // client) up to MaxPause, then refuses it. It returns the reason to refuse, or nil.
 func (s *producerSession) admitRate(ctx context.Context) error {
-	r := s.rate
-	if r == nil {
+	if s.rate == nil && s.g.AddressRate == nil {
 		return nil
 	}
-	wait := r.take(time.Now())
+	wait, limit := s.takeRate(time.Now())
 	if wait == 0 {
 		return nil
 	}
-	limit := fmt.Errorf("message rate limit: more than %g messages per second (limits.message_rate)", r.rate)
 	if s.g.OnFull != strategy.Pause {
 		return limit
 	}
@@ -67,7 +113,7 @@ func (s *producerSession) admitRate(ctx context.Context) error {
 			t.Stop()
 			return fmt.Errorf("server shutting down: %w", ctx.Err())
 		}
-		wait = r.take(time.Now())
+		wait, _ = s.takeRate(time.Now())
 	}
 	return nil
 }

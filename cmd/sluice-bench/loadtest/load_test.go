@@ -525,21 +525,7 @@ routes:
 	swg.Wait()
 
 	// Every message is answered.
-	deadline := time.Now().Add(answerWait)
-	for {
-		n := 0
-		for _, p := range ps {
-			n += p.unanswered()
-		}
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%d messages unanswered after %s", n, answerWait)
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitAnswered(t, ps, answerWait)
 	var sent, ok, errs, dups, lost int
 	var okIDs []string
 	for _, p := range ps {
@@ -560,7 +546,7 @@ routes:
 	}
 
 	// Every message acknowledged ok is in the broker.
-	deadline = time.Now().Add(verifyWait)
+	deadline := time.Now().Add(verifyWait)
 	var missing []string
 	for {
 		missing = missing[:0]

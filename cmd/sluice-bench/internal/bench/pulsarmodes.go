@@ -61,32 +61,11 @@ func benchPulsar(ctx context.Context, args []string, env Env) error {
 	if o.rounds < 1 || o.round <= 0 || o.conns < 1 || o.size < 1 || o.window < 1 || o.interval <= 0 || *every <= 0 {
 		return errors.New("-rounds, -round, -conns, -window, -size, -interval and -sample must be positive")
 	}
-	kinds, err := parsePulsarKinds(*configs)
-	if err != nil {
-		return err
-	}
-	p, err := openPulsar(*state)
-	if err != nil {
-		return err
-	}
-	f, prog, end, err := c.begin(env)
+	p, prog, targets, end, err := startPulsarTargets(ctx, &c, env, *configs, *state)
 	if err != nil {
 		return err
 	}
 	defer end()
-	unpin, err := p.pin(c.pins.Server)
-	if err != nil {
-		return err
-	}
-	defer unpin()
-	var targets []*target
-	for _, k := range kinds {
-		t, err := startPulsarTarget(ctx, f, &c, p, k)
-		if err != nil {
-			return err
-		}
-		targets = append(targets, t)
-	}
 	mem := sampleRSS(ctx, proxyPIDs(targets), *every)
 	tps, err := o.run(ctx, targets, prog)
 	mem.close()
@@ -113,7 +92,7 @@ func benchPulsar(ctx context.Context, args []string, env Env) error {
 	rep := c.newReport(pulsarSettings{
 		throughputSettings: throughputSettings{
 			Connections: o.conns, Window: o.window, Size: o.size, Rounds: o.rounds, RoundS: seconds(o.round),
-			WarmupS: seconds(o.warmup), IntervalS: seconds(o.interval), Configs: strings.Join(kinds, ","),
+			WarmupS: seconds(o.warmup), IntervalS: seconds(o.interval), Configs: targetKinds(targets),
 		},
 		Topics: o.topics, PulsarState: p.state, Broker: p.serviceURL,
 	})
@@ -281,32 +260,11 @@ func benchPulsarFlood(ctx context.Context, args []string, env Env) error {
 	if *namespace != "public/default" {
 		return errors.New("-namespace: the load generator publishes to public/default only")
 	}
-	kinds, err := parsePulsarKinds(*configs)
-	if err != nil {
-		return err
-	}
-	p, err := openPulsar(*state)
-	if err != nil {
-		return err
-	}
-	f, prog, end, err := c.begin(env)
+	p, prog, targets, end, err := startPulsarTargets(ctx, &c, env, *configs, *state)
 	if err != nil {
 		return err
 	}
 	defer end()
-	unpin, err := p.pin(c.pins.Server)
-	if err != nil {
-		return err
-	}
-	defer unpin()
-	var targets []*target
-	for _, k := range kinds {
-		t, err := startPulsarTarget(ctx, f, &c, p, k)
-		if err != nil {
-			return err
-		}
-		targets = append(targets, t)
-	}
 	ratePath := "/admin/v2/namespaces/" + *namespace + "/publishRate"
 	if *rateMsgs > 0 {
 		body := fmt.Appendf(nil, `{"publishThrottlingRateInMsg":%d,"publishThrottlingRateInByte":-1}`, *rateMsgs)
@@ -367,7 +325,7 @@ func benchPulsarFlood(ctx context.Context, args []string, env Env) error {
 	}
 	rep := c.newReport(pulsarFloodSettings{
 		Connections: *conns, Window: *window, Size: int(size), Topics: *topics, DurationS: seconds(*duration),
-		DrainS: seconds(*drain), PublishRate: *rateMsgs, Namespace: *namespace, Configs: strings.Join(kinds, ","), PulsarState: p.state,
+		DrainS: seconds(*drain), PublishRate: *rateMsgs, Namespace: *namespace, Configs: targetKinds(targets), PulsarState: p.state,
 	})
 	rep.Machine.Binaries = binaryReports(ctx, []*binSet{{serve: c.serveBin, broker: c.serveBin}})
 	rep.Results = results
@@ -398,4 +356,45 @@ func benchPulsarFlood(ctx context.Context, args []string, env Env) error {
 		"The configurations run one after the other, each on topics of its own.",
 	}
 	return c.emit(rep, env)
+}
+
+// startPulsarTargets starts the configurations named by configs (pulsarKinds) in front of the
+// Pulsar whose state directory is state, the servers pinned as c says. end stops them and
+// unpins Pulsar's processes.
+func startPulsarTargets(ctx context.Context, c *common, env Env, configs, state string) (p *pulsarInstance, prog *progress, targets []*target, end func(), err error) {
+	kinds, err := parsePulsarKinds(configs)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if p, err = openPulsar(state); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	f, prog, endFleet, err := c.begin(env)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	unpin, err := p.pin(c.pins.Server)
+	if err != nil {
+		endFleet()
+		return nil, nil, nil, nil, err
+	}
+	end = func() { unpin(); endFleet() }
+	for _, k := range kinds {
+		t, err := startPulsarTarget(ctx, f, c, p, k)
+		if err != nil {
+			end()
+			return nil, nil, nil, nil, err
+		}
+		targets = append(targets, t)
+	}
+	return p, prog, targets, end, nil
+}
+
+// targetKinds lists the targets' configurations, as -configs names them.
+func targetKinds(targets []*target) string {
+	kinds := make([]string, len(targets))
+	for i, t := range targets {
+		kinds[i] = t.kind
+	}
+	return strings.Join(kinds, ",")
 }

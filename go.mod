@@ -5,11 +5,13 @@ go 1.26
 require (
 	github.com/DataDog/zstd v1.5.0
 	github.com/HdrHistogram/hdrhistogram-go v1.1.2
+	github.com/MicahParks/jwkset v0.11.4
+	github.com/MicahParks/keyfunc/v3 v3.9.2
 	github.com/RoaringBitmap/roaring/v2 v2.8.0
 	github.com/bits-and-blooms/bitset v1.12.0
 	github.com/emirpasic/gods v1.18.1
 	github.com/go-viper/mapstructure/v2 v2.4.0
-	github.com/golang-jwt/jwt/v5 v5.2.2
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/go-cmp v0.7.0
 	github.com/gorilla/websocket v1.5.3
 	github.com/hamba/avro/v2 v2.29.0
@@ -59,5 +61,6 @@ require (
 	github.com/prometheus/procfs v0.15.1 // indirect
 	github.com/stretchr/testify v1.10.0 // indirect
 	golang.org/x/text v0.37.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250227231956-55c901821b1e // indirect
 )

@@ -1,16 +1,18 @@
 // Package auth authenticates WebSocket clients with Pulsar's token scheme: a JSON Web Token
 // in the Authorization header (or the token query parameter, for browsers), verified with an
-// HMAC secret or an RSA or EC public key, whose role claim (sub unless configured) is the
-// client's role. Keys are read in every form Pulsar's AuthenticationProviderToken reads
-// (file: and data: URLs, base64, DER) and as PEM. github.com/golang-jwt/jwt does the
-// verification. A verified TLS client certificate can authenticate a client too, its common
-// name being the role, as Pulsar's AuthenticationProviderTls. No key material or token ever
-// appears in an error.
+// HMAC secret, an RSA or EC public key, or the key set an OpenID Connect provider publishes
+// (auth.token.jwks_url), whose role claim (sub unless configured) is the client's role. Keys
+// are read in every form Pulsar's AuthenticationProviderToken reads (file: and data: URLs,
+// base64, DER) and as PEM. github.com/golang-jwt/jwt does the verification. A verified TLS
+// client certificate can authenticate a client too, its common name being the role, as
+// Pulsar's AuthenticationProviderTls. No key material or token ever appears in an error.
 package auth
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -36,9 +38,11 @@ func refusef(format string, args ...any) error { return &refused{fmt.Sprintf(for
 // Authenticator checks client tokens. A nil *Authenticator admits every client with the
 // empty role.
 type Authenticator struct {
-	key           any  // []byte for HMAC, a crypto.PublicKey otherwise; nil without token auth
-	certs         bool // a verified TLS client certificate's CN is a role
+	key           any   // []byte for HMAC, a crypto.PublicKey otherwise; nil without a key setting
+	keys          *jwks // the provider's key set; nil without auth.token.jwks_url
+	certs         bool  // a verified TLS client certificate's CN is a role
 	methods       []string
+	parse         []jwt.ParserOption
 	roleClaim     string
 	audienceClaim string
 	audience      string
@@ -63,12 +67,55 @@ func New(cfg config.Auth) (*Authenticator, error) {
 	if !cfg.TokenEnabled() {
 		return a, nil
 	}
-	key, setting, err := loadKey(t)
-	if err != nil {
-		return nil, fmt.Errorf("auth.token.%s: %w", setting, err)
+	if t.JWKSURL != "" {
+		keys, err := newJWKS(t)
+		if err != nil {
+			return nil, fmt.Errorf("auth.token.jwks_url: %w", err)
+		}
+		a.keys, a.methods = keys, asymmetricMethods
+	} else {
+		key, setting, err := loadKey(t)
+		if err != nil {
+			return nil, fmt.Errorf("auth.token.%s: %w", setting, err)
+		}
+		a.key, a.methods = key, methodsFor(key)
 	}
-	a.key, a.methods = key, methodsFor(key)
+	a.parse = []jwt.ParserOption{jwt.WithValidMethods(a.methods)}
+	if t.Issuer != "" {
+		a.parse = append(a.parse, jwt.WithIssuer(t.Issuer))
+	}
 	return a, nil
+}
+
+// FetchKeys fetches auth.token.jwks_url's key set now; it does nothing without one. The server
+// calls it at start, so that tokens are verified from the first handshake; when it fails the
+// edge starts anyway and refuses tokens (401) until Run fetches the keys: certificate and
+// anonymous clients are served meanwhile, and an edge restarted while its provider is down
+// recovers by itself.
+func (a *Authenticator) FetchKeys(ctx context.Context) error {
+	if a == nil || a.keys == nil {
+		return nil
+	}
+	return a.keys.fetch(ctx)
+}
+
+// Run refetches auth.token.jwks_url's key set every auth.token.jwks_refresh_interval until ctx
+// ends, or every auth.token.jwks_refresh_min_interval while no key has been fetched; it
+// returns at once without a key set. Failures are logged to log.
+func (a *Authenticator) Run(ctx context.Context, log *slog.Logger) {
+	if a == nil || a.keys == nil {
+		return
+	}
+	a.keys.run(ctx, log)
+}
+
+// KeysErr says why no key of auth.token.jwks_url has been fetched yet; nil once one has, or
+// without a key set.
+func (a *Authenticator) KeysErr() error {
+	if a == nil || a.keys == nil || a.keys.loaded.Load() {
+		return nil
+	}
+	return a.keys.unavailable()
 }
 
 // loadKey reads the one key setting t has, and names it.
@@ -100,11 +147,12 @@ func loadKey(t config.TokenAuth) (key any, setting string, err error) {
 	return key, setting, err
 }
 
-func or(s, def string) string {
-	if s == "" {
+func or[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
 		return def
 	}
-	return s
+	return v
 }
 
 // Authentication methods, as Pulsar names them in X-Pulsar-Auth-Method-Name, and the method
@@ -134,8 +182,8 @@ func (a *Authenticator) AuthenticateRequest(r *http.Request) (role, method strin
 	bearer := wsapi.BearerToken(r.Header.Get("Authorization"), r.URL.Query().Get("token"))
 	switch m := r.Header.Get(MethodHeader); {
 	case m == "":
-	case m == MethodToken && a.key != nil:
-		return a.tokenRole(bearer)
+	case m == MethodToken && a.tokens():
+		return a.tokenRole(r.Context(), bearer)
 	case m == MethodTLS && a.certs:
 		role, err := certRole(r)
 		return role, MethodTLS, err
@@ -145,19 +193,22 @@ func (a *Authenticator) AuthenticateRequest(r *http.Request) (role, method strin
 	if a.certs {
 		if role, err := certRole(r); err == nil {
 			return role, MethodTLS, nil
-		} else if a.key == nil {
+		} else if !a.tokens() {
 			if a.anonymous != "" && (r.TLS == nil || len(r.TLS.PeerCertificates) == 0) {
 				return a.anonymous, MethodAnonymous, nil
 			}
 			return "", "", err
 		}
 	}
-	return a.tokenRole(bearer)
+	return a.tokenRole(r.Context(), bearer)
 }
 
+// tokens reports whether token authentication is configured.
+func (a *Authenticator) tokens() bool { return a.key != nil || a.keys != nil }
+
 // tokenRole authenticates by token, or by the anonymous role when none was presented.
-func (a *Authenticator) tokenRole(bearer string) (string, string, error) {
-	role, err := a.Authenticate(bearer)
+func (a *Authenticator) tokenRole(ctx context.Context, bearer string) (string, string, error) {
+	role, err := a.authenticate(ctx, bearer)
 	switch {
 	case err != nil:
 		return "", "", err
@@ -186,10 +237,15 @@ func certRole(r *http.Request) (string, error) {
 // header value, or "Bearer "+token from the token query parameter; see wsapi.BearerToken).
 // Failures match ErrUnauthenticated.
 func (a *Authenticator) Authenticate(authorization string) (string, error) {
+	return a.authenticate(context.Background(), authorization)
+}
+
+// authenticate is Authenticate, for a request whose context is ctx.
+func (a *Authenticator) authenticate(ctx context.Context, authorization string) (string, error) {
 	if a == nil {
 		return "", nil
 	}
-	if a.key == nil {
+	if !a.tokens() {
 		if authorization == "" && a.anonymous != "" {
 			return a.anonymous, nil
 		}
@@ -206,8 +262,11 @@ func (a *Authenticator) Authenticate(authorization string) (string, error) {
 		return "", refusef("the Authorization header must be \"Bearer <token>\"")
 	}
 	claims := jwt.MapClaims{}
-	if _, err := jwt.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return a.key, nil },
-		jwt.WithValidMethods(a.methods)); err != nil {
+	keyfunc := func(*jwt.Token) (any, error) { return a.key, nil }
+	if a.keys != nil {
+		keyfunc = func(t *jwt.Token) (any, error) { return a.keys.key(ctx, t) }
+	}
+	if _, err := jwt.ParseWithClaims(token, claims, keyfunc, a.parse...); err != nil {
 		return "", refusef("%v", err)
 	}
 	if err := a.checkAudience(claims); err != nil {

@@ -159,10 +159,11 @@ type Auth struct {
 	AnonymousRole string `koanf:"anonymous_role" json:"anonymous_role"`
 }
 
-// TokenAuth names the key that verifies client tokens, in one of four
-// settings (give exactly one), and the claims that carry the role and the
-// audience. The settings follow Pulsar's tokenSecretKey, tokenPublicKey,
-// tokenAuthClaim, tokenAudienceClaim and tokenAudience.
+// TokenAuth names the keys that verify client tokens, in one of five
+// settings (give exactly one), and the claims that carry the role, the
+// audience and the issuer. The settings follow Pulsar's tokenSecretKey,
+// tokenPublicKey, tokenAuthClaim, tokenAudienceClaim and tokenAudience, and
+// for jwks_url its AuthenticationProviderOpenID.
 type TokenAuth struct {
 	// SecretKey is the HMAC secret (HS256, HS384, HS512) in Pulsar's
 	// tokenSecretKey forms: "file:///path/secret.key" (the file's bytes),
@@ -190,6 +191,28 @@ type TokenAuth struct {
 	// elements (Pulsar's tokenAudience); a token without the claim is
 	// refused. Zero means the audience is not checked.
 	Audience string `koanf:"audience" json:"audience"`
+	// JWKSURL is where an OpenID Connect provider publishes its signing
+	// keys (a JSON Web Key Set, its jwks_uri): https, or http to a loopback
+	// address. The keys are fetched at start and kept; a token whose kid is
+	// not among them refetches the set (at most once per
+	// jwks_refresh_min_interval), and the set is refetched every
+	// jwks_refresh_interval. A token is verified only with the key its kid
+	// names, with that key's own algorithm (RSA, EC or Ed25519; symmetric
+	// keys in the set are ignored). It needs issuer and audience: a
+	// provider signs tokens for every application it serves. While no key
+	// has been fetched, tokens are refused (401). Zero means no key set.
+	JWKSURL string `koanf:"jwks_url" json:"jwks_url"`
+	// JWKSRefreshInterval is how often the key set is refetched. Zero means
+	// 15m.
+	JWKSRefreshInterval time.Duration `koanf:"jwks_refresh_interval" json:"jwks_refresh_interval"`
+	// JWKSRefreshMinInterval is the shortest time between two fetches of the
+	// key set: tokens with unknown kids, however many, refetch it at most
+	// this often. Zero means 30s.
+	JWKSRefreshMinInterval time.Duration `koanf:"jwks_refresh_min_interval" json:"jwks_refresh_min_interval"`
+	// Issuer, when set, must be the token's iss claim (Pulsar's
+	// openIDAllowedTokenIssuers, one issuer). Zero means the issuer is not
+	// checked; jwks_url needs it.
+	Issuer string `koanf:"issuer" json:"issuer"`
 }
 
 // Enabled reports whether client authentication is configured.
@@ -204,6 +227,7 @@ func (t TokenAuth) keys() []string {
 	for _, k := range []struct{ name, v string }{
 		{"secret_key", t.SecretKey}, {"secret_key_file", t.SecretKeyFile},
 		{"public_key", t.PublicKey}, {"public_key_file", t.PublicKeyFile},
+		{"jwks_url", t.JWKSURL},
 	} {
 		if k.v != "" {
 			set = append(set, k.name)

@@ -43,6 +43,10 @@ const (
 	DefaultTLSMinVersion       = "1.2"
 	DefaultAuthClaim           = "sub"
 	DefaultAudienceClaim       = "aud"
+	// DefaultJWKSRefreshInterval and DefaultJWKSRefreshMinInterval pace the fetches of
+	// auth.token.jwks_url.
+	DefaultJWKSRefreshInterval    = 15 * time.Minute
+	DefaultJWKSRefreshMinInterval = 30 * time.Second
 	// MinTextMessageSize is the smallest websocket.max_text_message_size:
 	// below it a message frame cannot carry a useful payload.
 	MinTextMessageSize = 1 * KiB
@@ -165,6 +169,8 @@ func (c *Config) SetDefaults() {
 	}
 	setDefault(&c.Auth.Token.AuthClaim, DefaultAuthClaim)
 	setDefault(&c.Auth.Token.AudienceClaim, DefaultAudienceClaim)
+	setDefault(&c.Auth.Token.JWKSRefreshInterval, DefaultJWKSRefreshInterval)
+	setDefault(&c.Auth.Token.JWKSRefreshMinInterval, DefaultJWKSRefreshMinInterval)
 	ph := &c.PluginHost
 	setDefault(&ph.HealthInterval, DefaultHealthInterval)
 	setDefault(&ph.HealthTimeout, DefaultHealthTimeout)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -209,6 +210,36 @@ func (a Auth) validate(v *validator, listener TLS) {
 		"needs tls.client_ca_file, the CAs client certificates are verified against")
 	v.check(t.AudienceClaim == "" || t.AudienceClaim == DefaultAudienceClaim || t.Audience != "",
 		"auth.token.audience_claim", "needs auth.token.audience, the value the claim must hold")
+	v.check(t.JWKSRefreshInterval >= 0, "auth.token.jwks_refresh_interval", "must not be negative")
+	v.check(t.JWKSRefreshMinInterval >= 0, "auth.token.jwks_refresh_min_interval", "must not be negative")
+	if t.JWKSURL == "" {
+		return
+	}
+	if err := CheckJWKSURL(t.JWKSURL); err != nil {
+		v.add("auth.token.jwks_url", "%v", err)
+	}
+	v.check(t.Issuer != "" && t.Audience != "", "auth.token.jwks_url",
+		"needs auth.token.issuer and auth.token.audience: a provider's keys sign tokens for every application it serves")
+}
+
+// CheckJWKSURL checks that u can be fetched without trusting the network: an https URL, or
+// an http one to a loopback address (a provider's sidecar, a test).
+func CheckJWKSURL(u string) error {
+	p, err := url.Parse(u)
+	if err != nil || p.Host == "" {
+		return errors.New("must be an absolute https URL")
+	}
+	switch p.Scheme {
+	case "https":
+		return nil
+	case "http":
+		h := p.Hostname()
+		if ip := net.ParseIP(h); h == "localhost" || (ip != nil && ip.IsLoopback()) {
+			return nil
+		}
+		return errors.New("http is allowed only to a loopback address: use https")
+	}
+	return errors.New("must be an https URL")
 }
 
 // MinHeaderBytes is the smallest websocket.max_header_bytes: a browser's handshake with a

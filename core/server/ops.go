@@ -87,11 +87,14 @@ func (s *Server) Draining() bool { return s.draining.Load() }
 
 // Readiness says whether a load balancer should send the edge new sessions: the broker is
 // reachable, every plugin a route depends on is loaded or the route's fallback is in force,
-// and the edge is not draining.
+// the edge is not draining, and (with auth.token.jwks_url) it has its provider's keys.
 func (s *Server) Readiness() admin.Readiness {
 	checks := []admin.Check{s.brokerCheck(), s.pluginsCheck(), {Name: "draining", OK: !s.draining.Load()}}
 	if !checks[2].OK {
 		checks[2].Reason = "the edge is shutting down or in lame-duck mode"
+	}
+	if err := s.authn.KeysErr(); err != nil {
+		checks = append(checks, admin.Check{Name: "token_keys", Reason: err.Error()})
 	}
 	rd := admin.Readiness{Ready: true, Draining: s.draining.Load(), Checks: checks}
 	for _, c := range checks {

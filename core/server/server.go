@@ -59,10 +59,11 @@ type Server struct {
 	level      *slog.LevelVar // nil: reloads leave the log level alone
 
 	draining  atomic.Bool
-	reloadMu  sync.Mutex // serialises reloads (file changes, SIGHUP)
-	broken    bool       // the last reload failed; guarded by reloadMu
-	stopAdmin context.CancelFunc
-	bg        sync.WaitGroup // the admin sampler
+	reloadMu  sync.Mutex          // serialises reloads (file changes, SIGHUP)
+	broken    bool                // the last reload failed; guarded by reloadMu
+	authn     *auth.Authenticator // nil without authentication
+	stopAdmin context.CancelFunc  // stops what bg runs
+	bg        sync.WaitGroup      // the admin sampler and the token key refresher
 
 	mu       sync.Mutex
 	listener net.Listener
@@ -363,8 +364,14 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.authn = authn
 	if authn != nil {
 		opts = append(opts, gateway.WithAuthenticator(authn))
+		// Fail closed, not down: without keys, tokens are refused until a refetch succeeds.
+		if err := authn.FetchKeys(ctx); err != nil {
+			s.log.Error("no token signing keys: tokens are refused until they are fetched",
+				"setting", "auth.token.jwks_url", "err", err)
+		}
 	}
 	if s.frontDoor, err = newFrontDoor(s.cfg, s.health); err != nil {
 		return err
@@ -386,6 +393,7 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	sctx, stopAdmin := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopAdmin = stopAdmin
 	s.bg.Go(func() { s.admin.Run(sctx) })
+	s.bg.Go(func() { authn.Run(sctx, s.log.With("component", "auth")) })
 	return nil
 }
 

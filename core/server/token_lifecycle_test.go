@@ -1,0 +1,156 @@
+package server_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/gorilla/websocket"
+
+	"github.com/sluicehq/sluice/core/admin"
+	"github.com/sluicehq/sluice/core/internal/edgetest"
+)
+
+// oidcProvider serves an ES256 key set on loopback, as an OpenID Connect provider's jwks_uri,
+// and signs tokens with its current key. rotate replaces the key.
+type oidcProvider struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	kid string
+	key *ecdsa.PrivateKey
+}
+
+func newOIDCProvider(t *testing.T) *oidcProvider {
+	t.Helper()
+	p := &oidcProvider{}
+	p.rotate(t, "k1")
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		j, err := jwkset.NewJWKFromKey(&p.key.PublicKey, jwkset.JWKOptions{
+			Metadata: jwkset.JWKMetadataOptions{KID: p.kid, ALG: jwkset.AlgES256, USE: jwkset.UseSig},
+		})
+		if err != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{j.Marshal()}})
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *oidcProvider) rotate(t *testing.T, kid string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.kid, p.key = kid, k
+}
+
+// token signs a token for sub to the edge's audience; exp zero means no exp claim.
+func (p *oidcProvider) token(t *testing.T, sub string, exp time.Time) string {
+	t.Helper()
+	claims := jwt.MapClaims{"sub": sub, "iss": "https://idp.test", "aud": "sluice-edge"}
+	if !exp.IsZero() {
+		claims["exp"] = exp.Unix()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tok := jwt.NewWithClaims(jwt.SigningMethodES256, claims)
+	tok.Header["kid"] = p.kid
+	s, err := tok.SignedString(p.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (p *oidcProvider) yaml() string {
+	return fmt.Sprintf(`auth:
+  token:
+    jwks_url: %s/.well-known/jwks.json
+    issuer: https://idp.test
+    audience: sluice-edge
+    jwks_refresh_min_interval: 1ms
+`, p.srv.URL)
+}
+
+// publishOne sends one message on a producer socket and waits for its ok ack.
+func publishOne(t *testing.T, c *websocket.Conn, payload string) {
+	t.Helper()
+	msg := map[string]string{"payload": base64.StdEncoding.EncodeToString([]byte(payload)), "context": "c"}
+	if err := c.WriteJSON(msg); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	_, ack, err := c.ReadMessage()
+	if err != nil {
+		t.Fatalf("reading the ack: %v", err)
+	}
+	if !strings.Contains(string(ack), `"result":"ok"`) {
+		t.Fatalf("ack %s", ack)
+	}
+}
+
+// A provider that is down when the edge starts does not keep it from starting: tokens are
+// refused with 401 and /readyz fails its token_keys check until the keys arrive, then both
+// recover without a restart.
+func TestTokenKeysUnavailableAtStart(t *testing.T) {
+	t.Parallel()
+	p := newOIDCProvider(t)
+	var down atomic.Bool
+	down.Store(true)
+	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		p.srv.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(gate.Close)
+	yaml := strings.Replace(p.yaml(), p.srv.URL, gate.URL, 1)
+	yaml = strings.Replace(yaml, "jwks_refresh_min_interval: 1ms", "jwks_refresh_min_interval: 50ms", 1)
+	srv, base := edgetest.Start(t, yaml)
+	url := base + "/ws/v2/producer/persistent/public/default/keys-later?token=" + p.token(t, "alice", time.Time{})
+
+	if c, resp, err := websocket.DefaultDialer.Dial(url, nil); err == nil {
+		c.Close()
+		t.Fatal("a token was accepted with no keys")
+	} else if resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("dial with no keys: %v, want 401", err)
+	}
+	if rd := srv.Readiness(); rd.Ready || !hasFailing(rd.Checks, "token_keys") {
+		t.Fatalf("readiness with no keys: %+v", rd)
+	}
+
+	down.Store(false)
+	edgetest.WaitFor(t, 10*time.Second, "the keys to be fetched", func() bool { return srv.Readiness().Ready })
+	publishOne(t, edgetest.Dial(t, url), "with keys")
+}
+
+func hasFailing(checks []admin.Check, name string) bool {
+	for _, c := range checks {
+		if c.Name == name && !c.OK {
+			return true
+		}
+	}
+	return false
+}

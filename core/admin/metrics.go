@@ -33,6 +33,7 @@ type Metrics struct {
 	opened       *prometheus.CounterVec
 	closed       *prometheus.CounterVec
 	refused      *prometheus.CounterVec
+	expired      *prometheus.CounterVec
 	messages     *prometheus.CounterVec
 	bytesIn      *prometheus.CounterVec
 	sendLatency  *prometheus.HistogramVec
@@ -112,6 +113,8 @@ func NewMetrics(src Source, version string) *Metrics {
 		closed: counter("sluice_sessions_closed_total",
 			"Sessions ended, by route, kind and close code (0: the connection broke without one).", "route", "kind", "code"),
 		refused: counter("sluice_handshakes_refused_total", "Refused WebSocket handshakes, by endpoint kind and HTTP status.", "kind", "status"),
+		expired: counter("sluice_sessions_token_expired_total",
+			"Sessions closed because their token expired (auth.token.close_on_expiry), by kind.", "kind"),
 		messages: counter("sluice_producer_messages_total",
 			"Producer messages answered, by result (ok, send_error, rejected, invalid) and reason (acked; broker, timeout; limit; frame).",
 			"route", "result", "reason"),
@@ -151,7 +154,7 @@ func NewMetrics(src Source, version string) *Metrics {
 		ConstLabels: prometheus.Labels{"version": version, "revision": revision(), "goversion": runtime.Version()},
 	})
 	buildInfo.Set(1)
-	m.reg.MustRegister(m.sessions, m.opened, m.closed, m.refused, m.messages, m.bytesIn, m.sendLatency, m.pauses,
+	m.reg.MustRegister(m.sessions, m.opened, m.closed, m.refused, m.expired, m.messages, m.bytesIn, m.sendLatency, m.pauses,
 		m.paused, m.deliveries, m.redeliveries, m.bytesOut, m.acks, m.slowCloses, m.decisions, m.decisionErrs,
 		m.reloads, m.reloadOK, m.reloadTime, buildInfo,
 		poolCollector{src: src}, stateCollector{src: src}, storeCollector{src: src})
@@ -184,6 +187,10 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 func (m *Metrics) HandshakeRefused(kind wsapi.Kind, status int) {
 	m.refused.WithLabelValues(kindLabel(kind), strconv.Itoa(status)).Inc()
 }
+
+// TokenExpired counts a session the gateway closed because its token expired (the gateway's
+// hooks).
+func (m *Metrics) TokenExpired(kind wsapi.Kind) { m.expired.WithLabelValues(kindLabel(kind)).Inc() }
 
 // Reloaded records a configuration reload's outcome.
 func (m *Metrics) Reloaded(ok bool) {

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -47,6 +48,7 @@ type Authenticator struct {
 	audienceClaim string
 	audience      string
 	anonymous     string
+	closeOnExpiry bool
 }
 
 // New loads the key cfg names; it returns nil when authentication is not configured. Its
@@ -63,6 +65,7 @@ func New(cfg config.Auth) (*Authenticator, error) {
 		audience:      t.Audience,
 		anonymous:     cfg.AnonymousRole,
 		certs:         cfg.ClientCertificates,
+		closeOnExpiry: t.CloseOnExpiry,
 	}
 	if !cfg.TokenEnabled() {
 		return a, nil
@@ -167,17 +170,18 @@ const (
 // to use.
 const MethodHeader = "X-Pulsar-Auth-Method-Name"
 
-// AuthenticateRequest returns the role of the client making r and the method that
-// authenticated it. When the client names a method in X-Pulsar-Auth-Method-Name only that
-// one is tried, as in Pulsar. Otherwise the first that succeeds decides, in a fixed order: a
-// verified TLS client certificate (when auth.client_certificates is set), then the token
-// (the Authorization header, or the token query parameter), then the anonymous role for a
-// client that presented no token. Pulsar tries its providers in a HashMap's order, which for
-// "tls" and "token" is tls first; Sluice makes that order explicit. Failures match
-// ErrUnauthenticated.
-func (a *Authenticator) AuthenticateRequest(r *http.Request) (role, method string, err error) {
+// AuthenticateRequest returns the role of the client making r, the method that authenticated
+// it, and until when: the token's expiry when auth.token.close_on_expiry is on and the token
+// has an exp claim, zero (no end) otherwise. When the client names a method in
+// X-Pulsar-Auth-Method-Name only that one is tried, as in Pulsar. Otherwise the first that
+// succeeds decides, in a fixed order: a verified TLS client certificate (when
+// auth.client_certificates is set), then the token (the Authorization header, or the token
+// query parameter), then the anonymous role for a client that presented no token. Pulsar tries
+// its providers in a HashMap's order, which for "tls" and "token" is tls first; Sluice makes
+// that order explicit. Failures match ErrUnauthenticated.
+func (a *Authenticator) AuthenticateRequest(r *http.Request) (role, method string, until time.Time, err error) {
 	if a == nil {
-		return "", "", nil
+		return "", "", time.Time{}, nil
 	}
 	bearer := wsapi.BearerToken(r.Header.Get("Authorization"), r.URL.Query().Get("token"))
 	switch m := r.Header.Get(MethodHeader); {
@@ -186,18 +190,18 @@ func (a *Authenticator) AuthenticateRequest(r *http.Request) (role, method strin
 		return a.tokenRole(r.Context(), bearer)
 	case m == MethodTLS && a.certs:
 		role, err := certRole(r)
-		return role, MethodTLS, err
+		return role, MethodTLS, time.Time{}, err
 	default:
-		return "", "", refusef("unsupported authentication method [%.32s]", m)
+		return "", "", time.Time{}, refusef("unsupported authentication method [%.32s]", m)
 	}
 	if a.certs {
 		if role, err := certRole(r); err == nil {
-			return role, MethodTLS, nil
+			return role, MethodTLS, time.Time{}, nil
 		} else if !a.tokens() {
 			if a.anonymous != "" && (r.TLS == nil || len(r.TLS.PeerCertificates) == 0) {
-				return a.anonymous, MethodAnonymous, nil
+				return a.anonymous, MethodAnonymous, time.Time{}, nil
 			}
-			return "", "", err
+			return "", "", time.Time{}, err
 		}
 	}
 	return a.tokenRole(r.Context(), bearer)
@@ -207,15 +211,18 @@ func (a *Authenticator) AuthenticateRequest(r *http.Request) (role, method strin
 func (a *Authenticator) tokens() bool { return a.key != nil || a.keys != nil }
 
 // tokenRole authenticates by token, or by the anonymous role when none was presented.
-func (a *Authenticator) tokenRole(ctx context.Context, bearer string) (string, string, error) {
-	role, err := a.authenticate(ctx, bearer)
+func (a *Authenticator) tokenRole(ctx context.Context, bearer string) (string, string, time.Time, error) {
+	role, exp, err := a.authenticate(ctx, bearer)
 	switch {
 	case err != nil:
-		return "", "", err
+		return "", "", time.Time{}, err
 	case bearer == "":
-		return role, MethodAnonymous, nil
+		return role, MethodAnonymous, time.Time{}, nil
 	}
-	return role, MethodToken, nil
+	if !a.closeOnExpiry {
+		exp = time.Time{}
+	}
+	return role, MethodToken, exp, nil
 }
 
 // certRole is the role of a verified client certificate: its subject's common name, as
@@ -237,29 +244,31 @@ func certRole(r *http.Request) (string, error) {
 // header value, or "Bearer "+token from the token query parameter; see wsapi.BearerToken).
 // Failures match ErrUnauthenticated.
 func (a *Authenticator) Authenticate(authorization string) (string, error) {
-	return a.authenticate(context.Background(), authorization)
+	role, _, err := a.authenticate(context.Background(), authorization)
+	return role, err
 }
 
-// authenticate is Authenticate, for a request whose context is ctx.
-func (a *Authenticator) authenticate(ctx context.Context, authorization string) (string, error) {
+// authenticate is Authenticate, with the token's expiry (zero without an exp claim or a
+// token).
+func (a *Authenticator) authenticate(ctx context.Context, authorization string) (string, time.Time, error) {
 	if a == nil {
-		return "", nil
+		return "", time.Time{}, nil
 	}
 	if !a.tokens() {
 		if authorization == "" && a.anonymous != "" {
-			return a.anonymous, nil
+			return a.anonymous, time.Time{}, nil
 		}
-		return "", refusef("token authentication is not configured")
+		return "", time.Time{}, refusef("token authentication is not configured")
 	}
 	token, ok := strings.CutPrefix(authorization, "Bearer ")
 	if authorization == "" {
 		if a.anonymous != "" {
-			return a.anonymous, nil
+			return a.anonymous, time.Time{}, nil
 		}
-		return "", refusef("no token")
+		return "", time.Time{}, refusef("no token")
 	}
 	if !ok || strings.TrimSpace(token) == "" {
-		return "", refusef("the Authorization header must be \"Bearer <token>\"")
+		return "", time.Time{}, refusef("the Authorization header must be \"Bearer <token>\"")
 	}
 	claims := jwt.MapClaims{}
 	keyfunc := func(*jwt.Token) (any, error) { return a.key, nil }
@@ -267,12 +276,20 @@ func (a *Authenticator) authenticate(ctx context.Context, authorization string) 
 		keyfunc = func(t *jwt.Token) (any, error) { return a.keys.key(ctx, t) }
 	}
 	if _, err := jwt.ParseWithClaims(token, claims, keyfunc, a.parse...); err != nil {
-		return "", refusef("%v", err)
+		return "", time.Time{}, refusef("%v", err)
 	}
 	if err := a.checkAudience(claims); err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
-	return a.role(claims)
+	role, err := a.role(claims)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	var exp time.Time
+	if d, err := claims.GetExpirationTime(); err == nil && d != nil {
+		exp = d.Time
+	}
+	return role, exp, nil
 }
 
 // checkAudience refuses a token whose audience claim lacks the configured audience, as

@@ -8,6 +8,8 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"testing"
 	"time"
@@ -130,5 +132,43 @@ func TestPublicKeys(t *testing.T) {
 	}
 	if _, err := auth.New(config.Auth{Token: config.TokenAuth{PublicKeyFile: writeFile(t, []byte("not a key"))}}); err == nil {
 		t.Error("bad public key file accepted")
+	}
+}
+
+// AuthenticateRequest says until when a session may last: its token's exp, unless
+// close_on_expiry is off or the token has none; never for anonymous clients.
+func TestAuthenticateRequestUntil(t *testing.T) {
+	t.Parallel()
+	secret := []byte("a-very-secret-key-of-enough-length")
+	exp := time.Now().Add(time.Hour).Truncate(time.Second)
+	withExp := sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "alice", "exp": exp.Unix()})
+	noExp := sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "alice"})
+	for name, tc := range map[string]struct {
+		closeOnExpiry bool
+		authz         string
+		want          time.Time
+	}{
+		"exp":                      {true, withExp, exp},
+		"no exp":                   {true, noExp, time.Time{}},
+		"exp, close_on_expiry off": {false, withExp, time.Time{}},
+		"anonymous":                {true, "", time.Time{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a, err := auth.New(config.Auth{
+				Token:         config.TokenAuth{SecretKeyFile: writeFile(t, secret), CloseOnExpiry: tc.closeOnExpiry},
+				AnonymousRole: "guest",
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := httptest.NewRequest(http.MethodGet, "/ws/v2/producer/persistent/public/default/t", nil)
+			if tc.authz != "" {
+				r.Header.Set("Authorization", tc.authz)
+			}
+			_, _, until, err := a.AuthenticateRequest(r)
+			if err != nil || !until.Equal(tc.want) {
+				t.Errorf("until %v, %v; want %v", until, err, tc.want)
+			}
+		})
 	}
 }

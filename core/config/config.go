@@ -213,6 +213,14 @@ type TokenAuth struct {
 	// openIDAllowedTokenIssuers, one issuer). Zero means the issuer is not
 	// checked; jwks_url needs it.
 	Issuer string `koanf:"issuer" json:"issuer"`
+	// CloseOnExpiry closes a session authenticated by a token when the
+	// token's exp claim passes, with close code 1008 and the reason "token
+	// expired" (Pulsar's authenticationRefreshCheckSeconds, enforced at the
+	// expiry itself rather than on a period). Sessions authenticated by a
+	// certificate or anonymously, and tokens without exp, are not closed.
+	// Unset means true; false leaves sessions open past their token's
+	// expiry.
+	CloseOnExpiry bool `koanf:"close_on_expiry" json:"close_on_expiry"`
 }
 
 // Enabled reports whether client authentication is configured.

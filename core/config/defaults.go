@@ -111,6 +111,9 @@ func defaultLayer() map[string]any {
 		"limits": map[string]any{
 			"max_connections": DefaultMaxConnections,
 		},
+		"auth": map[string]any{
+			"token": map[string]any{"close_on_expiry": true},
+		},
 	}
 }
 
@@ -130,6 +133,7 @@ func Defaults() *Config {
 	}
 	c.Broker.Embedded.AllowAutoTopicCreation = true
 	c.Broker.Embedded.InProcess = true
+	c.Auth.Token.CloseOnExpiry = true
 	c.Broker.Embedded.DeleteInactiveTopics = true
 	c.SetDefaults()
 	return c

@@ -42,10 +42,12 @@ type Grants interface {
 }
 
 // Authenticator returns the role of the client making a handshake (from its token, its TLS
-// certificate or the anonymous role) and the method that authenticated it ("token", "tls",
-// "anonymous"), or an error the gateway answers with 401. core/auth implements it.
+// certificate or the anonymous role), the method that authenticated it ("token", "tls",
+// "anonymous") and when that authentication ends (a token's expiry; zero for never), or an
+// error the gateway answers with 401. The gateway closes a session whose authentication ends
+// with 1008 "token expired". core/auth implements it.
 type Authenticator interface {
-	AuthenticateRequest(r *http.Request) (role, method string, err error)
+	AuthenticateRequest(r *http.Request) (role, method string, until time.Time, err error)
 }
 
 // Admitter decides, once a client is authenticated, whether it may access the topics its
@@ -76,6 +78,8 @@ type BacklogInspector interface {
 type Hooks interface {
 	// HandshakeRefused counts a refused upgrade by HTTP status.
 	HandshakeRefused(kind wsapi.Kind, status int)
+	// TokenExpired counts a session the gateway closed because its token expired.
+	TokenExpired(kind wsapi.Kind)
 }
 
 // Gateway is the edge's WebSocket handler.
@@ -221,7 +225,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // that completes its handshake while the gateway shuts down runs on the caller's goroutine
 // instead, with its context already ended, so that it closes at once.
 func (g *Gateway) start(t *tracked, run func(ctx context.Context)) {
-	ctx, cancel := context.WithCancel(g.ctx)
+	ctx, cancel := context.WithCancelCause(g.ctx)
 	t.cancel = cancel
 	// The open line is written here, on the handshake's goroutine, which ends: formatting a
 	// line takes more stack than an idle session ever needs, and a goroutine keeps the stack
@@ -231,7 +235,7 @@ func (g *Gateway) start(t *tracked, run func(ctx context.Context)) {
 	g.mu.Lock()
 	if g.closed.Load() {
 		g.mu.Unlock()
-		cancel()
+		cancel(nil)
 		run(ctx)
 		t.logClosed()
 		return
@@ -240,18 +244,35 @@ func (g *Gateway) start(t *tracked, run func(ctx context.Context)) {
 	g.countGated(t, 1)
 	g.sessions.Add(1)
 	g.mu.Unlock()
+	// One timer per session whose token expires: it only cancels the session's context, and
+	// is stopped when the session ends first.
+	var expiry *time.Timer
+	if !t.expires.IsZero() {
+		expiry = time.AfterFunc(time.Until(t.expires), func() { expire(t) })
+	}
 	go func() {
 		defer g.sessions.Done()
 		defer func() {
-			cancel()
+			cancel(nil)
 			g.mu.Lock()
 			delete(g.live, t.info.ID)
 			g.countGated(t, -1)
 			g.mu.Unlock()
 		}()
 		run(ctx)
+		// Counted once closed, and only when the close was the expiry's: a session that ended
+		// as its timer fired is not.
+		if expiry != nil && !expiry.Stop() && t.tally.CloseCode() == wsapi.ClosePolicyViolation {
+			g.hooks.TokenExpired(t.info.Kind)
+		}
 		t.logClosed()
 	}()
+}
+
+// expire closes t because its token expired: as at shutdown it stops reading, answers what
+// it has in flight, and closes, with 1008 "token expired".
+func expire(t *tracked) {
+	t.closeWith(&session.CloseError{Code: wsapi.ClosePolicyViolation, Reason: wsapi.CloseReasonTokenExpired})
 }
 
 // handshake authenticates the client and describes its handshake to the route table, or
@@ -261,12 +282,12 @@ func (g *Gateway) handshake(w http.ResponseWriter, r *http.Request, ep wsapi.End
 	if g.auth == nil {
 		return h, true
 	}
-	role, method, err := g.auth.AuthenticateRequest(r)
+	role, method, until, err := g.auth.AuthenticateRequest(r)
 	if err != nil {
 		g.refuse(w, r, ep.Kind, http.StatusUnauthorized, "Failed to authenticate: "+err.Error())
 		return h, false
 	}
-	h.Role, h.AuthMethod = role, method
+	h.Role, h.AuthMethod, h.Expires = role, method, until
 	return h, true
 }
 
@@ -317,6 +338,7 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, kind wsapi.
 type nopHooks struct{}
 
 func (nopHooks) HandshakeRefused(wsapi.Kind, int) {}
+func (nopHooks) TokenExpired(wsapi.Kind)          {}
 
 // creationStatus maps a broker creation error to Pulsar's HTTP status
 // (AbstractWebSocketHandler.getErrorCode).

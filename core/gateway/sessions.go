@@ -23,14 +23,17 @@ type tracked struct {
 	gate   *admission.Gate
 	tally  session.Tally
 	log    *slog.Logger
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
+	// expires is when the gateway closes the session because its token expires; zero for
+	// never.
+	expires time.Time
 	// closing is why the edge closed the session ("" when it did not): set before cancel.
 	closing atomic.Pointer[string]
 }
 
 // track describes a session about to start.
 func (g *Gateway) track(kind wsapi.Kind, h session.Handshake, ep wsapi.Endpoint, route string, gate *admission.Gate, sub subscription) *tracked {
-	t := &tracked{gate: gate}
+	t := &tracked{gate: gate, expires: h.Expires}
 	t.info = session.Info{
 		ID:               g.nextID.Add(1),
 		Kind:             kind,
@@ -79,7 +82,7 @@ func (t *tracked) logClosed() {
 // closeReason says why a session ended, from its close code and from whether the edge
 // closed it.
 func (t *tracked) closeReason(code int) string {
-	if r := t.closing.Load(); r != nil && (code == wsapi.CloseGoingAway || code == 0) {
+	if r := t.closing.Load(); r != nil && (code == wsapi.CloseGoingAway || code == wsapi.ClosePolicyViolation || code == 0) {
 		return *r
 	}
 	switch code {
@@ -205,5 +208,11 @@ func (g *Gateway) CloseGradually(ctx context.Context, d time.Duration, reason st
 // closeBy closes the session from the edge's side, with reason for its close line.
 func (t *tracked) closeBy(reason string) {
 	t.closing.CompareAndSwap(nil, &reason)
-	t.cancel()
+	t.cancel(nil)
+}
+
+// closeWith closes the session from the edge's side with ce's close.
+func (t *tracked) closeWith(ce *session.CloseError) {
+	t.closing.CompareAndSwap(nil, &ce.Reason)
+	t.cancel(ce)
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/admin"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
+	"github.com/sluicehq/sluice/core/wsapi"
 )
 
 // oidcProvider serves an ES256 key set on loopback, as an OpenID Connect provider's jwks_uri,
@@ -91,6 +93,57 @@ func (p *oidcProvider) yaml() string {
 `, p.srv.URL)
 }
 
+// A session authenticated by a token that expires is closed at the expiry with 1008 "token
+// expired", which a gorilla client sees, and counted; a session whose token has no exp, on the
+// same edge, stays open. The keys come from a provider's key set, rotated between the two
+// tokens: the second token's kid is unknown to the edge until it refetches the set.
+func TestTokenExpiryClosesLiveSessions(t *testing.T) {
+	t.Parallel()
+	p := newOIDCProvider(t)
+	srv, base := edgetest.Start(t, p.yaml())
+	path := "/ws/v2/producer/persistent/public/default/token-expiry"
+	cpath := "/ws/v2/consumer/persistent/public/default/token-expiry/sub"
+
+	exp := time.Now().Add(2 * time.Second)
+	expiring := p.token(t, "alice", exp)
+	prod := edgetest.Dial(t, base+path+"?token="+expiring)
+	cons := edgetest.Dial(t, base+cpath+"?token="+expiring)
+
+	p.rotate(t, "k2")
+	forever := edgetest.Dial(t, base+path+"?token="+p.token(t, "bob", time.Time{}))
+
+	// Both are live sessions until then: a message goes through.
+	publishOne(t, prod, "before expiry")
+	for name, c := range map[string]*websocket.Conn{"producer": prod, "consumer": cons} {
+		if err := c.SetReadDeadline(time.Now().Add(15 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		for err == nil {
+			_, _, err = c.ReadMessage() // the consumer first reads the message
+		}
+		ce, ok := errors.AsType[*websocket.CloseError](err)
+		if !ok || ce.Code != wsapi.ClosePolicyViolation || ce.Text != "token expired" {
+			t.Fatalf("%s: read ended with %v; want close 1008 \"token expired\"", name, err)
+		}
+		if early := time.Until(exp.Truncate(time.Second)); early > 0 {
+			t.Errorf("%s closed %v before its token expired", name, early)
+		}
+	}
+	// A session is counted once it has finished closing, just after its close frame left.
+	ah := srv.AdminHandler()
+	for _, kind := range []string{"producer", "consumer"} {
+		edgetest.WaitFor(t, 10*time.Second, "sluice_sessions_token_expired_total{kind="+kind+"} 1", func() bool {
+			return metric(scrape(t, ah), "sluice_sessions_token_expired_total", "kind", kind) == 1
+		})
+	}
+	if got := metric(scrape(t, ah), "sluice_sessions_closed_total", "code", "1008"); got != 2 {
+		t.Errorf("sluice_sessions_closed_total{code=1008} = %v, want 2", got)
+	}
+	// The session whose token has no exp is still open and served.
+	publishOne(t, forever, "after the other expired")
+}
+
 // publishOne sends one message on a producer socket and waits for its ok ack.
 func publishOne(t *testing.T, c *websocket.Conn, payload string) {
 	t.Helper()
@@ -107,6 +160,20 @@ func publishOne(t *testing.T, c *websocket.Conn, payload string) {
 	}
 	if !strings.Contains(string(ack), `"result":"ok"`) {
 		t.Fatalf("ack %s", ack)
+	}
+}
+
+// With auth.token.close_on_expiry off, a session outlives its token.
+func TestTokenExpiryCanBeTurnedOff(t *testing.T) {
+	t.Parallel()
+	p := newOIDCProvider(t)
+	srv, base := edgetest.Start(t, p.yaml()+"    close_on_expiry: false\n")
+	exp := time.Now().Add(time.Second)
+	prod := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/no-expiry?token="+p.token(t, "alice", exp))
+	edgetest.WaitFor(t, 10*time.Second, "the token to expire", func() bool { return time.Now().Unix() > exp.Unix() })
+	publishOne(t, prod, "after expiry")
+	if got := metric(scrape(t, srv.AdminHandler()), "sluice_sessions_token_expired_total"); got > 0 {
+		t.Errorf("sluice_sessions_token_expired_total = %v, want 0", got)
 	}
 }
 

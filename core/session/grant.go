@@ -24,6 +24,9 @@ type Handshake struct {
 	AuthMethod string
 	// RemoteAddr is the client's address.
 	RemoteAddr string
+	// Expires is when the session's authentication ends and the gateway closes it: its
+	// token's exp claim (auth.token.close_on_expiry). Zero means never.
+	Expires time.Time
 	// Partitions is how many topic partitions the session holds a broker-side producer or
 	// consumer for: one per topic that is not partitioned, one per partition of a partitioned
 	// topic (a v3 consumer's topics added up). The gateway looks them up before the session

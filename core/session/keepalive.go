@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -72,6 +73,25 @@ func (k *keepalive) tick() *closeReason {
 	return nil
 }
 
+// CloseError is a close the edge ends a session with: the cause of the cancellation of the
+// session's context (context.WithCancelCause), as the gateway gives it when the client's
+// token expires. A session whose context ends for another cause closes with 1001 "server
+// shutting down". Either way it stops reading and answers what it has in flight first.
+type CloseError struct {
+	Code   int
+	Reason string
+}
+
+func (e *CloseError) Error() string { return fmt.Sprintf("close %d: %s", e.Code, e.Reason) }
+
+// edgeClose is the close a session sends once its context has ended.
+func edgeClose(ctx context.Context) (int, string) {
+	if ce, ok := errors.AsType[*CloseError](context.Cause(ctx)); ok {
+		return ce.Code, ce.Reason
+	}
+	return wsapi.CloseGoingAway, "server shutting down"
+}
+
 // closeReason is a close frame to send: its code (0: none) and text.
 type closeReason struct {
 	code int
@@ -123,14 +143,14 @@ func (k *keepalive) stop() {
 	}
 }
 
-// readCloseCode is the close frame to send after the read side failed with err: 1001 when the
-// edge is shutting down, 1007 for a text message that is not UTF-8, 1009 with the limit for
+// readCloseCode is the close frame to send after the read side failed with err: the edge's
+// (edgeClose) when it ended the session, 1007 for a text message that is not UTF-8, 1009 with the limit for
 // one over the read limit, none otherwise (gorilla has already answered a peer's close and sent
 // 1009 for an oversized message; a broken connection cannot take a frame).
 func readCloseCode(ctx context.Context, err error) (int, string) {
 	switch {
 	case ctx.Err() != nil:
-		return wsapi.CloseGoingAway, "server shutting down"
+		return edgeClose(ctx)
 	case errors.Is(err, wsconn.ErrInvalidUTF8):
 		return wsapi.CloseInvalidPayload, "invalid UTF-8 in a text message"
 	case wsconn.IsTooBig(err):

@@ -72,6 +72,10 @@ const (
 	// CloseInvalidPayload (1007) closes a session that sent a text message that is not UTF-8,
 	// as RFC 6455 requires.
 	CloseInvalidPayload = 1007
+	// ClosePolicyViolation (1008) closes a session whose token expired
+	// (auth.token.close_on_expiry), with the reason CloseReasonTokenExpired. Pulsar's
+	// WebSocket proxy has no close of its own for it: it leaves such sessions open.
+	ClosePolicyViolation = 1008
 	// CloseTooBig (1009) closes a session that sent a message larger than the edge's
 	// websocket.max_text_message_size.
 	CloseTooBig = 1009
@@ -82,6 +86,10 @@ const (
 	// a frame within its route's slow_consumer.timeout.
 	CloseSlowConsumer = 4010
 )
+
+// CloseReasonTokenExpired is the reason of the ClosePolicyViolation close of a session whose
+// token expired.
+const CloseReasonTokenExpired = "token expired"
 
 // CloseCode returns the Sluice close code for a Pulsar WebSocketError code
 // (1–8), or CloseInternalError for any other value.

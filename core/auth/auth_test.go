@@ -5,12 +5,15 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,15 +151,17 @@ func TestAuthenticateRequestUntil(t *testing.T) {
 		authz         string
 		want          time.Time
 	}{
-		"exp":                      {true, withExp, exp},
-		"no exp":                   {true, noExp, time.Time{}},
-		"exp, close_on_expiry off": {false, withExp, time.Time{}},
-		"anonymous":                {true, "", time.Time{}},
+		"exp":                       {true, withExp, exp},
+		"no exp":                    {true, noExp, time.Time{}},
+		"exp, close_on_expiry off":  {false, withExp, time.Time{}},
+		"anonymous":                 {true, "", time.Time{}},
+		"certificate, with a token": {true, withExp, time.Time{}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			a, err := auth.New(config.Auth{
-				Token:         config.TokenAuth{SecretKeyFile: writeFile(t, secret), CloseOnExpiry: tc.closeOnExpiry},
-				AnonymousRole: "guest",
+				Token:              config.TokenAuth{SecretKeyFile: writeFile(t, secret), CloseOnExpiry: tc.closeOnExpiry},
+				AnonymousRole:      "guest",
+				ClientCertificates: true,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -165,9 +170,16 @@ func TestAuthenticateRequestUntil(t *testing.T) {
 			if tc.authz != "" {
 				r.Header.Set("Authorization", tc.authz)
 			}
-			_, _, until, err := a.AuthenticateRequest(r)
+			if strings.HasPrefix(name, "certificate") { // as crypto/tls leaves a verified client certificate
+				cert := &x509.Certificate{Subject: pkix.Name{CommonName: "svc"}}
+				r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}, VerifiedChains: [][]*x509.Certificate{{cert}}}
+			}
+			_, method, until, err := a.AuthenticateRequest(r)
 			if err != nil || !until.Equal(tc.want) {
 				t.Errorf("until %v, %v; want %v", until, err, tc.want)
+			}
+			if strings.HasPrefix(name, "certificate") && method != auth.MethodTLS {
+				t.Errorf("authenticated by %s, want %s", method, auth.MethodTLS)
 			}
 		})
 	}

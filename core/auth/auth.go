@@ -73,7 +73,7 @@ func New(cfg config.Auth) (*Authenticator, error) {
 	if t.JWKSURL != "" {
 		keys, err := newJWKS(t)
 		if err != nil {
-			return nil, fmt.Errorf("auth.token.jwks_url: %w", err)
+			return nil, err
 		}
 		a.keys, a.methods = keys, asymmetricMethods
 	} else {

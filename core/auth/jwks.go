@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,13 +53,27 @@ type jwks struct {
 	lastErr atomic.Pointer[error] // the last fetch's failure; nil after a success
 }
 
+// newJWKS prepares the key set t names; its errors name the setting at fault.
 func newJWKS(t config.TokenAuth) (*jwks, error) {
 	if err := config.CheckJWKSURL(t.JWKSURL); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("auth.token.jwks_url: %w", err)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	if t.JWKSCAFile != "" {
+		b, err := os.ReadFile(t.JWKSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("auth.token.jwks_ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("auth.token.jwks_ca_file: %s holds no PEM certificate", t.JWKSCAFile)
+		}
+		transport.TLSClientConfig.RootCAs = pool
 	}
 	k := &jwks{
 		url:      t.JWKSURL,
-		client:   &http.Client{CheckRedirect: checkRedirect},
+		client:   &http.Client{Transport: transport, CheckRedirect: checkRedirect},
 		interval: or(t.JWKSRefreshInterval, config.DefaultJWKSRefreshInterval),
 		minGap:   or(t.JWKSRefreshMinInterval, config.DefaultJWKSRefreshMinInterval),
 		store:    jwkset.NewMemoryStorage(),

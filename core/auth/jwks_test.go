@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -400,5 +401,37 @@ func TestJWKSRedirectStaysSafe(t *testing.T) {
 				t.Errorf("refusal %q does not say why", err)
 			}
 		})
+	}
+}
+
+// An https provider behind a private CA is trusted through auth.token.jwks_ca_file, and only
+// through it.
+func TestJWKSOverTLSWithPrivateCA(t *testing.T) {
+	t.Parallel()
+	k := ecSigner(t, "k")
+	p := &provider{keys: []signer{k}}
+	srv := httptest.NewTLSServer(http.HandlerFunc(p.serve))
+	t.Cleanup(srv.Close)
+	ca := writeFile(t, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
+
+	trusting, err := auth.New(config.Auth{Token: config.TokenAuth{JWKSURL: srv.URL, JWKSCAFile: ca, Issuer: testIssuer, Audience: testAudience}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trusting.FetchKeys(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	wantRole(t, trusting, k.token(t, "alice"), "alice")
+
+	system, err := auth.New(config.Auth{Token: config.TokenAuth{JWKSURL: srv.URL, Issuer: testIssuer, Audience: testAudience}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := system.FetchKeys(t.Context()); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("fetching from a private CA's server with the system's roots: %v", err)
+	}
+
+	if _, err := auth.New(config.Auth{Token: config.TokenAuth{JWKSURL: srv.URL, JWKSCAFile: writeFile(t, []byte("not PEM")), Issuer: testIssuer, Audience: testAudience}}); err == nil || !strings.Contains(err.Error(), "auth.token.jwks_ca_file") {
+		t.Errorf("a CA file without certificates: %v", err)
 	}
 }

@@ -202,6 +202,9 @@ type TokenAuth struct {
 	// provider signs tokens for every application it serves. While no key
 	// has been fetched, tokens are refused (401). Zero means no key set.
 	JWKSURL string `koanf:"jwks_url" json:"jwks_url"`
+	// JWKSCAFile is a PEM file of the CAs that jwks_url's server certificate is verified
+	// against, for a provider behind a private CA. Zero means the system's roots.
+	JWKSCAFile string `koanf:"jwks_ca_file" json:"jwks_ca_file" sluice:"path"`
 	// JWKSRefreshInterval is how often the key set is refetched. Zero means
 	// 15m.
 	JWKSRefreshInterval time.Duration `koanf:"jwks_refresh_interval" json:"jwks_refresh_interval"`

@@ -213,6 +213,7 @@ func (a Auth) validate(v *validator, listener TLS) {
 	v.check(t.JWKSRefreshInterval >= 0, "auth.token.jwks_refresh_interval", "must not be negative")
 	v.check(t.JWKSRefreshMinInterval >= 0, "auth.token.jwks_refresh_min_interval", "must not be negative")
 	if t.JWKSURL == "" {
+		v.check(t.JWKSCAFile == "", "auth.token.jwks_ca_file", "needs auth.token.jwks_url")
 		return
 	}
 	if err := CheckJWKSURL(t.JWKSURL); err != nil {

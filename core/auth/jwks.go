@@ -50,7 +50,8 @@ type jwks struct {
 	mu      sync.Mutex // one fetch at a time; guards last
 	last    time.Time  // when the last fetch began
 	loaded  atomic.Bool
-	lastErr atomic.Pointer[error] // the last fetch's failure; nil after a success
+	lastErr atomic.Pointer[error]       // the last fetch's failure; nil after a success
+	log     atomic.Pointer[slog.Logger] // set by run; nil before
 }
 
 // newJWKS prepares the key set t names; its errors name the setting at fault.
@@ -92,16 +93,15 @@ func newJWKS(t config.TokenAuth) (*jwks, error) {
 func (k *jwks) key(ctx context.Context, t *jwt.Token) (any, error) {
 	key, err := k.kf.KeyfuncCtx(ctx)(t)
 	if errors.Is(err, jwkset.ErrKeyNotFound) {
-		if ferr := k.refetch(ctx); ferr != nil {
-			return nil, ferr
-		}
+		k.refetch(ctx)
 		key, err = k.kf.KeyfuncCtx(ctx)(t)
 	}
 	switch {
+	case errors.Is(err, jwkset.ErrKeyNotFound) && !k.loaded.Load():
+		// Why not is in the log and on /readyz, not for clients: it names the provider's
+		// address and how it failed.
+		return nil, errNoKeys
 	case errors.Is(err, jwkset.ErrKeyNotFound):
-		if !k.loaded.Load() {
-			return nil, k.unavailable()
-		}
 		return nil, errors.New("no key in auth.token.jwks_url has the token's kid")
 	case err != nil:
 		return nil, errors.New("the token's alg or kid does not match a key of auth.token.jwks_url")
@@ -109,30 +109,34 @@ func (k *jwks) key(ctx context.Context, t *jwt.Token) (any, error) {
 	return key, nil
 }
 
-// unavailable says why no key has been fetched yet.
+// errNoKeys refuses tokens while no key has been fetched.
+var errNoKeys = errors.New("no keys from auth.token.jwks_url yet")
+
+// unavailable says why no key has been fetched yet, for the operator.
 func (k *jwks) unavailable() error {
 	if p := k.lastErr.Load(); p != nil {
-		return fmt.Errorf("no keys from auth.token.jwks_url yet: %w", *p)
+		return fmt.Errorf("%w: %w", errNoKeys, *p)
 	}
-	return errors.New("no keys from auth.token.jwks_url yet")
+	return errNoKeys
 }
 
 // refetch fetches the set unless a fetch began less than minGap ago. Callers that arrive
 // during a fetch wait for it and then find it recent: a flood of unknown kids costs one fetch
-// per minGap. It returns an error only when no key has ever been fetched.
-func (k *jwks) refetch(ctx context.Context) error {
+// per minGap, and so does its log line when it fails.
+func (k *jwks) refetch(ctx context.Context) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if time.Since(k.last) < k.minGap {
-		return nil
+		return
 	}
 	// A fetch serves every handshake waiting on it: the one that began it leaving must not
 	// cut it short.
-	_ = k.fetchLocked(context.WithoutCancel(ctx))
-	if !k.loaded.Load() {
-		return k.unavailable()
+	if err := k.fetchLocked(context.WithoutCancel(ctx)); err != nil {
+		if log := k.log.Load(); log != nil {
+			log.Warn("refetching the token signing keys for an unknown kid failed; the keys fetched before are kept",
+				"setting", "auth.token.jwks_url", "err", err)
+		}
 	}
-	return nil
 }
 
 // fetch fetches the set now, whatever the pacing (at start and on schedule).
@@ -151,7 +155,7 @@ func (k *jwks) fetchLocked(ctx context.Context) error {
 		err = k.store.KeyReplaceAll(ctx, keys)
 	}
 	if err != nil {
-		err = fmt.Errorf("fetching %s: %w", k.url, err)
+		err = fmt.Errorf("fetching %s: %w", redacted(k.url), err)
 		k.lastErr.Store(&err)
 		return err
 	}
@@ -185,6 +189,14 @@ func (k *jwks) get(ctx context.Context) ([]jwkset.JWK, error) {
 		return nil, fmt.Errorf("the key set is larger than %d bytes", JWKSMaxBytes)
 	}
 	return decodeJWKS(body)
+}
+
+// redacted is u without a password, for errors and logs.
+func redacted(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return u
 }
 
 // decodeJWKS decodes a key set's public signing keys. Symmetric (oct) keys and keys of
@@ -235,6 +247,7 @@ func refuseX5U(*url.URL) ([]*x509.Certificate, error) {
 // retries every minGap instead. Failures are logged, once per attempt: the attempts are
 // paced, so the log is too.
 func (k *jwks) run(ctx context.Context, log *slog.Logger) {
+	k.log.Store(log)
 	t := time.NewTimer(k.next())
 	defer t.Stop()
 	for {

@@ -317,10 +317,13 @@ func TestJWKSUnavailableFailsClosed(t *testing.T) {
 	if err := a.FetchKeys(t.Context()); err == nil || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("FetchKeys with the provider down: %v", err)
 	}
-	if err := a.KeysErr(); err == nil {
-		t.Error("KeysErr is nil with no keys")
+	if err := a.KeysErr(); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Errorf("KeysErr with no keys: %v, want the reason", err)
 	}
 	wantRefused(t, a, k.token(t, "alice"), "no keys from auth.token.jwks_url yet")
+	if _, err := a.Authenticate(k.token(t, "alice")); strings.Contains(err.Error(), p.srv.URL) {
+		t.Errorf("the refusal a client reads names the provider: %v", err)
+	}
 
 	p.fail(0)
 	ctx, cancel := context.WithCancel(t.Context())

@@ -139,6 +139,9 @@ func (a annotator) value(v reflect.Value, sf reflect.StructField, path string, w
 		return n
 	case v.Kind() == reflect.Map && v.Type().Elem().Kind() == reflect.Struct:
 		n := &yaml.Node{Kind: yaml.MappingNode}
+		if v.Len() == 0 {
+			n.Style = yaml.FlowStyle
+		}
 		keys := make([]string, 0, v.Len())
 		for _, k := range v.MapKeys() {
 			keys = append(keys, k.String())

@@ -77,6 +77,7 @@ func (q Quotas) validate(v *validator, key string) {
 	for _, n := range names {
 		p := fmt.Sprintf("%s.overrides.%s", key, n)
 		v.check(n != "", p, "the name must not be empty")
+		v.check(n != "other", p, `"other" is the metric label of the names without an override`)
 		q.Overrides[n].validate(v, p)
 	}
 }

@@ -16,10 +16,11 @@ import (
 
 // MaxTrackedQuotas bounds the tenants, and the roles, whose quotas are tracked at once, named
 // ones aside. A tenant (or role) is tracked while it has sessions open, and after its last
-// one until its buckets have refilled (at most two seconds), so that reconnecting does not
-// reset its rates. Past the bound a handshake of a new one is refused with 503, so that
-// clients inventing tenants cannot grow the table: reaching it takes MaxTrackedQuotas
-// sessions open at once, each charged to the session pool.
+// one until its buckets have refilled, so that reconnecting does not reset its rates; at the
+// bound those without sessions are forgotten at once. Only when every tracked one has a
+// session open is a handshake of a new one refused, with 503: clients inventing tenants
+// cannot grow the table, and filling it takes MaxTrackedQuotas sessions open at once, each
+// charged to the session pool. A tracked tenant costs about 480 bytes (7.5MiB at the bound).
 const MaxTrackedQuotas = 1 << 14
 
 // OtherQuota is the metric label of every tenant (or role) that has no override: only named
@@ -55,7 +56,8 @@ type quotaScope struct {
 	mu      sync.Mutex
 	tracked map[string]*quotaEntry // the tenants (or roles) with quotas: named ones, always
 	unnamed int                    // how many of tracked are not named
-	swept   time.Time
+	// swept and sweptAtBound are when sweepLocked last ran, in each mode.
+	swept, sweptAtBound time.Time
 }
 
 // quotaLabel is what one metric series reports: a named tenant (or role), or all the others.
@@ -201,17 +203,19 @@ func (s *quotaScope) forgetLocked(e *quotaEntry) {
 }
 
 // sweepLocked forgets the unnamed tenants (or roles) without sessions whose buckets have
-// refilled, at most once per quotaSweepInterval unless force (then at most once a second),
-// and reports whether there is room for another.
-func (s *quotaScope) sweepLocked(now time.Time, force bool) bool {
-	every := quotaSweepInterval
-	if force {
-		every = time.Second
+// refilled, at most once per quotaSweepInterval, and reports whether there is room for
+// another. At the bound (atBound) it runs at most once a second and forgets every one without
+// sessions, refilled or not: a bucket in debt (a large message at a low byte_rate can owe
+// minutes) must not keep a newcomer out, and its owner has no session left to slow down.
+func (s *quotaScope) sweepLocked(now time.Time, atBound bool) bool {
+	last, every := &s.swept, quotaSweepInterval
+	if atBound {
+		last, every = &s.sweptAtBound, time.Second
 	}
-	if now.Sub(s.swept) >= every {
-		s.swept = now
+	if now.Sub(*last) >= every {
+		*last = now
 		for _, e := range s.tracked {
-			if e.open == 0 && !e.named && (e.rate == nil || e.rate.Full(now)) {
+			if e.open == 0 && !e.named && (atBound || e.rate == nil || e.rate.Full(now)) {
 				s.forgetLocked(e)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/session"
@@ -76,5 +77,35 @@ func TestQuotaUntrackedWithoutDefault(t *testing.T) {
 	}
 	if _, n := q.roles.stats(); n != 0 {
 		t.Errorf("%d roles tracked without per_role", n)
+	}
+}
+
+// At the bound, tenants without sessions are forgotten even while their buckets are in debt,
+// so that they cannot keep newcomers out; below it they are kept until refilled.
+func TestQuotaIdleInDebtForgottenAtBound(t *testing.T) {
+	t.Parallel()
+	q := newQuotas(config.Limits{PerTenant: config.Quotas{MessageRate: 1}})
+	q.tenants.max = 2
+	// A clock an hour behind the buckets' makes every bucket look far from refilled.
+	q.tenants.now = func() time.Time { return time.Now().Add(-time.Hour) }
+	admit := func(tenant string) (*quotaHold, error) {
+		ep, _ := wsapi.ParseEndpoint("/ws/v2/producer/persistent/"+tenant+"/ns/t", nil)
+		return q.admit(session.Handshake{Endpoint: ep})
+	}
+	for _, tenant := range []string{"a", "b"} {
+		h, err := admit(tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.release()
+	}
+	if _, n := q.tenants.stats(); n != 2 {
+		t.Fatalf("%d tracked, want a and b kept while in debt", n)
+	}
+	if _, err := admit("c"); err != nil {
+		t.Fatalf("c at the bound, a and b without sessions: %v", err)
+	}
+	if _, n := q.tenants.stats(); n != 1 {
+		t.Errorf("%d tracked, want c only", n)
 	}
 }

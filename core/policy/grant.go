@@ -89,7 +89,7 @@ func (s Settings) location() *time.Location {
 // client-parameter policy, its gate and every limit. An error is a *wsapi.Error with the
 // HTTP status that refuses the handshake.
 func (m *Table) Producer(ctx context.Context, h session.Handshake, p wsapi.ProducerParams) (session.ProducerGrant, error) {
-	q, err := m.quotas.admit(h)
+	q, err := m.admitQuotas(h)
 	if err != nil {
 		return session.ProducerGrant{}, err
 	}
@@ -218,7 +218,7 @@ func (m *Table) Reader(ctx context.Context, h session.Handshake, p wsapi.ReaderP
 // (nil: none) and applied Pulsar's value after its cap of 1000; extra is what the session
 // costs besides its consumers.
 func (m *Table) delivery(ctx context.Context, h session.Handshake, requested *int, applied int, pullMode bool, extra int64) (session.ConsumerGrant, error) {
-	q, err := m.quotas.admit(h)
+	q, err := m.admitQuotas(h)
 	if err != nil {
 		return session.ConsumerGrant{}, err
 	}

@@ -23,6 +23,12 @@ import (
 // charged to the session pool. A tracked tenant costs about 480 bytes (7.5MiB at the bound).
 const MaxTrackedQuotas = 1 << 14
 
+// TrackedQuotaCost is what a session is charged to the session pool (memory.session_limit)
+// for each tenant or role without an override that it holds a place in: what tracking one
+// costs (measured at about 480 bytes), charged to every session that holds it, so an upper
+// bound.
+const TrackedQuotaCost = 512
+
 // OtherQuota is the metric label of every tenant (or role) that has no override: only named
 // ones get their own series, so that names clients choose add none.
 const OtherQuota = "other"
@@ -98,18 +104,33 @@ func (s *quotaScope) newEntry(name, key string, q config.Quota, l *quotaLabel, n
 // quotaHold is what one session holds of the quotas: a place in each of its tenants' and
 // its role's, and their rate buckets.
 type quotaHold struct {
-	s       *quotas
+	charge  *sessionCharge // TrackedQuotaCost for each unnamed one, or nil
+	unnamed int
 	entries []*quotaEntry // nil for a name without a quota (counted in other only)
 	labels  []*quotaLabel
 	scopes  []*quotaScope
 	rates   []*session.Quota
 }
 
+// admitQuotas takes a place for h's session in its quotas (quotas.admit) and charges what
+// it tracks to the session pool.
+func (m *Table) admitQuotas(h session.Handshake) (*quotaHold, error) {
+	q, err := m.quotas.admit(h)
+	if err != nil || q.unnamed == 0 {
+		return q, err
+	}
+	if q.charge, err = m.holdSession(h.RemoteAddr, int64(q.unnamed)*TrackedQuotaCost); err != nil {
+		q.release()
+		return nil, err
+	}
+	return q, nil
+}
+
 // admit takes a place for h's session in the quotas of each tenant its topics name and of its
 // role, or in none: it returns a *wsapi.Error with 429 naming the quota that is full, or 503
 // when a new tenant (or role) cannot be tracked.
 func (q *quotas) admit(h session.Handshake) (*quotaHold, error) {
-	hold := &quotaHold{s: q}
+	hold := &quotaHold{}
 	for _, t := range tenants(h.Endpoint) {
 		if err := q.tenants.take(hold, t); err != nil {
 			hold.release()
@@ -174,11 +195,16 @@ func (h *quotaHold) add(s *quotaScope, e *quotaEntry, l *quotaLabel) {
 	if e != nil && e.rate != nil {
 		h.rates = append(h.rates, e.rate)
 	}
+	if e != nil && !e.named {
+		h.unnamed++
+	}
 }
 
 // release gives back the session's places; a tenant (or role) left without sessions is
 // forgotten once its buckets have refilled.
 func (h *quotaHold) release() {
+	h.charge.Release()
+	h.charge = nil
 	for i, s := range h.scopes {
 		s.put(h.entries[i], h.labels[i])
 	}

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core/admission"
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/wsapi"
+	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
 // The tracked tenants are bounded: past the bound a new tenant is refused with 503 naming the
@@ -107,5 +109,33 @@ func TestQuotaIdleInDebtForgottenAtBound(t *testing.T) {
 	}
 	if _, n := q.tenants.stats(); n != 1 {
 		t.Errorf("%d tracked, want c only", n)
+	}
+}
+
+// A session is charged TrackedQuotaCost to the session pool for each tenant or role without
+// an override it holds a place in, and the charge goes with its place.
+func TestQuotaCharged(t *testing.T) {
+	t.Parallel()
+	pool, err := admission.NewPool(admission.PoolConfig{Name: "session", Limit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(strategy.NewRegistry(), nil, nil, Settings{Limits: config.Limits{
+		PerTenant: config.Quotas{MaxConnections: 5, Overrides: map[string]config.Quota{"acme": {MaxConnections: 5}}},
+		PerRole:   config.Quotas{MessageRate: 10},
+	}}, WithSessionPool(pool))
+	for tenant, want := range map[string]int64{"acme": TrackedQuotaCost, "invented": 2 * TrackedQuotaCost} {
+		ep, _ := wsapi.ParseEndpoint("/ws/v2/producer/persistent/"+tenant+"/ns/t", nil)
+		h, err := m.admitQuotas(session.Handshake{Endpoint: ep, Role: "app", RemoteAddr: "192.0.2.1:5000"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pool.Snapshot().Edge.Used; got != want {
+			t.Errorf("%s as app: %d bytes charged, want %d", tenant, got, want)
+		}
+		h.release()
+		if got := pool.Snapshot().Edge.Used; got != 0 {
+			t.Errorf("%s: %d bytes charged after the release", tenant, got)
+		}
 	}
 }

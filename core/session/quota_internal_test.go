@@ -99,3 +99,19 @@ func TestQuotaAllOrNothing(t *testing.T) {
 		}
 	})
 }
+
+// Admitting a message under a tenant's and a role's quotas allocates nothing: the quotas add
+// two mutex-guarded bucket updates to the hot path, no more.
+func TestQuotaAdmitAllocs(t *testing.T) {
+	tenant := NewQuota(QuotaSpec{Subject: `tenant "acme"`, Key: "limits.per_tenant", MessageRate: 1e12, ByteRate: 1 << 50}, &QuotaCounts{})
+	role := NewQuota(QuotaSpec{Subject: `role "app"`, Key: "limits.per_role", MessageRate: 1e12}, &QuotaCounts{})
+	s := &producerSession{g: ProducerGrant{OnFull: strategy.Reject, Observer: NopObserver{}, Quotas: []*Quota{tenant, role}}}
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(1000, func() {
+		if err := s.admitRate(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations per admitted message, want 0", n)
+	}
+}

@@ -84,7 +84,7 @@ func (a annotator) mapping(v reflect.Value, path string, withDocs bool) *yaml.No
 		}
 		val := a.value(fv, sf, p, withDocs)
 		if notes := a.notes(p, fv, inList); notes != "" {
-			if val.Kind == yaml.ScalarNode || (val.Kind == yaml.SequenceNode && len(val.Content) == 0) {
+			if val.Kind == yaml.ScalarNode || ((val.Kind == yaml.SequenceNode || val.Kind == yaml.MappingNode) && len(val.Content) == 0) {
 				val.LineComment = notes
 			} else {
 				key.LineComment = notes

@@ -65,6 +65,7 @@ func (r *SharedRate) take(now time.Time) time.Duration {
 	return r.b.take(now)
 }
 
+// give returns a token taken for a message another bound then refused.
 func (r *SharedRate) give() {
 	r.mu.Lock()
 	defer r.mu.Unlock()

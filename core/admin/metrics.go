@@ -158,6 +158,9 @@ func NewMetrics(src Source, version string) *Metrics {
 		m.paused, m.deliveries, m.redeliveries, m.bytesOut, m.acks, m.slowCloses, m.decisions, m.decisionErrs,
 		m.reloads, m.reloadOK, m.reloadTime, buildInfo,
 		poolCollector{src: src}, stateCollector{src: src}, storeCollector{src: src})
+	if q, ok := src.(QuotaSource); ok {
+		m.reg.MustRegister(quotaCollector{src: q})
+	}
 	m.runtime.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -84,7 +84,7 @@ func (a annotator) mapping(v reflect.Value, path string, withDocs bool) *yaml.No
 		}
 		val := a.value(fv, sf, p, withDocs)
 		if notes := a.notes(p, fv, inList); notes != "" {
-			if val.Kind == yaml.ScalarNode || (val.Kind == yaml.SequenceNode && len(val.Content) == 0) {
+			if val.Kind == yaml.ScalarNode || ((val.Kind == yaml.SequenceNode || val.Kind == yaml.MappingNode) && len(val.Content) == 0) {
 				val.LineComment = notes
 			} else {
 				key.LineComment = notes
@@ -139,6 +139,9 @@ func (a annotator) value(v reflect.Value, sf reflect.StructField, path string, w
 		return n
 	case v.Kind() == reflect.Map && v.Type().Elem().Kind() == reflect.Struct:
 		n := &yaml.Node{Kind: yaml.MappingNode}
+		if v.Len() == 0 {
+			n.Style = yaml.FlowStyle
+		}
 		keys := make([]string, 0, v.Len())
 		for _, k := range v.MapKeys() {
 			keys = append(keys, k.String())

@@ -628,6 +628,11 @@ type Limits struct {
 	// rate, at least 1), so that opening more sessions does not multiply message_rate. A
 	// message past it is handled as one past message_rate. Zero means unbounded.
 	MessageRatePerAddress float64 `koanf:"message_rate_per_address" json:"message_rate_per_address"`
+	// PerTenant are the quotas of each Pulsar tenant: its sessions, and its producers'
+	// messages and bytes per second, together across its clients. Zero means none.
+	PerTenant Quotas `koanf:"per_tenant" json:"per_tenant"`
+	// PerRole are the quotas of each authenticated role, as per_tenant's. Zero means none.
+	PerRole Quotas `koanf:"per_role" json:"per_role"`
 }
 
 // TrustedProxies are the proxies and load balancers in front of the edge (static). Only a

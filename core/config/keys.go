@@ -119,9 +119,13 @@ func yamlScalar(v reflect.Value) string {
 			return `""`
 		}
 		return v.String()
-	case reflect.Slice, reflect.Map:
+	case reflect.Slice:
 		if v.Len() == 0 {
 			return "[]"
+		}
+	case reflect.Map:
+		if v.Len() == 0 {
+			return "{}"
 		}
 	case reflect.Pointer:
 		if v.IsNil() {

@@ -284,6 +284,8 @@ func (l Limits) validate(v *validator) {
 	v.check(l.MessageBurst == 0 || l.MessageRate > 0, "limits.message_burst", "needs limits.message_rate")
 	v.check(!math.IsNaN(l.MessageRatePerAddress) && !math.IsInf(l.MessageRatePerAddress, 0) && l.MessageRatePerAddress >= 0,
 		"limits.message_rate_per_address", "must be a non-negative number of messages per second")
+	l.PerTenant.validate(v, "limits.per_tenant")
+	l.PerRole.validate(v, "limits.per_role")
 }
 
 func (p TrustedProxies) validate(v *validator) {

@@ -84,10 +84,33 @@ func (s Settings) location() *time.Location {
 	return time.Local
 }
 
-// Producer decides a producer session's grant: its route (by the topics it accesses), the
-// strategy's decision under the route's client-parameter policy, its gate and every limit.
-// An error is a *wsapi.Error with the HTTP status that refuses the handshake.
+// Producer decides a producer session's grant: its place in its tenant's and role's quotas,
+// its route (by the topics it accesses), the strategy's decision under the route's
+// client-parameter policy, its gate and every limit. An error is a *wsapi.Error with the
+// HTTP status that refuses the handshake.
 func (m *Table) Producer(ctx context.Context, h session.Handshake, p wsapi.ProducerParams) (session.ProducerGrant, error) {
+	q, err := m.admitQuotas(h)
+	if err != nil {
+		return session.ProducerGrant{}, err
+	}
+	g, err := m.producer(ctx, h, p)
+	if err != nil {
+		q.release()
+		return g, err
+	}
+	g.Quotas, g.Release = q.rates, releaseBoth(g.Release, q.release)
+	return g, nil
+}
+
+// releaseBoth is a grant's Release that also gives back its quotas.
+func releaseBoth(release, quotas func()) func() {
+	return func() {
+		release()
+		quotas()
+	}
+}
+
+func (m *Table) producer(ctx context.Context, h session.Handshake, p wsapi.ProducerParams) (session.ProducerGrant, error) {
 	r, err := m.match(h)
 	if err != nil {
 		return session.ProducerGrant{}, err
@@ -190,10 +213,25 @@ func (m *Table) Reader(ctx context.Context, h session.Handshake, p wsapi.ReaderP
 	return m.delivery(ctx, h, p.RequestedReceiverQueueSize, p.ReceiverQueueSize, false, 0)
 }
 
-// delivery decides what consumer and reader grants share. requested is the client's
-// receiverQueueSize (nil: none) and applied Pulsar's value after its cap of 1000; extra is
-// what the session costs besides its consumers.
+// delivery decides what consumer and reader grants share: the session's place in its
+// tenants' and role's quotas, then the grant. requested is the client's receiverQueueSize
+// (nil: none) and applied Pulsar's value after its cap of 1000; extra is what the session
+// costs besides its consumers.
 func (m *Table) delivery(ctx context.Context, h session.Handshake, requested *int, applied int, pullMode bool, extra int64) (session.ConsumerGrant, error) {
+	q, err := m.admitQuotas(h)
+	if err != nil {
+		return session.ConsumerGrant{}, err
+	}
+	g, err := m.deliveryGrant(ctx, h, requested, applied, pullMode, extra)
+	if err != nil {
+		q.release()
+		return g, err
+	}
+	g.Release = releaseBoth(g.Release, q.release)
+	return g, nil
+}
+
+func (m *Table) deliveryGrant(ctx context.Context, h session.Handshake, requested *int, applied int, pullMode bool, extra int64) (session.ConsumerGrant, error) {
 	r, err := m.match(h)
 	if err != nil {
 		return session.ConsumerGrant{}, err

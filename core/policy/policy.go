@@ -62,6 +62,7 @@ type Table struct {
 	sessions  *admission.Gate // nil: sessions' own memory is not charged
 	shares    *addressShares  // nil with sessions
 	rates     *addressRates   // nil without limits.message_rate_per_address
+	quotas    *quotas
 	settings  Settings
 	metrics   func(route string) Metrics
 	log       *slog.Logger
@@ -151,6 +152,7 @@ func New(reg *strategy.Registry, producers, consumers *admission.Pool, settings 
 		consumers: consumers,
 		settings:  settings,
 		rates:     newAddressRates(settings.Limits.MessageRatePerAddress),
+		quotas:    newQuotas(settings.Limits),
 		log:       slog.New(slog.DiscardHandler),
 		timeout:   DefaultDecisionTimeout,
 		current:   route.NewHolder[*Route](nil),

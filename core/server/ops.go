@@ -23,6 +23,14 @@ func (s *Server) Routes() []*policy.Route {
 	return s.routeTable.Routes()
 }
 
+// Quotas are the per-tenant and per-role quotas' state (admin.QuotaSource).
+func (s *Server) Quotas() policy.QuotaSnapshot {
+	if s.routeTable == nil {
+		return policy.QuotaSnapshot{}
+	}
+	return s.routeTable.Quotas()
+}
+
 // Sessions are the open sessions (admin.Source).
 func (s *Server) Sessions() []session.Info {
 	if s.gw == nil {

@@ -71,6 +71,9 @@ type ProducerGrant struct {
 	// AddressRate is the bucket the session shares with the other producer sessions of its
 	// client address (limits.message_rate_per_address); nil means none.
 	AddressRate *SharedRate
+	// Quotas are the buckets the session shares with the other producer sessions of its
+	// tenant and of its role (limits.per_tenant, limits.per_role); nil means none.
+	Quotas []*Quota
 	// MaxOwedAckBytes bounds the ack bytes the session owes its client beyond each ack's
 	// fixed part: past it the session stops reading its socket.
 	MaxOwedAckBytes int64

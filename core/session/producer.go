@@ -388,7 +388,7 @@ func (p pendingSend) sending() bool { return p.r.state.Load() == p.word }
 // admit charges the message against the session's gate under the at-limit action, or says
 // which refusal it is.
 func (s *producerSession) admit(ctx context.Context, r *record) (Result, error) {
-	if err := s.admitRate(ctx); err != nil {
+	if err := s.admitRate(ctx, len(r.msg.Payload)); err != nil {
 		return ResultRateLimited, err
 	}
 	size := MessageCharge(&r.msg)

@@ -65,10 +65,17 @@ func (r *SharedRate) take(now time.Time) time.Duration {
 	return r.b.take(now)
 }
 
-// takeRate takes a token for the next message from the session's bucket and its address's,
-// or from neither: it returns how long until both have one (0: taken), and the bound that
-// refused.
-func (s *producerSession) takeRate(now time.Time) (time.Duration, error) {
+// give returns a token taken for a message another bound then refused.
+func (r *SharedRate) give() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.b.give()
+}
+
+// takeRate takes what the next message (payload bytes) needs from the session's bucket, its
+// address's and its quotas', or from none of them: it returns how long until all have room
+// (0: taken), and the bound that refused.
+func (s *producerSession) takeRate(now time.Time, payload int) (time.Duration, error) {
 	if r := s.rate; r != nil {
 		if wait := r.take(now); wait > 0 {
 			return wait, fmt.Errorf("message rate limit: more than %g messages per second (limits.message_rate)", r.rate)
@@ -82,21 +89,37 @@ func (s *producerSession) takeRate(now time.Time) (time.Duration, error) {
 			return wait, fmt.Errorf("message rate limit: more than %g messages per second from this client address (limits.message_rate_per_address)", a.b.rate)
 		}
 	}
+	for i, q := range s.g.Quotas {
+		if wait, err := q.take(now, payload); wait > 0 {
+			for _, taken := range s.g.Quotas[:i] {
+				taken.give(payload)
+			}
+			if s.g.AddressRate != nil {
+				s.g.AddressRate.give()
+			}
+			if s.rate != nil {
+				s.rate.give()
+			}
+			return wait, err
+		}
+	}
 	return 0, nil
 }
 
-// admitRate takes a token for the next message under the at-limit action: reject refuses
-// the message at once; pause waits (the session stops reading its socket, so TCP slows the
-// client) up to MaxPause, then refuses it. It returns the reason to refuse, or nil.
-func (s *producerSession) admitRate(ctx context.Context) error {
-	if s.rate == nil && s.g.AddressRate == nil {
+// admitRate takes what the next message (payload bytes) needs under the at-limit action:
+// reject refuses the message at once; pause waits (the session stops reading its socket, so
+// TCP slows the client) up to MaxPause, then refuses it. It returns the reason to refuse, or
+// nil.
+func (s *producerSession) admitRate(ctx context.Context, payload int) error {
+	if s.rate == nil && s.g.AddressRate == nil && len(s.g.Quotas) == 0 {
 		return nil
 	}
-	wait, limit := s.takeRate(time.Now())
+	wait, limit := s.takeRate(time.Now(), payload)
 	if wait == 0 {
 		return nil
 	}
 	if s.g.OnFull != strategy.Pause {
+		countRefusal(limit)
 		return limit
 	}
 	start := time.Now()
@@ -104,6 +127,7 @@ func (s *producerSession) admitRate(ctx context.Context) error {
 	defer func() { s.g.Observer.Paused(time.Since(start)) }()
 	for wait > 0 {
 		if time.Now().Add(wait).After(deadline) {
+			countRefusal(limit)
 			return fmt.Errorf("%w (paused for %s)", limit, s.g.MaxPause)
 		}
 		t := time.NewTimer(wait)
@@ -113,7 +137,7 @@ func (s *producerSession) admitRate(ctx context.Context) error {
 			t.Stop()
 			return fmt.Errorf("server shutting down: %w", ctx.Err())
 		}
-		wait, _ = s.takeRate(time.Now())
+		wait, limit = s.takeRate(time.Now(), payload)
 	}
 	return nil
 }

@@ -70,7 +70,7 @@ func TestAdmitRate(t *testing.T) {
 						defer stop.Stop()
 					}
 					start := time.Now()
-					err := s.admitRate(ctx)
+					err := s.admitRate(ctx, 0)
 					waited := time.Since(start)
 					switch {
 					case st.refused == "" && err != nil:

@@ -38,12 +38,12 @@ const (
 
 // The OCI annotation keys the image's labels use.
 const (
-	LabelVersion  = "org.opencontainers.image.version"
-	LabelSource   = "org.opencontainers.image.source"
-	LabelRevision = "org.opencontainers.image.revision"
-	LabelTitle    = "org.opencontainers.image.title"
-	LabelCreated  = "org.opencontainers.image.created"
-	LabelPorts    = "io.sluice.ports"
+	LabelVersion     = "org.opencontainers.image.version"
+	LabelSource      = "org.opencontainers.image.source"
+	LabelRevision    = "org.opencontainers.image.revision"
+	LabelTitle       = "org.opencontainers.image.title"
+	LabelCreated     = "org.opencontainers.image.created"
+	LabelDescription = "org.opencontainers.image.description"
 )
 
 // DefaultConfig is /etc/sluice/sluice.yaml: both listeners on every interface of the container,
@@ -96,7 +96,10 @@ func Build(o Options) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), base, binLayer)
+	img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1),
+		mutate.Addendum{Layer: base, History: v1.History{Created: v1.Time{Time: o.Created}, CreatedBy: "sluice-image: users, CA certificates, directories, " + ConfigPath}},
+		mutate.Addendum{Layer: binLayer, History: v1.History{Created: v1.Time{Time: o.Created}, CreatedBy: "sluice-image: " + BinaryPath + " " + o.Version}},
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -115,11 +118,11 @@ func Build(o Options) (v1.Image, error) {
 // config is the run configuration: nonroot, `sluice serve -c ConfigPath`, both ports.
 func config(o Options) v1.Config {
 	labels := map[string]string{
-		LabelVersion: o.Version,
-		LabelSource:  o.Source,
-		LabelTitle:   "sluice",
-		LabelCreated: o.Created.UTC().Format(time.RFC3339),
-		LabelPorts:   fmt.Sprintf("%d/tcp websocket, %d/tcp admin (metrics, health, dashboard)", WebSocketPort, AdminPort),
+		LabelVersion:     o.Version,
+		LabelSource:      o.Source,
+		LabelTitle:       "sluice",
+		LabelCreated:     o.Created.UTC().Format(time.RFC3339),
+		LabelDescription: fmt.Sprintf("Sluice, a WebSocket edge for Apache Pulsar. Ports: %d/tcp WebSocket, %d/tcp admin (metrics, health, dashboard)", WebSocketPort, AdminPort),
 	}
 	if o.Revision != "" {
 		labels[LabelRevision] = o.Revision

@@ -33,8 +33,8 @@ image:
 	  -binary $(CURDIR)/$(IMAGE_BIN) -version $(IMAGE_VERSION) -revision "$$(git rev-parse HEAD 2>/dev/null)" \
 	  -out $(CURDIR)/$(DIST)/sluice-image.tar -oci $(CURDIR)/$(DIST)/sluice-oci
 
-# helm, pinned, built from the Go module proxy once into bin/helm-VERSION (a cold build takes
-# about 155 CPU-seconds; the file's presence makes it idempotent).
+# helm, pinned, built from the Go module proxy once into bin/helm-VERSION (with an empty build
+# cache it takes about 230 CPU-seconds; the file's presence makes it idempotent).
 HELM_VERSION := v3.22.0
 HELM         := $(BIN)/helm-$(HELM_VERSION)
 helm: $(HELM)

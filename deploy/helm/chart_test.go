@@ -1,7 +1,8 @@
 // Package helm_test checks the chart in sluice/ offline: helm lint, then helm template with
 // several sets of values, every rendered manifest decoded strictly (an unknown field is an
 // error) into the Kubernetes API types, the invariants between them checked, and the
-// configuration the chart writes validated by the sluice binary.
+// configuration the chart writes validated and resolved by the sluice binary (the memory
+// limit must hold what the edge's pools and store take).
 //
 // HELM names the helm binary (make test-deploy installs a pinned one); without it, helm on
 // PATH; without either the tests are skipped. DEPLOY_SLUICE names a sluice binary for
@@ -28,6 +29,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -63,7 +65,7 @@ func TestChartRenders(t *testing.T) {
 		{name: "defaults"},
 		{
 			name:      "pulsar",
-			set:       []string{"broker.url=pulsar://pulsar:6650", "ports.admin=9090", "ports.websocket=9000", "shutdown.drainTimeoutSeconds=90", "replicaCount=3"},
+			set:       []string{"broker.url=pulsar://pulsar:6650", "ports.admin=9090", "ports.websocket=9000", "shutdown.drainTimeoutSeconds=90", "replicaCount=3", "config.memory.producer_limit=128MiB"},
 			brokerURL: "pulsar://pulsar:6650",
 		},
 		{name: "servicemonitor", set: []string{"serviceMonitor.enabled=true", "rollOnConfigChange=false"}, serviceMonitor: true},
@@ -74,6 +76,7 @@ func TestChartRenders(t *testing.T) {
 			cfg := checkConfigMap(t, m, tc.brokerURL)
 			validate(t, sluice, m.configMap.Data["sluice.yaml"])
 			checkDeployment(t, m, cfg)
+			checkMemory(t, sluice, m)
 			checkService(t, m)
 			if m.pdb == nil || m.pdb.Spec.MaxUnavailable == nil || !selects(t, m.pdb.Spec.Selector, m.deployment) {
 				t.Error("no PodDisruptionBudget with maxUnavailable selecting the pods")
@@ -194,6 +197,70 @@ func checkDeployment(t *testing.T, m manifests, cfg sluiceConfig) {
 	if !mounts(pod, c, "/tmp", func(v corev1.Volume) bool { return v.EmptyDir != nil }) {
 		t.Error("no writable /tmp beside the read-only root filesystem")
 	}
+}
+
+// runtimeHeadroom is what `sluice serve` adds to its pools and store for the Go memory limit
+// (cmd/sluice: RuntimeHeadroom).
+const runtimeHeadroom = 128 << 20
+
+// checkMemory: the container's memory limit holds the Go memory limit `sluice serve` sets,
+// the pools + the embedded broker's store + the headroom, read from `sluice config` on the
+// configuration the chart writes (so that every default is sluice's own).
+func checkMemory(t *testing.T, sluice string, m manifests) {
+	t.Helper()
+	limit := m.deployment.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory]
+	var resolved struct {
+		Broker struct {
+			URL      string `json:"url"`
+			Embedded struct {
+				StoreLimit string `json:"store_limit"`
+			} `json:"embedded"`
+		} `json:"broker"`
+		Memory struct {
+			ProducerLimit string `json:"producer_limit"`
+			ConsumerLimit string `json:"consumer_limit"`
+			SessionLimit  string `json:"session_limit"`
+		} `json:"memory"`
+	}
+	f := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(f, []byte(m.configMap.Data["sluice.yaml"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(sluice, "config", "-c", f)
+	cmd.Env = cleanEnv()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("sluice config: %v", err)
+	}
+	if err := yaml.Unmarshal(out, &resolved); err != nil {
+		t.Fatalf("sluice config: %v\n%s", err, out)
+	}
+	pools := []string{resolved.Memory.ProducerLimit, resolved.Memory.ConsumerLimit, resolved.Memory.SessionLimit}
+	if resolved.Broker.URL == "" {
+		pools = append(pools, resolved.Broker.Embedded.StoreLimit)
+	}
+	need := int64(runtimeHeadroom)
+	for _, p := range pools {
+		n := size(t, p)
+		if n == 0 {
+			return // an unbounded pool: sluice sets no memory limit of its own
+		}
+		need += n
+	}
+	if limit.Value() < need {
+		t.Errorf("memory limit %s is below the %d MiB the edge's pools, store and headroom take", limit.String(), need>>20)
+	}
+}
+
+// size parses a sluice size (64MiB, 16MB, 1024) as a Kubernetes quantity, which has the same
+// suffixes without the B.
+func size(t *testing.T, s string) int64 {
+	t.Helper()
+	q, err := resource.ParseQuantity(strings.TrimSuffix(s, "B"))
+	if err != nil {
+		t.Fatalf("size %q: %v", s, err)
+	}
+	return q.Value()
 }
 
 // checkService: the Service selects the pods and exposes the WebSocket and admin ports.

@@ -9,7 +9,7 @@ BENCHTIME ?= 3s
 COUNT     ?= 5
 
 .PHONY: pulsar pulsar-stop pulsar-wipe pulsar-proxy pulsar-proxy-stop pulsar-status test-pulsar \
-	third-party third-party-check check-install all build image helm test-deploy build-bench run test test-norace test-load test-browser screenshot test-clients vet fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
+	third-party third-party-check check-install all build image helm test-deploy build-bench run test test-norace test-load test-browser screenshot test-clients vet lint fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
 	bench-deliveries bench-flood bench-connections bench-floor bench-compare bench-pulsar bench-pulsar-stop
 
 all: build
@@ -76,6 +76,12 @@ vet:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -name '*.pb.go' -not -path './.git/*' -not -path './third_party/*')); \
 	  if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
+
+# golangci-lint with .golangci.yml (every linter and exclusion is explained there). .ci/run
+# installs the pinned version into bin/; elsewhere the one on PATH runs.
+GOLANGCI_LINT ?= $(firstword $(wildcard $(BIN)/golangci-lint) golangci-lint)
+lint:
+	$(GOLANGCI_LINT) run ./...
 
 # third_party/pulsar-client-go is Sluice's fork of pulsar-client-go (third_party/README.md):
 # third-party rebuilds it from the module proxy and the patches, third-party-check fails when it

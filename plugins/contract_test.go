@@ -113,7 +113,7 @@ func (late) Close(context.Context) error {
 
 // ended reports the counters: factories as MaxPendingMessages, closes as MaxPendingBytes,
 // orphans closed as a consumer's Prefetch.
-type ended struct{ deadline }
+type ended struct{}
 
 func (ended) OpenProducer(context.Context, strategy.ProducerRequest) (strategy.ProducerDecision, error) {
 	return strategy.ProducerDecision{MaxPendingMessages: int(factoriesEnded.Load()), MaxPendingBytes: closesEnded.Load()}, nil

@@ -108,7 +108,7 @@ type config struct {
 const (
 	DefaultHealthInterval = time.Second
 	DefaultPingTimeout    = 500 * time.Millisecond
-	DefaultBackoffMin     = 100 * time.Millisecond
+	DefaultBackoffMin     = 100 * time.Millisecond //nolint:revive // time-naming: Min is the minimum, beside DefaultBackoffMax
 	DefaultBackoffMax     = 30 * time.Second
 	DefaultStartTimeout   = 10 * time.Second
 	DefaultCallTimeout    = 5 * time.Second

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 	// configurations. Tests set their own with t.Setenv.
 	for _, kv := range os.Environ() {
 		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "SLUICE_") {
-			os.Unsetenv(name)
+			_ = os.Unsetenv(name) // fails only on an invalid name, which os.Environ does not hold
 		}
 	}
 	os.Exit(m.Run())
@@ -97,7 +97,7 @@ func startServe(t *testing.T, args ...string) *serving {
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-s.done:
+		case <-s.done: //nolint:errcheck // tests that care read it through addr or stop
 		case <-time.After(45 * time.Second):
 			t.Error("serve did not stop")
 		}

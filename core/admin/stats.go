@@ -238,7 +238,7 @@ func routeStats(g gathered, r *policy.Route, states []plugins.State, inflight in
 		SlowCloses:   int64(g.value("sluice_consumer_slow_closes_total", "route", name)),
 	}
 	for _, m := range g.match("sluice_strategy_decision_seconds", "route", name) {
-		rs.Decisions.Count += int64(m.GetHistogram().GetSampleCount())
+		rs.Decisions.Count += int64(m.GetHistogram().GetSampleCount()) //nolint:gosec // G115: a count of samples, far below 2^63
 		rs.Decisions.SumSeconds += m.GetHistogram().GetSampleSum()
 	}
 	rs.Decisions.Errors = int64(g.value("sluice_strategy_decision_errors_total", "route", name))
@@ -332,7 +332,7 @@ func readProcStatus() ProcessStats {
 	if err != nil {
 		return ps
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), ":")

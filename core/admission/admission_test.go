@@ -95,9 +95,9 @@ func TestSoftOvershootBound(t *testing.T) {
 	p, r, g := chain(t, PoolConfig{Limit: limit}, RouteConfig{Cap: limit}, GateConfig{MaxBytes: limit})
 	a := mustTry(t, g, limit-1)
 	b := mustTry(t, g, m)
-	mustRefuse(t, g, 1)
-	if got, max := p.Snapshot().Edge.Used, int64(limit+m-1); got != max {
-		t.Errorf("edge used %d, want the bound %d", got, max)
+	_ = mustRefuse(t, g, 1)
+	if got, bound := p.Snapshot().Edge.Used, int64(limit+m-1); got != bound {
+		t.Errorf("edge used %d, want the bound %d", got, bound)
 	}
 	if got := r.Snapshot().Used; got != limit+m-1 {
 		t.Errorf("route used %d, want %d", got, limit+m-1)
@@ -218,7 +218,7 @@ func TestReservations(t *testing.T) {
 			t.Errorf("edge used %d shared %d, want 70 and 30", s.Edge.Used, s.SharedUsed)
 		}
 		// c has no reservation and finds the shared remainder full.
-		mustRefuse(t, c, 1)
+		_ = mustRefuse(t, c, 1)
 		// b's reservation is intact.
 		b1, b2 := mustTry(t, b, 10), mustTry(t, b, 10)
 		// b's next message needs the shared remainder: it waits, at the edge.
@@ -254,7 +254,7 @@ func TestReservationCoversLargerMessageWhenSharedIsEmpty(t *testing.T) {
 	a := newGate(t, newRoute(t, p, RouteConfig{Name: "a", Reserve: 50}), GateConfig{})
 	b := newGate(t, newRoute(t, p, RouteConfig{Name: "b", Reserve: 50}), GateConfig{})
 	big := mustTry(t, a, 80) // 50 reserved + 30 shared: edge usage 80 <= L + M
-	mustRefuse(t, b, 60)     // b's would also overflow; shared is not empty
+	_ = mustRefuse(t, b, 60) // b's would also overflow; shared is not empty
 	small := mustTry(t, b, 50)
 	if s := p.Snapshot(); s.Edge.Used != 130 || s.SharedUsed != 30 {
 		t.Errorf("edge used %d shared %d, want 130 and 30", s.Edge.Used, s.SharedUsed)
@@ -333,10 +333,10 @@ func TestSetLimit(t *testing.T) {
 	if err := p.SetLimit(50); err != nil {
 		t.Fatal(err)
 	}
-	mustRefuse(t, g, 1)
+	_ = mustRefuse(t, g, 1)
 	held[0].Release()
 	held[1].Release()
-	mustRefuse(t, g, 1) // 60 used, limit 50
+	_ = mustRefuse(t, g, 1) // 60 used, limit 50
 	held[2].Release()
 	held[2] = mustTry(t, g, 1) // 40 < 50
 	// Raising route cap and gate limits after the fact: releases still
@@ -347,7 +347,7 @@ func TestSetLimit(t *testing.T) {
 	if err := g.SetLimits(GateConfig{MaxMessages: 1}); err != nil {
 		t.Fatal(err)
 	}
-	mustRefuse(t, g, 1) // 3 pending, gate limit 1
+	_ = mustRefuse(t, g, 1) // 3 pending, gate limit 1
 	if err := p.SetLimit(0); err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestSnapshot(t *testing.T) {
 	g := newGate(t, r, GateConfig{MaxMessages: 2, MaxBytes: 1000})
 	c1 := mustTry(t, g, 30)
 	c2 := mustTry(t, g, 30)
-	mustRefuse(t, g, 1) // route cap (60 >= 50) is outer to the gate
+	_ = mustRefuse(t, g, 1) // route cap (60 >= 50) is outer to the gate
 	want := PoolStats{
 		Edge:       LayerStats{Layer: LayerEdge, Name: "producer", Unit: UnitBytes, Limit: 100, Used: 60, Reserved: 10, Admitted: 2},
 		SharedUsed: 50,

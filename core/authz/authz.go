@@ -200,7 +200,7 @@ func parseResource(s string) (resource, error) {
 			return r, fmt.Errorf("%w %q: \"**\" must be a whole segment", ErrBadResource, s)
 		}
 		if _, err := path.Match(seg, ""); err != nil {
-			return r, fmt.Errorf("%w %q: segment %q: %v", ErrBadResource, s, seg, err)
+			return r, fmt.Errorf("%w %q: segment %q: %w", ErrBadResource, s, seg, err)
 		}
 	}
 	return r, nil

@@ -173,8 +173,8 @@ func fromPulsar(m pulsar.Message) *Message {
 			Param:                   ec.Param,
 			Algorithm:               ec.Algorithm,
 			Compression:             compressionName(ec.CompressionType),
-			UncompressedMessageSize: uint32(ec.UncompressedSize),
-			BatchSize:               int32(ec.BatchSize),
+			UncompressedMessageSize: uint32(ec.UncompressedSize), //nolint:gosec // G115: the metadata's uint32, widened by the client and narrowed back
+			BatchSize:               int32(ec.BatchSize),         //nolint:gosec // G115: the metadata's int32, widened by the client and narrowed back
 		}
 		for name, k := range ec.Keys {
 			e.Keys[name] = EncryptionKey{Value: k.KeyValue, Metadata: k.Metadata}

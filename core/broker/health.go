@@ -33,7 +33,7 @@ type Health struct {
 
 	mu    sync.Mutex
 	err   error                   // nil while reachable
-	down  context.Context         // cancelled, with the reason, when the broker goes down
+	down  context.Context         //nolint:containedctx // a signal for Watch: cancelled, with the reason, when the broker goes down
 	fail  context.CancelCauseFunc // cancels down
 	since time.Time               // of the last change
 }

@@ -293,16 +293,16 @@ func newRouter(mode RoutingMode, hashing HashingScheme) func(*pulsar.ProducerMes
 			return 0
 		}
 		if m.Key != "" {
-			return int(hashKey(hashing, m.Key) % uint32(n))
+			return int(hashKey(hashing, m.Key) % uint32(n)) //nolint:gosec // G115: n is a partition count, positive
 		}
 		if mode == SinglePartition {
 			if single < 0 || single >= n {
-				single = rand.IntN(n)
+				single = rand.IntN(n) //nolint:gosec // G404: Pulsar's SinglePartition picks a partition at random; not a secret
 			}
 			return single
 		}
 		next++
-		return int(next % uint32(n))
+		return int(next % uint32(n)) //nolint:gosec // G115: n is a partition count, positive
 	}
 }
 
@@ -326,10 +326,10 @@ func utf16Units(s string) []uint16 {
 	for _, r := range s {
 		if r >= 0x10000 {
 			r -= 0x10000
-			out = append(out, uint16(0xd800+(r>>10)), uint16(0xdc00+(r&0x3ff)))
+			out = append(out, uint16(0xd800+(r>>10)), uint16(0xdc00+(r&0x3ff))) //nolint:gosec // G115: a surrogate pair's halves, each below 0x10000
 			continue
 		}
-		out = append(out, uint16(r))
+		out = append(out, uint16(r)) //nolint:gosec // G115: a BMP code point, below 0x10000
 	}
 	return out
 }

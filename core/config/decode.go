@@ -141,7 +141,7 @@ func integer(data any) (int64, bool) {
 		if v.Uint() > math.MaxInt64 {
 			return 0, false
 		}
-		return int64(v.Uint()), true
+		return int64(v.Uint()), true //nolint:gosec // G115: checked against math.MaxInt64 above
 	case reflect.Float32, reflect.Float64:
 		f := v.Float()
 		if f == math.Trunc(f) && f >= math.MinInt64 && f < math.MaxInt64 {
@@ -176,10 +176,10 @@ func describe(data any) string {
 
 // want names the YAML type a Go type is decoded from.
 func want(t reflect.Type) string {
-	switch {
-	case t == sizeType:
+	switch t {
+	case sizeType:
 		return "a size"
-	case t == durationType:
+	case durationType:
 		return "a duration"
 	}
 	switch t.Kind() {
@@ -221,7 +221,7 @@ func collect(err error, ps *[]*Problem) {
 		}
 		return
 	}
-	de, ok := err.(*mapstructure.DecodeError)
+	de, ok := err.(*mapstructure.DecodeError) //nolint:errorlint // collect walks the chain itself, one layer at a time
 	if !ok {
 		// Look through wrappers such as "decoding failed due to …".
 		if inner := errors.Unwrap(err); inner != nil {
@@ -319,12 +319,4 @@ func keyPath(path, key string) string {
 		return key
 	}
 	return path + "." + key
-}
-
-// problem prefixes msg with the key path it is about.
-func problem(path, msg string) string {
-	if path == "" {
-		return msg
-	}
-	return path + ": " + msg
 }

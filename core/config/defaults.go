@@ -55,7 +55,7 @@ const (
 	// policy.Default* hold the same values for Go users of those packages.
 	DefaultHealthInterval  = time.Second
 	DefaultHealthTimeout   = 500 * time.Millisecond
-	DefaultBackoffMin      = 100 * time.Millisecond
+	DefaultBackoffMin      = 100 * time.Millisecond //nolint:revive // time-naming: Min is the minimum, beside DefaultBackoffMax
 	DefaultBackoffMax      = 30 * time.Second
 	DefaultStartTimeout    = 10 * time.Second
 	DefaultCallTimeout     = 5 * time.Second

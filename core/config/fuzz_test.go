@@ -34,7 +34,7 @@ func FuzzConfigLoad(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer os.Remove(file.Name())
+		defer func() { _ = os.Remove(file.Name()) }()
 		if _, err := file.Write(data); err != nil {
 			t.Fatal(err)
 		}

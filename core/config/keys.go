@@ -78,10 +78,10 @@ func walkKeys(t reflect.Type, prefix string, def reflect.Value, inList, dynamic 
 
 // typeName names what a key of Go type t takes.
 func typeName(t reflect.Type) string {
-	switch {
-	case t == sizeType:
+	switch t {
+	case sizeType:
 		return "size"
-	case t == durationType:
+	case durationType:
 		return "duration"
 	}
 	switch t.Kind() {

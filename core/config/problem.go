@@ -101,7 +101,7 @@ func Problems(err error) []*Problem {
 			return true
 		}
 		var p *Problem
-		if !errors.As(e, &p) || p != e {
+		if !errors.As(e, &p) || p != e { //nolint:errorlint // a bare *Problem only; a wrapped one is not a leaf
 			return false
 		}
 		out = append(out, p)

@@ -236,8 +236,6 @@ func (c *wsClient) tryRecv(timeout time.Duration) (map[string]any, error) {
 	return m, nil
 }
 
-func (c *wsClient) close() { _ = c.conn.Close() }
-
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
 func unb64(t *testing.T, s any) string {

@@ -64,7 +64,7 @@ type TopicInspector interface {
 	TopicTerminated(ctx context.Context, topic string) (bool, error)
 }
 
-// BacklogInspector, when the TopicInspector implements it too, counts a subscription's
+// BacklogInspector counts, when the TopicInspector implements it too, a subscription's
 // unacknowledged messages, so that isEndOfTopic is true for a consumer with nothing left to
 // receive on a terminated topic although it was never delivered the last message (it joined
 // after it), as in Pulsar.
@@ -93,7 +93,7 @@ type Gateway struct {
 	hooks   Hooks
 	log     *slog.Logger
 
-	ctx      context.Context // sessions' lifetime; cancelled by Shutdown
+	ctx      context.Context //nolint:containedctx // sessions' lifetime, a server's base context; cancelled by Shutdown
 	cancel   context.CancelFunc
 	sessions sync.WaitGroup
 	closed   atomic.Bool
@@ -155,7 +155,6 @@ func New(client *broker.Client, grants Grants, cfg Config, opts ...Option) *Gate
 	if g.hooks == nil {
 		g.hooks = nopHooks{}
 	}
-	//nolint:gosec // cancelled by Shutdown
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	return g
 }
@@ -176,8 +175,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 
 // Wait waits until every session has finished, or ctx ends.
 func (g *Gateway) Wait(ctx context.Context) error {
-	g.mu.Lock() // every session started so far has been added (see start)
-	g.mu.Unlock()
+	g.mu.Lock()   // every session started so far has been added (see start)
+	g.mu.Unlock() //nolint:staticcheck // SA2001: the empty critical section is the barrier
 	done := make(chan struct{})
 	go func() {
 		g.sessions.Wait()

@@ -184,7 +184,7 @@ func consumerOptions(ep wsapi.Endpoint, params wsapi.ConsumerParams, prefetch in
 	if params.MaxRedeliverCount > 0 {
 		// Pulsar's maxRedeliverCount counts redeliveries (a message is delivered up to
 		// maxRedeliverCount+1 times); pulsar-client-go's MaxDeliveries counts deliveries.
-		opts.MaxDeliveries = uint32(params.MaxRedeliverCount) + 1
+		opts.MaxDeliveries = uint32(params.MaxRedeliverCount) + 1 //nolint:gosec // G115: a positive Java int (wsapi parses it as 32-bit)
 		opts.DeadLetterTopic = params.DeadLetterTopicFor(ep.TopicName(), ep.Subscription)
 	}
 	return opts
@@ -220,7 +220,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 		opts.Start = broker.EarliestMessageID()
 	case wsapi.StartAfterMessageID:
 		id := params.StartMessageID
-		opts.Start = broker.StartAfter(int64(id.LedgerID), int64(id.EntryID), id.BatchIndex, id.Partition)
+		opts.Start = broker.StartAfter(int64(id.LedgerID), int64(id.EntryID), id.BatchIndex, id.Partition) //nolint:gosec // G115: Pulsar's message ids are signed; the wire form carries them unsigned
 	default:
 		opts.Start = broker.LatestMessageID()
 	}

@@ -8,14 +8,17 @@ import (
 // Instruments a route's metrics are made of: the shape of a Prometheus counter, gauge and
 // histogram, so that the route feeds them directly and core/policy imports no metrics library.
 type (
+	// Counter is a Prometheus counter's shape.
 	Counter interface {
 		Inc()
 		Add(float64)
 	}
+	// Gauge is a Prometheus gauge's shape.
 	Gauge interface {
 		Inc()
 		Dec()
 	}
+	// Histogram is a Prometheus histogram's shape.
 	Histogram interface{ Observe(float64) }
 )
 

@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -215,8 +216,8 @@ routes:
 	// (The latency itself is measured by make bench-consumers, not asserted here.)
 	slices.Sort(rtts)
 	t.Logf("ping round trips while the pool is full: median %s, max %s", rtts[len(rtts)/2], rtts[len(rtts)-1])
-	if max := rtts[len(rtts)-1]; max > time.Second {
-		t.Errorf("ping round trip %s while the pool is full", max)
+	if slowest := rtts[len(rtts)-1]; slowest > time.Second {
+		t.Errorf("ping round trip %s while the pool is full", slowest)
 	}
 	fastDone.Wait()
 	edgetest.WaitFor(t, 20*time.Second, "fast consumer received all 200", func() bool { return fast.count() == 200 })
@@ -338,7 +339,7 @@ func TestBadAckIDSaysInvalidOnce(t *testing.T) {
 		}
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		_, _, err := c.ReadMessage()
-		ce, ok := err.(*websocket.CloseError)
+		ce, ok := errors.AsType[*websocket.CloseError](err)
 		if !ok || ce.Code != 4003 || ce.Text != tc.want {
 			t.Errorf("ack of %q: %v, want 4003 %q", tc.id, err, tc.want)
 		}

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -38,7 +39,7 @@ func closedWithin(t *testing.T, c net.Conn, start time.Time, limit time.Duration
 	t.Helper()
 	_ = c.SetReadDeadline(start.Add(limit))
 	b, err := io.ReadAll(c)
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		t.Fatalf("connection still open after %s", limit)
 	}
 	return time.Since(start), string(b)

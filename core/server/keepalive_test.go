@@ -42,7 +42,7 @@ func rawUpgrade(t *testing.T, addr, path string, header http.Header) (net.Conn, 
 		t.Fatal(err)
 	}
 	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, nil)
+	resp, err := http.ReadResponse(br, nil) //nolint:bodyclose // a 101 response: its body is the connection, which the test uses and closes
 	if err != nil {
 		t.Fatal(err)
 	}

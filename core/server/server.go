@@ -525,7 +525,7 @@ func Validate(ctx context.Context, cfg *config.Config, reg *strategy.Registry) e
 	}
 	opts := policyOptions(cfg)
 	if host != nil {
-		defer host.Close()
+		defer func() { _ = host.Close() }() // always nil
 		opts = append(opts, policy.WithPlugins(host, plugins.Fallback))
 	}
 	m := policy.New(reg, prod, cons, policySettings(cfg), opts...)

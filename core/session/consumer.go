@@ -609,7 +609,7 @@ func toWireEncryption(e *broker.Encryption) *wsapi.EncryptionContext {
 		Param:                   e.Param,
 		Algorithm:               e.Algorithm,
 		CompressionType:         wsapi.CompressionType(e.Compression),
-		UncompressedMessageSize: int32(e.UncompressedMessageSize),
+		UncompressedMessageSize: int32(e.UncompressedMessageSize), //nolint:gosec // G115: Pulsar's WebSocket API carries the metadata's uint32 as a Java int
 	}
 	if e.BatchSize > 0 {
 		ec.BatchSize = &e.BatchSize

@@ -231,11 +231,22 @@ type Observer interface {
 // NopObserver observes nothing.
 type NopObserver struct{}
 
-func (NopObserver) SessionOpened(wsapi.Kind)             {}
-func (NopObserver) SessionClosed(wsapi.Kind, int)        {}
+// SessionOpened does nothing.
+func (NopObserver) SessionOpened(wsapi.Kind) {}
+
+// SessionClosed does nothing.
+func (NopObserver) SessionClosed(wsapi.Kind, int) {}
+
+// Published does nothing.
 func (NopObserver) Published(Result, int, time.Duration) {}
-func (NopObserver) Paused(time.Duration)                 {}
-func (NopObserver) Delivered(int, bool)                  {}
-func (NopObserver) Acknowledged(bool)                    {}
+
+// Paused does nothing.
+func (NopObserver) Paused(time.Duration) {}
+
+// Delivered does nothing.
+func (NopObserver) Delivered(int, bool) {}
+
+// Acknowledged does nothing.
+func (NopObserver) Acknowledged(bool) {}
 
 var _ Observer = NopObserver{}

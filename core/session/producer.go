@@ -89,7 +89,7 @@ func newRecord(s *producerSession, size int) *record {
 	}
 	r.s, r.size = s, size
 	r.use++
-	r.state.Store(r.use<<stateBits | idle)
+	r.state.Store(r.use<<stateBits | idle) //nolint:staticcheck // SA4016: `| idle` names the state
 	return r
 }
 
@@ -660,8 +660,8 @@ func sendErrorText(err error) string {
 
 func toWireID(id broker.MessageID) wsapi.MessageID {
 	return wsapi.MessageID{
-		LedgerID:   uint64(id.Ledger()),
-		EntryID:    uint64(id.Entry()),
+		LedgerID:   uint64(id.Ledger()), //nolint:gosec // G115: Pulsar's message ids are signed; the wire form carries them unsigned
+		EntryID:    uint64(id.Entry()),  //nolint:gosec // G115: Pulsar's message ids are signed; the wire form carries them unsigned
 		Partition:  id.Partition(),
 		BatchIndex: id.BatchIndex(),
 		BatchSize:  id.BatchSize(),

@@ -69,7 +69,7 @@ func DecodeJavaBase64(s string) ([]byte, error) {
 		bits |= int(b) << shift
 		shift -= 6
 		if shift < 0 {
-			dst = append(dst, byte(bits>>16), byte(bits>>8), byte(bits))
+			dst = append(dst, byte(bits>>16), byte(bits>>8), byte(bits)) //nolint:gosec // G115: the three bytes of a 24-bit group
 			shift, bits = 18, 0
 		}
 	}
@@ -143,14 +143,14 @@ func latin1(s string) []byte {
 			out = append(out, '?')
 			continue
 		}
-		out = append(out, byte(r))
+		out = append(out, byte(r)) //nolint:gosec // G115: r <= 0xFF checked above
 	}
 	return out
 }
 
 // javaByteHex is Integer.toString(b, 16) of a signed Java byte.
 func javaByteHex(c byte) string {
-	return strconv.FormatInt(int64(int8(c)), 16)
+	return strconv.FormatInt(int64(int8(c)), 16) //nolint:gosec // G115: Java's signed byte, on purpose
 }
 
 // encodeBase64 is java.util.Base64.getEncoder().encodeToString: standard

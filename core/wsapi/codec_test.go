@@ -81,7 +81,7 @@ func FuzzConsumerMessageEncodeDifferential(f *testing.F) {
 			m.EncryptionContext = &EncryptionContext{
 				Keys:  map[string]EncryptionKey{k1: {KeyValue: payload, Metadata: map[string]string{k2: v2}}, k2: {}},
 				Param: []byte(v1), Algorithm: v2, CompressionType: CompressionType(k1),
-				UncompressedMessageSize: int32(redelivery), //nolint:gosec // any value will do.
+				UncompressedMessageSize: int32(redelivery), // any value will do.
 			}
 		}
 		want := oracleConsumerMessageJSON(m, []byte("prefix"))

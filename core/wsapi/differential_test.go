@@ -14,8 +14,8 @@ import (
 // encoding/json based decoders they replaced, oracle_test.go) the same bytes
 // and fail on any difference in result or error.
 
-func nested(open, close string, n int) string {
-	return strings.Repeat(open, n) + strings.Repeat(close, n)
+func nested(open, end string, n int) string {
+	return strings.Repeat(open, n) + strings.Repeat(end, n)
 }
 
 // adversarialFrames are frames aimed at the places where a hand-written

@@ -87,7 +87,7 @@ func javaHexDigit(r rune) (byte, bool) {
 		return byte(r - '\uFF41' + 10), true
 	}
 	d, ok := javaDigit(r)
-	return byte(d), ok
+	return byte(d), ok //nolint:gosec // G115: a digit value, 0 to 9
 }
 
 // writeJavaUTF8 appends the UTF-8 decoding of p, replacing each invalid byte
@@ -107,7 +107,7 @@ func writeJavaUTF8(b *strings.Builder, p []byte) {
 // (Java's Character.digit(ch, 10)). No spaces, no underscores, no overflow.
 // The error text is Java's NumberFormatException message.
 func javaParseInt(s string, bits int) (int64, error) {
-	fail := fmt.Errorf("For input string: %q", s)
+	fail := fmt.Errorf("For input string: %q", s) //nolint:staticcheck // ST1005: Java's text.
 	if s == "" {
 		return 0, fail
 	}
@@ -130,16 +130,16 @@ func javaParseInt(s string, bits int) (int64, error) {
 		if !ok {
 			return 0, fail
 		}
-		if v > (limit-uint64(d))/10 {
+		if v > (limit-uint64(d))/10 { //nolint:gosec // G115: a digit value, 0 to 9
 			return 0, fail
 		}
-		v = v*10 + uint64(d)
+		v = v*10 + uint64(d) //nolint:gosec // G115: a digit value, 0 to 9
 	}
 	if !neg && v > limit-1 {
 		return 0, fail
 	}
 	if neg {
-		return -int64(v), nil //nolint:gosec // v <= 2^63 checked above; -2^63 wraps to itself.
+		return -int64(v), nil // v <= 2^63 checked above; -2^63 wraps to itself.
 	}
 	return int64(v), nil
 }

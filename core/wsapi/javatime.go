@@ -106,7 +106,7 @@ type dtParser struct {
 }
 
 func (p *dtParser) fail() error {
-	return fmt.Errorf("Text '%s' could not be parsed at index %d", p.s, p.pos)
+	return fmt.Errorf("Text '%s' could not be parsed at index %d", p.s, p.pos) //nolint:staticcheck // ST1005: Java's text.
 }
 
 func (p *dtParser) digits(minN, maxN int) (int, bool) {
@@ -193,13 +193,13 @@ func (p *dtParser) parse() (time.Time, error) {
 		return time.Time{}, p.fail()
 	}
 	if p.pos != len(p.s) {
-		return time.Time{}, fmt.Errorf("Text '%s' could not be parsed, unparsed text found at index %d", p.s, p.pos)
+		return time.Time{}, fmt.Errorf("Text '%s' could not be parsed, unparsed text found at index %d", p.s, p.pos) //nolint:staticcheck // ST1005: Java's text.
 	}
 	if month < 1 || month > 12 || hour > 23 || minute > 59 || sec > 59 {
-		return time.Time{}, fmt.Errorf("Text '%s' could not be parsed: field value out of range", p.s)
+		return time.Time{}, fmt.Errorf("Text '%s' could not be parsed: field value out of range", p.s) //nolint:staticcheck // ST1005: Java's text.
 	}
 	if day < 1 || day > daysIn(year, month) {
-		return time.Time{}, fmt.Errorf("Text '%s' could not be parsed: Invalid date", p.s)
+		return time.Time{}, fmt.Errorf("Text '%s' could not be parsed: Invalid date", p.s) //nolint:staticcheck // ST1005: Java's text.
 	}
 	zone := time.FixedZone("", off)
 	return time.Date(year, time.Month(month), day, hour, minute, sec, nanos, zone), nil

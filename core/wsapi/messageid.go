@@ -38,6 +38,8 @@ func (id MessageID) String() string {
 }
 
 // Protobuf wire tags of MessageIdData (field number << 3 | wire type).
+//
+//nolint:staticcheck // SA4016: `| 0` spells out the varint wire type.
 const (
 	tagLedgerID        = 1<<3 | 0
 	tagEntryID         = 2<<3 | 0
@@ -209,10 +211,10 @@ func parseMessageID(b []byte, depth int) (MessageID, error) {
 
 func lengthDelimited(b []byte, tag uint64) (field, rest []byte, err error) {
 	l, n := binary.Uvarint(b)
-	if n <= 0 || l > uint64(len(b)-n) {
+	if n <= 0 || l > uint64(len(b)-n) { //nolint:gosec // G115: 0 < n <= len(b)
 		return nil, nil, fmt.Errorf("%w: truncated field %d", ErrInvalidMessageID, tag>>3)
 	}
-	return b[n : n+int(l)], b[n+int(l):], nil
+	return b[n : n+int(l)], b[n+int(l):], nil //nolint:gosec // G115: l <= len(b)-n checked above
 }
 
 func skipField(b []byte, tag uint64) ([]byte, error) {

@@ -213,7 +213,7 @@ func oracleDecodeProducerMessage(frame []byte) (ProducerMessage, *FrameError) {
 			var ok bool
 			v, ok, err = oracleLenientInt(e.key, e.value, 32)
 			if ok {
-				m.UncompressedMessageSize = ptr(int32(v)) //nolint:gosec // range checked by lenientInt.
+				m.UncompressedMessageSize = ptr(int32(v)) // range checked by lenientInt.
 			}
 		case "sequenceId", "schemaVersion":
 			_, _, err = oracleLenientInt(e.key, e.value, 64)
@@ -325,7 +325,7 @@ func oracleDecodeRawCommand(frame []byte) (oracleRawCommand, *CommandError) {
 			v, ok, err = oracleLenientInt(e.key, e.value, 32)
 			c.permits = nil
 			if ok {
-				c.permits = ptr(int32(v)) //nolint:gosec // range checked by lenientInt.
+				c.permits = ptr(int32(v)) // range checked by lenientInt.
 			}
 		}
 		if err != nil {

@@ -33,7 +33,7 @@ type (
 // Enumeration values.
 const (
 	JavaStringHash HashingScheme = "JavaStringHash"
-	Murmur3_32Hash HashingScheme = "Murmur3_32Hash" //nolint:revive // Pulsar's name.
+	Murmur3_32Hash HashingScheme = "Murmur3_32Hash" // Pulsar's name.
 
 	SinglePartition     MessageRoutingMode = "SinglePartition"
 	RoundRobinPartition MessageRoutingMode = "RoundRobinPartition"

@@ -211,7 +211,9 @@ func (s *scanner) num(p int) int {
 	if b[p] == '0' {
 		p++
 	} else {
-		for p++; p < len(b) && isDigit(b[p]); p++ {
+		p++
+		for p < len(b) && isDigit(b[p]) {
+			p++
 		}
 	}
 	if p < len(b) && b[p] == '.' {
@@ -222,7 +224,9 @@ func (s *scanner) num(p int) int {
 		if !isDigit(b[p]) {
 			return s.fail(p, "after decimal point in numeric literal")
 		}
-		for p++; p < len(b) && isDigit(b[p]); p++ {
+		p++
+		for p < len(b) && isDigit(b[p]) {
+			p++
 		}
 	}
 	if p < len(b) && (b[p] == 'e' || b[p] == 'E') {
@@ -236,7 +240,9 @@ func (s *scanner) num(p int) int {
 		if !isDigit(b[p]) {
 			return s.fail(p, "in exponent of numeric literal")
 		}
-		for p++; p < len(b) && isDigit(b[p]); p++ {
+		p++
+		for p < len(b) && isDigit(b[p]) {
+			p++
 		}
 	}
 	return p

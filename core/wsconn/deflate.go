@@ -37,7 +37,7 @@ func getCompressor() *compressor {
 		return z
 	default:
 	}
-	if compressorCount.Add(1) > int32(maxCompressors) {
+	if compressorCount.Add(1) > int32(maxCompressors) { //nolint:gosec // G115: max(4, 2*GOMAXPROCS)
 		compressorCount.Add(-1)
 		return nil
 	}

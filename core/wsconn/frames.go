@@ -1,6 +1,7 @@
 package wsconn
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -75,7 +76,7 @@ func (c *Conn) discard(r io.Reader, read int64, cause error) error {
 	switch read += n; {
 	case read > c.readLimit:
 		return &TooBigError{Limit: c.readLimit}
-	case err != nil && err != io.EOF:
+	case err != nil && !errors.Is(err, io.EOF):
 		return err
 	}
 	c.touchRead()
@@ -226,6 +227,8 @@ const rsv1 = 0x40
 const maxKeptWriteBuffer = 64 << 10
 
 // appendHeader appends the header of such a frame with an n-byte payload; op may carry rsv1.
+//
+//nolint:gosec // G115: the header's bytes are the opcode and the length's bytes, truncated on purpose.
 func appendHeader(b []byte, op, n int) []byte {
 	b = append(b, 0x80|byte(op)) // FIN
 	switch {

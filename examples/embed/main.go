@@ -87,7 +87,7 @@ func run(ctx context.Context) error {
 	mux.Handle("/ws/", e)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
+	defer func() { _ = srv.Close() }()
 
 	if err := roundTrip("ws://" + ln.Addr().String()); err != nil {
 		return err
@@ -105,12 +105,12 @@ func roundTrip(base string) error {
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
 	}
-	defer consumer.Close()
+	defer func() { _ = consumer.Close() }()
 	producer, _, err := d.Dial(base+"/ws/v2/producer/"+topic, nil)
 	if err != nil {
 		return fmt.Errorf("producer: %w", err)
 	}
-	defer producer.Close()
+	defer func() { _ = producer.Close() }()
 
 	empty, k := "", "k"
 	msgs := []message{{"no key", nil}, {"empty key", &empty}, {"key k", &k}}

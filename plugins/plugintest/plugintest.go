@@ -45,7 +45,7 @@ func Script(t testing.TB, dir, name string) string {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, fmt.Appendf(nil, "#!/bin/sh\nexec %q %s\n", exe, arg), 0o755); err != nil {
+	if err := os.WriteFile(path, fmt.Appendf(nil, "#!/bin/sh\nexec %q %s\n", exe, arg), 0o755); err != nil { //nolint:gosec // G306: an executable script
 		t.Fatal(err)
 	}
 	return path

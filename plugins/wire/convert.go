@@ -33,7 +33,7 @@ func denialToProto(d *strategy.Denial) *strategypb.Denial {
 	if d == nil {
 		return nil
 	}
-	return &strategypb.Denial{Status: int32(d.Status), Reason: d.Reason}
+	return &strategypb.Denial{Status: int32(d.Status), Reason: d.Reason} //nolint:gosec // G115: an HTTP status code
 }
 
 func denialFromProto(d *strategypb.Denial) *strategy.Denial {

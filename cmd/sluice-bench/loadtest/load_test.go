@@ -106,16 +106,19 @@ func (p *proc) stop(t *testing.T) {
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case err := <-p.done:
+		if err != nil {
+			t.Logf("%s after SIGTERM: %v", filepath.Base(p.cmd.Path), err)
+		}
 	case <-time.After(40 * time.Second):
 		_ = p.cmd.Process.Kill()
-		<-p.done
+		<-p.done //nolint:errcheck // a killed process's exit status says nothing
 	}
 }
 
 func (p *proc) kill() {
 	_ = p.cmd.Process.Kill()
-	<-p.done
+	<-p.done //nolint:errcheck // a killed process's exit status says nothing
 }
 
 // waitLine reads lines until each of res has matched one, and returns their first groups.

@@ -39,7 +39,10 @@ func BenchmarkProduceConsume(b *testing.B) {
 						done <- err
 						return
 					}
-					cons.AckID(m.ID())
+					if err := cons.AckID(m.ID()); err != nil {
+						done <- err
+						return
+					}
 				}
 				done <- nil
 			}()

@@ -328,7 +328,7 @@ func (b *Broker) Stats() Stats {
 func (b *Broker) StoreStats() StoreStats { return b.store.stats() }
 
 func commandName(i int) string {
-	if n, ok := pulsarpb.BaseCommand_Type_name[int32(i)]; ok {
+	if n, ok := pulsarpb.BaseCommand_Type_name[int32(i)]; ok { //nolint:gosec // G115: a command type's number, which fits
 		return n
 	}
 	return fmt.Sprintf("TYPE_%d", i)

@@ -340,7 +340,7 @@ func (c *conn) readLoop() {
 			return
 		}
 		size := binary.BigEndian.Uint32(hdr)
-		if uint64(size)+4 > uint64(c.b.maxFrame) {
+		if uint64(size)+4 > uint64(c.b.maxFrame) { //nolint:gosec // G115: maxFrame is positive
 			c.protocolError("frame too large", fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, size))
 			return
 		}
@@ -429,7 +429,7 @@ func (c *conn) fastSend(buf []byte) (ok bool, err error) {
 	crc := binary.BigEndian.Uint32(rest[2:])
 	data := rest[6:]
 	metaSize := binary.BigEndian.Uint32(data)
-	if uint64(metaSize) > uint64(len(data)-4) {
+	if uint64(metaSize) > uint64(len(data)-4) { //nolint:gosec // G115: len(data) >= 4, checked above
 		return false, nil
 	}
 	mf, ok := parseMetadata(data[4 : 4+metaSize])
@@ -551,7 +551,7 @@ func (c *conn) handleControl(cmd *pulsarpb.BaseCommand) error {
 			Connected: &pulsarpb.CommandConnected{
 				ServerVersion:   proto.String(serverVersion),
 				ProtocolVersion: proto.Int32(min(cmd.Connect.GetProtocolVersion(), protocolVersion)),
-				MaxMessageSize:  proto.Int32(int32(b.advertisedMaxMessageSize(c.goClient))),
+				MaxMessageSize:  proto.Int32(int32(b.advertisedMaxMessageSize(c.goClient))), //nolint:gosec // G115: a message size limit, far below 2 GiB
 			},
 		})
 	case pulsarpb.BaseCommand_PARTITIONED_METADATA:
@@ -680,7 +680,7 @@ func (c *conn) handlePartitionedMetadata(r *pulsarpb.CommandPartitionedTopicMeta
 	}
 	resp.Response = pulsarpb.CommandPartitionedTopicMetadataResponse_Success.Enum()
 	if n, ok := b.partitioned[tn.full]; ok {
-		resp.Partitions = proto.Uint32(uint32(n))
+		resp.Partitions = proto.Uint32(uint32(n)) //nolint:gosec // G115: at most maxPartitions, checked when the topic is created
 		reply()
 		return
 	}
@@ -704,7 +704,7 @@ func (c *conn) handlePartitionedMetadata(r *pulsarpb.CommandPartitionedTopicMeta
 	// A non-partitioned topic that a cap or the store refused is refused
 	// again, with its reason, to the PRODUCER or SUBSCRIBE that follows, as
 	// Pulsar refuses it there.
-	resp.Partitions = proto.Uint32(uint32(b.cfg.DefaultPartitions))
+	resp.Partitions = proto.Uint32(uint32(b.cfg.DefaultPartitions)) //nolint:gosec // G115: at most maxPartitions, checked by Config.validate
 	reply()
 }
 
@@ -1019,7 +1019,7 @@ func (t *topic) newSub(name string, r *pulsarpb.CommandSubscribe, durable bool) 
 // the oldest retained entry.
 func startPosition(t *topic, first uint64, m *pulsarpb.MessageIdData) uint64 {
 	switch l := m.GetLedgerId(); {
-	case l == noEntry || int64(l) < 0: // earliest
+	case l == noEntry || int64(l) < 0: //nolint:gosec // earliest; G115: read as signed on purpose, a negative id is earliest
 		return first
 	case l < t.ledger:
 		return first
@@ -1027,7 +1027,7 @@ func startPosition(t *topic, first uint64, m *pulsarpb.MessageIdData) uint64 {
 		return t.nextEntry
 	}
 	e := m.GetEntryId()
-	if int64(e) < 0 {
+	if int64(e) < 0 { //nolint:gosec // G115: read as signed on purpose, a negative id is the start
 		return first
 	}
 	return min(max(e, first), t.nextEntry)
@@ -1177,7 +1177,7 @@ func (c *conn) handleConsumerStats(r *pulsarpb.CommandConsumerStats) {
 		resp.ConsumerName = proto.String(cons.name)
 		resp.AvailablePermits = proto.Uint64(uint64(max(cons.permits, 0)))
 		resp.UnackedMessages = proto.Uint64(uint64(len(cons.pending)))
-		resp.MsgBacklog = proto.Uint64(uint64(cons.sub.backlog()))
+		resp.MsgBacklog = proto.Uint64(uint64(cons.sub.backlog())) //nolint:gosec // G115: max(…, 0) is not negative
 		resp.Type = proto.String(cons.sub.subType.String())
 	})
 	if !found {

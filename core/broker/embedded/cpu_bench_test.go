@@ -441,7 +441,9 @@ func benchStoreFlood(b *testing.B, mode string, d time.Duration) {
 					if err != nil {
 						return
 					}
-					cons.AckID(m.ID())
+					if cons.AckID(m.ID()) != nil {
+						return
+					}
 				}
 			}()
 		case "idle-subscription":

@@ -16,17 +16,17 @@ import (
 // refuses one far over it itself; the producer goes on working.
 func TestGoClientSendsExactlyMaxMessageSize(t *testing.T) {
 	t.Parallel()
-	const max = 256 << 10
-	b := startBroker(t, embedded.Config{MaxMessageSize: max})
+	const maxSize = 256 << 10
+	b := startBroker(t, embedded.Config{MaxMessageSize: maxSize})
 	c := newClient(t, b, nil)
 	topic := uniqueTopic("max-size")
 	cons := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
 	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
-	exact := bytes.Repeat([]byte{'x'}, max)
+	exact := bytes.Repeat([]byte{'x'}, maxSize)
 	if _, err := p.Send(ctxT(t, 10*time.Second), &pulsar.ProducerMessage{Payload: exact, Properties: map[string]string{"k": "v"}}); err != nil {
 		t.Fatalf("payload of exactly MaxMessageSize: %v", err)
 	}
-	_, err := p.Send(ctxT(t, 10*time.Second), &pulsar.ProducerMessage{Payload: make([]byte, max+32<<10)})
+	_, err := p.Send(ctxT(t, 10*time.Second), &pulsar.ProducerMessage{Payload: make([]byte, maxSize+32<<10)})
 	if !errors.Is(err, pulsar.ErrMessageTooLarge) {
 		t.Fatalf("payload far over MaxMessageSize: %v, want ErrMessageTooLarge", err)
 	}

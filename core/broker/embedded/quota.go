@@ -238,7 +238,7 @@ func (t *topic) evictTo(target int64) {
 			pos++
 		}
 		l.mu.Unlock()
-		t.b.backlogEvicted.Add(uint64(slowest.skipTo(pos)))
+		t.b.backlogEvicted.Add(uint64(slowest.skipTo(pos))) //nolint:gosec // G115: skipTo counts entries skipped, not negative
 		t.updateKeep()
 	}
 }
@@ -291,14 +291,14 @@ func (b *Broker) wakeNamespaceEviction() {
 // backlogFrom is what the entries from id on hold (as backlogBytes counts
 // them). Called with l.mu held.
 func (l *topicLog) backlogFrom(id uint64) int64 {
-	next := l.first + uint64(l.n)
+	next := l.first + uint64(l.n) //nolint:gosec // G115: a count, not negative
 	id = max(id, l.first)
 	if l.n == 0 || id >= next {
 		return 0
 	}
-	e := l.ring[(l.head+int(id-l.first))&(len(l.ring)-1)]
+	e := l.ring[(l.head+int(id-l.first))&(len(l.ring)-1)] //nolint:gosec // G115: id is in the log, below first+n
 	pos := l.blocks[e.block-l.blockBase].pos + uint64(e.off)
-	return int64(l.appended-pos) + int64(next-id)*entrySize
+	return int64(l.appended-pos) + int64(next-id)*entrySize //nolint:gosec // G115: positions and ids of the log, far below 2^63
 }
 
 // skipTo acknowledges every entry below pos for the subscription (Pulsar's

@@ -118,7 +118,9 @@ func TestSubscriptionTypes(t *testing.T) {
 			}
 			owner[m.Key()] = who
 			var seq int
-			fmt.Sscanf(string(m.Payload()), "m-%d", &seq)
+			if _, err := fmt.Sscanf(string(m.Payload()), "m-%d", &seq); err != nil {
+				t.Fatalf("payload %q: %v", m.Payload(), err)
+			}
 			if last, ok := lastSeq[m.Key()]; ok && seq < last {
 				t.Fatalf("key %s out of order: %d after %d", m.Key(), seq, last)
 			}

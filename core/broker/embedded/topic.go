@@ -43,7 +43,7 @@ type topic struct {
 	lastActive int64
 }
 
-func (t *topic) partition() int32 { return int32(t.name.partition) }
+func (t *topic) partition() int32 { return int32(t.name.partition) } //nolint:gosec // G115: a partition index, at most maxPartitions, or -1
 
 // firstEntry is the id of the oldest retained entry (the next id if none).
 func (t *topic) firstEntry() uint64 {
@@ -67,7 +67,7 @@ func (t *topic) lookup(id uint64) (entry, bool) {
 func (t *topic) msgID(id uint64) *pulsarpb.MessageIdData {
 	m := &pulsarpb.MessageIdData{LedgerId: proto.Uint64(t.ledger), EntryId: proto.Uint64(id)}
 	if t.name.partition >= 0 {
-		m.Partition = proto.Int32(int32(t.name.partition))
+		m.Partition = proto.Int32(int32(t.name.partition)) //nolint:gosec // G115: a partition index, at most maxPartitions
 	}
 	return m
 }
@@ -500,7 +500,7 @@ func (s *subscription) ackPartial(id uint64, ackSet []int64) {
 	for i := range cur {
 		var w uint64
 		if i < len(ackSet) {
-			w = uint64(ackSet[i])
+			w = uint64(ackSet[i]) //nolint:gosec // G115: the ack set's bits, reinterpreted
 		}
 		cur[i] &= w
 		if cur[i] != 0 {

@@ -99,7 +99,7 @@ func parseSendCommand(b []byte) (sendFields, bool) {
 		case 2:
 			f.sequenceID, haveSeq = v, true
 		case 3:
-			f.numMessages = int32(v)
+			f.numMessages = int32(v) //nolint:gosec // G115: protobuf's int32 over a varint
 		case 6:
 			f.highestSequenceID = v
 		}
@@ -158,7 +158,7 @@ func parseMetadata(b []byte) (metaFields, bool) {
 		case fieldMetaNumInBatch:
 			m.batch = true
 		case fieldMetaDeliverAt:
-			m.deliverAt = int64(v)
+			m.deliverAt = int64(v) //nolint:gosec // G115: protobuf's int64 over a varint
 		}
 	}
 	if required != 7 {
@@ -225,6 +225,8 @@ func appendMsgID(b []byte, ledger, entry uint64, partition int32) []byte {
 }
 
 // appendSendReceipt appends a SEND_RECEIPT frame to b.
+//
+//nolint:gosec // G115: the sizes of a receipt, a few dozen bytes.
 func appendSendReceipt(b []byte, producerID, sequenceID, highest, ledger, entry uint64, partition int32) []byte {
 	idSize := msgIDSize(ledger, entry, partition)
 	body := 1 + protowire.SizeVarint(producerID) + 1 + protowire.SizeVarint(sequenceID) +
@@ -259,6 +261,8 @@ type messageHeader struct {
 
 // appendMessage appends a MESSAGE frame carrying data (the stored
 // [METADATA_SIZE][MessageMetadata][PAYLOAD]) and its CRC32C to b.
+//
+//nolint:gosec // G115: the sizes of a message this broker stored, below its max frame size.
 func appendMessage(b []byte, h messageHeader, crc uint32, data []byte) []byte {
 	idSize := msgIDSize(h.ledger, h.entry, h.partition)
 	body := 1 + protowire.SizeVarint(h.consumerID) + 1 + protowire.SizeBytes(idSize) +

@@ -5,7 +5,7 @@ package testhooks
 
 import "sync/atomic"
 
-// DropSendCallback, when set, is asked about each send callback of the Pulsar client library,
+// DropSendCallback is asked, when set, about each send callback of the Pulsar client library,
 // with the topic of the producer: when it returns true, core/broker drops the callback, as if
 // the library had never called it. Tests use it to show that the edge answers every message
 // and releases every charge without the library's callbacks.

@@ -51,12 +51,12 @@ func run(base, topic string, n int) error {
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
 	}
-	defer consumer.Close()
+	defer func() { _ = consumer.Close() }()
 	producer, _, err := d.Dial(fmt.Sprintf("%s/ws/v2/producer/persistent/public/default/%s", base, topic), nil)
 	if err != nil {
 		return fmt.Errorf("producer: %w", err)
 	}
-	defer producer.Close()
+	defer func() { _ = producer.Close() }()
 
 	for i := range n {
 		m := producerMessage{

@@ -209,7 +209,7 @@ func newTenantTier(ctx context.Context, raw map[string]any, log *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	ts, err := parseTiers(p.Config, bufio.NewScanner(f))
 	if err != nil {
 		return nil, err

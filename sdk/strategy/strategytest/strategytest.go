@@ -452,7 +452,7 @@ func CheckConsumerDecision(d strategy.ConsumerDecision) error {
 		errs = append(errs, err)
 	}
 	if d.Prefetch < 0 {
-		errs = append(errs, fmt.Errorf("Prefetch %d: must be >= 0", d.Prefetch))
+		errs = append(errs, fmt.Errorf("Prefetch %d: must be >= 0", d.Prefetch)) //nolint:staticcheck // ST1005: names the Decision field
 	}
 	if d.MaxBytes < -1 {
 		errs = append(errs, fmt.Errorf("MaxBytes %d: must be >= 0, or -1 for no session limit", d.MaxBytes))

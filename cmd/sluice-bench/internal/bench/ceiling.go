@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -45,7 +46,7 @@ func runCeilingServer(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	cs := newCeilingServer()
-	srv := &http.Server{Handler: cs}
+	srv := &http.Server{Handler: cs, ReadHeaderTimeout: 10 * time.Second}
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = srv.Serve(batchListener{ln}) })
 	fmt.Fprintf(env.Stdout, "%s%s\n", ceilingReadyLine, ln.Addr())

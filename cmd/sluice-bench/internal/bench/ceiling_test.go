@@ -23,7 +23,7 @@ func TestCeilingServerAcks(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := newCeilingServer()
-	srv := &http.Server{Handler: cs}
+	srv := &http.Server{Handler: cs, ReadHeaderTimeout: 10 * time.Second}
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = srv.Serve(batchListener{ln}) })
 	t.Cleanup(func() { _ = srv.Close(); cs.closeAll(); wg.Wait() })

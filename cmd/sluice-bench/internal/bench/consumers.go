@@ -180,7 +180,7 @@ func benchConsumers(ctx context.Context, args []string, env Env) error {
 		full = fmt.Sprintf("%d/%d", pk.FullSamples, pk.Samples)
 		paused = fmt.Sprintf("%d/%d", pk.PausedSamples, pk.Samples)
 	}
-	t1.add(mib(res.ConsumerLimit), mib(pk.PeakRSS), mib(pk.PeakRSS-res.ConsumerLimit), mib(int64(pk.HeapInuse)), mib(pk.ConsumerPoolUsed),
+	t1.add(mib(res.ConsumerLimit), mib(pk.PeakRSS), mib(pk.PeakRSS-res.ConsumerLimit), mib(int64(pk.HeapInuse)), mib(pk.ConsumerPoolUsed), //nolint:gosec // G115: a heap size, far below 2^63
 		full, paused, strconv.FormatInt(pk.MaxConsumerWaiters, 10), count(pres.OK), count(res.PublishErrors))
 	t2 := &table{
 		title:  fmt.Sprintf("delivery and ping→pong (measured after the first %s, pings every %s)", *warm, *ping),

@@ -133,7 +133,7 @@ func benchMemory(ctx context.Context, args []string, env Env) error {
 		if mc.limitBytes > 0 {
 			over = mib(pk.PeakRSS - mc.limitBytes)
 		}
-		t.add(mc.name, mc.gate, mib(pk.PeakRSS), over, mib(int64(pk.HeapInuse)), mib(pk.ProducerPoolUsed),
+		t.add(mc.name, mc.gate, mib(pk.PeakRSS), over, mib(int64(pk.HeapInuse)), mib(pk.ProducerPoolUsed), //nolint:gosec // G115: a heap size, far below 2^63
 			ratio(float64(pk.HeapInuse), float64(pk.ProducerPoolUsed)), mib(pk.Last.Producer.Used),
 			count(res.Sent), count(res.OK), count(res.Rejected), count(res.SendErrors+res.ConnErrors), count(res.Pending))
 		if ctx.Err() != nil {

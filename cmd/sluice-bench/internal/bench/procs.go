@@ -49,7 +49,8 @@ func startProc(ctx context.Context, dir string, spec procSpec) (*proc, map[strin
 	if err != nil {
 		return nil, nil, err
 	}
-	defer logf.Close() // the child has its own descriptor
+	defer func() { _ = logf.Close() }() // the child has its own descriptor
+	//nolint:gosec // G204: the binaries this tool built or was told to run, by its operator
 	cmd := exec.Command(spec.bin, spec.args...)
 	cmd.Env = spec.env
 	if cmd.Env == nil {
@@ -261,7 +262,7 @@ func (b *brokerProc) fault(ctx context.Context, what string) error {
 	if err != nil {
 		return fmt.Errorf("broker fault %s: %w", what, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return fmt.Errorf("broker fault %s: http %d: %s", what, resp.StatusCode, strings.TrimSpace(string(b)))
@@ -338,7 +339,7 @@ func waitHealthy(ctx context.Context, u string) error {
 		resp, err := http.DefaultClient.Do(req)
 		cancel()
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}

@@ -149,7 +149,7 @@ func (p *pulsarInstance) admin(ctx context.Context, method, path string, body []
 	if err != nil {
 		return fmt.Errorf("pulsar admin %s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode/100 != 2 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return fmt.Errorf("pulsar admin %s %s: http %d: %s", method, path, resp.StatusCode, strings.TrimSpace(string(b)))

@@ -134,19 +134,19 @@ func (r *report) writeJSON(w io.Writer) error {
 
 // writeDir writes results.md, results.json and, when the report has one, chart.svg.
 func (r *report) writeDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // G301: a report for people to read
 		return err
 	}
 	var md strings.Builder
 	r.writeText(&md, true)
-	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(md.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(md.String()), 0o644); err != nil { //nolint:gosec // G306: a report for people to read
 		return err
 	}
 	var js strings.Builder
 	if err := r.writeJSON(&js); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), []byte(js.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), []byte(js.String()), 0o644); err != nil { //nolint:gosec // G306: a report for people to read
 		return err
 	}
 	if r.chart == nil {
@@ -157,7 +157,7 @@ func (r *report) writeDir(dir string) error {
 		return err
 	}
 	if err := r.chart.writeSVG(f); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	return f.Close()

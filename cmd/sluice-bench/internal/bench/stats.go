@@ -52,9 +52,9 @@ func decodeStats(r io.Reader) (*edgeStats, error) {
 	s.Producer = decodePool(field(raw, "producer_pool"))
 	s.Consumer = decodePool(field(raw, "consumer_pool"))
 	g := field(raw, "go")
-	s.HeapAlloc = uint64(toInt(field(g, "heap_alloc")))
-	s.HeapInuse = uint64(toInt(field(g, "heap_inuse")))
-	s.StackInuse = uint64(toInt(field(g, "stack_inuse")))
+	s.HeapAlloc = uint64(toInt(field(g, "heap_alloc")))   //nolint:gosec // G115: a size the edge reports, not negative
+	s.HeapInuse = uint64(toInt(field(g, "heap_inuse")))   //nolint:gosec // G115: a size the edge reports, not negative
+	s.StackInuse = uint64(toInt(field(g, "stack_inuse"))) //nolint:gosec // G115: a size the edge reports, not negative
 	s.Goroutines = toInt(field(g, "goroutines"))
 	p := field(raw, "process")
 	s.RSS = toInt(field(p, "rss"))
@@ -101,7 +101,7 @@ func fetchStatsAt(ctx context.Context, adminURL, path string) (*edgeStats, error
 	if err != nil {
 		return nil, err
 	}
-	defer body.Close()
+	defer func() { _ = body.Close() }()
 	return decodeStats(body)
 }
 
@@ -115,7 +115,7 @@ func fetchStackInuse(ctx context.Context, adminURL string, s *edgeStats) (uint64
 	if err != nil {
 		return 0, err
 	}
-	defer body.Close()
+	defer func() { _ = body.Close() }()
 	return metricValue(body, "go_memstats_stack_inuse_bytes")
 }
 
@@ -152,7 +152,7 @@ func get(ctx context.Context, base, path string) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("fetching %s: %w", path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		cancel()
 		return nil, fmt.Errorf("fetching %s: http %d", path, resp.StatusCode)
 	}

@@ -15,14 +15,14 @@ import (
 // snake_case pool fields (the json tags admission.PoolStats is expected to get).
 func TestDecodeStats(t *testing.T) {
 	t.Parallel()
-	real := admin.Stats{
+	stats := admin.Stats{
 		Sessions:  map[string]int64{"producer": 3, "consumer": 2},
 		Producers: admission.PoolStats{Edge: admission.LayerStats{Limit: 64 << 20, Used: 5120, Waiters: 1}},
 		Consumers: admission.PoolStats{Edge: admission.LayerStats{Limit: 32 << 20, Used: 7, Waiters: 2, Paused: true}},
 		Go:        admin.GoStats{HeapAlloc: 10, HeapInuse: 20, Goroutines: 30},
 		Process:   admin.ProcessStats{RSS: 40, PeakRSS: 50},
 	}
-	b, err := json.Marshal(real)
+	b, err := json.Marshal(stats)
 	if err != nil {
 		t.Fatal(err)
 	}

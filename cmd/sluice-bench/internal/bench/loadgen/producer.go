@@ -285,7 +285,7 @@ func (p *Producers) Run(ctx context.Context) *ProducerResult {
 		wg.Go(func() {
 			results[i] = runConn(ctx, c, rec, connRun{
 				window: cfg.Window, interval: perConn, start: start, end: end,
-				drainEnd: end.Add(cfg.Drain), payloads: p.payloads, seed: uint64(i),
+				drainEnd: end.Add(cfg.Drain), payloads: p.payloads, seed: uint64(i), //nolint:gosec // G115: a connection index, not negative
 				// Stagger the connections' schedules so an open loop is not bursty.
 				offset: time.Duration(i) * perConn / time.Duration(len(p.conns)),
 			})
@@ -342,9 +342,9 @@ type payloads struct {
 
 func newPayloads(minSize, maxSize int, encode bool) *payloads {
 	p := &payloads{min: minSize, max: maxSize, raw: make([]byte, maxSize)}
-	r := rand.New(rand.NewPCG(1, 2))
+	r := rand.New(rand.NewPCG(1, 2)) //nolint:gosec // G404: reproducible payload bytes, not a secret
 	for i := range p.raw {
-		p.raw[i] = byte(r.Uint32())
+		p.raw[i] = byte(r.Uint32()) //nolint:gosec // G115: random bytes, truncated on purpose
 	}
 	if encode && minSize == maxSize {
 		p.fixed = base64.StdEncoding.EncodeToString(p.raw)
@@ -465,7 +465,7 @@ func (r *recorder) unmatched() {
 // runConn paces and sends on this goroutine until end, drains, finishes the connection and
 // returns its counts.
 func runConn(ctx context.Context, c producerConn, rec *recorder, run connRun) *ProducerResult {
-	rng := rand.New(rand.NewPCG(run.seed, 7))
+	rng := rand.New(rand.NewPCG(run.seed, 7)) //nolint:gosec // G404: pacing jitter of a load generator, not a secret
 	endTimer := time.NewTimer(time.Until(run.end))
 	defer endTimer.Stop()
 	var sent int64

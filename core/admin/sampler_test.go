@@ -28,6 +28,8 @@ func (c *countingSource) BrokerUp() bool                      { return true }
 func (c *countingSource) EmbeddedStats() *embedded.Stats      { return nil }
 func (c *countingSource) EmbeddedStore() *embedded.StoreStats { return nil }
 func (c *countingSource) FrontDoor() FrontDoor                { return FrontDoor{} }
+func (c *countingSource) Session(uint64) (session.Info, bool) { return session.Info{}, false }
+func (c *countingSource) CloseSession(uint64, string) bool    { return false }
 func (c *countingSource) Sessions() []session.Info {
 	c.calls++
 	return []session.Info{{ID: 1, Opened: time.Unix(0, 0), MessagesIn: c.msgs}}

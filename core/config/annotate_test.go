@@ -26,6 +26,7 @@ func TestDefaultFileLoads(t *testing.T) {
 	want.Plugins, want.Routes = []Plugin{}, []Route{} // written as []
 	want.WebSocket.AllowedOrigins, want.TrustedProxies.Networks = []string{}, []string{}
 	want.Authorization.SuperUserRoles, want.Authorization.Permissions = []string{}, []Permission{}
+	want.AdminAuth.SuperUserRoles = []string{}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("DefaultFile resolves to %+v, want %+v", cfg, want)
 	}

@@ -221,7 +221,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // that completes its handshake while the gateway shuts down runs on the caller's goroutine
 // instead, with its context already ended, so that it closes at once.
 func (g *Gateway) start(t *tracked, run func(ctx context.Context)) {
-	ctx, cancel := context.WithCancel(g.ctx)
+	ctx, cancel := context.WithCancelCause(g.ctx)
 	t.cancel = cancel
 	// The open line is written here, on the handshake's goroutine, which ends: formatting a
 	// line takes more stack than an idle session ever needs, and a goroutine keeps the stack
@@ -231,7 +231,7 @@ func (g *Gateway) start(t *tracked, run func(ctx context.Context)) {
 	g.mu.Lock()
 	if g.closed.Load() {
 		g.mu.Unlock()
-		cancel()
+		cancel(nil)
 		run(ctx)
 		t.logClosed()
 		return
@@ -243,7 +243,7 @@ func (g *Gateway) start(t *tracked, run func(ctx context.Context)) {
 	go func() {
 		defer g.sessions.Done()
 		defer func() {
-			cancel()
+			cancel(nil)
 			g.mu.Lock()
 			delete(g.live, t.info.ID)
 			g.countGated(t, -1)

@@ -23,7 +23,7 @@ type tracked struct {
 	gate   *admission.Gate
 	tally  session.Tally
 	log    *slog.Logger
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	// closing is why the edge closed the session ("" when it did not): set before cancel.
 	closing atomic.Pointer[string]
 }
@@ -79,7 +79,7 @@ func (t *tracked) logClosed() {
 // closeReason says why a session ended, from its close code and from whether the edge
 // closed it.
 func (t *tracked) closeReason(code int) string {
-	if r := t.closing.Load(); r != nil && (code == wsapi.CloseGoingAway || code == 0) {
+	if r := t.closing.Load(); r != nil && (code == wsapi.CloseGoingAway || code == wsapi.CloseByOperator || code == 0) {
 		return *r
 	}
 	switch code {
@@ -205,5 +205,33 @@ func (g *Gateway) CloseGradually(ctx context.Context, d time.Duration, reason st
 // closeBy closes the session from the edge's side, with reason for its close line.
 func (t *tracked) closeBy(reason string) {
 	t.closing.CompareAndSwap(nil, &reason)
-	t.cancel()
+	t.cancel(nil)
+}
+
+// Close closes the open session id as an operator asked, with reason: it stops reading,
+// answers its messages in flight as at a drain and closes with CloseByOperator and reason
+// (of which a close frame carries 120 bytes). It returns false when no such session is open.
+// It does not wait for the session to finish.
+func (g *Gateway) Close(id uint64, reason string) bool {
+	g.mu.Lock()
+	t := g.live[id]
+	g.mu.Unlock()
+	if t == nil {
+		return false
+	}
+	line := "closed by an operator: " + reason
+	t.closing.CompareAndSwap(nil, &line)
+	t.cancel(&session.CloseError{Code: wsapi.CloseByOperator, Reason: reason})
+	return true
+}
+
+// Session returns the open session id, with its figures now.
+func (g *Gateway) Session(id uint64) (session.Info, bool) {
+	g.mu.Lock()
+	t := g.live[id]
+	g.mu.Unlock()
+	if t == nil {
+		return session.Info{}, false
+	}
+	return t.snapshot(), true
 }

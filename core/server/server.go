@@ -381,12 +381,28 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	}
 	s.gw = gateway.New(s.client, s.routeTable, gateway.Config{CreateTimeout: s.cfg.Broker.OperationTimeout, MaxTopicsPerSession: s.cfg.WebSocket.MaxTopicsPerSession}, opts...)
 	s.frontDoor.onRefused = s.gw.Refused // the front door's refusals are logged and counted as the gateway's
-	s.admin = admin.New(s, s.metrics, admin.Config{Version: s.version, Pprof: s.cfg.AdminPprof}, s.log.With("component", "admin"))
+	s.admin = admin.New(s, s.metrics, admin.Config{Version: s.version, Pprof: s.cfg.AdminPprof, Auth: adminAuth(s.cfg, authn)},
+		s.log.With("component", "admin"))
 	s.handler = s.newHandler()
 	sctx, stopAdmin := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopAdmin = stopAdmin
 	s.bg.Go(func() { s.admin.Run(sctx) })
 	return nil
+}
+
+// adminAuth is the admin API's authentication from the admin_auth keys, nil when it is off.
+// Tokens are verified by the clients' own authenticator (auth.token), so that a super-user's
+// token works on both listeners.
+func adminAuth(cfg *config.Config, authn *auth.Authenticator) *admin.Auth {
+	aa := cfg.AdminAuth
+	if !aa.Enabled {
+		return nil
+	}
+	au := &admin.Auth{SuperUserRoles: aa.Roles(cfg.Authorization), OpenMetrics: aa.OpenMetrics}
+	if cfg.Auth.TokenEnabled() {
+		au.Tokens = authn
+	}
+	return au
 }
 
 // newPools makes the edge pools: producers', consumers' and sessions' own memory.

@@ -415,7 +415,7 @@ func (s *deliverySession) readLoop(ctx context.Context) (int, string) {
 			}
 		case wsapi.CommandIsEndOfTopic:
 			if !s.endOfTopic(ctx) {
-				return wsapi.CloseGoingAway, "server shutting down"
+				return edgeClose(ctx)
 			}
 		case wsapi.CommandUnsubscribe:
 			if err := s.consumer.Unsubscribe(); err != nil {
@@ -431,7 +431,7 @@ func (s *deliverySession) readerCommand(ctx context.Context, data []byte) (int, 
 	cmd, err := wsapi.DecodeReaderCommand(data)
 	if err == nil && cmd.IsEndOfTopic {
 		if !s.endOfTopic(ctx) {
-			return wsapi.CloseGoingAway, "server shutting down"
+			return edgeClose(ctx)
 		}
 		return 0, ""
 	}

@@ -242,7 +242,7 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 	defer f.release()
 	for {
 		if !s.waitRoom(ctx) {
-			return wsapi.CloseGoingAway, "server shutting down"
+			return edgeClose(ctx)
 		}
 		typ, data, err := f.read(s.conn)
 		// AsType, not As: As's target escapes, which cost an allocation per frame.
@@ -252,7 +252,7 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 			return readCloseCode(ctx, err)
 		}
 		if ctx.Err() != nil {
-			return wsapi.CloseGoingAway, "server shutting down"
+			return edgeClose(ctx)
 		}
 		s.slots.Add(1)
 		r := newRecord(s, len(data))

@@ -180,9 +180,8 @@ func (a *Admin) Handler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, a.Snapshot())
 	})
-	mux.HandleFunc("GET /stats/history", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, a.sampler.history(a.cfg.SampleInterval))
-	})
+	mux.HandleFunc("GET /stats/history", a.serveHistory)
+	mux.HandleFunc("GET /stats/topics", a.serveTopTopics)
 	mux.HandleFunc("GET /sessions", a.serveSessions)
 	mux.HandleFunc("GET /sessions/{id}", a.serveSession)
 	mux.HandleFunc("DELETE /sessions/{id}", a.serveClose)
@@ -204,6 +203,20 @@ func (a *Admin) Handler() http.Handler {
 		h = a.cfg.Auth.guard(h)
 	}
 	return h
+}
+
+// serveHistory serves /stats/history: the samples kept, or with since= (RFC 3339) those
+// taken after that moment, so that a page polling it receives each sample once.
+func (a *Admin) serveHistory(w http.ResponseWriter, r *http.Request) {
+	var since time.Time
+	if v := r.URL.Query().Get("since"); v != "" {
+		var err error
+		if since, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			writeError(w, http.StatusBadRequest, "since: want an RFC 3339 time")
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, a.sampler.history(a.cfg.SampleInterval, since))
 }
 
 // serveReady answers 200 when every readiness check passes, else 503, with the checks.

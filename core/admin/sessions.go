@@ -277,6 +277,47 @@ func (a *Admin) topicStats() map[string]*ProxyTopicStat {
 	return out
 }
 
+// TopicRate is one topic of /stats/topics: its open sessions and its rates over the last
+// sampling interval.
+type TopicRate struct {
+	Topic            string  `json:"topic"`
+	Producers        int     `json:"producers"`
+	Consumers        int     `json:"consumers"`
+	MsgRateIn        float64 `json:"msg_rate_in"`
+	MsgRateOut       float64 `json:"msg_rate_out"`
+	MsgThroughputIn  float64 `json:"msg_throughput_in"`
+	MsgThroughputOut float64 `json:"msg_throughput_out"`
+}
+
+// Paging of /stats/topics.
+const (
+	defaultTopTopics = 10
+	maxTopTopics     = 100
+)
+
+// serveTopTopics serves /stats/topics?limit=: the topics with open sessions, busiest first
+// (messages in and out a second), at most limit of them.
+func (a *Admin) serveTopTopics(w http.ResponseWriter, r *http.Request) {
+	limit, err := intParam(r.URL.Query().Get("limit"), defaultTopTopics)
+	if err != nil || limit <= 0 {
+		writeError(w, http.StatusBadRequest, "limit: want a positive integer")
+		return
+	}
+	out := []TopicRate{}
+	for name, ts := range a.topicStats() {
+		out = append(out, TopicRate{Topic: name, Producers: ts.ProducerCount, Consumers: ts.ConsumerCount,
+			MsgRateIn: ts.MsgRateIn, MsgRateOut: ts.MsgRateOut, MsgThroughputIn: ts.MsgThroughputIn, MsgThroughputOut: ts.MsgThroughputOut})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		ri, rj := out[i].MsgRateIn+out[i].MsgRateOut, out[j].MsgRateIn+out[j].MsgRateOut
+		if ri != rj {
+			return ri > rj
+		}
+		return out[i].Topic < out[j].Topic
+	})
+	writeJSON(w, http.StatusOK, out[:min(len(out), limit, maxTopTopics)])
+}
+
 // serveProxyStats serves /admin/v2/proxy-stats/stats: every topic with open sessions.
 func (a *Admin) serveProxyStats(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, a.topicStats())

@@ -566,8 +566,13 @@ func (s *Server) EdgeStats() EdgeStats { return s.frontDoor.stats() }
 // BrokerHealth is the broker reachability probe, for readiness checks.
 func (s *Server) BrokerHealth() *broker.Health { return s.health }
 
-// AdminHandler serves the admin endpoints: /healthz, /readyz, /metrics, /stats, /sessions,
-// Pulsar's proxy-stats, the dashboard and, when enabled, /debug/pprof/.
+// AdminHandler serves the admin endpoints: /healthz and /readyz (open even with admin_auth),
+// /metrics, /stats, /stats/history, /stats/topics, /sessions (list and filter, GET
+// /sessions/{id}, DELETE /sessions/{id}, POST /sessions/{id}/close, POST /sessions/close),
+// Pulsar's /admin/v2/proxy-stats/…, the dashboard at / with its assets under /dashboard/ and,
+// with admin_pprof, /debug/pprof/. With admin_auth, the rest needs a super-user's token or
+// client certificate. Its links are relative, so it may be mounted under a prefix with
+// http.StripPrefix ("/ops/" → "/").
 func (s *Server) AdminHandler() http.Handler { return s.admin.Handler() }
 
 // Stats is the snapshot /stats serves.

@@ -373,6 +373,25 @@ routes:
 		t.Errorf("under /ops/ the dashboard shows an error: %v", wd.eval(`return document.getElementById("error").textContent`))
 	}
 	checkCharts(t, wd)
+
+	// With admin_auth the page asks for a token, then works with it, and never shows it.
+	tokens := edgetest.NewTokenAuth(t)
+	guarded, _ := edgetest.Start(t, tokens.YAML()+"admin_auth: { enabled: true, super_user_roles: [ops] }\n")
+	gadmin := httptest.NewServer(guarded.AdminHandler())
+	t.Cleanup(gadmin.Close)
+	wd.navigate(gadmin.URL + "/")
+	edgetest.WaitFor(t, 20*time.Second, "the token form", func() bool {
+		return wd.eval(`return document.getElementById("login").hidden`) == false
+	})
+	token := tokens.Token(t, "ops")
+	wd.eval(`document.getElementById("token").value = "` + token + `";
+document.getElementById("login").requestSubmit(); return true`)
+	edgetest.WaitFor(t, 20*time.Second, "updates with the token", func() bool {
+		return wd.updates() >= 2 && wd.eval(`return document.getElementById("login").hidden`) == true
+	})
+	if html, _ := wd.eval(`return document.documentElement.outerHTML`).(string); strings.Contains(html, token[strings.LastIndexByte(token, '.')+1:]) {
+		t.Error("the page shows the token")
+	}
 }
 
 // checkCharts checks that the dashboard's charts hold data under load.

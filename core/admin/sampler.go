@@ -197,6 +197,16 @@ func (s *sampler) rate(id uint64) Rates {
 	return s.rates[id]
 }
 
+// allRates returns every session's rates over the last interval, by session id, as rate
+// does one's. The map is replaced, never changed, by the next sample: the caller may read it
+// without the lock.
+func (s *sampler) allRates() map[uint64]Rates {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastRead = time.Now()
+	return s.rates
+}
+
 // isConsumerSide reports whether a session receives messages (a consumer or a reader).
 func isConsumerSide(si session.Info) bool {
 	return si.Kind == wsapi.Consumer || si.Kind == wsapi.Reader

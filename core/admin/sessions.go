@@ -303,10 +303,30 @@ func (a *Admin) serveTopTopics(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "limit: want a positive integer")
 		return
 	}
-	out := []TopicRate{}
-	for name, ts := range a.topicStats() {
-		out = append(out, TopicRate{Topic: name, Producers: ts.ProducerCount, Consumers: ts.ConsumerCount,
-			MsgRateIn: ts.MsgRateIn, MsgRateOut: ts.MsgRateOut, MsgThroughputIn: ts.MsgThroughputIn, MsgThroughputOut: ts.MsgThroughputOut})
+	// Summed here rather than through topicStats, whose per-session lists a dashboard
+	// polling every second does not need.
+	rates := a.sampler.allRates()
+	byTopic := map[string]*TopicRate{}
+	for _, si := range a.src.Sessions() {
+		tr := byTopic[si.Topic]
+		if tr == nil {
+			tr = &TopicRate{Topic: si.Topic}
+			byTopic[si.Topic] = tr
+		}
+		rt := rates[si.ID]
+		if si.Kind == wsapi.Producer {
+			tr.Producers++
+			tr.MsgRateIn += rt.MsgsIn
+			tr.MsgThroughputIn += rt.BytesIn
+			continue
+		}
+		tr.Consumers++
+		tr.MsgRateOut += rt.MsgsOut
+		tr.MsgThroughputOut += rt.BytesOut
+	}
+	out := make([]TopicRate, 0, len(byTopic))
+	for _, tr := range byTopic {
+		out = append(out, *tr)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		ri, rj := out[i].MsgRateIn+out[i].MsgRateOut, out[j].MsgRateIn+out[j].MsgRateOut

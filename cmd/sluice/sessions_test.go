@@ -1,8 +1,10 @@
 package main
 
 import (
+	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +14,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/sluicehq/sluice/core/admin"
+	"github.com/sluicehq/sluice/core/frontdoor/certs/certtest"
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
 
@@ -64,10 +68,11 @@ admin_auth: { enabled: true, super_user_roles: [ops] }
 	if _, _, err := runCmd(t, "sessions", "list", "--admin", adminURL); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("list without a token: %v, want the 401", err)
 	}
-	out, _, err := runCmd(t, "sessions", "list", "--admin", adminURL, "--token-file", opsToken)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var out string
+	testkit.WaitFor(t, 10*time.Second, "both sessions listed", func() bool {
+		out, _, err = runCmd(t, "sessions", "list", "--admin", adminURL, "--token-file", opsToken)
+		return err == nil && strings.Contains(out, "2 sessions")
+	})
 	if !strings.Contains(out, "persistent://"+topic) || !strings.Contains(out, "2 sessions") || !strings.HasPrefix(out, "ID ") {
 		t.Errorf("list:\n%s", out)
 	}
@@ -116,5 +121,45 @@ func wantClose(t *testing.T, c *websocket.Conn, reason string) {
 			t.Errorf("read: %v, want close %d %q", err, wsapi.CloseByOperator, reason)
 		}
 		return
+	}
+}
+
+// TestSessionsCommandTLS: against an admin listener over TLS that verifies client
+// certificates, the command verifies the listener with --ca-file and authenticates with
+// --cert-file and --key-file; a certificate of a role that is not a super-user gets the 403.
+func TestSessionsCommandTLS(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "off")
+	dir := t.TempDir()
+	ca := certtest.NewCA(t, "ca")
+	caFile := filepath.Join(dir, "ca.pem")
+	certtest.WriteFile(t, caFile, ca.PEM)
+	serverCert, serverKey := ca.Server(t, "127.0.0.1").Write(t, dir, "server")
+	opsCert, opsKey := ca.Client(t, pkix.Name{CommonName: "ops"}).Write(t, dir, "ops")
+	eveCert, eveKey := ca.Client(t, pkix.Name{CommonName: "eve"}).Write(t, dir, "eve")
+	cfg := writeFile(t, dir, "sluice.yaml", `
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+admin_tls: { cert_file: `+serverCert+`, key_file: `+serverKey+`, client_ca_file: `+caFile+` }
+admin_auth: { enabled: true, super_user_roles: [ops] }
+`)
+	s := startServe(t, "-c", cfg)
+	if _, err := s.addr(t); err != nil {
+		t.Fatal(err)
+	}
+	m := adminRE.FindStringSubmatch(s.stdout.String())
+	if m == nil {
+		t.Fatalf("serve printed no admin address:\n%s", s.stdout.String())
+	}
+	adminURL := "https://" + m[1]
+	out, _, err := runCmd(t, "sessions", "list", "--admin", adminURL, "--ca-file", caFile, "--cert-file", opsCert, "--key-file", opsKey)
+	if err != nil || !strings.Contains(out, "0 sessions") {
+		t.Errorf("list with ops's certificate: %v\n%s", err, out)
+	}
+	if _, _, err := runCmd(t, "sessions", "list", "--admin", adminURL, "--ca-file", caFile, "--cert-file", eveCert, "--key-file", eveKey); err == nil ||
+		!strings.Contains(err.Error(), "403") {
+		t.Errorf("list with eve's certificate: %v, want the 403", err)
+	}
+	if _, _, err := runCmd(t, "sessions", "list", "--admin", adminURL, "--cert-file", opsCert, "--key-file", opsKey); err == nil {
+		t.Error("list without --ca-file trusted the test CA")
 	}
 }

@@ -198,7 +198,7 @@ func (a *Admin) Handler() http.Handler {
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	mux.Handle("GET /", dashboardHandler())
-	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
+	h := http.NewCrossOriginProtection().Handler(mux)
 	if a.cfg.Auth != nil {
 		h = a.cfg.Auth.guard(h)
 	}

@@ -45,9 +45,17 @@ type SessionFilter struct {
 	Route, Kind, Topic, Role, Subscription, Address string
 }
 
-func filterOf(q url.Values) SessionFilter {
-	return SessionFilter{Route: q.Get("route"), Kind: q.Get("kind"), Topic: q.Get("topic"), Role: q.Get("role"),
+// filterOf reads a filter from query parameters, or answers 400 and returns false for a kind
+// that is none of the three.
+func filterOf(w http.ResponseWriter, q url.Values) (SessionFilter, bool) {
+	f := SessionFilter{Route: q.Get("route"), Kind: q.Get("kind"), Topic: q.Get("topic"), Role: q.Get("role"),
 		Subscription: q.Get("subscription"), Address: q.Get("address")}
+	switch f.Kind {
+	case "", wsapi.Producer.String(), wsapi.Consumer.String(), wsapi.Reader.String():
+		return f, true
+	}
+	writeError(w, http.StatusBadRequest, "kind: want producer, consumer or reader")
+	return f, false
 }
 
 // empty reports whether f matches every session.
@@ -95,7 +103,11 @@ func (a *Admin) serveSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit = min(limit, maxSessionsLimit)
-	match := a.matching(filterOf(q))
+	f, ok := filterOf(w, q)
+	if !ok {
+		return
+	}
+	match := a.matching(f)
 	page := SessionPage{Total: len(match), Offset: offset, Limit: limit, Sessions: []SessionJSON{}}
 	now := time.Now()
 	for i := offset; i < len(match) && i < offset+limit; i++ {
@@ -177,7 +189,10 @@ func (a *Admin) serveClose(w http.ResponseWriter, r *http.Request) {
 // parameter cannot close the whole edge.
 func (a *Admin) serveBulkClose(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := filterOf(q)
+	f, ok := filterOf(w, q)
+	if !ok {
+		return
+	}
 	if f.empty() && q.Get("all") != "true" {
 		writeError(w, http.StatusBadRequest,
 			"no filter: give route, kind, topic, role, subscription or address, or all=true to close every session")

@@ -242,7 +242,7 @@ func TestAdminSessions(t *testing.T) {
 		one.Subscription != "sub" {
 		t.Errorf("GET /sessions/%d: %d %s", cid, status, body)
 	}
-	for path, want := range map[string]int{"/sessions/999999": 404, "/sessions/x": 400} {
+	for path, want := range map[string]int{"/sessions/999999": 404, "/sessions/x": 400, "/sessions?kind=producers": 400} {
 		if status, _ := adminDo(t, hs.Client(), "GET", hs.URL+path, nil); status != want {
 			t.Errorf("GET %s: %d, want %d", path, status, want)
 		}

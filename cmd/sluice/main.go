@@ -5,6 +5,7 @@
 //	sluice validate -c FILE... [--listen ADDR]   check a configuration as serve would, without serving
 //	sluice config   [-c FILE]... [--defaults]     print the effective configuration, annotated
 //	sluice plugins  list|check -c FILE...         show or check the configured strategy plugins
+//	sluice sessions list|show|close [--admin URL] list, inspect or close a running edge's sessions
 //	sluice version  (or --version, -v)            print the version
 //
 // The benchmarks and load tools are a command of their own, sluice-bench (docs/benchmarks.md).
@@ -64,6 +65,7 @@ func commands() []command {
 		{"validate", "check a configuration as serve would, without serving", runValidate},
 		{"config", "print the effective configuration, or the defaults, annotated", runConfig},
 		{"plugins", "list or check the configured strategy plugins", runPlugins},
+		{"sessions", "list, inspect or close a running edge's sessions (admin API)", runSessions},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -33,6 +33,12 @@ type Source interface {
 	Routes() []*policy.Route
 	// Sessions are the open sessions, in the order they opened.
 	Sessions() []session.Info
+	// Session is the open session id, or false.
+	Session(id uint64) (session.Info, bool)
+	// CloseSession closes the open session id as an operator asked, with reason: it
+	// answers what it has in flight as at a drain and closes with 4011. It returns false
+	// when no such session is open, and does not wait for the session to finish.
+	CloseSession(id uint64, reason string) bool
 	// InFlight is, per route, the producer messages read and not yet acknowledged.
 	InFlight() map[string]int64
 	// PluginStates are the configured plugins' states; nil without plugins.
@@ -89,6 +95,9 @@ type Config struct {
 	// HistorySamples is how many samples the history keeps. Zero means 300 (five minutes at
 	// the default interval).
 	HistorySamples int
+	// Auth admits only super-users to the endpoints other than the probes and the
+	// dashboard's assets. Nil means every endpoint is open to whoever reaches the listener.
+	Auth *Auth
 }
 
 // Admin serves the admin endpoints.
@@ -141,7 +150,16 @@ func (a *Admin) Run(ctx context.Context) {
 	}
 }
 
-// Handler serves every admin endpoint (docs/operations.md lists them).
+// Handler serves every admin endpoint: /healthz and /readyz (always open), /metrics,
+// /stats and /stats/history, /sessions (list, GET /sessions/{id}, DELETE /sessions/{id},
+// POST /sessions/{id}/close, POST /sessions/close), Pulsar's /admin/v2/proxy-stats/…,
+// /debug/pprof/ when enabled, and the dashboard at / with its assets under /dashboard/
+// (docs/operations.md describes them). Every link and request the dashboard makes is
+// relative, so the handler may be mounted under a prefix with http.StripPrefix. With
+// Config.Auth, every endpoint but the probes and the dashboard's assets needs a
+// super-user's credentials. State-changing requests from another origin are refused
+// (http.CrossOriginProtection), so that a browser holding a client certificate cannot be
+// made to close sessions by another site.
 func (a *Admin) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -162,10 +180,13 @@ func (a *Admin) Handler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, a.Snapshot())
 	})
-	mux.HandleFunc("GET /stats/history", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, a.sampler.history(a.cfg.SampleInterval))
-	})
+	mux.HandleFunc("GET /stats/history", a.serveHistory)
+	mux.HandleFunc("GET /stats/topics", a.serveTopTopics)
 	mux.HandleFunc("GET /sessions", a.serveSessions)
+	mux.HandleFunc("GET /sessions/{id}", a.serveSession)
+	mux.HandleFunc("DELETE /sessions/{id}", a.serveClose)
+	mux.HandleFunc("POST /sessions/{id}/close", a.serveClose)
+	mux.HandleFunc("POST /sessions/close", a.serveBulkClose)
 	mux.HandleFunc("GET /admin/v2/proxy-stats/stats", a.serveProxyStats)
 	mux.HandleFunc("GET /admin/v2/proxy-stats/{domain}/{tenant}/{namespace}/{topic}/stats", a.serveProxyTopicStats)
 	mux.HandleFunc("GET /admin/v2/proxy-stats/metrics", a.serveProxyMetrics)
@@ -177,7 +198,25 @@ func (a *Admin) Handler() http.Handler {
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	mux.Handle("GET /", dashboardHandler())
-	return mux
+	h := http.NewCrossOriginProtection().Handler(mux)
+	if a.cfg.Auth != nil {
+		h = a.cfg.Auth.guard(h)
+	}
+	return h
+}
+
+// serveHistory serves /stats/history: the samples kept, or with since= (RFC 3339) those
+// taken after that moment, so that a page polling it receives each sample once.
+func (a *Admin) serveHistory(w http.ResponseWriter, r *http.Request) {
+	var since time.Time
+	if v := r.URL.Query().Get("since"); v != "" {
+		var err error
+		if since, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			writeError(w, http.StatusBadRequest, "since: want an RFC 3339 time")
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, a.sampler.history(a.cfg.SampleInterval, since))
 }
 
 // serveReady answers 200 when every readiness check passes, else 503, with the checks.

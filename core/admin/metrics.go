@@ -122,7 +122,7 @@ func NewMetrics(src Source, version string) *Metrics {
 		sendLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_broker_send_latency_seconds",
 			Help:    "Time from handing a producer message to the broker client to the broker's answer.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+			Buckets: latencyBounds,
 		}, route),
 		pauses:       counter("sluice_producer_pauses_total", "Times a producer session stopped reading its socket at a limit (on_full: pause).", route...),
 		paused:       counter("sluice_producer_paused_seconds_total", "Time producer sessions spent paused at a limit.", route...),
@@ -220,6 +220,9 @@ func kindLabel(k wsapi.Kind) string {
 }
 
 var kinds = []wsapi.Kind{wsapi.Producer, wsapi.Consumer, wsapi.Reader}
+
+// latencyBounds are the send latency histogram's bucket bounds, in seconds: 0.5 ms to 16 s.
+var latencyBounds = prometheus.ExponentialBuckets(0.0005, 2, 16)
 
 // RouteMetrics returns one route's instruments, their labels resolved now so that nothing is
 // looked up per message.

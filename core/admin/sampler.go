@@ -32,12 +32,14 @@ const rateWatch = 5 * time.Minute
 
 // Sample is one point of the history: the edge pools and every route at one moment.
 type Sample struct {
-	Time          time.Time     `json:"time"`
-	ProducerUsed  int64         `json:"producer_used"`
-	ProducerLimit int64         `json:"producer_limit"`
-	ConsumerUsed  int64         `json:"consumer_used"`
-	ConsumerLimit int64         `json:"consumer_limit"`
-	Routes        []RouteSample `json:"routes"`
+	Time          time.Time `json:"time"`
+	ProducerUsed  int64     `json:"producer_used"`
+	ProducerLimit int64     `json:"producer_limit"`
+	ConsumerUsed  int64     `json:"consumer_used"`
+	ConsumerLimit int64     `json:"consumer_limit"`
+	// SessionsByKind are the open sessions: producer, consumer, reader.
+	SessionsByKind map[string]int64 `json:"sessions_by_kind"`
+	Routes         []RouteSample    `json:"routes"`
 }
 
 // RouteSample is one route at one moment; counters are totals, rates are differences.
@@ -56,12 +58,26 @@ type RouteSample struct {
 	Acks          int64  `json:"acks"`
 	Pauses        int64  `json:"pauses"`
 	SlowCloses    int64  `json:"slow_consumer_closes"`
+	// SendLatency counts the broker's answers so far (count, sum, and the cumulative count
+	// at each of History.LatencyBounds): differences between samples give an interval's
+	// mean and percentiles.
+	SendLatency LatencySample `json:"send_latency"`
+}
+
+// LatencySample is a route's send latency histogram at one moment.
+type LatencySample struct {
+	Count      int64   `json:"count"`
+	SumSeconds float64 `json:"sum_seconds"`
+	Buckets    []int64 `json:"buckets"`
 }
 
 // History is /stats/history's answer.
 type History struct {
-	IntervalSeconds float64  `json:"interval_seconds"`
-	Samples         []Sample `json:"samples"`
+	IntervalSeconds float64 `json:"interval_seconds"`
+	// LatencyBounds are the upper bounds, in seconds, of the send latency buckets the
+	// samples count.
+	LatencyBounds []float64 `json:"latency_bounds"`
+	Samples       []Sample  `json:"samples"`
 }
 
 // Rates are one session's rates per second over the last sampling interval.
@@ -82,21 +98,26 @@ func newSampler(n int) *sampler {
 func (s *sampler) sample(a *Admin, now time.Time) {
 	st := a.snapshot()
 	smp := Sample{Time: now, ProducerUsed: st.Producers.Edge.Used, ProducerLimit: st.Producers.Edge.Limit,
-		ConsumerUsed: st.Consumers.Edge.Used, ConsumerLimit: st.Consumers.Edge.Limit}
+		ConsumerUsed: st.Consumers.Edge.Used, ConsumerLimit: st.Consumers.Edge.Limit, SessionsByKind: st.Sessions}
 	for _, r := range st.Routes {
+		lat := LatencySample{Count: r.SendLatency.Count, SumSeconds: r.SendLatency.SumSeconds, Buckets: make([]int64, len(r.SendLatency.Buckets))}
+		for i, b := range r.SendLatency.Buckets {
+			lat.Buckets[i] = b.Count
+		}
 		smp.Routes = append(smp.Routes, RouteSample{
 			Name:         r.Name,
 			ProducerUsed: r.ProducerPool.Used, ProducerLimit: r.ProducerPool.Limit,
 			ConsumerUsed: r.ConsumerPool.Used, ConsumerLimit: r.ConsumerPool.Limit,
-			InFlight:   r.InFlight,
-			Sessions:   r.Sessions["producer"] + r.Sessions["consumer"] + r.Sessions["reader"],
-			OK:         r.Producer.OK,
-			Rejected:   r.Producer.Rejected,
-			Failed:     r.Producer.SendErrors + r.Producer.SendTimeouts + r.Producer.Invalid,
-			Deliveries: r.Consumer.Deliveries,
-			Acks:       r.Consumer.Acks,
-			Pauses:     r.Producer.Pauses,
-			SlowCloses: r.Consumer.SlowCloses,
+			InFlight:    r.InFlight,
+			Sessions:    r.Sessions["producer"] + r.Sessions["consumer"] + r.Sessions["reader"],
+			OK:          r.Producer.OK,
+			Rejected:    r.Producer.Rejected,
+			Failed:      r.Producer.SendErrors + r.Producer.SendTimeouts + r.Producer.Invalid,
+			Deliveries:  r.Consumer.Deliveries,
+			Acks:        r.Consumer.Acks,
+			Pauses:      r.Producer.Pauses,
+			SlowCloses:  r.Consumer.SlowCloses,
+			SendLatency: lat,
 		})
 	}
 	s.mu.Lock()
@@ -152,14 +173,19 @@ func (s *sampler) add(smp Sample) {
 	s.next = (s.next + 1) % s.max
 }
 
-// history returns the samples, oldest first.
-func (s *sampler) history(interval time.Duration) History {
+// history returns the samples taken after since, oldest first.
+func (s *sampler) history(interval time.Duration, since time.Time) History {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Sample, 0, len(s.samples))
-	out = append(out, s.samples[s.next:]...)
-	out = append(out, s.samples[:s.next]...)
-	return History{IntervalSeconds: interval.Seconds(), Samples: out}
+	for _, part := range [][]Sample{s.samples[s.next:], s.samples[:s.next]} {
+		for _, smp := range part {
+			if smp.Time.After(since) {
+				out = append(out, smp)
+			}
+		}
+	}
+	return History{IntervalSeconds: interval.Seconds(), LatencyBounds: latencyBounds, Samples: out}
 }
 
 // rate returns a session's rates over the last interval (zero before its first sample, and
@@ -169,6 +195,16 @@ func (s *sampler) rate(id uint64) Rates {
 	defer s.mu.Unlock()
 	s.lastRead = time.Now()
 	return s.rates[id]
+}
+
+// allRates returns every session's rates over the last interval, by session id, as rate
+// does one's. The map is replaced, never changed, by the next sample: the caller may read it
+// without the lock.
+func (s *sampler) allRates() map[uint64]Rates {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastRead = time.Now()
+	return s.rates
 }
 
 // isConsumerSide reports whether a session receives messages (a consumer or a reader).

@@ -1,6 +1,10 @@
 package admin
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"testing"
 	"time"
 
@@ -28,6 +32,8 @@ func (c *countingSource) BrokerUp() bool                      { return true }
 func (c *countingSource) EmbeddedStats() *embedded.Stats      { return nil }
 func (c *countingSource) EmbeddedStore() *embedded.StoreStats { return nil }
 func (c *countingSource) FrontDoor() FrontDoor                { return FrontDoor{} }
+func (c *countingSource) Session(uint64) (session.Info, bool) { return session.Info{}, false }
+func (c *countingSource) CloseSession(uint64, string) bool    { return false }
 func (c *countingSource) Sessions() []session.Info {
 	c.calls++
 	return []session.Info{{ID: 1, Opened: time.Unix(0, 0), MessagesIn: c.msgs}}
@@ -61,7 +67,7 @@ func TestRatesSampledOnlyWhileRead(t *testing.T) {
 	if src.calls != before {
 		t.Errorf("sessions listed while nobody read the rates")
 	}
-	if n := len(a.sampler.history(time.Second).Samples); n != 3 {
+	if n := len(a.sampler.history(time.Second, time.Time{}).Samples); n != 3 {
 		t.Errorf("history has %d samples, want 3: the history is sampled either way", n)
 	}
 	if r := a.sampler.rate(1); r != (Rates{}) {
@@ -71,5 +77,35 @@ func TestRatesSampledOnlyWhileRead(t *testing.T) {
 	a.sampler.sample(a, now.Add(3*time.Second))
 	if src.calls != before+1 {
 		t.Errorf("sessions not listed after a read")
+	}
+}
+
+// /stats/history?since= returns each sample once to a page that polls it with the time of the
+// last sample it holds; a malformed time is refused.
+func TestHistorySince(t *testing.T) {
+	src := &countingSource{}
+	a := New(src, NewMetrics(src, "test"), Config{HistorySamples: 3}, nil)
+	t0 := time.Now()
+	for i := 1; i <= 4; i++ {
+		a.sampler.sample(a, t0.Add(time.Duration(i)*time.Second))
+	}
+	h := a.Handler()
+	get := func(query string) (int, History) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/stats/history"+query, nil))
+		var out History
+		_ = json.Unmarshal(rec.Body.Bytes(), &out)
+		return rec.Code, out
+	}
+	if code, all := get(""); code != 200 || len(all.Samples) != 3 || !all.Samples[0].Time.Equal(t0.Add(2*time.Second)) ||
+		len(all.LatencyBounds) != 16 {
+		t.Fatalf("history: %d, %d samples from %v (ring of 3, oldest first), %d bounds", code, len(all.Samples), all.Samples[0].Time, len(all.LatencyBounds))
+	}
+	since := t0.Add(3 * time.Second).Format(time.RFC3339Nano)
+	if _, later := get("?since=" + url.QueryEscape(since)); len(later.Samples) != 1 || !later.Samples[0].Time.Equal(t0.Add(4*time.Second)) {
+		t.Errorf("since %s: %+v, want the sample at t0+4s alone", since, later.Samples)
+	}
+	if code, _ := get("?since=yesterday"); code != http.StatusBadRequest {
+		t.Errorf("since=yesterday: %d, want 400", code)
 	}
 }

@@ -1,10 +1,14 @@
 package admin
 
 import (
+	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/wsapi"
@@ -34,38 +38,188 @@ type SessionJSON struct {
 	RateOut float64 `json:"rate_out"`
 }
 
-// serveSessions serves /sessions?offset=&limit=, optionally filtered by route=, kind= and
-// topic=.
+// SessionFilter selects open sessions, from the query parameters of /sessions and of a bulk
+// close: route, kind (producer, consumer, reader), topic, role, subscription and address (the
+// client's address, with or without its port). An empty field matches every session.
+type SessionFilter struct {
+	Route, Kind, Topic, Role, Subscription, Address string
+}
+
+// filterOf reads a filter from query parameters, or answers 400 and returns false for a kind
+// that is none of the three.
+func filterOf(w http.ResponseWriter, q url.Values) (SessionFilter, bool) {
+	f := SessionFilter{Route: q.Get("route"), Kind: q.Get("kind"), Topic: q.Get("topic"), Role: q.Get("role"),
+		Subscription: q.Get("subscription"), Address: q.Get("address")}
+	switch f.Kind {
+	case "", wsapi.Producer.String(), wsapi.Consumer.String(), wsapi.Reader.String():
+		return f, true
+	}
+	writeError(w, http.StatusBadRequest, "kind: want producer, consumer or reader")
+	return f, false
+}
+
+// empty reports whether f matches every session.
+func (f SessionFilter) empty() bool { return f == SessionFilter{} }
+
+func (f SessionFilter) match(si session.Info) bool {
+	return (f.Route == "" || si.Route == f.Route) &&
+		(f.Kind == "" || si.Kind.String() == f.Kind) &&
+		(f.Topic == "" || si.Topic == f.Topic) &&
+		(f.Role == "" || si.Role == f.Role) &&
+		(f.Subscription == "" || si.Subscription == f.Subscription) &&
+		(f.Address == "" || si.RemoteAddr == f.Address || hostOf(si.RemoteAddr) == f.Address)
+}
+
+// hostOf is addr without its port.
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}
+
+// matching returns the open sessions f selects, in the order they opened.
+func (a *Admin) matching(f SessionFilter) []session.Info {
+	var out []session.Info
+	for _, si := range a.src.Sessions() {
+		if f.match(si) {
+			out = append(out, si)
+		}
+	}
+	return out
+}
+
+// serveSessions serves /sessions?offset=&limit=, filtered as SessionFilter says.
 func (a *Admin) serveSessions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	offset, err := intParam(q.Get("offset"), 0)
 	if err != nil || offset < 0 {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "offset: want a non-negative integer"})
+		writeError(w, http.StatusBadRequest, "offset: want a non-negative integer")
 		return
 	}
 	limit, err := intParam(q.Get("limit"), defaultSessionsLimit)
 	if err != nil || limit <= 0 {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "limit: want a positive integer"})
+		writeError(w, http.StatusBadRequest, "limit: want a positive integer")
 		return
 	}
 	limit = min(limit, maxSessionsLimit)
-	var match []session.Info
-	for _, si := range a.src.Sessions() {
-		if (q.Get("route") == "" || si.Route == q.Get("route")) &&
-			(q.Get("kind") == "" || si.Kind.String() == q.Get("kind")) &&
-			(q.Get("topic") == "" || si.Topic == q.Get("topic")) {
-			match = append(match, si)
-		}
+	f, ok := filterOf(w, q)
+	if !ok {
+		return
 	}
+	match := a.matching(f)
 	page := SessionPage{Total: len(match), Offset: offset, Limit: limit, Sessions: []SessionJSON{}}
 	now := time.Now()
 	for i := offset; i < len(match) && i < offset+limit; i++ {
-		si := match[i]
-		rt := a.sampler.rate(si.ID)
-		page.Sessions = append(page.Sessions, SessionJSON{Info: si, Kind: si.Kind.String(),
-			AgeSeconds: now.Sub(si.Opened).Seconds(), RateIn: rt.MsgsIn, RateOut: rt.MsgsOut})
+		page.Sessions = append(page.Sessions, a.sessionJSON(match[i], now))
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+func (a *Admin) sessionJSON(si session.Info, now time.Time) SessionJSON {
+	rt := a.sampler.rate(si.ID)
+	return SessionJSON{Info: si, Kind: si.Kind.String(),
+		AgeSeconds: now.Sub(si.Opened).Seconds(), RateIn: rt.MsgsIn, RateOut: rt.MsgsOut}
+}
+
+// serveSession serves GET /sessions/{id}: one open session, or 404.
+func (a *Admin) serveSession(w http.ResponseWriter, r *http.Request) {
+	id, ok := sessionID(w, r)
+	if !ok {
+		return
+	}
+	si, ok := a.src.Session(id)
+	if !ok {
+		writeError(w, http.StatusNotFound, "Session not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, a.sessionJSON(si, time.Now()))
+}
+
+// Closing sessions through the admin API.
+const (
+	// DefaultCloseReason is the close frame's text when the operator gives none.
+	DefaultCloseReason = "closed by an operator"
+	// MaxCloseReason is the longest reason a close frame carries, in bytes (RFC 6455 allows
+	// 123; the edge's close frames carry 120).
+	MaxCloseReason = 120
+)
+
+// Closed is the answer to a close: the ids of the sessions told to close. Each stops reading,
+// answers what it has in flight (a producer's acks) and closes with 4011 and the reason.
+type Closed struct {
+	Closed []uint64 `json:"closed"`
+	Reason string   `json:"reason"`
+}
+
+// closeReason reads the reason query parameter, or answers 400 and returns false.
+func closeReason(w http.ResponseWriter, r *http.Request) (string, bool) {
+	reason := r.URL.Query().Get("reason")
+	switch {
+	case reason == "":
+		return DefaultCloseReason, true
+	case len(reason) > MaxCloseReason || !utf8.ValidString(reason):
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("reason: want UTF-8 text of at most %d bytes", MaxCloseReason))
+		return "", false
+	}
+	return reason, true
+}
+
+// serveClose serves DELETE /sessions/{id}?reason= (and POST /sessions/{id}/close): it closes
+// one open session, or answers 404.
+func (a *Admin) serveClose(w http.ResponseWriter, r *http.Request) {
+	id, ok := sessionID(w, r)
+	if !ok {
+		return
+	}
+	reason, ok := closeReason(w, r)
+	if !ok {
+		return
+	}
+	if !a.src.CloseSession(id, reason) {
+		writeError(w, http.StatusNotFound, "Session not found")
+		return
+	}
+	a.log.Info("session closed through the admin API", "conn_id", id, "reason", reason)
+	writeJSON(w, http.StatusOK, Closed{Closed: []uint64{id}, Reason: reason})
+}
+
+// serveBulkClose serves POST /sessions/close?{filter}&reason=: it closes every open session
+// the filter selects. An empty filter is refused unless all=true, so that a mistyped
+// parameter cannot close the whole edge.
+func (a *Admin) serveBulkClose(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f, ok := filterOf(w, q)
+	if !ok {
+		return
+	}
+	if f.empty() && q.Get("all") != "true" {
+		writeError(w, http.StatusBadRequest,
+			"no filter: give route, kind, topic, role, subscription or address, or all=true to close every session")
+		return
+	}
+	reason, ok := closeReason(w, r)
+	if !ok {
+		return
+	}
+	out := Closed{Closed: []uint64{}, Reason: reason}
+	for _, si := range a.matching(f) {
+		if a.src.CloseSession(si.ID, reason) {
+			out.Closed = append(out.Closed, si.ID)
+		}
+	}
+	a.log.Info("sessions closed through the admin API", "sessions", len(out.Closed), "reason", reason)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// sessionID reads the {id} path value, or answers 400 and returns false.
+func sessionID(w http.ResponseWriter, r *http.Request) (uint64, bool) {
+	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "session id: want a positive integer")
+		return 0, false
+	}
+	return id, true
 }
 
 func intParam(s string, def int) (int, error) {
@@ -136,6 +290,67 @@ func (a *Admin) topicStats() map[string]*ProxyTopicStat {
 		ts.MsgThroughputOut += rt.BytesOut
 	}
 	return out
+}
+
+// TopicRate is one topic of /stats/topics: its open sessions and its rates over the last
+// sampling interval.
+type TopicRate struct {
+	Topic            string  `json:"topic"`
+	Producers        int     `json:"producers"`
+	Consumers        int     `json:"consumers"`
+	MsgRateIn        float64 `json:"msg_rate_in"`
+	MsgRateOut       float64 `json:"msg_rate_out"`
+	MsgThroughputIn  float64 `json:"msg_throughput_in"`
+	MsgThroughputOut float64 `json:"msg_throughput_out"`
+}
+
+// Paging of /stats/topics.
+const (
+	defaultTopTopics = 10
+	maxTopTopics     = 100
+)
+
+// serveTopTopics serves /stats/topics?limit=: the topics with open sessions, busiest first
+// (messages in and out a second), at most limit of them.
+func (a *Admin) serveTopTopics(w http.ResponseWriter, r *http.Request) {
+	limit, err := intParam(r.URL.Query().Get("limit"), defaultTopTopics)
+	if err != nil || limit <= 0 {
+		writeError(w, http.StatusBadRequest, "limit: want a positive integer")
+		return
+	}
+	// Summed here rather than through topicStats, whose per-session lists a dashboard
+	// polling every second does not need.
+	rates := a.sampler.allRates()
+	byTopic := map[string]*TopicRate{}
+	for _, si := range a.src.Sessions() {
+		tr := byTopic[si.Topic]
+		if tr == nil {
+			tr = &TopicRate{Topic: si.Topic}
+			byTopic[si.Topic] = tr
+		}
+		rt := rates[si.ID]
+		if si.Kind == wsapi.Producer {
+			tr.Producers++
+			tr.MsgRateIn += rt.MsgsIn
+			tr.MsgThroughputIn += rt.BytesIn
+			continue
+		}
+		tr.Consumers++
+		tr.MsgRateOut += rt.MsgsOut
+		tr.MsgThroughputOut += rt.BytesOut
+	}
+	out := make([]TopicRate, 0, len(byTopic))
+	for _, tr := range byTopic {
+		out = append(out, *tr)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		ri, rj := out[i].MsgRateIn+out[i].MsgRateOut, out[j].MsgRateIn+out[j].MsgRateOut
+		if ri != rj {
+			return ri > rj
+		}
+		return out[i].Topic < out[j].Topic
+	})
+	writeJSON(w, http.StatusOK, out[:min(len(out), limit, maxTopTopics)])
 }
 
 // serveProxyStats serves /admin/v2/proxy-stats/stats: every topic with open sessions.

@@ -63,6 +63,41 @@ type RouteStats struct {
 	Producer  RouteProducer     `json:"producer"`
 	Consumer  RouteConsumer     `json:"consumer"`
 	Decisions RouteDecisionStat `json:"decisions"`
+	// SendLatency is the time from handing a producer message to the broker client to the
+	// broker's answer (sluice_broker_send_latency_seconds).
+	SendLatency Histogram `json:"send_latency"`
+}
+
+// Histogram is a Prometheus histogram's totals since the edge started.
+type Histogram struct {
+	Count      int64   `json:"count"`
+	SumSeconds float64 `json:"sum_seconds"`
+	// Buckets are cumulative counts of observations at most LE seconds, as Prometheus keeps
+	// them (the +Inf bucket is Count).
+	Buckets []Bucket `json:"buckets"`
+}
+
+// Bucket is one bucket of a Histogram.
+type Bucket struct {
+	LE    float64 `json:"le"`
+	Count int64   `json:"count"`
+}
+
+// histogram sums the histograms of family name whose labels include the pairs.
+func (g gathered) histogram(name string, pairs ...string) Histogram {
+	h := Histogram{Buckets: []Bucket{}}
+	for _, m := range g.match(name, pairs...) {
+		mh := m.GetHistogram()
+		h.Count += int64(mh.GetSampleCount())
+		h.SumSeconds += mh.GetSampleSum()
+		for i, b := range mh.GetBucket() {
+			if i == len(h.Buckets) {
+				h.Buckets = append(h.Buckets, Bucket{LE: b.GetUpperBound()})
+			}
+			h.Buckets[i].Count += int64(b.GetCumulativeCount())
+		}
+	}
+	return h
 }
 
 // RouteProducer counts a route's producer messages by outcome.
@@ -242,6 +277,7 @@ func routeStats(g gathered, r *policy.Route, states []plugins.State, inflight in
 		rs.Decisions.SumSeconds += m.GetHistogram().GetSampleSum()
 	}
 	rs.Decisions.Errors = int64(g.value("sluice_strategy_decision_errors_total", "route", name))
+	rs.SendLatency = g.histogram("sluice_broker_send_latency_seconds", "route", name)
 	return rs
 }
 

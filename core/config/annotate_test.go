@@ -27,6 +27,7 @@ func TestDefaultFileLoads(t *testing.T) {
 	want.WebSocket.AllowedOrigins, want.TrustedProxies.Networks = []string{}, []string{}
 	want.Authorization.SuperUserRoles, want.Authorization.Permissions = []string{}, []Permission{}
 	want.Limits.PerTenant.Overrides, want.Limits.PerRole.Overrides = map[string]Quota{}, map[string]Quota{} // written as {}
+	want.AdminAuth.SuperUserRoles = []string{}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("DefaultFile resolves to %+v, want %+v", cfg, want)
 	}

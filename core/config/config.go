@@ -44,6 +44,10 @@ type Config struct {
 	// AdminTLS serves the admin listener over TLS, as TLS does the WebSocket listener. Zero
 	// means plain TCP.
 	AdminTLS TLS `koanf:"admin_tls" json:"admin_tls"`
+	// AdminAuth requires a super-user's credentials on the admin listener. Zero (not
+	// enabled) means every admin endpoint is open to whoever reaches the listener, which is
+	// on loopback by default.
+	AdminAuth AdminAuth `koanf:"admin_auth" json:"admin_auth"`
 	// Limits bounds the connections and handshakes the WebSocket listener takes.
 	Limits Limits `koanf:"limits" json:"limits"`
 	// TrustedProxies are the load balancers whose word on a client's address is taken.
@@ -675,6 +679,31 @@ type Authorization struct {
 	SuperUserRoles []string `koanf:"super_user_roles" json:"super_user_roles"`
 	// Permissions grant actions to roles. Zero means none: only super-users have access.
 	Permissions []Permission `koanf:"permissions" json:"permissions"`
+}
+
+// AdminAuth admits only super-users to the admin API (static): a client presenting a token
+// that auth.token verifies, or a client certificate that admin_tls.client_ca_file verifies
+// (its common name being the role), whose role is a super-user. /healthz and /readyz stay
+// open for probes, and so do the dashboard's page and assets, which hold no data; a refused
+// request gets 401 (no valid credentials) or 403 (not a super-user).
+type AdminAuth struct {
+	// Enabled turns admin authentication on. It needs auth.token or
+	// admin_tls.client_ca_file, and super-user roles. Zero (false) means off.
+	Enabled bool `koanf:"enabled" json:"enabled"`
+	// SuperUserRoles are the roles admitted to the admin API. Zero means
+	// authorization.super_user_roles.
+	SuperUserRoles []string `koanf:"super_user_roles" json:"super_user_roles"`
+	// OpenMetrics serves /metrics without credentials, for a scraper that cannot send a
+	// bearer token. Zero (false) means /metrics needs a super-user's credentials too.
+	OpenMetrics bool `koanf:"open_metrics" json:"open_metrics"`
+}
+
+// Roles are the super-user roles the admin API admits, given the authorization keys.
+func (a AdminAuth) Roles(authz Authorization) []string {
+	if len(a.SuperUserRoles) > 0 {
+		return a.SuperUserRoles
+	}
+	return authz.SuperUserRoles
 }
 
 // Permission grants a role actions on a tenant, a namespace or topics.

@@ -3,6 +3,10 @@
 package config
 
 var keyDocs = map[string]string{
+	"admin_auth":                                    "`admin_auth` requires a super-user's credentials on the admin listener. Zero (not enabled) means every admin endpoint is open to whoever reaches the listener, which is on loopback by default.",
+	"admin_auth.enabled":                            "`enabled` turns admin authentication on. It needs auth.token or admin_tls.client_ca_file, and super-user roles. Zero (false) means off.",
+	"admin_auth.open_metrics":                       "`open_metrics` serves /metrics without credentials, for a scraper that cannot send a bearer token. Zero (false) means /metrics needs a super-user's credentials too.",
+	"admin_auth.super_user_roles":                   "`super_user_roles` are the roles admitted to the admin API. Zero means authorization.super_user_roles.",
 	"admin_listen":                                  "`admin_listen` is the metrics and health listener address. Zero means \"127.0.0.1:8081\"; \"off\" disables the admin listener.",
 	"admin_pprof":                                   "`admin_pprof` serves Go's profiler at /debug/pprof/ on the admin listener, for `go tool pprof`. Zero (false) means off: a profile costs CPU while it runs and shows the process's internals, so turn it on only where the admin listener is private.",
 	"admin_tls":                                     "`admin_tls` serves the admin listener over TLS, as TLS does the WebSocket listener. Zero means plain TCP.",

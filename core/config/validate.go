@@ -80,6 +80,7 @@ func (c *Config) Validate() error {
 	c.Limits.validate(v)
 	c.TrustedProxies.validate(v)
 	c.Authorization.validate(v, c.Auth)
+	c.AdminAuth.validate(v, c)
 	c.PluginHost.validate(v)
 	v.nonNegativeDuration("strategies.decision_timeout", c.Strategies.DecisionTimeout)
 	v.nonNegativeDuration("strategies.adjust_interval", c.Strategies.AdjustInterval)
@@ -521,4 +522,20 @@ func deref(p *int) int {
 		return 0
 	}
 	return *p
+}
+
+func (a AdminAuth) validate(v *validator, c *Config) {
+	if !a.Enabled {
+		v.check(len(a.SuperUserRoles) == 0 && !a.OpenMetrics, "admin_auth.enabled",
+			"must be true for super_user_roles and open_metrics to apply")
+		return
+	}
+	v.check(c.AdminListen != AdminListenOff, "admin_auth.enabled", "admin_listen is off")
+	v.check(c.Auth.TokenEnabled() || c.AdminTLS.ClientCAFile != "", "admin_auth.enabled",
+		"needs auth.token (to verify tokens) or admin_tls.client_ca_file (to verify client certificates)")
+	v.check(len(a.Roles(c.Authorization)) > 0, "admin_auth.super_user_roles",
+		"required: no role could use the admin API (nor are authorization.super_user_roles set)")
+	for i, r := range a.SuperUserRoles {
+		v.check(r != "", fmt.Sprintf("admin_auth.super_user_roles[%d]", i), "must not be empty")
+	}
 }

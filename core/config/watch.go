@@ -127,6 +127,7 @@ func StaticChanges(prev, next *Config) []string {
 		{"websocket", prev.WebSocket, next.WebSocket},
 		{"tls", prev.TLS, next.TLS},
 		{"admin_tls", prev.AdminTLS, next.AdminTLS},
+		{"admin_auth", prev.AdminAuth, next.AdminAuth},
 		{"limits", prev.Limits, next.Limits},
 		{"trusted_proxies", prev.TrustedProxies, next.TrustedProxies},
 		{"authorization", prev.Authorization, next.Authorization},

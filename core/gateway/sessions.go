@@ -82,7 +82,7 @@ func (t *tracked) logClosed() {
 // closeReason says why a session ended, from its close code and from whether the edge
 // closed it.
 func (t *tracked) closeReason(code int) string {
-	if r := t.closing.Load(); r != nil && (code == wsapi.CloseGoingAway || code == wsapi.ClosePolicyViolation || code == 0) {
+	if r := t.closing.Load(); r != nil && (code == wsapi.CloseGoingAway || code == wsapi.ClosePolicyViolation || code == wsapi.CloseByOperator || code == 0) {
 		return *r
 	}
 	switch code {
@@ -215,4 +215,32 @@ func (t *tracked) closeBy(reason string) {
 func (t *tracked) closeWith(ce *session.CloseError) {
 	t.closing.CompareAndSwap(nil, &ce.Reason)
 	t.cancel(ce)
+}
+
+// Close closes the open session id as an operator asked, with reason: it stops reading,
+// answers its messages in flight as at a drain and closes with CloseByOperator and reason
+// (of which a close frame carries 120 bytes). It returns false when no such session is open.
+// It does not wait for the session to finish.
+func (g *Gateway) Close(id uint64, reason string) bool {
+	g.mu.Lock()
+	t := g.live[id]
+	g.mu.Unlock()
+	if t == nil {
+		return false
+	}
+	line := "closed by an operator: " + reason
+	t.closing.CompareAndSwap(nil, &line)
+	t.cancel(&session.CloseError{Code: wsapi.CloseByOperator, Reason: reason})
+	return true
+}
+
+// Session returns the open session id, with its figures now.
+func (g *Gateway) Session(id uint64) (session.Info, bool) {
+	g.mu.Lock()
+	t := g.live[id]
+	g.mu.Unlock()
+	if t == nil {
+		return session.Info{}, false
+	}
+	return t.snapshot(), true
 }

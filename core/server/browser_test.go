@@ -333,10 +333,12 @@ routes:
 	if shown["edge:ready"] != "true" || metric(after, "sluice_ready") != 1 {
 		t.Errorf("readiness: dashboard %q, sluice_ready %v", shown["edge:ready"], metric(after, "sluice_ready"))
 	}
-	// The chart has a line per pool for each route.
-	if n, _ := wd.eval(`return document.querySelectorAll("#route-iot svg polyline").length`).(float64); n != 2 {
-		t.Errorf("route iot's chart has %v lines, want 2", n)
+	// The charts are drawn from the history: a line per pool for each route, throughput and
+	// send latency with data in them, the sessions by kind, the busiest topics.
+	if n, _ := wd.eval(`return document.querySelectorAll('#route-iot svg[data-chart="pools"] polyline').length`).(float64); n != 2 {
+		t.Errorf("route iot's pool chart has %v lines, want 2", n)
 	}
+	checkCharts(t, wd)
 
 	// Let the chart fill a little, then take the picture.
 	edgetest.WaitFor(t, 30*time.Second, "a few seconds of history", func() bool { return wd.updates() >= u+8 })
@@ -354,6 +356,71 @@ routes:
 	t.Logf("screenshot: %s (%d bytes); figures: %v", path, len(png), shown)
 	if strings.Contains(fmt.Sprint(wd.eval(`return document.getElementById("error").hidden`)), "false") {
 		t.Errorf("the dashboard shows an error: %v", wd.eval(`return document.getElementById("error").textContent`))
+	}
+
+	// Mounted under a prefix, as an embedder does (http.StripPrefix), the page loads its
+	// assets and data and draws the same charts.
+	mux := http.NewServeMux()
+	mux.Handle("/ops/", http.StripPrefix("/ops", srv.AdminHandler()))
+	prefixed := httptest.NewServer(mux)
+	t.Cleanup(prefixed.Close)
+	wd.navigate(prefixed.URL + "/ops/")
+	edgetest.WaitFor(t, 20*time.Second, "updates under /ops/", func() bool { return wd.updates() >= 3 })
+	if got := wd.eval(`return getComputedStyle(document.querySelector("header")).display`); got != "flex" {
+		t.Errorf("under /ops/ the stylesheet did not load: header display %v", got)
+	}
+	if hidden := wd.eval(`return document.getElementById("error").hidden`); hidden != true {
+		t.Errorf("under /ops/ the dashboard shows an error: %v", wd.eval(`return document.getElementById("error").textContent`))
+	}
+	checkCharts(t, wd)
+
+	// With admin_auth the page asks for a token, then works with it, and never shows it.
+	tokens := edgetest.NewTokenAuth(t)
+	guarded, _ := edgetest.Start(t, tokens.YAML()+"admin_auth: { enabled: true, super_user_roles: [ops] }\n")
+	gadmin := httptest.NewServer(guarded.AdminHandler())
+	t.Cleanup(gadmin.Close)
+	wd.navigate(gadmin.URL + "/")
+	edgetest.WaitFor(t, 20*time.Second, "the token form", func() bool {
+		return wd.eval(`return document.getElementById("login").hidden`) == false
+	})
+	token := tokens.Token(t, "ops")
+	wd.eval(`document.getElementById("token").value = "` + token + `";
+document.getElementById("login").requestSubmit(); return true`)
+	edgetest.WaitFor(t, 20*time.Second, "updates with the token", func() bool {
+		return wd.updates() >= 2 && wd.eval(`return document.getElementById("login").hidden`) == true
+	})
+	if html, _ := wd.eval(`return document.documentElement.outerHTML`).(string); strings.Contains(html, token[strings.LastIndexByte(token, '.')+1:]) {
+		t.Error("the page shows the token")
+	}
+}
+
+// checkCharts checks that the dashboard's charts hold data under load.
+func checkCharts(t *testing.T, wd *webDriver) {
+	t.Helper()
+	var seen map[string]any
+	defer func() {
+		if t.Failed() {
+			t.Logf("charts: %v", seen)
+		}
+	}()
+	edgetest.WaitFor(t, 20*time.Second, "charts with data", func() bool {
+		seen, _ = wd.eval(`const c = s => document.querySelector(s);
+const pts = s => Number(c(s).dataset.points), max = s => Number(c(s).dataset.max);
+return {throughput: pts('#route-iot svg[data-chart="throughput"]'), throughputMax: max('#route-iot svg[data-chart="throughput"]'),
+  latency: pts('#route-default svg[data-chart="latency"]'), latencyMax: max('#route-default svg[data-chart="latency"]'),
+  pools: pts('#route-iot svg[data-chart="pools"]'), sessionsMax: max("#chart-sessions"),
+  topics: document.querySelectorAll("#topics tbody tr").length}`).(map[string]any)
+		n := func(k string) float64 { v, _ := seen[k].(float64); return v }
+		return n("throughput") > 2 && n("throughputMax") > 0 && n("latency") > 0 && n("latencyMax") > 0 &&
+			n("pools") > 2 && n("sessionsMax") >= 4 && n("topics") >= 4
+	})
+	// The receipts are delayed 150 ms, in order: the send latency charted is at least that
+	// (how much more depends on the queue behind them, and on -race).
+	if m, _ := wd.eval(`return Number(document.querySelector('#route-default svg[data-chart="latency"]').dataset.max)`).(float64); m < 0.15 {
+		t.Errorf("route default's latency chart peaks at %vs with receipts delayed 150ms", m)
+	}
+	if n, _ := wd.eval(`return document.querySelectorAll('#route-default svg[data-chart="throughput"] polyline').length`).(float64); n < 3 {
+		t.Errorf("route default's throughput chart has %v lines, want published, delivered and acked at least", n)
 	}
 }
 

@@ -264,3 +264,16 @@ func (s *Server) applyLogLevel(next *config.Config) {
 	s.level.Set(lv)
 	s.log.Info("log level changed", "level", lv.String())
 }
+
+// Session is the open session id (admin.Source).
+func (s *Server) Session(id uint64) (session.Info, bool) {
+	if s.gw == nil {
+		return session.Info{}, false
+	}
+	return s.gw.Session(id)
+}
+
+// CloseSession closes the open session id with 4011 and reason (admin.Source).
+func (s *Server) CloseSession(id uint64, reason string) bool {
+	return s.gw != nil && s.gw.Close(id, reason)
+}

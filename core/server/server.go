@@ -388,13 +388,29 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	}
 	s.gw = gateway.New(s.client, s.routeTable, gateway.Config{CreateTimeout: s.cfg.Broker.OperationTimeout, MaxTopicsPerSession: s.cfg.WebSocket.MaxTopicsPerSession}, opts...)
 	s.frontDoor.onRefused = s.gw.Refused // the front door's refusals are logged and counted as the gateway's
-	s.admin = admin.New(s, s.metrics, admin.Config{Version: s.version, Pprof: s.cfg.AdminPprof}, s.log.With("component", "admin"))
+	s.admin = admin.New(s, s.metrics, admin.Config{Version: s.version, Pprof: s.cfg.AdminPprof, Auth: adminAuth(s.cfg, authn)},
+		s.log.With("component", "admin"))
 	s.handler = s.newHandler()
 	sctx, stopAdmin := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopAdmin = stopAdmin
 	s.bg.Go(func() { s.admin.Run(sctx) })
 	s.bg.Go(func() { authn.Run(sctx, s.log.With("component", "auth")) })
 	return nil
+}
+
+// adminAuth is the admin API's authentication from the admin_auth keys, nil when it is off.
+// Tokens are verified by the clients' own authenticator (auth.token), so that a super-user's
+// token works on both listeners.
+func adminAuth(cfg *config.Config, authn *auth.Authenticator) *admin.Auth {
+	aa := cfg.AdminAuth
+	if !aa.Enabled {
+		return nil
+	}
+	au := &admin.Auth{SuperUserRoles: aa.Roles(cfg.Authorization), OpenMetrics: aa.OpenMetrics}
+	if cfg.Auth.TokenEnabled() {
+		au.Tokens = authn
+	}
+	return au
 }
 
 // newPools makes the edge pools: producers', consumers' and sessions' own memory.
@@ -558,8 +574,13 @@ func (s *Server) EdgeStats() EdgeStats { return s.frontDoor.stats() }
 // BrokerHealth is the broker reachability probe, for readiness checks.
 func (s *Server) BrokerHealth() *broker.Health { return s.health }
 
-// AdminHandler serves the admin endpoints: /healthz, /readyz, /metrics, /stats, /sessions,
-// Pulsar's proxy-stats, the dashboard and, when enabled, /debug/pprof/.
+// AdminHandler serves the admin endpoints: /healthz and /readyz (open even with admin_auth),
+// /metrics, /stats, /stats/history, /stats/topics, /sessions (list and filter, GET
+// /sessions/{id}, DELETE /sessions/{id}, POST /sessions/{id}/close, POST /sessions/close),
+// Pulsar's /admin/v2/proxy-stats/…, the dashboard at / with its assets under /dashboard/ and,
+// with admin_pprof, /debug/pprof/. With admin_auth, the rest needs a super-user's token or
+// client certificate. Its links are relative, so it may be mounted under a prefix with
+// http.StripPrefix ("/ops/" → "/").
 func (s *Server) AdminHandler() http.Handler { return s.admin.Handler() }
 
 // Stats is the snapshot /stats serves.

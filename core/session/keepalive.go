@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -71,25 +70,6 @@ func (k *keepalive) tick() *closeReason {
 		}
 	}
 	return nil
-}
-
-// CloseError is a close the edge ends a session with: the cause of the cancellation of the
-// session's context (context.WithCancelCause), as the gateway gives it when the client's
-// token expires. A session whose context ends for another cause closes with 1001 "server
-// shutting down". Either way it stops reading and answers what it has in flight first.
-type CloseError struct {
-	Code   int
-	Reason string
-}
-
-func (e *CloseError) Error() string { return fmt.Sprintf("close %d: %s", e.Code, e.Reason) }
-
-// edgeClose is the close a session sends once its context has ended.
-func edgeClose(ctx context.Context) (int, string) {
-	if ce, ok := errors.AsType[*CloseError](context.Cause(ctx)); ok {
-		return ce.Code, ce.Reason
-	}
-	return wsapi.CloseGoingAway, "server shutting down"
 }
 
 // closeReason is a close frame to send: its code (0: none) and text.

@@ -135,7 +135,8 @@ func (s *producerSession) admitRate(ctx context.Context, payload int) error {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("server shutting down: %w", ctx.Err())
+			_, reason := edgeClose(ctx) // the edge shutting down, or an operator's close
+			return fmt.Errorf("%s: %w", reason, ctx.Err())
 		}
 		wait, limit = s.takeRate(time.Now(), payload)
 	}

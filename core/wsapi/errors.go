@@ -85,6 +85,11 @@ const (
 	// CloseSlowConsumer (4010) closes a consumer or reader session whose client did not read
 	// a frame within its route's slow_consumer.timeout.
 	CloseSlowConsumer = 4010
+	// CloseByOperator (4011) closes a session an operator closed through the admin API, with
+	// the operator's reason. It is not 1001, which tells a client the edge is going away and
+	// invites an immediate reconnect elsewhere, nor 1008, which says the client broke a rule:
+	// the client did nothing wrong, and an application can tell this close from both.
+	CloseByOperator = 4011
 )
 
 // CloseReasonTokenExpired is the reason of the ClosePolicyViolation close of a session whose

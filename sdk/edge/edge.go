@@ -156,8 +156,16 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	(*h).ServeHTTP(w, r)
 }
 
-// AdminHandler serves /healthz, /metrics (Prometheus) and /stats for the program to mount
-// where it keeps its operational endpoints.
+// AdminHandler serves the edge's operational endpoints for the program to mount where it keeps
+// its own: /healthz and /readyz, /metrics (Prometheus), /stats, /stats/history and
+// /stats/topics (JSON), /sessions (list and filter; GET /sessions/{id}; DELETE /sessions/{id},
+// POST /sessions/{id}/close and POST /sessions/close to close sessions), Pulsar's
+// /admin/v2/proxy-stats/…, the live dashboard at / (assets under /dashboard/) and, with
+// admin_pprof, /debug/pprof/. Every link and request of the dashboard is relative, so the
+// handler works under a prefix: mux.Handle("/ops/", http.StripPrefix("/ops", e.AdminHandler())).
+// With admin_auth in the configuration, everything but /healthz, /readyz and the dashboard's
+// assets needs a super-user's token or client certificate; otherwise guard it as the
+// program's other operational endpoints are guarded.
 func (e *Edge) AdminHandler() http.Handler { return e.srv.AdminHandler() }
 
 // Reload applies a new configuration's routes; open sessions keep the routes they started on.

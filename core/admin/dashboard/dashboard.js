@@ -1,11 +1,17 @@
-// Sluice's dashboard: polls /stats once a second and keeps the last minutes of samples
-// (seeded from /stats/history) for the charts. No dependencies, no build step.
+// Sluice's dashboard: polls stats (the figures), stats/history (the samples the charts are
+// drawn from, each received once) and stats/topics once a second. The charts are SVG
+// polylines drawn here: no dependencies, no build step, nothing fetched from elsewhere.
+//
+// Every URL is relative to the page, so that the page works under a path prefix (an embedder
+// mounting the admin handler at /ops/). With admin_auth the page asks for a super-user's
+// token, keeps it in sessionStorage and sends it as a bearer token.
 "use strict";
 
 const POLL_MS = 1000;
-const KEEP = 300; // samples kept per route, as /stats/history
+const KEEP = 300; // samples kept, as /stats/history
+const TOKEN_KEY = "sluice-admin-token";
 
-const state = { samples: [], updates: 0, edge: { producer: 0, consumer: 0 } };
+const state = { samples: [], bounds: [], updates: 0, edge: { producer: 0, consumer: 0 } };
 
 function $(sel, root) { return (root || document).querySelector(sel); }
 
@@ -23,6 +29,14 @@ function fmtNum(n) {
   if (Math.abs(n) >= 1e4) return (n / 1e3).toFixed(1) + "k";
   return Number.isInteger(n) ? String(n) : n.toFixed(1);
 }
+
+function fmtMs(s) {
+  const ms = s * 1000;
+  if (ms === 0) return "0";
+  return ms >= 100 ? ms.toFixed(0) + " ms" : ms.toFixed(1) + " ms";
+}
+
+function fmtPct(f) { return (f * 100).toFixed(0) + "%"; }
 
 function fmtDuration(s) {
   s = Math.floor(s);
@@ -45,28 +59,29 @@ function setMetric(key, value, text) {
   set(document.querySelector('[data-metric="' + CSS.escape(key) + '"]'), value, text);
 }
 
-// sampleOf turns a /stats answer into a history sample, the shape /stats/history serves.
-function sampleOf(st) {
-  return {
-    time: st.time,
-    producer_used: st.producer_pool.edge.used, producer_limit: st.producer_pool.edge.limit,
-    consumer_used: st.consumer_pool.edge.used, consumer_limit: st.consumer_pool.edge.limit,
-    routes: st.routes.map(r => ({
-      name: r.name,
-      producer_used: r.producer_pool.used, producer_limit: r.producer_pool.limit,
-      consumer_used: r.consumer_pool.used, consumer_limit: r.consumer_pool.limit,
-      in_flight: r.in_flight,
-      sessions: r.sessions.producer + r.sessions.consumer + r.sessions.reader,
-      ok: r.producer.ok, rejected: r.producer.rejected,
-      failed: r.producer.send_errors + r.producer.send_timeouts + r.producer.invalid,
-      deliveries: r.consumer.deliveries, acks: r.consumer.acks,
-      pauses: r.producer.pauses, slow_consumer_closes: r.consumer.slow_consumer_closes,
-    })),
-  };
+// api fetches a path relative to the page, with the token when there is one. A 401 or 403
+// shows the token form.
+async function api(path) {
+  const headers = {};
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = "Bearer " + token;
+  const res = await fetch(path, { cache: "no-store", headers });
+  if (res.status === 401 || res.status === 403) {
+    $("#login").hidden = false;
+    let reason = res.statusText;
+    try { reason = (await res.json()).reason || reason; } catch (e) { /* not JSON */ }
+    throw new Error(path + ": " + res.status + " " + reason);
+  }
+  if (!res.ok) throw new Error(path + " answered " + res.status);
+  return res.json();
 }
 
-function push(sample) {
-  state.samples.push(sample);
+function push(samples) {
+  for (const s of samples) {
+    const last = state.samples[state.samples.length - 1];
+    if (last && Date.parse(s.time) <= Date.parse(last.time)) continue;
+    state.samples.push(s);
+  }
   if (state.samples.length > KEEP) state.samples.splice(0, state.samples.length - KEEP);
 }
 
@@ -81,12 +96,40 @@ function series(name) {
   return out;
 }
 
+// rates turns a route's counter field into per-second rates between consecutive samples.
+function rates(points, field) {
+  const out = [];
+  for (let i = 1; i < points.length; i++) {
+    const a = points[i - 1], b = points[i], dt = (b.t - a.t) / 1000;
+    if (dt > 0) out.push([b.t, Math.max(0, (b.r[field] - a.r[field]) / dt)]);
+  }
+  return out;
+}
+
 // rate is a counter's change a second between the last two samples of a route.
 function rate(points, field) {
-  if (points.length < 2) return 0;
-  const a = points[points.length - 2], b = points[points.length - 1];
-  const dt = (b.t - a.t) / 1000;
-  return dt > 0 ? Math.max(0, (b.r[field] - a.r[field]) / dt) : 0;
+  const r = rates(points.slice(-2), field);
+  return r.length ? r[0][1] : 0;
+}
+
+// latencies are the mean and the 99th percentile of the send latency in each interval
+// between samples (the percentile is its bucket's upper bound), where there were answers.
+function latencies(points) {
+  const mean = [], p99 = [];
+  for (let i = 1; i < points.length; i++) {
+    const a = points[i - 1].r.send_latency, b = points[i].r.send_latency;
+    if (!a || !b) continue;
+    const n = b.count - a.count;
+    if (n <= 0) continue;
+    const t = points[i].t;
+    mean.push([t, (b.sum_seconds - a.sum_seconds) / n]);
+    let q = state.bounds[state.bounds.length - 1] || 0;
+    for (let j = 0; j < b.buckets.length && j < state.bounds.length; j++) {
+      if (b.buckets[j] - (a.buckets[j] || 0) >= 0.99 * n) { q = state.bounds[j]; break; }
+    }
+    p99.push([t, q]);
+  }
+  return { mean, p99 };
 }
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -97,38 +140,58 @@ function svgEl(name, attrs) {
   return el;
 }
 
-// drawChart plots a route's pool usage, as a share of its limit (the edge pool's for a route
-// without one; of the largest value seen when both are unbounded), over the samples kept.
-function drawChart(svg, points) {
-  const W = Math.max(svg.clientWidth || 600, 200), H = 160, L = 34, B = 16, T = 6;
+// lineChart draws lines ({cls, pts: [[t, v]…]}) over the time the samples cover, against
+// opts.max (or the largest value drawn), labelling the axis with opts.fmt. It records what
+// it drew in data-points (the points plotted) and data-max (the largest value), for tests.
+function lineChart(svg, lines, opts) {
+  const W = Math.max(svg.clientWidth || 400, 200), H = 140, L = 52, B = 16, T = 6;
   svg.setAttribute("viewBox", "0 0 " + W + " " + H);
   svg.replaceChildren();
+  let peak = 0;
+  for (const l of lines) for (const p of l.pts) peak = Math.max(peak, p[1]);
+  const max = opts.max || (peak > 0 ? peak : 1);
   for (const f of [0, 0.5, 1]) {
     const y = T + (H - T - B) * (1 - f);
     svg.append(svgEl("line", { x1: L, x2: W, y1: y, y2: y, class: "grid" }));
     const label = svgEl("text", { x: 2, y: y + 3, class: "axis" });
-    label.textContent = (f * 100).toFixed(0) + "%";
+    label.textContent = opts.fmt(f * max);
     svg.append(label);
   }
-  if (points.length === 0) return;
-  const t0 = points[0].t, t1 = Math.max(points[points.length - 1].t, t0 + 1);
-  const span = svgEl("text", { x: L, y: H - 3, class: "axis" });
-  span.textContent = "last " + fmtDuration((t1 - t0) / 1000);
-  svg.append(span);
+  const samples = state.samples;
+  let n = 0;
+  if (samples.length > 0) {
+    const t0 = Date.parse(samples[0].time), t1 = Math.max(Date.parse(samples[samples.length - 1].time), t0 + 1);
+    const span = svgEl("text", { x: L, y: H - 3, class: "axis" });
+    span.textContent = "last " + fmtDuration((t1 - t0) / 1000);
+    svg.append(span);
+    for (const l of lines) {
+      if (l.pts.length === 0) continue;
+      const d = l.pts.map(([t, v]) => {
+        const x = L + (W - L) * (t - t0) / (t1 - t0);
+        const y = T + (H - T - B) * (1 - Math.min(1, v / max));
+        return x.toFixed(1) + "," + y.toFixed(1);
+      }).join(" ");
+      svg.append(svgEl("polyline", { points: d, class: l.cls }));
+      n += l.pts.length;
+    }
+  }
+  svg.dataset.points = String(n);
+  svg.dataset.max = String(peak);
+}
+
+// poolShares are a route's pool usage as a share of its limit (the edge pool's for a route
+// without one; of the largest value seen when both are unbounded).
+function poolShares(points) {
   const peakOf = f => points.reduce((m, p) => Math.max(m, p.r[f]), 0);
-  const pp = peakOf("producer_used"), cp = peakOf("consumer_used");
   const share = (p, used, limit, peak) => {
     const l = p.r[limit] > 0 ? p.r[limit] : p.edge[limit];
     return l > 0 ? p.r[used] / l : (peak > 0 ? p.r[used] / peak : 0);
   };
-  for (const [cls, used, limit, peak] of [["prod", "producer_used", "producer_limit", pp], ["cons", "consumer_used", "consumer_limit", cp]]) {
-    const d = points.map(p => {
-      const x = L + (W - L) * (p.t - t0) / (t1 - t0);
-      const y = T + (H - T - B) * (1 - Math.min(1, share(p, used, limit, peak)));
-      return x.toFixed(1) + "," + y.toFixed(1);
-    }).join(" ");
-    svg.append(svgEl("polyline", { points: d, class: cls }));
-  }
+  const pp = peakOf("producer_used"), cp = peakOf("consumer_used");
+  return {
+    prod: points.map(p => [p.t, share(p, "producer_used", "producer_limit", pp)]),
+    cons: points.map(p => [p.t, share(p, "consumer_used", "consumer_limit", cp)]),
+  };
 }
 
 function routeCard(r) {
@@ -139,18 +202,24 @@ function routeCard(r) {
   card.className = "route";
   card.id = id;
   const fig = (key, label) => '<div class="row"><span>' + label + '</span><span data-metric="route:' + r.name + ':' + key + '" data-value="0">0</span></div>';
+  const chart = (name, title, legend) => '<div class="panel"><h4>' + title + '</h4><svg class="chart" data-chart="' + name + '"></svg><div class="legend">' + legend + '</div></div>';
   card.innerHTML =
     '<div class="route-head"><h3></h3><span class="badge strategy"></span><span class="muted meta"></span></div>' +
-    '<div class="route-body"><div><svg class="chart"></svg>' +
-    '<div class="legend"><span class="p">■</span> producer pool <span class="pv"></span> &nbsp; <span class="c">■</span> consumer pool <span class="cv"></span></div></div>' +
-    '<div class="figures">' +
+    '<div class="charts">' +
+    chart("throughput", "Throughput (messages /s)",
+      '<span class="k-prod">■</span> published <span class="k-cons">■</span> delivered <span class="k-ack">■</span> acked <span class="k-bad">■</span> rejected') +
+    chart("latency", "Broker send latency",
+      '<span class="k-prod">■</span> mean <span class="k-bad">■</span> p99') +
+    chart("pools", "Pool occupancy",
+      '<span class="k-prod">■</span> producer <span class="pv"></span> <span class="k-cons">■</span> consumer <span class="cv"></span>') +
+    '</div><div class="figures">' +
     fig("sessions", "sessions") + fig("in_flight", "in flight") +
     fig("ok_rate", "acked /s") + fig("rejected_rate", "rejected /s") +
     fig("ok", "acked") + fig("rejected", "rejected") +
     fig("failed", "failed") + fig("pauses", "pauses") +
     fig("deliveries_rate", "delivered /s") + fig("acks_rate", "consumer acks /s") +
     fig("slow_consumer_closes", "slow consumers closed") + fig("producer_used", "producer pool") +
-    '</div></div>';
+    '</div>';
   $("h3", card).textContent = r.name;
   $("#routes").append(card);
   return card;
@@ -163,7 +232,16 @@ function renderRoute(r) {
   st.className = "badge strategy " + ({ plugin: "ok", in_process: "ok", fallback: "warn", unavailable: "bad" }[r.strategy_state] || "");
   $(".meta", card).textContent = r.match + " · on_full " + r.on_full + " · slow consumers " + r.slow_consumer;
   const points = series(r.name);
-  drawChart($("svg", card), points);
+  lineChart($('[data-chart="throughput"]', card), [
+    { cls: "prod", pts: rates(points, "ok") },
+    { cls: "cons", pts: rates(points, "deliveries") },
+    { cls: "ack", pts: rates(points, "acks") },
+    { cls: "bad", pts: rates(points, "rejected") },
+  ], { fmt: fmtNum });
+  const lat = latencies(points);
+  lineChart($('[data-chart="latency"]', card), [{ cls: "prod", pts: lat.mean }, { cls: "bad", pts: lat.p99 }], { fmt: fmtMs });
+  const pools = poolShares(points);
+  lineChart($('[data-chart="pools"]', card), [{ cls: "prod", pts: pools.prod }, { cls: "cons", pts: pools.cons }], { fmt: fmtPct, max: 1 });
   const k = key => "route:" + r.name + ":" + key;
   const sessions = r.sessions.producer + r.sessions.consumer + r.sessions.reader;
   setMetric(k("sessions"), sessions);
@@ -181,6 +259,36 @@ function renderRoute(r) {
     (edge > 0 ? " " + (100 * u / edge).toFixed(0) + "% of the edge pool" : "");
   $(".pv", card).textContent = fmtBytes(r.producer_pool.used) + pct(r.producer_pool.used, r.producer_pool.limit, state.edge.producer);
   $(".cv", card).textContent = fmtBytes(r.consumer_pool.used) + pct(r.consumer_pool.used, r.consumer_pool.limit, state.edge.consumer);
+}
+
+function renderSessionsChart() {
+  const kind = k => state.samples.filter(s => s.sessions_by_kind).map(s => [Date.parse(s.time), s.sessions_by_kind[k] || 0]);
+  lineChart($("#chart-sessions"), [
+    { cls: "prod", pts: kind("producer") }, { cls: "cons", pts: kind("consumer") }, { cls: "read", pts: kind("reader") },
+  ], { fmt: fmtNum });
+}
+
+function renderTopics(topics) {
+  const peak = topics.reduce((m, t) => Math.max(m, t.msg_rate_in + t.msg_rate_out), 0);
+  $("#topics tbody").replaceChildren(...topics.map(t => {
+    const tr = document.createElement("tr");
+    tr.dataset.topic = t.topic;
+    const cells = [t.topic, String(t.producers), String(t.consumers), fmtNum(t.msg_rate_in), fmtNum(t.msg_rate_out)];
+    cells.forEach((v, i) => {
+      const td = document.createElement("td");
+      td.textContent = v;
+      if (i > 0) td.className = "num";
+      if (i === 0) td.title = v;
+      tr.append(td);
+    });
+    const bar = document.createElement("td");
+    bar.innerHTML = '<div class="bar rate"><div></div></div>';
+    bar.querySelector(".bar > div").style.width = (peak > 0 ? 100 * (t.msg_rate_in + t.msg_rate_out) / peak : 0).toFixed(1) + "%";
+    tr.append(bar);
+    return tr;
+  }));
+  $("#topics").hidden = topics.length === 0;
+  $("#topics-empty").hidden = topics.length > 0;
 }
 
 function renderPool(id, name, p, cls) {
@@ -237,21 +345,29 @@ function render(st) {
   for (const card of document.querySelectorAll(".route")) {
     if (!names.has(card.id.slice("route-".length))) card.remove();
   }
+  renderSessionsChart();
   for (const r of st.routes) renderRoute(r);
+}
+
+// history fetches the samples taken since the last one held (all of them at first).
+async function history() {
+  const last = state.samples[state.samples.length - 1];
+  const h = await api("stats/history" + (last ? "?since=" + encodeURIComponent(last.time) : ""));
+  state.bounds = h.latency_bounds || state.bounds;
+  push(h.samples);
 }
 
 async function poll() {
   try {
-    const res = await fetch("/stats", { cache: "no-store" });
-    if (!res.ok) throw new Error("/stats answered " + res.status);
-    const st = await res.json();
-    push(sampleOf(st));
+    const [st, , topics] = await Promise.all([api("stats"), history(), api("stats/topics?limit=8")]);
     render(st);
+    renderTopics(topics);
     state.updates++;
     document.body.dataset.updates = String(state.updates);
     document.body.dataset.statsTime = st.time;
     $("#updated").textContent = new Date(st.time).toLocaleTimeString();
     $("#error").hidden = true;
+    $("#login").hidden = true;
   } catch (e) {
     const el = $("#error");
     el.textContent = String(e.message || e);
@@ -259,16 +375,12 @@ async function poll() {
   }
 }
 
-async function start() {
-  try {
-    const res = await fetch("/stats/history", { cache: "no-store" });
-    if (res.ok) {
-      const h = await res.json();
-      for (const s of h.samples) push(s);
-    }
-  } catch (e) { /* the history is a nicety: live samples follow */ }
-  await poll();
-  setInterval(poll, POLL_MS);
-}
+$("#login").addEventListener("submit", ev => {
+  ev.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, $("#token").value.trim());
+  $("#token").value = "";
+  poll();
+});
 
-start();
+poll();
+setInterval(poll, POLL_MS);

@@ -271,7 +271,7 @@ func (g *Gateway) start(t *tracked, run func(ctx context.Context)) {
 // expire closes t because its token expired: as at shutdown it stops reading, answers what
 // it has in flight, and closes, with 1008 "token expired".
 func expire(t *tracked) {
-	t.closeWith(&session.CloseError{Code: wsapi.ClosePolicyViolation, Reason: wsapi.CloseReasonTokenExpired})
+	t.closeWith(wsapi.CloseReasonTokenExpired, &session.CloseError{Code: wsapi.ClosePolicyViolation, Reason: wsapi.CloseReasonTokenExpired})
 }
 
 // handshake authenticates the client and describes its handshake to the route table, or

@@ -211,9 +211,10 @@ func (t *tracked) closeBy(reason string) {
 	t.cancel(nil)
 }
 
-// closeWith closes the session from the edge's side with ce's close.
-func (t *tracked) closeWith(ce *session.CloseError) {
-	t.closing.CompareAndSwap(nil, &ce.Reason)
+// closeWith closes the session from the edge's side with ce's close, and line for its close
+// log line.
+func (t *tracked) closeWith(line string, ce *session.CloseError) {
+	t.closing.CompareAndSwap(nil, &line)
 	t.cancel(ce)
 }
 
@@ -228,9 +229,7 @@ func (g *Gateway) Close(id uint64, reason string) bool {
 	if t == nil {
 		return false
 	}
-	line := "closed by an operator: " + reason
-	t.closing.CompareAndSwap(nil, &line)
-	t.cancel(&session.CloseError{Code: wsapi.CloseByOperator, Reason: reason})
+	t.closeWith("closed by an operator: "+reason, &session.CloseError{Code: wsapi.CloseByOperator, Reason: reason})
 	return true
 }
 

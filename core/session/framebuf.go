@@ -76,9 +76,11 @@ func (f *frameBuffer) release() {
 // (permessage-deflate of repetitive text: 7 KB on the wire, 7 MB inflated) make it faster
 // than it can: each such frame allocated about twice its inflated size, and 400 of them took
 // `sluice serve` to a peak resident memory of 526 to 538 MiB, past its Go memory limit of
-// 512 MiB, while its live heap stayed under 180 MiB (280 MiB with the buffers shared). A buffer in use is charged to the session pool; an idle one is not, and the
-// collector frees those that stay idle for two cycles (sync.Pool), so the idle buffers are at
-// most what the pool had charged shortly before.
+// 512 MiB, while its live heap stayed under 180 MiB (280 MiB with the buffers shared). A
+// buffer in use is charged to the session pool; an idle one is not, and the collector frees
+// those that stay idle for two cycles (sync.Pool): a class holds idle at most as many buffers
+// as it had in use, and charged, at once shortly before. (An explicit free list capped at
+// 32 MiB was tried: bursts overflowed it, and a flood allocated three times as much.)
 var frameBuffers [bits.UintSize]sync.Pool // index i: buffers of 1<<i bytes, as *[]byte
 
 // frameBufferSize is the class size of a buffer of at least size bytes.

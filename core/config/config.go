@@ -447,10 +447,11 @@ type WebSocket struct {
 	// page's Origin must be the edge's own scheme, host and port, or it is refused with 403.
 	AllowedOrigins []string `koanf:"allowed_origins" json:"allowed_origins"`
 	// Compression negotiates permessage-deflate with clients that offer it (browsers do):
-	// their messages may arrive compressed, and messages to them of 256 bytes or more are
-	// sent compressed when that makes them smaller, each on its own (no context takeover).
-	// It costs CPU for bandwidth (docs/benchmarks.md). Zero (false) means off; Pulsar's proxy
-	// (Jetty) negotiates it.
+	// their messages may arrive compressed, each charged to memory.session_limit by its
+	// inflated size as it inflates (docs/backpressure.md), and messages to them of 256 bytes
+	// or more are sent compressed when that makes them smaller, each on its own (no context
+	// takeover). It costs CPU for bandwidth (docs/benchmarks.md). Zero (false) means off;
+	// Pulsar's proxy (Jetty) negotiates it.
 	Compression bool `koanf:"compression" json:"compression"`
 	// WriteTimeout bounds each write to a client socket. Zero means 10s.
 	WriteTimeout time.Duration `koanf:"write_timeout" json:"write_timeout"`

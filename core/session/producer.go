@@ -263,14 +263,37 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 			s.reply(r, wsapi.AckError(wsapi.ErrorFailedToDeserializeFromJSON,
 				"binary frames are not supported: send each message as a JSON text frame", nil), ResultInvalid)
 		default:
-			if ferr := r.msg.Decode(data, s.g.Limits); ferr != nil {
-				s.reply(r, ferr.Ack(), ResultInvalid)
-			} else {
-				s.publish(ctx, r)
-			}
+			s.handle(ctx, r, data)
 		}
 		f.done()
 	}
+}
+
+// handle answers or publishes a text frame. The message rate is taken before the frame is
+// decoded, so that a message it refuses costs one scan of the frame for the context its
+// error ack echoes, not a decode of its payload and properties; every text frame counts
+// against the rate, whether it decodes or not.
+func (s *producerSession) handle(ctx context.Context, r *record, frame []byte) {
+	// The rates are taken before the frame is decoded, so that a refused message costs one
+	// scan for its context, unless a byte rate needs the decoded payload's size.
+	early := !s.g.bytesRated()
+	if early {
+		if err := s.admitRate(ctx, 0); err != nil {
+			s.reply(r, wsapi.AckError(wsapi.ErrorUnknown, err.Error(), wsapi.ProducerContext(frame, s.g.Limits)), ResultRateLimited)
+			return
+		}
+	}
+	if ferr := r.msg.Decode(frame, s.g.Limits); ferr != nil {
+		s.reply(r, ferr.Ack(), ResultInvalid)
+		return
+	}
+	if !early {
+		if err := s.admitRate(ctx, len(r.msg.Payload)); err != nil {
+			s.reply(r, wsapi.AckError(wsapi.ErrorUnknown, err.Error(), r.msg.Context), ResultRateLimited)
+			return
+		}
+	}
+	s.publish(ctx, r)
 }
 
 // waitRoom waits while the session owes its client as many acks, or as many bytes of acks,
@@ -386,11 +409,8 @@ type pendingSend struct {
 func (p pendingSend) sending() bool { return p.r.state.Load() == p.word }
 
 // admit charges the message against the session's gate under the at-limit action, or says
-// which refusal it is.
+// which refusal it is. (The message rate has been taken already: handle.)
 func (s *producerSession) admit(ctx context.Context, r *record) (Result, error) {
-	if err := s.admitRate(ctx, len(r.msg.Payload)); err != nil {
-		return ResultRateLimited, err
-	}
 	size := MessageCharge(&r.msg)
 	if s.g.OnFull != strategy.Pause {
 		return ResultRejected, s.g.Gate.TryAcquireInto(&r.charge, size)

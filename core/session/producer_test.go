@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/testkit"
+	"github.com/sluicehq/sluice/core/wsapi"
 	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
@@ -98,7 +99,7 @@ func TestProducerBadFrames(t *testing.T) {
 				t.Fatal(err)
 			}
 		} else {
-			r.sendText(tc.frame)
+			r.client.sendText(tc.frame)
 		}
 		if a := recv[ack](r.client); a.Result != tc.result || !strings.Contains(a.ErrorMsg, tc.msg) || a.context() != tc.context || a.MessageID != "" {
 			t.Errorf("%s: ack %+v (context %s), want %s naming %q with context %s", tc.name, a, a.context(), tc.result, tc.msg, tc.context)
@@ -484,6 +485,50 @@ func TestProducerMessageRate(t *testing.T) {
 		})
 	}
 }
+
+// A message the rate refuses is refused before it is decoded: its ack is the one a decoded
+// message got, byte for byte, its context included (escapes decoded as Decode decodes them,
+// the last of repeated contexts), and a frame that would not decode counts against the rate
+// and is answered with the rate's error and its context.
+func TestProducerRateRefusedBeforeDecode(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	g := h.producerGrant(admission.GateConfig{})
+	g.MessageRate, g.MessageBurst, g.OnFull = 0.001, 1, strategy.Reject
+	r := h.startProducer(g)
+	const limit = "message rate limit: more than 0.001 messages per second (limits.message_rate)"
+	r.send(produce("m", "first")) // the burst
+	if a := recv[ack](r.client); a.Result != "ok" {
+		t.Fatalf("first message: %+v, want ok", a)
+	}
+	for name, tc := range map[string]struct {
+		frame   string
+		context *string
+	}{
+		"escaped context":  {frame: `{"payload":"aGk=","context":"c\"1 \u00e9\ud83d\ude00"}`, context: ptr("c\"1 é😀")},
+		"repeated context": {frame: `{"context":"a","payload":"aGk=","context":"b"}`, context: ptr("b")},
+		"numeric context":  {frame: `{"payload":"aGk=","context":42}`, context: ptr("42")},
+		"no context":       {frame: `{"payload":"aGk="}`},
+		"bad base64":       {frame: `{"payload":"not base64!","context":"x"}`, context: ptr("x")},
+		"not JSON":         {frame: `{"payload":`},
+	} {
+		r.client.sendText(tc.frame)
+		got, err := r.client.tryRecv(patience)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want := wsapi.AckError(wsapi.ErrorUnknown, limit, tc.context).AppendJSON(nil)
+		if string(got) != string(want) {
+			t.Errorf("%s: ack %s, want %s", name, got, want)
+		}
+	}
+	if got := r.obs.result(session.ResultRateLimited); got != 6 {
+		t.Errorf("%d rate-limited results observed, want 6", got)
+	}
+	h.waitPoolsEmpty()
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // Messages that time out while they wait in the session for room in the client library's
 // queue are answered by the send timeout like those the library holds, and their charges are

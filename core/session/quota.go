@@ -166,3 +166,14 @@ func (q *Quota) Full(now time.Time) bool {
 	}
 	return true
 }
+
+// bytesRated reports whether one of the grant's quotas bounds payload bytes, which are known
+// only once a message is decoded.
+func (g *ProducerGrant) bytesRated() bool {
+	for _, q := range g.Quotas {
+		if q.bytes != nil {
+			return true
+		}
+	}
+	return false
+}

@@ -134,3 +134,40 @@ func BenchmarkConsumerMessageEncodeOracle(b *testing.B) {
 		_ = oracleConsumerMessageJSON(m, make([]byte, 0, 128+len(m.Payload)*4/3))
 	}
 }
+
+// BenchmarkRefusedContext is what a message the message rate refuses costs to be answered with
+// its context: the decode it paid when the rate was taken after decoding (decode: the payload
+// decoded into a buffer a session keeps only up to 4 KiB, the properties into a map), and the
+// scan it pays now that the rate is taken first (scan: ProducerContext), for a typical frame
+// and one of 1 MiB of payload.
+func BenchmarkRefusedContext(b *testing.B) {
+	large := []byte(`{"payload":"` + base64.StdEncoding.EncodeToString(benchPayload(1<<20)) +
+		`","properties":{"trace-id":"4bf92f3577b34da6","origin":"sensor-17"},"context":"1234567"}`)
+	for _, f := range []struct {
+		name  string
+		frame []byte
+	}{{"typical", typicalFrame}, {"1MiB", large}} {
+		b.Run(f.name+"/decode", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(f.frame)))
+			var m ProducerMessage
+			for b.Loop() {
+				if cap(m.Payload) > 4<<10 {
+					m.Payload = nil
+				}
+				if ferr := m.Decode(f.frame, FrameLimits{}); ferr != nil || m.Context == nil {
+					b.Fatal(ferr)
+				}
+			}
+		})
+		b.Run(f.name+"/scan", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(f.frame)))
+			for b.Loop() {
+				if ProducerContext(f.frame, FrameLimits{}) == nil {
+					b.Fatal("no context")
+				}
+			}
+		})
+	}
+}

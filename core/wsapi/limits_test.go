@@ -347,3 +347,48 @@ func codeOr7(code int) int {
 	}
 	return code
 }
+
+// ProducerContext finds the context Decode decodes, without decoding the rest: for every frame
+// Decode accepts, and every code-7 error that echoes a context, the two agree; a context over
+// its bound is never returned.
+func FuzzProducerContext(f *testing.F) {
+	for _, s := range seedFrames() {
+		if len(s) <= 4096 {
+			f.Add([]byte(s), uint8(8))
+		}
+	}
+	for _, s := range []string{
+		`{"payload":"aGk=","context":"plain"}`,
+		`{"context":"first","payload":"aGk=","context":"last"}`,
+		`{"payload":"aGk=","context":"esc\"aped \u00e9\ud83d\ude00 \\ end"}`,
+		`{"payload":"aGk=","context":5}`,
+		`{"payload":"aGk=","context":true}`,
+		`{"payload":"aGk=","context":null}`,
+		`{"payload":"aGk=","context":{"a":1}}`,
+		`{"payload":"aGk=","properties":{"context":"inner"}}`,
+		`{"payload":"aGk=","context":"` + "\xff\xfe" + `"}`,
+		`{"payload":"aGk=","c\u006fntext":"escaped key"}`,
+		`{"payload":"not base64!","context":"code 7"}`,
+	} {
+		f.Add([]byte(s), uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, frame []byte, maxContext uint8) {
+		lim := FrameLimits{MaxContextBytes: int(maxContext)}
+		got := ProducerContext(frame, lim)
+		var m ProducerMessage
+		ferr := m.Decode(frame, lim)
+		want := m.Context
+		if ferr != nil {
+			if ferr.Code != ErrorPayloadEncoding || ferr.Context == nil {
+				if got != nil && lim.MaxContextBytes > 0 && len(*got) > lim.MaxContextBytes {
+					t.Fatalf("context of %d bytes over its bound of %d returned", len(*got), lim.MaxContextBytes)
+				}
+				return // Decode echoes no context: nothing to agree on
+			}
+			want = ferr.Context
+		}
+		if diff := cmp.Diff(got, want); diff != "" {
+			t.Fatalf("context of %q (-ProducerContext +Decode):\n%s", frame, diff)
+		}
+	})
+}

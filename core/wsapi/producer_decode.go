@@ -236,6 +236,23 @@ func (m *ProducerMessage) Decode(frame []byte, lim FrameLimits) *FrameError {
 	return ferr
 }
 
+// ProducerContext returns the context of a producer frame as Decode decodes it, or nil when
+// the frame has none: not a JSON object, a context that is not a scalar, or one over
+// lim.MaxContextBytes (which Decode refuses). It reads the frame in one pass, as Decode's first,
+// but decodes nothing else (no payload, no properties): it is what a message refused before
+// it is decoded, by the message rate, costs to be answered with its context.
+func ProducerContext(frame []byte, lim FrameLimits) *string {
+	fs := frameScan{s: newScanner(frame), objField: -1}
+	if fs.scan() != frameObject {
+		return nil
+	}
+	v := fs.get(pfContext)
+	if isNull(v) || v.container() || lim.MaxContextBytes > 0 && v.textLen() > lim.MaxContextBytes {
+		return nil
+	}
+	return ptr(v.text())
+}
+
 type producerDecoder struct {
 	m  *ProducerMessage
 	fs frameScan

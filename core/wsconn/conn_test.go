@@ -201,12 +201,12 @@ func TestReadIntoRefusedGrowth(t *testing.T) {
 		var buf []byte
 		for range 3 {
 			var sizes []int
-			_, b, err := c.ReadInto(buf, func(size int) error {
+			_, b, err := c.ReadInto(buf, func(b []byte, size int) ([]byte, error) {
 				sizes = append(sizes, size)
 				if size > 8<<10 {
-					return errors.New("no room")
+					return nil, errors.New("no room")
 				}
-				return nil
+				return append(make([]byte, 0, size), b...), nil
 			})
 			buf = b
 			results <- result{string(b), sizes, err}
@@ -232,6 +232,68 @@ func TestReadIntoRefusedGrowth(t *testing.T) {
 	}
 }
 
+// On a connection with permessage-deflate, a refused message is not inflated further: ReadInto
+// returns as soon as grow refuses, while the client is still sending the message, and the rest
+// is skipped unread; the next message reads intact.
+func TestReadIntoRefusedCompressedSkipped(t *testing.T) {
+	t.Parallel()
+	type result struct {
+		msg string
+		err error
+	}
+	results := make(chan result, 2)
+	c, _, _ := pair(t, Options{Compression: true}, true, func(c *Conn) {
+		var buf []byte
+		for range 2 {
+			_, b, err := c.ReadInto(buf, func(b []byte, size int) ([]byte, error) {
+				if size > 16<<10 {
+					return nil, errors.New("no room")
+				}
+				return append(make([]byte, 0, size), b...), nil
+			})
+			buf = b
+			results <- result{string(b), err}
+		}
+	})
+	// Base64 of random bytes: it compresses by a quarter, so what is written reaches the
+	// server as it is written, in frames of the client's write buffer.
+	random := make([]byte, 3<<20)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range random {
+		random[i] = byte(rng.Uint32())
+	}
+	text := []byte(base64.StdEncoding.EncodeToString(random))
+	w, err := c.NextWriter(websocket.TextMessage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(text[:1<<20]); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-results: // the message is not finished: the server did not wait for its end
+	case <-time.After(10 * time.Second):
+		t.Fatal("no refusal before the message ended: the server reads refused messages to their end")
+	}
+	var refused *RefusedError
+	if !errors.As(r.err, &refused) || !refused.Skipped || refused.Read > 16<<10 {
+		t.Fatalf("refused compressed read: %v, want a skipped RefusedError after at most 16 KiB", r.err)
+	}
+	if _, err := w.Write(text[1<<20:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteMessage(websocket.TextMessage, []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	if r = <-results; r.err != nil || r.msg != "after" {
+		t.Fatalf("read after a skipped message: %q, %v", r.msg, r.err)
+	}
+}
+
 // A message over the read limit is a TooBigError naming the limit, and what would be its
 // buffer is never allocated past the limit.
 func TestReadIntoLimit(t *testing.T) {
@@ -239,9 +301,9 @@ func TestReadIntoLimit(t *testing.T) {
 	errc := make(chan error, 1)
 	var largest atomic.Int64
 	c, _, _ := pair(t, Options{ReadLimit: 10_000}, false, func(c *Conn) {
-		_, _, err := c.ReadInto(nil, func(size int) error {
+		_, _, err := c.ReadInto(nil, func(b []byte, size int) ([]byte, error) {
 			largest.Store(int64(size))
-			return nil
+			return append(make([]byte, 0, size), b...), nil
 		})
 		errc <- err
 	})

@@ -21,13 +21,15 @@ import (
 // interleave.
 
 // ReadInto returns the next data message, read into buf's storage; the message is only valid
-// until the next call. Before the buffer grows, to size bytes, grow (when not nil) is asked
-// for the memory: if it refuses, the rest of the message is read and discarded and ReadInto
-// returns a *RefusedError wrapping grow's error, the connection still usable. Control frames
-// are handled inside it: a ping's pong is handed to the writer (Wake). A text message that is
-// not UTF-8 is an ErrInvalidUTF8 error, the connection to be closed with 1007; a message over
-// the read limit a *TooBigError, to be closed with 1009.
-func (c *Conn) ReadInto(buf []byte, grow func(size int) error) (MessageType, []byte, error) {
+// until the next call. When the buffer is full, grow (when not nil) is asked for one of at
+// least size bytes holding its bytes, and may refuse: ReadInto then returns a *RefusedError
+// wrapping grow's error, the connection still usable. On a connection without compression
+// the rest of a refused message is read and discarded first; on one with permessage-deflate
+// it is skipped unread, so that a refused compressed message costs no inflation beyond what
+// was read. Control frames are handled inside it: a ping's pong is handed to the writer
+// (Wake). A text message that is not UTF-8 is an ErrInvalidUTF8 error, the connection to be
+// closed with 1007; a message over the read limit a *TooBigError, to be closed with 1009.
+func (c *Conn) ReadInto(buf []byte, grow func(b []byte, size int) ([]byte, error)) (MessageType, []byte, error) {
 	c.readingSince.Store(time.Now().UnixNano())
 	t, r, err := c.ws.NextReader()
 	c.readingSince.Store(0)
@@ -39,12 +41,13 @@ func (c *Conn) ReadInto(buf []byte, grow func(size int) error) (MessageType, []b
 	for limit := c.readLimit + 1; ; {
 		if len(b) == cap(b) {
 			size := int(min(max(2*int64(cap(b)), minReadBuffer), limit))
-			if grow != nil {
-				if err := grow(size); err != nil {
-					return 0, b[:0], c.discard(r, int64(len(b)), err)
-				}
+			if grow == nil {
+				b = append(make([]byte, 0, size), b...)
+			} else if nb, err := grow(b, size); err == nil {
+				b = nb
+			} else {
+				return 0, b[:0], c.refuse(r, int64(len(b)), err)
 			}
-			b = append(make([]byte, 0, size), b...)
 		}
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
@@ -68,10 +71,17 @@ func (c *Conn) ReadInto(buf []byte, grow func(size int) error) (MessageType, []b
 // minReadBuffer is the smallest buffer ReadInto allocates.
 const minReadBuffer = 512
 
-// discard reads the rest of a refused message, of which read bytes were read, and returns the
-// RefusedError (or the read's own error). io.Discard reads through a shared buffer: no
-// session's stack or heap holds one.
-func (c *Conn) discard(r io.Reader, read int64, cause error) error {
+// refuse ends a refused message, of which read bytes were read, and returns the RefusedError
+// (or the read's own error). With permessage-deflate the rest is left to gorilla, which skips
+// a message's remaining frames unread when the next one is asked for: reading it would
+// inflate it, up to the read limit, for nothing. Otherwise the rest is read and discarded,
+// through io.Discard's shared buffer (no session's stack or heap holds one), to know whether
+// the message was over the read limit.
+func (c *Conn) refuse(r io.Reader, read int64, cause error) error {
+	if c.deflate {
+		c.touchRead()
+		return &RefusedError{Read: read, Skipped: true, Err: cause}
+	}
 	n, err := io.CopyN(io.Discard, r, c.readLimit+1-read)
 	switch read += n; {
 	case read > c.readLimit:
@@ -84,13 +94,18 @@ func (c *Conn) discard(r io.Reader, read int64, cause error) error {
 }
 
 // RefusedError is returned by ReadInto for a message it had no memory for: the message, of
-// Read bytes, was discarded. The connection is still usable.
+// Read bytes, was discarded, or, when Skipped, refused after Read bytes and its rest skipped
+// unread. The connection is still usable.
 type RefusedError struct {
-	Read int64
-	Err  error
+	Read    int64
+	Skipped bool
+	Err     error
 }
 
 func (e *RefusedError) Error() string {
+	if e.Skipped {
+		return fmt.Sprintf("a message was refused after %d bytes: %v", e.Read, e.Err)
+	}
 	return fmt.Sprintf("a message of %d bytes was discarded: %v", e.Read, e.Err)
 }
 

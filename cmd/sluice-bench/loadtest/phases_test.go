@@ -243,8 +243,8 @@ func (p *producer) flood(stop <-chan struct{}, wg *sync.WaitGroup, prefix string
 
 // tally is what a set of producers' clients saw.
 type tally struct {
-	sent, ok, errs, dups, unanswered, lostConns int
-	okIDs, unansweredIDs, errIDs                []string
+	sent, ok, errs, dups, unanswered, lostConns, anon int
+	okIDs, unansweredIDs, errIDs                      []string
 }
 
 func tallyOf(ps []*producer) tally {
@@ -255,6 +255,7 @@ func tallyOf(ps []*producer) tally {
 		s.ok += len(p.ok)
 		s.errs += p.errs
 		s.dups += p.dup
+		s.anon += p.anon
 		if p.lost {
 			s.lostConns++
 		}

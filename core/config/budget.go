@@ -19,20 +19,36 @@ const (
 	// BudgetPart is what one part of the default budget is: 12 parts (768MiB) with the
 	// embedded broker in the process, 8 (512MiB) without it.
 	BudgetPart = 64 * MiB
-	// MinRuntimeMemory is the least of the budget left to the runtime beyond the pools and
-	// the store: the executable's code and data (about 24MiB resident), goroutine stacks the
-	// session costs do not cover, the collector's work space and ImageReserve's margin.
+	// MinRuntimeMemory is the least of the budget left to the runtime beyond the pools, the
+	// store and what the pools may hold past their limits (SoftOvershoot): the executable's
+	// code and data (about 24MiB resident), goroutine stacks the session costs do not cover,
+	// and the collector's room to work under the Go memory limit.
 	MinRuntimeMemory = 64 * MiB
 	// ImageReserve is what the Go memory limit leaves of the budget for what the process
 	// holds outside the Go runtime's accounting: the executable's mapped code and data,
 	// which the resident size counts and debug.SetMemoryLimit does not.
 	ImageReserve = 32 * MiB
-	// MinMemoryLimit is the smallest budget: MinRuntimeMemory plus 1MiB for each part of the
-	// pools and the store.
-	MinMemoryLimit = MinRuntimeMemory + 32*MiB
 	// minPartSize is the least a derived part may be: below it a pool holds no useful message.
 	minPartSize = 1 * MiB
 )
+
+// SoftOvershoot is what the producer and consumer pools may hold past their limits, which are
+// soft by one message: a producer message of maxMessage bytes is charged 3 times its payload,
+// a consumer message 7/3 times (core/session's ProducerPayloadFactor and
+// ConsumerPayloadFactor), 16/3 times in all: 26.7MiB with the default 5MiB.
+func SoftOvershoot(maxMessage Size) Size { return maxMessage * 16 / 3 }
+
+// RuntimeFloor is the least of c's budget the runtime keeps: MinRuntimeMemory and the pools'
+// SoftOvershoot, rounded up to a MiB (91MiB with the default max_message_size).
+func (c *Config) RuntimeFloor() Size {
+	return MinRuntimeMemory + roundUp(SoftOvershoot(c.WebSocket.MaxMessageSize), MiB)
+}
+
+func roundUp(s, unit Size) Size { return (s + unit - 1) / unit * unit }
+
+// MinMemoryLimit is the smallest budget for c: its RuntimeFloor and 32MiB for the pools and
+// the store (123MiB with the default max_message_size).
+func (c *Config) MinMemoryLimit() Size { return c.RuntimeFloor() + 32*MiB }
 
 // Where memory.limit came from (Memory.LimitFrom).
 const (
@@ -77,9 +93,9 @@ func (c *Config) budgetShares() []budgetShare {
 
 // splitBudget resolves memory.limit and gives every share that was not set explicitly its
 // fixed part of the budget less the runtime's share (RuntimeParts of it, at least
-// MinRuntimeMemory). Without a budget (no memory.limit, no cgroup limit) every share not set
-// is its parts of BudgetPart and the budget is the sum of the shares plus the runtime's
-// RuntimeParts: today's pools' sum, however many are set. It runs once: the keys it derived
+// RuntimeFloor). Without a budget (no memory.limit, no cgroup limit) every share not set is
+// its parts of BudgetPart and the budget is the sum of the shares plus the runtime's
+// RuntimeParts of BudgetPart (at least RuntimeFloor), however many are set. It runs once: the keys it derived
 // are recorded in Memory.Derived. Explicit shares that leave the runtime too little are left
 // to Validate.
 func (c *Config) splitBudget() {
@@ -93,10 +109,13 @@ func (c *Config) splitBudget() {
 		poolParts += s.parts
 	}
 	unit := BudgetPart.Bytes()
+	runtime := max(RuntimeParts*BudgetPart.Bytes(), c.RuntimeFloor().Bytes())
 	if m.Limit != 0 {
 		setDefault(&m.LimitFrom, LimitFromKey)
-		runtime := max(m.Limit.Bytes()*RuntimeParts/(poolParts+RuntimeParts), MinRuntimeMemory.Bytes())
-		unit = (m.Limit.Bytes() - runtime) / poolParts
+		runtime = max(m.Limit.Bytes()*RuntimeParts/(poolParts+RuntimeParts), c.RuntimeFloor().Bytes())
+		// A whole number of MiB a part, so that the shares read as the budget does; what
+		// the rounding leaves is the runtime's.
+		unit = (m.Limit.Bytes() - runtime) / poolParts / MiB.Bytes() * MiB.Bytes()
 		if unit < minPartSize.Bytes() {
 			return // below MinMemoryLimit, which Validate reports
 		}
@@ -110,7 +129,7 @@ func (c *Config) splitBudget() {
 		sum += s.size.Bytes()
 	}
 	if m.Limit == 0 {
-		m.Limit = Size(sum + RuntimeParts*BudgetPart.Bytes())
+		m.Limit = Size(sum + runtime)
 		m.LimitFrom = LimitFromDefault
 	}
 }
@@ -175,7 +194,7 @@ func (s MemorySplit) poolString(v Size, key string) string {
 }
 
 // validateBudget refuses a budget below MinMemoryLimit, and explicit shares that leave the
-// runtime less than MinRuntimeMemory, naming them. A Config before SetDefaults (no budget
+// runtime less than RuntimeFloor, naming them. A Config before SetDefaults (no budget
 // yet) is not checked.
 func (c *Config) validateBudget(v *validator) {
 	m := c.Memory
@@ -186,12 +205,13 @@ func (c *Config) validateBudget(v *validator) {
 	if m.LimitFrom == LimitFromCgroup {
 		from = " (the cgroup's memory limit)"
 	}
-	if m.Limit < MinMemoryLimit {
-		v.add("memory.limit", "%s%s is below the smallest budget, %s", m.Limit, from, MinMemoryLimit)
+	if least := c.MinMemoryLimit(); m.Limit < least {
+		v.add("memory.limit", "%s%s is below the smallest budget, %s with websocket.max_message_size %s", m.Limit, from, least, c.WebSocket.MaxMessageSize)
 		return
 	}
 	split := c.MemorySplit()
-	if split.Runtime >= MinRuntimeMemory {
+	floor := c.RuntimeFloor()
+	if split.Runtime >= floor {
 		return
 	}
 	var explicit []string
@@ -201,5 +221,5 @@ func (c *Config) validateBudget(v *validator) {
 		}
 	}
 	v.add("memory.limit", "%s%s leaves the runtime %s, less than %s, after %s and the shares derived from it: raise memory.limit, or lower or set those",
-		m.Limit, from, split.Runtime, MinRuntimeMemory, strings.Join(explicit, ", "))
+		m.Limit, from, split.Runtime, floor, strings.Join(explicit, ", "))
 }

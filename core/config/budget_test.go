@@ -37,8 +37,8 @@ func TestMemorySplit(t *testing.T) {
 		"cgroup": {"", 1536 * MiB, MemorySplit{Limit: 1536 * MiB, From: LimitFromCgroup,
 			Producer: 128 * MiB, Consumer: 128 * MiB, Session: 512 * MiB, Store: 512 * MiB, Runtime: 256 * MiB, GoLimit: 1504 * MiB,
 			Derived: []string{"memory.producer_limit", "memory.consumer_limit", "memory.session_limit", "broker.embedded.store_limit"}}},
-		"the key wins over the cgroup, the runtime floor": {url + "memory: { limit: 160MiB }\n", 1536 * MiB, MemorySplit{Limit: 160 * MiB, From: LimitFromKey,
-			Producer: 16 * MiB, Consumer: 16 * MiB, Session: 64 * MiB, Runtime: 64 * MiB, GoLimit: 128 * MiB,
+		"the key wins over the cgroup, the runtime floor": {url + "memory: { limit: 187MiB }\n", 1536 * MiB, MemorySplit{Limit: 187 * MiB, From: LimitFromKey,
+			Producer: 16 * MiB, Consumer: 16 * MiB, Session: 64 * MiB, Runtime: 91 * MiB, GoLimit: 155 * MiB,
 			Derived: []string{"memory.producer_limit", "memory.consumer_limit", "memory.session_limit"}}},
 		"explicit pool and store": {"memory: { producer_limit: 100MiB }\nbroker: { embedded: { store_limit: 200MiB } }\n", 1536 * MiB, MemorySplit{Limit: 1536 * MiB, From: LimitFromCgroup,
 			Producer: 100 * MiB, Consumer: 128 * MiB, Session: 512 * MiB, Store: 200 * MiB, Runtime: 596 * MiB, GoLimit: 1504 * MiB,
@@ -75,9 +75,11 @@ func TestMemoryBudgetRefused(t *testing.T) {
 		cgroup Size
 		want   []string
 	}{
-		"below the smallest":        {"memory: { limit: 64MiB }\n", 0, []string{"memory.limit: 64MiB is below the smallest budget, 96MiB"}},
-		"a small cgroup":            {"", 80 * MiB, []string{"memory.limit: 80MiB (the cgroup's memory limit) is below"}},
-		"explicit pools exceed it":  {"memory: { limit: 256MiB, session_limit: 200MiB }\n", 0, []string{"memory.limit: 256MiB leaves the runtime", "memory.session_limit 200MiB"}},
+		"below the smallest": {"memory: { limit: 64MiB }\n", 0, []string{"memory.limit: 64MiB is below the smallest budget, 123MiB with websocket.max_message_size 5MiB"}},
+		"the floor grows with the message size": {"memory: { limit: 160MiB }\nwebsocket: { max_message_size: 20MiB }\n", 0,
+			[]string{"memory.limit: 160MiB is below the smallest budget, 203MiB with websocket.max_message_size 20MiB"}},
+		"a small cgroup":            {"", 120 * MiB, []string{"memory.limit: 120MiB (the cgroup's memory limit) is below"}},
+		"explicit pools exceed it":  {"memory: { limit: 256MiB, session_limit: 200MiB }\n", 0, []string{"memory.limit: 256MiB leaves the runtime", "less than 91MiB", "memory.session_limit 200MiB"}},
 		"explicit store exceeds it": {"broker: { embedded: { store_limit: 1GiB } }\n", 1 * GiB, []string{"(the cgroup's memory limit) leaves the runtime", "broker.embedded.store_limit 1GiB"}},
 	}
 	for name, tc := range cases {

@@ -349,14 +349,16 @@ type Memory struct {
 	// serve` runs the broker in its process) and the Go memory limit are derived from it,
 	// each unless it is set explicitly (docs/operations.md, "The memory budget"). The
 	// runtime's share is taken first (2 parts of 12, or of 8 without the store; at least
-	// 64MiB), and the rest is shared among producer_limit (1 part), consumer_limit (1),
+	// 64MiB plus what the producer and consumer pools may hold past their limits, one
+	// message each: 16/3 of websocket.max_message_size, so 91MiB by default), and the rest
+	// is shared, in whole MiB, among producer_limit (1 part), consumer_limit (1),
 	// session_limit (4) and store_limit (4). A value set explicitly replaces its share and
-	// leaves the others' alone; explicit values that leave the runtime less than 64MiB are
-	// refused. The Go memory limit is the budget less 32MiB (the executable's code and data,
+	// leaves the others' alone; explicit values that leave the runtime less are refused. The Go memory limit is the budget less 32MiB (the executable's code and data,
 	// which the Go runtime does not count; GOMEMLIMIT, when set, wins). Zero means the
 	// memory limit of the process's cgroup (memory.max, or memory.limit_in_bytes with cgroup
 	// v1) when it has one; else each share not set is its default and the budget their sum
-	// plus 128MiB: 768MiB, or 512MiB when broker.url is set. The smallest budget is 96MiB.
+	// plus 128MiB: 768MiB, or 512MiB when broker.url is set. The smallest budget is the
+	// runtime's least plus 32MiB (123MiB by default).
 	Limit Size `koanf:"limit" json:"limit"`
 	// ProducerLimit bounds the bytes held for all producers together. An
 	// absent key means its part of memory.limit (64MiB with the default budget); an explicit

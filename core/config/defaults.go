@@ -136,9 +136,9 @@ func (c *Config) SetDefaults() {
 	setDefault(&c.Broker.HealthInterval, DefaultBrokerHealth)
 	setDefault(&c.Broker.Embedded.Listen, DefaultEmbeddedListen)
 	setDefault(&c.Broker.Embedded.StoreLimit, c.Broker.Embedded.Retention)
-	c.splitBudget()
-	setDefault(&c.Broker.Embedded.StoreLimit, DefaultStoreLimit)
 	setDefault(&c.WebSocket.MaxMessageSize, DefaultMaxMessageSize)
+	c.splitBudget() // after max_message_size: the runtime's share covers the pools' overshoot
+	setDefault(&c.Broker.Embedded.StoreLimit, DefaultStoreLimit)
 	setDefault(&c.WebSocket.MaxTextMessageSize, TextFrameFor(c.WebSocket.MaxMessageSize))
 	setDefault(&c.Broker.Embedded.MaxMessageSize, c.WebSocket.MaxMessageSize)
 	c.Broker.Embedded.setDefaults()

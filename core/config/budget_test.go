@@ -110,3 +110,20 @@ func TestMemorySplitString(t *testing.T) {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
+
+// TestMemoryLimitSource: a budget from the cgroup is reported as such, by Effective and in the
+// problems Load returns.
+func TestMemoryLimitSource(t *testing.T) {
+	t.Parallel()
+	b, err := Effective(t.Context(), LoadOptions{CgroupLimit: 1536 * MiB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "limit: 1536MiB") || !strings.Contains(string(b), "SLUICE_MEMORY__LIMIT; from the cgroup's memory limit") {
+		t.Errorf("Effective does not say memory.limit 1536MiB came from the cgroup:\n%s", b)
+	}
+	_, err = Load(t.Context(), LoadOptions{CgroupLimit: 100 * MiB})
+	if got := Explain(err); !strings.Contains(got, "memory.limit") || !strings.Contains(got, "cgroup") {
+		t.Errorf("Explain(Load with a 100MiB cgroup) = %q, want memory.limit from the cgroup", got)
+	}
+}

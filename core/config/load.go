@@ -129,6 +129,7 @@ func load(ctx context.Context, opts LoadOptions) (*loaded, error) {
 	c.Memory.SessionLimitSet = user.Exists("memory.session_limit")
 	if c.Memory.Limit == 0 && opts.CgroupLimit > 0 {
 		c.Memory.Limit, c.Memory.LimitFrom = opts.CgroupLimit, LimitFromCgroup
+		l.layers = append([]layer{{src: Source{Kind: FromCgroup}, keys: map[string]bool{"memory.limit": true}}}, l.layers...)
 	}
 	c.SetDefaults()
 	if err := c.Validate(); err != nil {

@@ -6,10 +6,10 @@ import (
 	"strings"
 )
 
-// The memory budget (memory.limit) and how it is split. The budget is divided in parts: each
-// pool and the embedded broker's store take their parts of it unless they are set explicitly,
-// and the runtime keeps RuntimeParts, at least MinRuntimeMemory. The parts are today's
-// defaults in units of 64 MiB, so the default budget derives the default pools.
+// The memory budget (memory.limit) and how it is split. The budget is divided in parts: the
+// runtime keeps RuntimeParts, at least RuntimeFloor, and each pool and the embedded broker's
+// store take their parts of the rest unless they are set explicitly. The parts are the
+// defaults in units of BudgetPart, so that the default budget derives the default pools.
 const (
 	ProducerParts = 1
 	ConsumerParts = 1
@@ -57,17 +57,6 @@ const (
 	LimitFromDefault = "default"
 )
 
-// DefaultMemoryBudget is the budget when memory.limit is not set and the process has no cgroup
-// memory limit: the sum of the pools' defaults, the store's when the embedded broker runs in
-// the process (embedded), and the runtime's share.
-func DefaultMemoryBudget(embedded bool) Size {
-	parts := int64(ProducerParts + ConsumerParts + SessionParts + RuntimeParts)
-	if embedded {
-		parts += StoreParts
-	}
-	return Size(parts) * BudgetPart
-}
-
 // budgetShare is one of the parts of the budget other than the runtime's: a pool or the store.
 type budgetShare struct {
 	key   string
@@ -94,10 +83,10 @@ func (c *Config) budgetShares() []budgetShare {
 // splitBudget resolves memory.limit and gives every share that was not set explicitly its
 // fixed part of the budget less the runtime's share (RuntimeParts of it, at least
 // RuntimeFloor). Without a budget (no memory.limit, no cgroup limit) every share not set is
-// its parts of BudgetPart and the budget is the sum of the shares plus the runtime's
-// RuntimeParts of BudgetPart (at least RuntimeFloor), however many are set. It runs once: the keys it derived
-// are recorded in Memory.Derived. Explicit shares that leave the runtime too little are left
-// to Validate.
+// its parts of BudgetPart, and the budget is the sum of the shares plus RuntimeParts of
+// BudgetPart (at least RuntimeFloor), however many are set. It runs once: the keys it
+// derived are recorded in Memory.Derived. Explicit shares that leave the runtime too little
+// are left to Validate.
 func (c *Config) splitBudget() {
 	m := &c.Memory
 	if m.Derived != nil {

@@ -42,7 +42,8 @@ type LoadOptions struct {
 	// numeric key is parsed as the environment's are. Zero means none.
 	Overrides map[string]any
 	// CgroupLimit is the memory limit of the process's cgroup, which memory.limit defaults
-	// to. Zero means none: memory.limit then defaults to DefaultMemoryBudget.
+	// to. Zero means none: memory.limit then defaults to the sum of the shares' defaults
+	// (Memory.Limit).
 	CgroupLimit Size
 }
 

@@ -16,8 +16,11 @@ import (
 // none), or 0 when there is none ("max", or no cgroup). automemlimit's memlimit resolves the
 // cgroup from /proc/self/cgroup and /proc/self/mountinfo, which a container's namespaces and
 // nested groups make more than two fixed paths.
-func cgroupMemoryLimit() (config.Size, error) {
-	n, err := memlimit.FromCgroup()
+func cgroupMemoryLimit() (config.Size, error) { return cgroupLimitFrom(memlimit.FromCgroup) }
+
+// cgroupLimitFrom is the limit read returns, 0 when it says there is none.
+func cgroupLimitFrom(read func() (uint64, error)) (config.Size, error) {
+	n, err := read()
 	switch {
 	case errors.Is(err, memlimit.ErrNoLimit), errors.Is(err, memlimit.ErrNoCgroup), errors.Is(err, memlimit.ErrCgroupsNotSupported):
 		return 0, nil

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"testing"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/sluicehq/sluice/core/config"
 )
 
@@ -37,15 +39,27 @@ func TestRuntimeMemoryOf(t *testing.T) {
 	}
 }
 
-func TestCgroupSize(t *testing.T) {
+// TestCgroupLimitFrom: a cgroup's limit is the budget's default; "no limit", no cgroup and no
+// cgroup support are none, and a failed reading is an error that leaves none.
+func TestCgroupLimitFrom(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[uint64]config.Size{
-		512 << 20:           512 << 20,
-		9223372036854771712: 0, // cgroup v1's "no limit" on 4 KiB pages
-		1 << 63:             0,
+	failed := errors.New("permission denied")
+	for name, tc := range map[string]struct {
+		n       uint64
+		err     error
+		want    config.Size
+		wantErr error
+	}{
+		"a limit":               {n: 512 << 20, want: 512 << 20},
+		"v1's no-limit counter": {n: 9223372036854771712},
+		"max":                   {err: memlimit.ErrNoLimit},
+		"no cgroup":             {err: memlimit.ErrNoCgroup},
+		"no cgroup support":     {err: memlimit.ErrCgroupsNotSupported},
+		"a failed reading":      {err: failed, wantErr: failed},
 	} {
-		if got := cgroupSize(in); got != want {
-			t.Errorf("cgroupSize(%d) = %d, want %d", in, got, want)
+		got, err := cgroupLimitFrom(func() (uint64, error) { return tc.n, tc.err })
+		if got != tc.want || !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+			t.Errorf("%s: cgroupLimitFrom = %d, %v; want %d, %v", name, got, err, tc.want, tc.wantErr)
 		}
 	}
 }

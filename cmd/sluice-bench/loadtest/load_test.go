@@ -381,7 +381,7 @@ func idleAndChaos(t *testing.T) {
 	cfg := fmt.Sprintf(`listen: "127.0.0.1:0"
 admin_listen: "127.0.0.1:0"
 broker: { health_interval: 200ms }
-memory: { session_limit: 1GiB }
+memory: { limit: 1280MiB, producer_limit: 64MiB, consumer_limit: 64MiB, session_limit: 1GiB }
 limits: { max_connections: 20000 }
 plugins: [ { name: strategies, path: %q } ]
 routes:

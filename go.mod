@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/DataDog/zstd v1.5.0
 	github.com/HdrHistogram/hdrhistogram-go v1.1.2
+	github.com/KimMachineGun/automemlimit v1.0.2
 	github.com/MicahParks/jwkset v0.11.4
 	github.com/MicahParks/keyfunc/v3 v3.9.2
 	github.com/RoaringBitmap/roaring/v2 v2.8.0
@@ -57,6 +58,7 @@ require (
 	github.com/mschoch/smat v0.2.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/oklog/run v1.1.0 // indirect
+	github.com/pbnjay/memory v0.0.0-20210728143218-7b4eea64cf58 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/prometheus/procfs v0.15.1 // indirect
 	github.com/stretchr/testify v1.10.0 // indirect

@@ -39,8 +39,11 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return b.Close()
 }
 
+// RuntimeHeadroom is what `sluice broker` adds to its store to bound the Go heap.
+const RuntimeHeadroom = 128 << 20
+
 // setBrokerMemoryLimit bounds the Go heap of `sluice broker` to its store plus
-// RuntimeHeadroom, as `sluice serve` does with its pools: the store holds what
+// RuntimeHeadroom, as `sluice serve` does with its budget: the store holds what
 // it stores, and the collector then collects before the heap doubles.
 // GOMEMLIMIT, when set, wins. The collector's target is GCPercent, as in serve.
 func setBrokerMemoryLimit(cfg embedded.Config, log *slog.Logger) {

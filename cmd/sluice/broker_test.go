@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
-	"github.com/sluicehq/sluice/core/config"
 )
 
 func TestParseBrokerFlags(t *testing.T) {
@@ -44,32 +43,6 @@ func TestParseBrokerFlags(t *testing.T) {
 			got.Addr, got.AdminAddr = "", ""
 			if got != tc.want {
 				t.Errorf("got %+v, want %+v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestRuntimeMemoryLimit(t *testing.T) {
-	t.Parallel()
-	embeddedCfg := config.Defaults()
-	remote := config.Defaults()
-	remote.Broker.URL = "pulsar://pulsar:6650"
-	unbounded := config.Defaults()
-	unbounded.Memory.ProducerLimit = 0
-	for name, tc := range map[string]struct {
-		cfg    *config.Config
-		want   int64
-		wantOK bool
-	}{
-		"embedded: pools + store + headroom": {embeddedCfg, (64 + 64 + 256 + 256 + 128) << 20, true},
-		"remote broker: pools + headroom":    {remote, (64 + 64 + 256 + 128) << 20, true},
-		"an unbounded pool: no limit":        {unbounded, 0, false},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			got, ok := runtimeMemoryLimit(tc.cfg)
-			if got != tc.want || ok != tc.wantOK {
-				t.Errorf("runtimeMemoryLimit = %d, %v; want %d, %v", got, ok, tc.want, tc.wantOK)
 			}
 		})
 	}

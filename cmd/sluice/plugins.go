@@ -30,7 +30,8 @@ func runPlugins(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(*files) == 0 {
 		return fmt.Errorf("plugins %s: -c FILE is required", verb)
 	}
-	cfg, err := config.Load(ctx, loadOptions(*files, nil))
+	opts, _ := loadOptions(*files, nil) // the memory budget plays no part here
+	cfg, err := config.Load(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"sync"
 	"syscall"
 
@@ -19,9 +18,11 @@ import (
 
 // loadOptions are the layers of the configuration: defaults, the files in order, the
 // SLUICE_ environment variables (each must be a setting, unless SLUICE_ENV_IGNORE lists it),
-// then the flags that were set.
-func loadOptions(files []string, overrides map[string]any) config.LoadOptions {
-	return config.LoadOptions{Files: files, Env: os.Environ(), Overrides: overrides}
+// then the flags that were set; and the cgroup's memory limit, which memory.limit defaults
+// to. A cgroup that could not be read leaves the default budget; cgroupErr says why.
+func loadOptions(files []string, overrides map[string]any) (opts config.LoadOptions, cgroupErr error) {
+	limit, err := cgroupMemoryLimit()
+	return config.LoadOptions{Files: files, Env: os.Environ(), Overrides: overrides, CgroupLimit: limit}, err
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -40,7 +41,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 
-	opts := loadOptions(*files, overrides())
+	opts, cgroupErr := loadOptions(*files, overrides())
 	cfg, err := config.Load(ctx, opts)
 	if err != nil {
 		return err
@@ -60,7 +61,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	setRuntimeMemoryLimit(cfg, logger)
+	setRuntimeMemoryLimit(cfg, cgroupErr, logger)
 	if err := srv.Start(ctx, true); err != nil {
 		return err
 	}
@@ -130,68 +131,6 @@ func newServeLogger(w io.Writer, format string, v *slog.LevelVar) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, o))
 	}
 	return slog.New(slog.NewTextHandler(w, o))
-}
-
-// GCPercent is the collector's target (GOGC) once a memory limit bounds the heap. With
-// GOGC=100 the edge, whose live heap is small, collects every few milliseconds under load
-// (16-25% of its CPU, profiled); the memory limit, not GOGC, is what bounds the process, and
-// the collector works harder as the heap nears it. 400 took the edge alone from 87,080 to
-// 103,438 acked messages per CPU-second (docs/benchmarks.md).
-const GCPercent = 400
-
-// raiseGCPercent sets GCPercent unless GOGC is set.
-func raiseGCPercent(log *slog.Logger) {
-	if os.Getenv("GOGC") != "" {
-		log.Info("Go collector target from GOGC", "gogc", os.Getenv("GOGC"))
-		return
-	}
-	debug.SetGCPercent(GCPercent)
-}
-
-// RuntimeHeadroom is what `sluice serve` adds to its pools (and to the embedded broker's store)
-// to bound the Go heap.
-const RuntimeHeadroom = 128 << 20
-
-// setRuntimeMemoryLimit makes the memory the pools admit the memory the process holds: the
-// pools charge what admitted messages and open sessions hold, but the Go collector lets the
-// heap grow to about twice the live data (GOGC=100) before it collects. A soft runtime limit
-// of the three pools, plus the embedded broker's store bound when it runs in this process,
-// plus RuntimeHeadroom makes it collect sooner instead. GOMEMLIMIT, when set, wins; an
-// unbounded pool leaves the runtime unbounded too. (sdk/edge leaves the embedding program's
-// runtime settings alone.)
-func setRuntimeMemoryLimit(cfg *config.Config, log *slog.Logger) {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		log.Info("Go memory limit from GOMEMLIMIT", "limit", os.Getenv("GOMEMLIMIT"))
-		raiseGCPercent(log)
-		return
-	}
-	limit, ok := runtimeMemoryLimit(cfg)
-	if !ok {
-		return
-	}
-	debug.SetMemoryLimit(limit)
-	raiseGCPercent(log)
-	log.Info("Go memory limit set from the pools and the store", "limit", config.Size(limit).String(),
-		"producer_limit", cfg.Memory.ProducerLimit.String(), "consumer_limit", cfg.Memory.ConsumerLimit.String(),
-		"session_limit", cfg.Memory.SessionLimit.String(), "store_limit", storeLimit(cfg).String(), "headroom", config.Size(RuntimeHeadroom).String())
-}
-
-// runtimeMemoryLimit is the Go memory limit for cfg: the pools + store + headroom; ok is false
-// when a pool is unbounded.
-func runtimeMemoryLimit(cfg *config.Config) (int64, bool) {
-	p, c, sess := cfg.Memory.ProducerLimit.Bytes(), cfg.Memory.ConsumerLimit.Bytes(), cfg.Memory.SessionLimit.Bytes()
-	if p == 0 || c == 0 || sess == 0 {
-		return 0, false
-	}
-	return p + c + sess + storeLimit(cfg).Bytes() + RuntimeHeadroom, true
-}
-
-// storeLimit is the embedded broker's store bound when it runs in this process, else 0.
-func storeLimit(cfg *config.Config) config.Size {
-	if cfg.Broker.URL != "" {
-		return 0
-	}
-	return cfg.Broker.Embedded.StoreLimit
 }
 
 func printConnectHelp(w io.Writer, srv *server.Server, cfg *config.Config) {

@@ -30,16 +30,22 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if fs.NArg() > 0 {
 		return fmt.Errorf("validate: unexpected argument %q", fs.Arg(0))
 	}
-	cfg, err := config.Load(ctx, loadOptions(*files, overrides()))
+	opts, cgroupErr := loadOptions(*files, overrides())
+	cfg, err := config.Load(ctx, opts)
 	if err != nil {
 		return err
 	}
 	if err := validateWithBuiltins(ctx, cfg); err != nil {
 		return err
 	}
+	if cgroupErr != nil {
+		fmt.Fprintf(stdout, "warning: reading the cgroup's memory limit: %v\n", cgroupErr)
+	}
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(stdout, "warning:", w)
 	}
+	rt := runtimeMemoryOf(cfg.MemorySplit())
+	fmt.Fprintf(stdout, "memory: %s; Go memory limit %s, GC target %s\n", cfg.MemorySplit(), rt.limit, rt.gc)
 	routes := cfg.Routes
 	if len(routes) == 0 {
 		routes = policy.DefaultRoutes()
@@ -92,7 +98,8 @@ func runConfig(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		_, err := stdout.Write(config.DefaultFile())
 		return err
 	}
-	b, err := config.Effective(ctx, loadOptions(*files, flags))
+	opts, _ := loadOptions(*files, flags) // the budget resolved from the cgroup prints as any default
+	b, err := config.Effective(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -112,6 +112,8 @@ func (a annotator) notes(path string, v reflect.Value, inList bool) string {
 		return note + "; from the environment"
 	case FromFlag:
 		return note + "; from a flag"
+	case FromCgroup:
+		return note + "; from the cgroup's memory limit"
 	}
 	return note + "; default"
 }

@@ -32,7 +32,7 @@ type Config struct {
 	Shutdown Shutdown `koanf:"shutdown" json:"shutdown"`
 	// Broker selects the Pulsar cluster, or the embedded broker.
 	Broker Broker `koanf:"broker" json:"broker"`
-	// Memory holds the edge-wide byte pools.
+	// Memory holds the process's memory budget and the byte pools derived from it.
 	Memory Memory `koanf:"memory" json:"memory"`
 	// Auth authenticates WebSocket clients. Zero means no authentication: every client is
 	// admitted, as Pulsar's proxy with authenticationEnabled=false.
@@ -307,8 +307,9 @@ type Embedded struct {
 	// for all topics together. Messages that some durable subscription has
 	// not acknowledged are kept; the oldest others are evicted to make room,
 	// across topics; when only messages some backlog needs are left,
-	// producers are refused with Pulsar's backlog quota error. `sluice serve`
-	// counts it in the Go memory limit it sets. Zero means 256MiB.
+	// producers are refused with Pulsar's backlog quota error. In `sluice serve`
+	// (broker.url empty) it is part of memory.limit: zero means its part of the budget
+	// (256MiB with the default budget); elsewhere zero means 256MiB.
 	StoreLimit Size `koanf:"store_limit" json:"store_limit"`
 	// RetentionSize bounds, per topic, the bytes kept beyond what its
 	// subscriptions' backlogs need (Pulsar's retention size): past it the
@@ -379,30 +380,52 @@ type Embedded struct {
 	MaxTopicsPerNamespace int `koanf:"max_topics_per_namespace" json:"max_topics_per_namespace"`
 }
 
-// Memory holds the edge-wide byte pools (static). Byte limits are soft by at
-// most one message.
+// Memory holds the process's memory budget and the edge-wide byte pools derived from it
+// (static). Byte limits are soft by at most one message.
 type Memory struct {
+	// Limit is the process's memory budget, the one number to size its container by: the
+	// pools below, the embedded broker's store (broker.embedded.store_limit, when `sluice
+	// serve` runs the broker in its process) and the Go memory limit are derived from it,
+	// each unless it is set explicitly (docs/operations.md, "The memory budget"). The
+	// runtime's share is taken first (2 parts of 12, or of 8 without the store; at least
+	// 64MiB plus what the producer and consumer pools may hold past their limits, one
+	// message each: 16/3 of websocket.max_message_size, so 91MiB by default), and the rest
+	// is shared, in whole MiB, among producer_limit (1 part), consumer_limit (1),
+	// session_limit (4) and store_limit (4). A value set explicitly replaces its share and
+	// leaves the others' alone; explicit values that leave the runtime less are refused. The Go memory limit is the budget less 32MiB (the executable's code and data,
+	// which the Go runtime does not count; GOMEMLIMIT, when set, wins). Zero means the
+	// memory limit of the process's cgroup (memory.max, or memory.limit_in_bytes with cgroup
+	// v1) when it has one; else each share not set is its default and the budget their sum
+	// plus 128MiB: 768MiB, or 512MiB when broker.url is set. The smallest budget is the
+	// runtime's least plus 32MiB (123MiB by default).
+	Limit Size `koanf:"limit" json:"limit"`
 	// ProducerLimit bounds the bytes held for all producers together. An
-	// absent key means 64MiB; an explicit 0 means
-	// unbounded, which is warned about at start.
+	// absent key means its part of memory.limit (64MiB with the default budget); an explicit
+	// 0 means unbounded, which is warned about at start.
 	ProducerLimit Size `koanf:"producer_limit" json:"producer_limit"`
 	// ConsumerLimit bounds the bytes fetched for all consumers together and
-	// not yet written to their sockets. An absent key means 64MiB; an
-	// explicit 0 means unbounded, as for ProducerLimit.
+	// not yet written to their sockets. An absent key means its part of memory.limit (64MiB
+	// with the default budget); an explicit 0 means unbounded, as for ProducerLimit.
 	ConsumerLimit Size `koanf:"consumer_limit" json:"consumer_limit"`
 	// SessionLimit bounds what open sessions cost themselves, whatever messages they hold:
 	// their buffers, queues and broker-side producers and consumers, charged per session from
 	// the handshake until it ends. A handshake that does not fit is refused with 503, and so
 	// is one whose client address would hold more of a pool over 7/8 full than it leaves to
 	// other addresses (the fair share: one address cannot lock the others out). Absent means
-	// 256MiB (about 7,000 idle producer sessions); zero means unbounded, which Warnings reports.
+	// its part of memory.limit (256MiB with the default budget, about 7,000 idle producer
+	// sessions); zero means unbounded, which Warnings reports.
 	SessionLimit Size `koanf:"session_limit" json:"session_limit"`
 
-	// ProducerLimitSet and ConsumerLimitSet are set by Load when the limit
-	// was given in a file, the environment or an override (rather than
-	// coming from the defaults). They are not configuration keys.
-	ProducerLimitSet bool `koanf:"-" json:"producer_limit_set"`
-	ConsumerLimitSet bool `koanf:"-" json:"consumer_limit_set"`
+	// ProducerLimitSet, ConsumerLimitSet and SessionLimitSet are set by Load when the limit
+	// was given in a file, the environment or an override (rather than derived from the
+	// budget). LimitFrom says where Limit came from: LimitFromKey, LimitFromCgroup or
+	// LimitFromDefault. Derived lists the keys SetDefaults took from the budget. They are
+	// not configuration keys.
+	ProducerLimitSet bool     `koanf:"-" json:"producer_limit_set"`
+	ConsumerLimitSet bool     `koanf:"-" json:"consumer_limit_set"`
+	SessionLimitSet  bool     `koanf:"-" json:"session_limit_set"`
+	LimitFrom        string   `koanf:"-" json:"limit_from"`
+	Derived          []string `koanf:"-" json:"derived,omitempty"`
 }
 
 // WebSocket holds per-connection WebSocket settings (static). The defaults

@@ -21,8 +21,6 @@ const (
 	DefaultOperationTimeout = 30 * time.Second
 	DefaultEmbeddedListen   = "127.0.0.1:0"
 	DefaultStoreLimit       = 256 * MiB
-	DefaultMemoryLimit      = 64 * MiB
-	DefaultSessionLimit     = 256 * MiB
 	DefaultMaxMessageSize   = 5 * MiB
 	// FrameOverhead is what a text frame may hold besides its base64 payload: the
 	// default websocket.max_text_message_size is base64(max_message_size) + FrameOverhead.
@@ -96,11 +94,6 @@ func defaultLayer() map[string]any {
 		"broker": map[string]any{
 			"embedded": map[string]any{"allow_auto_topic_creation": true, "in_process": true, "delete_inactive_topics": true},
 		},
-		"memory": map[string]any{
-			"producer_limit": DefaultMemoryLimit.String(),
-			"consumer_limit": DefaultMemoryLimit.String(),
-			"session_limit":  DefaultSessionLimit.String(),
-		},
 		"websocket": map[string]any{
 			"idle_timeout":           DefaultIdleTimeout.String(),
 			"max_context_size":       DefaultMaxContextSize.String(),
@@ -121,7 +114,6 @@ func defaultLayer() map[string]any {
 // applied, no plugins and no routes.
 func Defaults() *Config {
 	c := &Config{
-		Memory: Memory{ProducerLimit: DefaultMemoryLimit, ConsumerLimit: DefaultMemoryLimit, SessionLimit: DefaultSessionLimit},
 		WebSocket: WebSocket{
 			IdleTimeout:         DefaultIdleTimeout,
 			MaxContextSize:      DefaultMaxContextSize,
@@ -140,10 +132,11 @@ func Defaults() *Config {
 }
 
 // SetDefaults replaces every zero field whose documented zero value means
-// "the default" with that default. It leaves alone fields whose zero value
-// means something else (memory limits, IdleTimeout, AllowAutoTopicCreation,
-// InProcess, DeleteInactiveTopics); start from Defaults to get those. It is idempotent, and Load
-// calls it.
+// "the default" with that default, and derives from memory.limit the pools and the store
+// that were not set (a pool is set when it is not zero or its *Set field is true). It leaves
+// alone fields whose zero value means something else (IdleTimeout, AllowAutoTopicCreation,
+// InProcess, DeleteInactiveTopics); start from Defaults to get those. It is idempotent, and
+// Load calls it.
 func (c *Config) SetDefaults() {
 	setDefault(&c.Listen, DefaultListen)
 	setDefault(&c.AdminListen, DefaultAdminListen)
@@ -151,8 +144,9 @@ func (c *Config) SetDefaults() {
 	setDefault(&c.Broker.HealthInterval, DefaultBrokerHealth)
 	setDefault(&c.Broker.Embedded.Listen, DefaultEmbeddedListen)
 	setDefault(&c.Broker.Embedded.StoreLimit, c.Broker.Embedded.Retention)
-	setDefault(&c.Broker.Embedded.StoreLimit, DefaultStoreLimit)
 	setDefault(&c.WebSocket.MaxMessageSize, DefaultMaxMessageSize)
+	c.splitBudget() // after max_message_size: the runtime's share covers the pools' overshoot
+	setDefault(&c.Broker.Embedded.StoreLimit, DefaultStoreLimit)
 	setDefault(&c.WebSocket.MaxTextMessageSize, TextFrameFor(c.WebSocket.MaxMessageSize))
 	setDefault(&c.Broker.Embedded.MaxMessageSize, c.WebSocket.MaxMessageSize)
 	c.Broker.Embedded.setDefaults()

@@ -17,7 +17,7 @@ func TestExampleFile(t *testing.T) {
 	// The example documents the defaults: it must resolve to the same
 	// static settings as an empty file.
 	def := Defaults()
-	def.Memory.ProducerLimitSet, def.Memory.ConsumerLimitSet = true, true
+	cfg.Memory, def.Memory = sansProvenance(cfg.Memory), sansProvenance(def.Memory)
 	for _, f := range []struct {
 		key       string
 		got, want any

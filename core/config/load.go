@@ -41,6 +41,10 @@ type LoadOptions struct {
 	// ("memory.producer_limit") or nested. A string value for a boolean or
 	// numeric key is parsed as the environment's are. Zero means none.
 	Overrides map[string]any
+	// CgroupLimit is the memory limit of the process's cgroup, which memory.limit defaults
+	// to. Zero means none: memory.limit then defaults to the sum of the shares' defaults
+	// (Memory.Limit).
+	CgroupLimit Size
 }
 
 // Load reads the layers opts names, decodes them strictly into a Config,
@@ -123,6 +127,11 @@ func load(ctx context.Context, opts LoadOptions) (*loaded, error) {
 	}
 	c.Memory.ProducerLimitSet = user.Exists("memory.producer_limit")
 	c.Memory.ConsumerLimitSet = user.Exists("memory.consumer_limit")
+	c.Memory.SessionLimitSet = user.Exists("memory.session_limit")
+	if c.Memory.Limit == 0 && opts.CgroupLimit > 0 {
+		c.Memory.Limit, c.Memory.LimitFrom = opts.CgroupLimit, LimitFromCgroup
+		l.layers = append([]layer{{src: Source{Kind: FromCgroup}, keys: map[string]bool{"memory.limit": true}}}, l.layers...)
+	}
 	c.SetDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, l.report(err, unknown)

@@ -11,6 +11,7 @@ type SourceKind int
 // The layers, lowest first.
 const (
 	FromDefault SourceKind = iota
+	FromCgroup             // memory.limit, from the process's cgroup (LoadOptions.CgroupLimit)
 	FromFile
 	FromEnv
 	FromFlag
@@ -33,6 +34,8 @@ func (s Source) String() string {
 		return "env " + s.Name
 	case FromFlag:
 		return "flag"
+	case FromCgroup:
+		return "cgroup"
 	}
 	return "default"
 }

@@ -50,6 +50,8 @@ func (c *Config) Validate() error {
 	v.nonNegative("memory.producer_limit", int64(c.Memory.ProducerLimit))
 	v.nonNegative("memory.consumer_limit", int64(c.Memory.ConsumerLimit))
 	v.nonNegative("memory.session_limit", int64(c.Memory.SessionLimit))
+	v.nonNegative("memory.limit", int64(c.Memory.Limit))
+	c.validateBudget(v)
 	v.messageSize("websocket.max_message_size", c.WebSocket.MaxMessageSize)
 	if m := c.WebSocket.MaxTextMessageSize; m < 0 {
 		v.add("websocket.max_text_message_size", "must not be negative")

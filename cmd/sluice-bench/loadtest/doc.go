@@ -14,7 +14,11 @@
 //   - idle producers from one address until the session pool's fair share refuses it, after
 //     which a client from another loopback address is admitted and publishes;
 //   - producers flooding an edge that gets SIGUSR2 (lame duck), then another that gets SIGTERM:
-//     every message the broker stored was acknowledged ok, and every one acknowledged ok stored.
+//     every message the broker stored was acknowledged ok, and every one acknowledged ok stored;
+//   - an edge with memory.limit 160MiB under each of the worst client behaviours in turn (a
+//     producer flood while the broker is stopped with SIGSTOP, consumers that never read,
+//     thousands of idle connections, frames of the largest size): every message is answered,
+//     and the peak resident memory (VmHWM) stays within the budget plus 10%.
 //
 // It is behind the build tag "load" and runs with `make test-load`, not `make test`: it
 // needs bin/sluice and bin/sluice-strategies, about 20,000 file descriptors and a few

@@ -88,13 +88,13 @@ func (g gathered) histogram(name string, pairs ...string) Histogram {
 	h := Histogram{Buckets: []Bucket{}}
 	for _, m := range g.match(name, pairs...) {
 		mh := m.GetHistogram()
-		h.Count += int64(mh.GetSampleCount())
+		h.Count += int64(mh.GetSampleCount()) //nolint:gosec // G115: a count of observations stays far below 2^63
 		h.SumSeconds += mh.GetSampleSum()
 		for i, b := range mh.GetBucket() {
 			if i == len(h.Buckets) {
 				h.Buckets = append(h.Buckets, Bucket{LE: b.GetUpperBound()})
 			}
-			h.Buckets[i].Count += int64(b.GetCumulativeCount())
+			h.Buckets[i].Count += int64(b.GetCumulativeCount()) //nolint:gosec // G115: a count of observations stays far below 2^63
 		}
 	}
 	return h

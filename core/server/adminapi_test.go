@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509/pkix"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -300,7 +301,7 @@ func expectClose(t *testing.T, c *websocket.Conn, code int, reason string) {
 		if err == nil {
 			continue
 		}
-		ce, ok := err.(*websocket.CloseError)
+		ce, ok := errors.AsType[*websocket.CloseError](err)
 		if !ok || ce.Code != code || ce.Text != reason {
 			t.Errorf("read: %v, want close %d %q", err, code, reason)
 		}

@@ -190,7 +190,7 @@ func deafConsumersBehaviour(t *testing.T, e budgetEdge) string {
 					}
 				})
 			}
-			if err := p.Flush(); err != nil {
+			if err := p.FlushWithCtx(context.Background()); err != nil {
 				pubErr.CompareAndSwap(nil, err.Error())
 			}
 		}()

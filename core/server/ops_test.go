@@ -647,6 +647,11 @@ func TestAdminEndpoints(t *testing.T) {
 	full := "persistent://" + topic
 
 	var page admin.SessionPage
+	// A delivery is counted once its write returns, which may be after the client has read it.
+	edgetest.WaitFor(t, 10*time.Second, "the consumer's five deliveries counted", func() bool {
+		getJSON(t, ah, "/sessions?kind=consumer", &page)
+		return len(page.Sessions) == 1 && page.Sessions[0].MessagesOut == 5
+	})
 	if code := getJSON(t, ah, "/sessions", &page); code != http.StatusOK || page.Total != 2 || len(page.Sessions) != 2 {
 		t.Fatalf("/sessions: %d %+v", code, page)
 	}

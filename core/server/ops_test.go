@@ -631,6 +631,13 @@ func TestAdminEndpoints(t *testing.T) {
 	ah := srv.AdminHandler()
 	topic := "public/default/admin-" + strconv.FormatInt(time.Now().UnixNano(), 10)
 	cons := edgetest.Dial(t, base+"/ws/v2/consumer/persistent/"+topic+"/sub?subscriptionType=Shared")
+	// A session is listed once it starts, which may be after its client has its upgrade: the
+	// producer is opened after the consumer is listed, so that the list's order is known.
+	edgetest.WaitFor(t, 10*time.Second, "the consumer listed", func() bool {
+		var page admin.SessionPage
+		getJSON(t, ah, "/sessions", &page)
+		return page.Total == 1
+	})
 	prod := edgetest.Dial(t, base+"/ws/v2/producer/persistent/"+topic)
 	acks := readAcks(prod, 5)
 	writeN(t, prod, 5, 100)

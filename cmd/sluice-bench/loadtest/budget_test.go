@@ -54,8 +54,9 @@ func memoryBudget(t *testing.T) {
 	}{
 		{"flood against a stalled broker", "", floodStalledBroker},
 		// The broker client's prefetch is bounded in bytes by each session's share of the
-		// consumer pool (docs/backpressure.md, "Prefetch"), so sessions that never read hold
-		// little in the library at the default prefetch of 100 messages as at 10.
+		// consumer pool (docs/backpressure.md, "The consumer side's worst case"), so sessions
+		// that never read hold as little in the library at the default prefetch of 100
+		// messages as at 10.
 		{"consumers that never read", "", deafConsumersBehaviour},
 		{"consumers that never read, prefetch 10", "routes: [ { name: all, match: /ws/**, strategy: { name: hybrid, params: { prefetch: 10 } } } ]\n", deafConsumersBehaviour},
 		{"idle connections", "", idleBudget},

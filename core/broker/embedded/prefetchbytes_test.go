@@ -113,7 +113,7 @@ func sendSized(t *testing.T, p pulsar.Producer, n, size int) {
 		m := &pulsar.ProducerMessage{Payload: sized(i, size)}
 		p.SendAsync(ctx, m, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) { errs <- err })
 	}
-	if err := p.Flush(); err != nil {
+	if err := p.FlushWithCtx(ctx); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
 	for range n {

@@ -250,6 +250,12 @@ type ConsumerOptions struct {
 	PriorityLevel int
 	// ReceiverQueueSize is the client library's prefetch, in messages. Zero means 1000.
 	ReceiverQueueSize int
+	// PrefetchBytes bounds in bytes the client library's prefetch of each broker-side consumer
+	// (one per topic or partition): the messages received from the broker and not yet returned
+	// by Receive, a batch counting its entry's bytes. The library asks the broker for messages
+	// in step with the room left, and for one when it holds none, so the bound is soft by one
+	// message. Zero means no bound in bytes.
+	PrefetchBytes int64
 	// NackRedeliveryDelay delays redelivery after a negative ack. Zero means 60s.
 	NackRedeliveryDelay time.Duration
 	// MaxDeliveries sends a message to the dead-letter topic instead of delivering it for the
@@ -280,7 +286,7 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 	if o.Subscription == "" {
 		return nil, fmt.Errorf("subscribing: %w: empty subscription", ErrInvalidArgument)
 	}
-	if o.ReceiverQueueSize < 0 {
+	if o.ReceiverQueueSize < 0 || o.PrefetchBytes < 0 {
 		return nil, fmt.Errorf("subscribing: %w: negative receiver queue size", ErrInvalidArgument)
 	}
 	if o.PriorityLevel < 0 || o.PriorityLevel > math.MaxInt32 {
@@ -309,6 +315,12 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 	}
 	if o.ReceiverQueueSize == 0 {
 		popts.ReceiverQueueSize = defaultReceiverQueueSize
+	}
+	if o.PrefetchBytes > 0 {
+		popts.ReceiverQueueMaxBytes = o.PrefetchBytes
+		// The library counts a message as prefetched until it is in its channel: unbuffered,
+		// that is until Receive takes it, so the channel holds nothing the bound leaves out.
+		popts.MessageChannel = make(chan pulsar.ConsumerMessage)
 	}
 	if o.TopicsPattern != "" {
 		// A pattern session is charged for the topics its pattern matched when it opened (the
@@ -572,6 +584,9 @@ type ReaderOptions struct {
 	StartInclusive bool
 	// ReceiverQueueSize is the client library's prefetch. Zero means 1000.
 	ReceiverQueueSize int
+	// PrefetchBytes bounds the library's prefetch in bytes, as ConsumerOptions.PrefetchBytes
+	// does. Zero means no bound in bytes.
+	PrefetchBytes int64
 	// CryptoFailure is what to do with messages that cannot be decrypted. Zero is Fail.
 	CryptoFailure CryptoFailureAction
 }
@@ -596,6 +611,7 @@ func (c *Client) CreateReader(ctx context.Context, o ReaderOptions) (*Reader, er
 		StartMessageID:          start.id,
 		StartMessageIDInclusive: o.StartInclusive,
 		ReceiverQueueSize:       o.ReceiverQueueSize,
+		ReceiverQueueMaxBytes:   max(o.PrefetchBytes, 0),
 	}
 	if popts.ReceiverQueueSize == 0 {
 		popts.ReceiverQueueSize = defaultReceiverQueueSize

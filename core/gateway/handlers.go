@@ -129,7 +129,7 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 		g.writeError(w, r, ep.Kind, err)
 		return
 	}
-	opts := consumerOptions(ep, params, grant.Prefetch)
+	opts := consumerOptions(ep, params, grant.Prefetch, grant.PrefetchBytes)
 	if len(matched) > 0 {
 		// The topics the pattern matched, counted and charged: exactly these are subscribed
 		// to, whatever the namespace holds by the time the library would look again.
@@ -155,7 +155,7 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 
 // consumerOptions are the broker-side consumer's options, from the client's parameters and
 // the grant's prefetch.
-func consumerOptions(ep wsapi.Endpoint, params wsapi.ConsumerParams, prefetch int) broker.ConsumerOptions {
+func consumerOptions(ep wsapi.Endpoint, params wsapi.ConsumerParams, prefetch int, prefetchBytes int64) broker.ConsumerOptions {
 	opts := broker.ConsumerOptions{
 		Subscription:        ep.Subscription,
 		Name:                params.ConsumerName,
@@ -163,6 +163,7 @@ func consumerOptions(ep wsapi.Endpoint, params wsapi.ConsumerParams, prefetch in
 		Type:                toSubscriptionType(params.SubscriptionType),
 		NonDurable:          params.SubscriptionMode == wsapi.NonDurable,
 		ReceiverQueueSize:   prefetch,
+		PrefetchBytes:       prefetchBytes,
 		NackRedeliveryDelay: max(time.Duration(params.NegativeAckRedeliveryDelayMillis)*time.Millisecond, time.Millisecond),
 		CryptoFailure:       toCryptoFailure(params.CryptoFailureAction),
 	}
@@ -213,6 +214,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 		Topic:             ep.TopicName(),
 		Name:              params.ReaderName,
 		ReceiverQueueSize: grant.Prefetch,
+		PrefetchBytes:     grant.PrefetchBytes,
 		CryptoFailure:     toCryptoFailure(params.CryptoFailureAction),
 	}
 	switch params.Start {

@@ -283,6 +283,17 @@ func (m *Table) deliveryGrant(ctx context.Context, h session.Handshake, requeste
 	// about as many prefetched messages over many topics as over one; each is charged.
 	consumers := max(h.Partitions, 1)
 	prefetch = max(prefetch/consumers, 1)
+	// The library's prefetch is bounded in bytes by the session's share too (the default
+	// share when the session has none of its own, none when the pool is unbounded), divided
+	// the same way: a session then holds at most its share in the pool and as much in the
+	// library (each soft by one message), whatever its prefetch in messages.
+	prefetchBytes := share
+	if prefetchBytes <= 0 {
+		prefetchBytes = m.consumers.Snapshot().Edge.Limit / DefaultConsumerShareDivisor
+	}
+	if prefetchBytes > 0 {
+		prefetchBytes = max(prefetchBytes/int64(consumers), 1)
+	}
 	cost, err := m.holdSession(h.RemoteAddr, session.ConsumerSessionCost(prefetch)+
 		int64(consumers-1)*session.ConsumerTopicCost(prefetch)+extra+m.settings.inflateCost())
 	if err != nil {
@@ -304,6 +315,7 @@ func (m *Table) deliveryGrant(ctx context.Context, h session.Handshake, requeste
 		Memory:              m.sessions,
 		MaxPending:          pendingLimit(queue.Value),
 		Prefetch:            prefetch,
+		PrefetchBytes:       prefetchBytes,
 		WriteQueue:          WriteQueue,
 		SlowConsumerTimeout: r.slowTimeout,
 		Location:            m.settings.location(),

@@ -288,3 +288,65 @@ func TestAdjusterGetsPressureAndSetsLimits(t *testing.T) {
 		t.Errorf("open session's message bound %d after Adjust, want 50", got)
 	}
 }
+
+// TestPrefetchBytes: a consumer grant bounds the client library's prefetch in bytes by the
+// session's share of the consumer pool, divided among its broker-side consumers; with an
+// unbounded pool there is no bound.
+func TestPrefetchBytes(t *testing.T) {
+	t.Parallel()
+	const limit = 16 << 20
+	reg := strategy.NewRegistry()
+	if err := strategies.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := admission.NewPool(admission.PoolConfig{Name: "producer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := admission.NewPool(admission.PoolConfig{Name: "consumer", Limit: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := policy.New(reg, prod, cons, policy.Settings{WebSocket: config.Defaults().WebSocket})
+	t.Cleanup(m.Close)
+	ctx := context.Background()
+	if err := m.Apply(ctx, []config.Route{
+		route("own", "/ws/v2/consumer/persistent/own/**", "bytes", map[string]any{"consumer_session_limit": "2MiB"}),
+		route("all", "/ws/**", "hybrid", nil),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	share := int64(limit / policy.DefaultConsumerShareDivisor)
+	for _, c := range []struct {
+		path       string
+		partitions int
+		want       int64
+	}{
+		{"/ws/v2/consumer/persistent/public/default/t/s", 0, share},
+		{"/ws/v2/consumer/persistent/public/default/t/s", 4, share / 4},
+		{"/ws/v2/consumer/persistent/own/default/t/s", 0, 2 << 20},
+	} {
+		h := producerReq(c.path)
+		h.Partitions = c.partitions
+		g, err := m.Consumer(ctx, h, wsapi.ConsumerParams{ReceiverQueueSize: 1000})
+		if err != nil {
+			t.Fatalf("%s: %v", c.path, err)
+		}
+		if g.PrefetchBytes != c.want {
+			t.Errorf("%s over %d partitions: PrefetchBytes %d, want %d", c.path, c.partitions, g.PrefetchBytes, c.want)
+		}
+		g.Release()
+	}
+	m2, _, _ := newTable(t, 0) // an unbounded consumer pool
+	if err := m2.Apply(ctx, []config.Route{route("all", "/ws/**", "hybrid", nil)}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := m2.Consumer(ctx, producerReq("/ws/v2/consumer/persistent/public/default/t/s"), wsapi.ConsumerParams{ReceiverQueueSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.PrefetchBytes != 0 {
+		t.Errorf("unbounded pool: PrefetchBytes %d, want 0", g.PrefetchBytes)
+	}
+	g.Release()
+}

@@ -102,8 +102,12 @@ type ConsumerGrant struct {
 	MaxPending int
 	// Prefetch is the broker client's receiver queue for each of the session's broker-side
 	// consumers (one per topic or partition), outside the pool: the session's prefetch
-	// divided among them, at least 1 each.
+	// divided among them, at least 1 each. PrefetchBytes bounds it in bytes.
 	Prefetch int
+	// PrefetchBytes bounds in bytes what each of those consumers prefetches (soft by one
+	// message): the session's share of the consumer pool divided among them. Zero means no
+	// bound in bytes.
+	PrefetchBytes int64
 	// WriteQueue bounds messages taken from the broker and waiting for the socket.
 	WriteQueue int
 	// SlowConsumerTimeout closes the session with CloseSlowConsumer when one frame cannot be

@@ -148,8 +148,9 @@ type ConsumerRequest struct {
 type ConsumerDecision struct {
 	// Deny refuses the session; nil admits it.
 	Deny *Denial
-	// Prefetch is the broker client's prefetch (receiver queue) for the session, outside the
-	// consumer pool. Zero means min(receiverQueueSize, 100).
+	// Prefetch is the broker client's prefetch (receiver queue) for the session, in messages,
+	// outside the consumer pool; in bytes it is bounded by the session's share (MaxBytes, or
+	// the default share when that is -1). Zero means min(receiverQueueSize, 100).
 	Prefetch int
 	// MaxBytes bounds the bytes fetched for this session and not yet written to its socket
 	// (its share of the consumer pool), so that slow consumers cannot fill the pool and starve

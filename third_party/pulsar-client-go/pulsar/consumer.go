@@ -196,6 +196,16 @@ type ConsumerOptions struct {
 	// Default value is `1000` messages and should be good for most use cases.
 	ReceiverQueueSize int
 
+	// ReceiverQueueMaxBytes, when positive, bounds in bytes what each partition consumer prefetches: the
+	// messages it has received from the broker and not yet delivered on the consumer's channel, a batch
+	// counting its entry's bytes. Permits are then sent in step with the room left, the expected size of a
+	// message taken from those received, so that the broker never has permits for more than the room; when
+	// nothing is queued or expected, one permit is sent whatever the room, so that a message larger than
+	// the bound still flows (the bound is soft by one message). The first flow asks for one message.
+	// ReceiverQueueSize still bounds the messages. With a buffered MessageChannel, the messages in it are
+	// delivered and so not counted. Default is 0, no bound in bytes.
+	ReceiverQueueMaxBytes int64
+
 	// EnableZeroQueueConsumer, if enabled, the ReceiverQueueSize will be 0.
 	// Notice: only non-partitioned topic is supported.
 	// Default is false.

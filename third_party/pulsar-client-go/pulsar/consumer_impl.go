@@ -462,6 +462,7 @@ func newPartitionConsumerOpts(topic, consumerName string, idx int, options Consu
 		partitionIdx:                idx,
 		priorityLevel:               options.PriorityLevel,
 		receiverQueueSize:           options.ReceiverQueueSize,
+		receiverQueueMaxBytes:       options.ReceiverQueueMaxBytes,
 		nackRedeliveryDelay:         nackRedeliveryDelay,
 		nackBackoffPolicy:           options.NackBackoffPolicy,
 		nackPrecisionBit:            options.NackPrecisionBit,

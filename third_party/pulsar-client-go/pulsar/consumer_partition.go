@@ -102,6 +102,7 @@ type partitionConsumerOpts struct {
 	partitionIdx                int
 	priorityLevel               int
 	receiverQueueSize           int
+	receiverQueueMaxBytes       int64
 	autoReceiverQueueSize       bool
 	nackRedeliveryDelay         time.Duration
 	nackBackoffPolicy           NackBackoffPolicy
@@ -174,6 +175,12 @@ type partitionConsumer struct {
 	incomingMessages       uAtomic.Int32
 	reconnectCount         uAtomic.Int32
 
+	// With receiverQueueMaxBytes: the bytes of the messages received and not yet delivered, the
+	// permits the broker has not used yet, and the expected bytes of a message.
+	queuedBytes     uAtomic.Int64
+	brokerPermits   uAtomic.Int32
+	bytesPerMessage uAtomic.Int64
+
 	eventsCh        chan interface{}
 	connectedCh     chan struct{}
 	connectClosedCh chan *connectionClosed
@@ -235,6 +242,7 @@ func (pc *partitionConsumer) ActiveConsumerChanged(isActive bool) {
 type availablePermits struct {
 	permits uAtomic.Int32
 	pc      *partitionConsumer
+	mu      sync.Mutex // serializes the flows bounded in bytes
 }
 
 func (p *availablePermits) inc() {
@@ -256,6 +264,10 @@ func (p *availablePermits) get() int32 {
 }
 
 func (p *availablePermits) flowIfNeed() {
+	if p.pc.options.receiverQueueMaxBytes > 0 {
+		p.flowWithinBytes()
+		return
+	}
 	// TODO implement a better flow controller
 	// send more permits if needed
 	var flowThreshold int32
@@ -277,6 +289,94 @@ func (p *availablePermits) flowIfNeed() {
 		p.pc.log.Debugf("requesting more permits=%d available=%d", requestedPermits, availablePermits)
 		if err := p.pc.internalFlow(uint32(requestedPermits)); err != nil {
 			p.pc.log.WithError(err).Error("unable to send permits")
+		}
+	}
+}
+
+// flowWithinBytes sends the permits receiverQueueMaxBytes has room for: the bound less the
+// bytes queued and those the permits the broker has not used yet may bring, a message counted at
+// its expected size. Permits that the room does not limit wait for half the queue, as in
+// flowIfNeed, while the broker has permits left. When nothing is queued or expected, the broker
+// is given one permit whatever the room, so that a message larger than the bound still flows
+// (after a batch, whose messages each take a permit, the broker's count may be below zero);
+// while a message's size is unknown, one goes at a time.
+func (p *availablePermits) flowWithinBytes() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pc := p.pc
+	current := p.get()
+	if current <= 0 {
+		return
+	}
+	unused := pc.brokerPermits.Load()
+	queued := pc.queuedBytes.Load()
+	n := int32(0)
+	if per := pc.bytesPerMessage.Load(); per > 0 {
+		room := pc.options.receiverQueueMaxBytes - queued - int64(max(unused, 0))*per
+		n = int32(min(int64(current), max(room/per, 0)))
+	}
+	switch {
+	case unused+n <= 0 && queued == 0:
+		n = min(current, 1-unused)
+	case n == 0:
+		return
+	case n == current && n < max(pc.maxQueueSize/2, 1) && unused > 0:
+		return
+	}
+	if !p.permits.CompareAndSwap(current, current-n) {
+		return // changed meanwhile: whoever changed it flows again
+	}
+	pc.brokerPermits.Add(n)
+	pc.log.Debugf("requesting more permits=%d queuedBytes=%d", n, queued)
+	if err := pc.internalFlow(uint32(n)); err != nil {
+		pc.log.WithError(err).Error("unable to send permits")
+	}
+}
+
+// brokerUsed counts the permits a message of the broker used: one per message of its entry, so
+// that a batch may take the broker's count below zero, as it does the broker's own.
+func (pc *partitionConsumer) brokerUsed(msgMeta *pb.MessageMetadata) {
+	if pc.options.receiverQueueMaxBytes <= 0 {
+		return
+	}
+	n := int32(1)
+	if msgMeta != nil && msgMeta.NumMessagesInBatch != nil {
+		n = msgMeta.GetNumMessagesInBatch()
+	}
+	pc.brokerPermits.Sub(n)
+}
+
+// queue hands the messages of one entry of entryBytes bytes to the dispatcher. With
+// receiverQueueMaxBytes, they hold the entry's bytes (or their payloads', when decompression
+// made those more) until they are delivered, each its part, and the entry updates the
+// expected size of a message.
+func (pc *partitionConsumer) queue(messages []*message, entryBytes int64) {
+	if pc.options.receiverQueueMaxBytes > 0 {
+		var payloads int64
+		for _, m := range messages {
+			payloads += int64(len(m.payLoad))
+		}
+		total := max(entryBytes, payloads)
+		each := total / int64(len(messages))
+		for _, m := range messages {
+			m.queuedBytes = each
+		}
+		messages[len(messages)-1].queuedBytes += total - each*int64(len(messages))
+		pc.queuedBytes.Add(total)
+		if old := pc.bytesPerMessage.Load(); old > 0 {
+			each = (3*old + each) / 4
+		}
+		pc.bytesPerMessage.Store(max(each, 1))
+		pc.availablePermits.flowIfNeed() // the size now known may leave room for more
+	}
+	pc.queueCh <- messages
+}
+
+// dropped releases the queued bytes of messages the dispatcher drops undelivered.
+func (pc *partitionConsumer) dropped(messages []*message) {
+	for _, m := range messages {
+		if m != nil {
+			pc.queuedBytes.Sub(m.queuedBytes)
 		}
 	}
 }
@@ -1186,15 +1286,18 @@ func (pc *partitionConsumer) internalAckList(request *ackListRequest) {
 
 func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, headersAndPayload internal.Buffer) error {
 	pbMsgID := response.GetMessageId()
+	entryBytes := int64(headersAndPayload.ReadableBytes())
 
 	reader := internal.NewMessageReader(headersAndPayload)
 	brokerMetadata, err := reader.ReadBrokerMetadata()
 	if err != nil {
+		pc.brokerUsed(nil)
 		// todo optimize use more appropriate error codes
 		pc.discardCorruptedMessage(pbMsgID, pb.CommandAck_BatchDeSerializeError)
 		return err
 	}
 	msgMeta, err := reader.ReadMessageMetadata()
+	pc.brokerUsed(msgMeta)
 	if err != nil {
 		pc.discardCorruptedMessage(pbMsgID, pb.CommandAck_ChecksumMismatch)
 		return err
@@ -1248,7 +1351,7 @@ func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, header
 				pc.markScaleIfNeed()
 			}
 
-			pc.queueCh <- messages
+			pc.queue(messages, entryBytes)
 			return nil
 		}
 	}
@@ -1447,7 +1550,7 @@ func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, header
 	}
 
 	// send messages to the dispatcher
-	pc.queueCh <- messages
+	pc.queue(messages, entryBytes)
 	return nil
 }
 
@@ -1737,6 +1840,7 @@ func (pc *partitionConsumer) dispatcher() {
 		var messageCh chan ConsumerMessage
 		var nextMessage ConsumerMessage
 		var nextMessageSize int
+		var nextQueuedBytes int64
 
 		// are there more messages to send?
 		if len(messages) > 0 {
@@ -1745,6 +1849,7 @@ func (pc *partitionConsumer) dispatcher() {
 				Message:  messages[0],
 			}
 			nextMessageSize = messages[0].size()
+			nextQueuedBytes = messages[0].queuedBytes
 
 			if !pc.isSeeking.Load() {
 				if pc.dlq.shouldSendToDlq(&nextMessage) {
@@ -1794,13 +1899,19 @@ func (pc *partitionConsumer) dispatcher() {
 			}
 			pc.log.Debug("dispatcher received connection event")
 
+			pc.dropped(messages)
 			messages = nil
 
 			// reset available permits
 			pc.availablePermits.reset()
 
 			var initialPermits uint32
-			if pc.options.autoReceiverQueueSize {
+			if pc.options.receiverQueueMaxBytes > 0 && pc.options.receiverQueueSize > 0 {
+				// The new connection's permits go in step with the room.
+				pc.brokerPermits.Store(0)
+				pc.availablePermits.add(pc.maxQueueSize)
+				continue
+			} else if pc.options.autoReceiverQueueSize {
 				initialPermits = uint32(pc.currentQueueSize.Load())
 			} else {
 				initialPermits = uint32(pc.maxQueueSize)
@@ -1831,6 +1942,7 @@ func (pc *partitionConsumer) dispatcher() {
 			// allow this message to be garbage collected
 			messages[0] = nil
 			messages = messages[1:]
+			pc.queuedBytes.Sub(nextQueuedBytes)
 
 			// for the zeroQueueConsumer, the permits controlled by itself
 			if pc.options.receiverQueueSize > 0 {
@@ -1858,11 +1970,13 @@ func (pc *partitionConsumer) dispatcher() {
 				} else if nextMessageInQueue == nil {
 					nextMessageInQueue = toTrackingMessageID(m[0].msgID)
 				}
+				pc.dropped(m)
 				if pc.options.autoReceiverQueueSize {
 					pc.incomingMessages.Sub(int32(len(m)))
 				}
 			}
 
+			pc.dropped(messages)
 			messages = nil
 
 			clearQueueCb(nextMessageInQueue)

@@ -317,6 +317,9 @@ type message struct {
 	index               *uint64
 	brokerPublishTime   *time.Time
 	conn                internal.Connection
+	// queuedBytes is the part of its entry's bytes the message holds in its partition
+	// consumer's queue (receiverQueueMaxBytes).
+	queuedBytes int64
 }
 
 func (msg *message) Topic() string {

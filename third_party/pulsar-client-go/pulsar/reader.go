@@ -68,6 +68,10 @@ type ReaderOptions struct {
 	// Default value is {@code 1000} messages and should be good for most use cases.
 	ReceiverQueueSize int
 
+	// ReceiverQueueMaxBytes, when positive, bounds in bytes the messages the Reader has received and not
+	// yet read, as ConsumerOptions.ReceiverQueueMaxBytes does. Default is 0, no bound in bytes.
+	ReceiverQueueMaxBytes int64
+
 	// SubscriptionRolePrefix sets the subscription role prefix. The default prefix is "reader".
 	SubscriptionRolePrefix string
 

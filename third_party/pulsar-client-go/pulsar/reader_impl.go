@@ -105,6 +105,7 @@ func newReader(client *client, options ReaderOptions) (Reader, error) {
 		SubscriptionName:            subscriptionName,
 		Type:                        Exclusive,
 		ReceiverQueueSize:           receiverQueueSize,
+		ReceiverQueueMaxBytes:       options.ReceiverQueueMaxBytes,
 		SubscriptionMode:            NonDurable,
 		ReadCompacted:               options.ReadCompacted,
 		Properties:                  options.Properties,

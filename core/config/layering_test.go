@@ -1,9 +1,11 @@
 package config_test
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -23,9 +25,14 @@ var mayImportConfig = []string{
 	"core/internal/edgetest", // starts edges from a config.Config for tests
 	// core/policy interprets the routes section, the hot-reloaded dynamic configuration: a
 	// route's keys are its input as they are, and Route.Config gives them back to the admin
-	// API, so a policy-side copy of config.Route would only double every route key.
+	// API, so a policy-side copy of config.Route would only double every route key. It uses
+	// nothing else of core/config (routeTypes); its static settings are policy.Settings.
 	"core/policy",
 }
+
+// routeTypes are the names of core/config that core/policy may use: the routes section's.
+var routeTypes = []string{"Route", "StrategyRef", "SlowConsumer", "SlowConsumerAction", "SlowConsumerWait",
+	"SlowConsumerClose", "ParamPolicy"}
 
 // configDeps are the only packages of the module core/config may depend on, directly or
 // not: the pure parsers it validates with. None of them does I/O.
@@ -101,6 +108,47 @@ func TestOnlyTranslatorsImportConfig(t *testing.T) {
 		}) {
 			t.Errorf("%s imports core/config: give it its own options and translate them in core/server (docs/internals.md)", dir)
 		}
+	}
+}
+
+// core/policy uses only the routes section of core/config.
+func TestPolicyUsesOnlyRoutes(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join("..", "policy")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, e.Name()), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		local := "" // the name core/config is imported as
+		for _, spec := range f.Imports {
+			if spec.Path.Value == strconv.Quote(module+"core/config") {
+				local = "config"
+				if spec.Name != nil {
+					local = spec.Name.Name
+				}
+			}
+		}
+		if local == "" {
+			continue
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == local && !slices.Contains(routeTypes, sel.Sel.Name) {
+				t.Errorf("core/policy/%s uses config.%s: only the routes section's types are its input (%v)", e.Name(), sel.Sel.Name, routeTypes)
+			}
+			return true
+		})
 	}
 }
 

@@ -8,6 +8,9 @@ import (
 	"github.com/sluicehq/sluice/core/frontdoor/certs"
 	"github.com/sluicehq/sluice/core/frontdoor/clientaddr"
 	"github.com/sluicehq/sluice/core/frontdoor/connlimit"
+	"github.com/sluicehq/sluice/core/policy"
+	"github.com/sluicehq/sluice/core/session"
+	"github.com/sluicehq/sluice/core/wsapi"
 )
 
 // The components take their own options, never core/config's structs; these functions
@@ -81,4 +84,46 @@ func connLimits(l config.Limits) connlimit.Options {
 		HandshakeRate:            l.HandshakeRate,
 		HandshakeBurst:           l.HandshakeBurst,
 	}
+}
+
+// policySettings are the grants' edge-wide settings, from the websocket and limits sections.
+func policySettings(cfg *config.Config) policy.Settings {
+	ws, l := cfg.WebSocket, cfg.Limits
+	return policy.Settings{
+		Conn: session.ConnConfig{
+			ReadLimit:    ws.MaxTextMessageSize.Bytes(),
+			WriteTimeout: ws.WriteTimeout,
+			PingInterval: ws.PingInterval,
+			IdleTimeout:  ws.IdleTimeout,
+			PongTimeout:  ws.PongTimeout,
+			Compression:  ws.Compression,
+		},
+		Frames: wsapi.FrameLimits{
+			MaxPayloadBytes:  int(ws.MaxMessageSize.Bytes()),
+			MaxContextBytes:  int(ws.MaxContextSize.Bytes()),
+			MaxProperties:    ws.MaxProperties,
+			MaxPropertyBytes: int(ws.MaxPropertiesSize.Bytes()),
+		},
+		MessageRate:           l.MessageRate,
+		MessageBurst:          l.MessageBurst,
+		MessageRatePerAddress: l.MessageRatePerAddress,
+		PerTenant:             policyQuotas(l.PerTenant),
+		PerRole:               policyQuotas(l.PerRole),
+	}
+}
+
+// policyQuotas are the quotas of a limits.per_tenant or limits.per_role section.
+func policyQuotas(q config.Quotas) policy.Quotas {
+	out := policy.Quotas{Default: policyQuota(q.Default())}
+	if len(q.Overrides) > 0 {
+		out.Overrides = make(map[string]policy.Quota, len(q.Overrides))
+		for name, o := range q.Overrides {
+			out.Overrides[name] = policyQuota(o)
+		}
+	}
+	return out
+}
+
+func policyQuota(q config.Quota) policy.Quota {
+	return policy.Quota{MaxConnections: q.MaxConnections, MessageRate: q.MessageRate, ByteRate: q.ByteRate.Bytes()}
 }

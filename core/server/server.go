@@ -427,11 +427,6 @@ func newPools(m config.Memory) (prod, cons, sess *admission.Pool, err error) {
 	return prod, cons, sess, nil
 }
 
-// policySettings are the grants' edge-wide settings.
-func policySettings(cfg *config.Config) policy.Settings {
-	return policy.Settings{WebSocket: cfg.WebSocket, Limits: cfg.Limits}
-}
-
 // Reload applies a new configuration's routes; open sessions keep the routes they started on.
 // Changes to the static configuration are logged as needing a restart. On error the old
 // routes stay.

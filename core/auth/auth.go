@@ -38,7 +38,7 @@ func refusef(format string, args ...any) error { return &refused{fmt.Sprintf(for
 // Options say how clients authenticate. Zero means no authentication: New returns nil,
 // which admits every client.
 type Options struct {
-	// Token verifies JSON Web Tokens. Zero (no key) means tokens give no role.
+	// Token verifies JSON Web Tokens. Zero (no key) means no token authentication.
 	Token Token
 	// ClientCertificates makes a verified TLS client certificate's common name a role.
 	ClientCertificates bool

@@ -27,7 +27,7 @@ const (
 	XForwardedFor Header = iota // X-Forwarded-For, with X-Forwarded-Proto for the scheme
 	Forwarded                   // Forwarded (RFC 7239)
 	XRealIP                     // X-Real-IP, with X-Forwarded-Proto for the scheme
-	NoHeader                    // no header is believed (a PROXY protocol header still is)
+	NoHeader                    // no forwarding header is believed
 )
 
 // Options are the trusted proxies.

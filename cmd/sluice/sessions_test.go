@@ -4,7 +4,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -131,8 +130,7 @@ func TestSessionsCommandTLS(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "off")
 	dir := t.TempDir()
 	ca := certtest.NewCA(t, "ca")
-	caFile := filepath.Join(dir, "ca.pem")
-	certtest.WriteFile(t, caFile, ca.PEM)
+	caFile := ca.Write(t, dir, "ca")
 	serverCert, serverKey := ca.Server(t, "127.0.0.1").Write(t, dir, "server")
 	opsCert, opsKey := ca.Client(t, pkix.Name{CommonName: "ops"}).Write(t, dir, "ops")
 	eveCert, eveKey := ca.Client(t, pkix.Name{CommonName: "eve"}).Write(t, dir, "eve")

@@ -1,15 +1,12 @@
 package admin
 
 import (
-	"bufio"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/procfs"
 
 	"github.com/sluicehq/sluice/core/admission"
 	"github.com/sluicehq/sluice/core/broker/embedded"
@@ -361,34 +358,15 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
-// readProcStatus reads VmRSS and VmHWM from /proc/self/status.
+// readProcStatus reads VmRSS and VmHWM from /proc/self/status; zero where it cannot.
 func readProcStatus() ProcessStats {
-	var ps ProcessStats
-	f, err := os.Open("/proc/self/status")
+	p, err := procfs.Self()
 	if err != nil {
-		return ps
+		return ProcessStats{}
 	}
-	defer func() { _ = f.Close() }() // read only
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(v)
-		if len(fields) == 0 {
-			continue
-		}
-		n, err := strconv.ParseInt(fields[0], 10, 64)
-		if err != nil {
-			continue
-		}
-		switch k {
-		case "VmRSS":
-			ps.RSS = n << 10
-		case "VmHWM":
-			ps.PeakRSS = n << 10
-		}
+	st, err := p.NewStatus()
+	if err != nil {
+		return ProcessStats{}
 	}
-	return ps
+	return ProcessStats{RSS: int64(st.VmRSS), PeakRSS: int64(st.VmHWM)} //nolint:gosec // G115: a process's memory in bytes, far below 2^63
 }

@@ -3,6 +3,7 @@ package admin
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -26,5 +27,17 @@ func TestStatsForcedCollectionBounded(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if n := after.NumForcedGC - before.NumForcedGC; n != 1 {
 		t.Errorf("20 requests forced %d collections, want 1", n)
+	}
+}
+
+// The process's resident memory comes from /proc/self/status, in bytes.
+func TestReadProcStatus(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc:", err)
+	}
+	ps := readProcStatus()
+	if ps.RSS < 1<<20 || ps.PeakRSS < ps.RSS {
+		t.Fatalf("got %+v: want an RSS of at least 1MiB and a peak at least as large", ps)
 	}
 }

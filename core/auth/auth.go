@@ -20,7 +20,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
 
@@ -35,6 +34,62 @@ func (e *refused) Error() string        { return e.msg }
 func (e *refused) Is(target error) bool { return target == ErrUnauthenticated }
 
 func refusef(format string, args ...any) error { return &refused{fmt.Sprintf(format, args...)} }
+
+// Options say how clients authenticate. Zero means no authentication: New returns nil,
+// which admits every client.
+type Options struct {
+	// Token verifies JSON Web Tokens. Zero (no key) means no token authentication.
+	Token Token
+	// ClientCertificates makes a verified TLS client certificate's common name a role.
+	ClientCertificates bool
+	// AnonymousRole is the role of a client that sends no token and no certificate. Zero
+	// means such clients are refused.
+	AnonymousRole string
+}
+
+// Token names the key that verifies tokens, one of SecretKey, SecretKeyFile, PublicKey,
+// PublicKeyFile and JWKSURL, in the forms auth.token documents, and the claims checked. The
+// errors of New name each setting by its auth.token key.
+type Token struct {
+	SecretKey     string // an HMAC secret, as a file: or data: URL or base64
+	SecretKeyFile string // a file holding the HMAC secret's bytes
+	PublicKey     string // an RSA or EC public key, as a file: or data: URL or base64
+	PublicKeyFile string // a file holding an RSA or EC public key, DER or PEM
+	JWKSURL       string // an OpenID Connect provider's key set
+	// JWKSCAFile holds the CAs JWKSURL's certificate is verified against. Zero means the
+	// system's roots.
+	JWKSCAFile string
+	// JWKSRefreshInterval is how often the key set is refetched. Zero means
+	// DefaultJWKSRefreshInterval.
+	JWKSRefreshInterval time.Duration
+	// JWKSRefreshMinInterval is the shortest time between two fetches. Zero means
+	// DefaultJWKSRefreshMinInterval.
+	JWKSRefreshMinInterval time.Duration
+	// AuthClaim holds the role. Zero means DefaultAuthClaim.
+	AuthClaim string
+	// AudienceClaim holds the audience. Zero means DefaultAudienceClaim.
+	AudienceClaim string
+	// Audience must be the audience claim's value or one of its elements. Zero means the
+	// audience is not checked.
+	Audience string
+	// Issuer must be the iss claim. Zero means the issuer is not checked.
+	Issuer string
+	// CloseOnExpiry closes a token-authenticated session when its token expires.
+	CloseOnExpiry bool
+}
+
+// What a zero Token setting means; core/config's defaults for the file are the same.
+const (
+	DefaultAuthClaim              = "sub"
+	DefaultAudienceClaim          = "aud"
+	DefaultJWKSRefreshInterval    = 15 * time.Minute
+	DefaultJWKSRefreshMinInterval = 30 * time.Second
+)
+
+// enabled reports whether t names a key.
+func (t Token) enabled() bool {
+	return t.SecretKey != "" || t.SecretKeyFile != "" || t.PublicKey != "" || t.PublicKeyFile != "" || t.JWKSURL != ""
+}
 
 // Authenticator checks client tokens. A nil *Authenticator admits every client with the
 // empty role.
@@ -54,20 +109,20 @@ type Authenticator struct {
 // New loads the key cfg names; it returns nil when authentication is not configured. Its
 // errors name the setting at fault (auth.token.public_key_file: …) and never contain key
 // material.
-func New(cfg config.Auth) (*Authenticator, error) {
-	if !cfg.Enabled() {
+func New(cfg Options) (*Authenticator, error) {
+	t := cfg.Token
+	if !t.enabled() && !cfg.ClientCertificates {
 		return nil, nil
 	}
-	t := cfg.Token
 	a := &Authenticator{
-		roleClaim:     or(t.AuthClaim, config.DefaultAuthClaim),
-		audienceClaim: or(t.AudienceClaim, config.DefaultAudienceClaim),
+		roleClaim:     or(t.AuthClaim, DefaultAuthClaim),
+		audienceClaim: or(t.AudienceClaim, DefaultAudienceClaim),
 		audience:      t.Audience,
 		anonymous:     cfg.AnonymousRole,
 		certs:         cfg.ClientCertificates,
 		closeOnExpiry: t.CloseOnExpiry,
 	}
-	if !cfg.TokenEnabled() {
+	if !t.enabled() {
 		return a, nil
 	}
 	if t.JWKSURL != "" {
@@ -122,7 +177,7 @@ func (a *Authenticator) KeysErr() error {
 }
 
 // loadKey reads the one key setting t has, and names it.
-func loadKey(t config.TokenAuth) (key any, setting string, err error) {
+func loadKey(t Token) (key any, setting string, err error) {
 	var raw []byte
 	secret := t.SecretKey != "" || t.SecretKeyFile != ""
 	switch {

@@ -20,7 +20,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/sluicehq/sluice/core/auth"
-	"github.com/sluicehq/sluice/core/config"
 )
 
 func writeFile(t *testing.T, b []byte) string {
@@ -42,7 +41,7 @@ func sign(t *testing.T, method jwt.SigningMethod, key any, claims jwt.MapClaims)
 }
 
 func TestDisabledAdmitsEveryone(t *testing.T) {
-	a, err := auth.New(config.Auth{})
+	a, err := auth.New(auth.Options{})
 	if err != nil || a != nil {
 		t.Fatalf("New with no key: %v, %v", a, err)
 	}
@@ -54,7 +53,7 @@ func TestDisabledAdmitsEveryone(t *testing.T) {
 func TestSecretKey(t *testing.T) {
 	t.Parallel()
 	secret := []byte("a-very-secret-key-of-enough-length")
-	a, err := auth.New(config.Auth{Token: config.TokenAuth{SecretKeyFile: writeFile(t, secret), Audience: "sluice"}})
+	a, err := auth.New(auth.Options{Token: auth.Token{SecretKeyFile: writeFile(t, secret), Audience: "sluice"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +115,7 @@ func TestPublicKeys(t *testing.T) {
 		"ES256": {pemOf(&ecKey.PublicKey), jwt.SigningMethodES256, ecKey},
 	} {
 		t.Run(name, func(t *testing.T) {
-			a, err := auth.New(config.Auth{Token: config.TokenAuth{PublicKeyFile: writeFile(t, tc.pub)}, AnonymousRole: "guest"})
+			a, err := auth.New(auth.Options{Token: auth.Token{PublicKeyFile: writeFile(t, tc.pub)}, AnonymousRole: "guest"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,7 +132,7 @@ func TestPublicKeys(t *testing.T) {
 			}
 		})
 	}
-	if _, err := auth.New(config.Auth{Token: config.TokenAuth{PublicKeyFile: writeFile(t, []byte("not a key"))}}); err == nil {
+	if _, err := auth.New(auth.Options{Token: auth.Token{PublicKeyFile: writeFile(t, []byte("not a key"))}}); err == nil {
 		t.Error("bad public key file accepted")
 	}
 }
@@ -158,8 +157,8 @@ func TestAuthenticateRequestUntil(t *testing.T) {
 		"certificate, with a token": {true, withExp, time.Time{}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			a, err := auth.New(config.Auth{
-				Token:              config.TokenAuth{SecretKeyFile: writeFile(t, secret), CloseOnExpiry: tc.closeOnExpiry},
+			a, err := auth.New(auth.Options{
+				Token:              auth.Token{SecretKeyFile: writeFile(t, secret), CloseOnExpiry: tc.closeOnExpiry},
 				AnonymousRole:      "guest",
 				ClientCertificates: true,
 			})

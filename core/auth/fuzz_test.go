@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/core/auth"
-	"github.com/sluicehq/sluice/core/config"
 )
 
 // FuzzKeyValue feeds arbitrary values to the key settings: loading must never panic, and an
@@ -20,11 +19,11 @@ func FuzzKeyValue(f *testing.F) {
 		f.Add(s, false)
 	}
 	f.Fuzz(func(t *testing.T, v string, secret bool) {
-		tok := config.TokenAuth{PublicKey: v}
+		tok := auth.Token{PublicKey: v}
 		if secret {
-			tok = config.TokenAuth{SecretKey: v}
+			tok = auth.Token{SecretKey: v}
 		}
-		a, err := auth.New(config.Auth{Token: tok})
+		a, err := auth.New(auth.Options{Token: tok})
 		if err != nil {
 			// The messages' own examples ("want data:;base64,<base64>") are not echoes.
 			const hints = `want "file:///path", "data:;base64,<base64>" or the key's base64`

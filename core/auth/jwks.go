@@ -20,7 +20,7 @@ import (
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/sluicehq/sluice/core/config"
+	"github.com/sluicehq/sluice/core/auth/jwksurl"
 )
 
 // The bounds of one fetch of a key set: a provider that is slow or answers with more than a
@@ -55,8 +55,8 @@ type jwks struct {
 }
 
 // newJWKS prepares the key set t names; its errors name the setting at fault.
-func newJWKS(t config.TokenAuth) (*jwks, error) {
-	if err := config.CheckJWKSURL(t.JWKSURL); err != nil {
+func newJWKS(t Token) (*jwks, error) {
+	if err := jwksurl.Check(t.JWKSURL); err != nil {
 		return nil, fmt.Errorf("auth.token.jwks_url: %w", err)
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
@@ -75,8 +75,8 @@ func newJWKS(t config.TokenAuth) (*jwks, error) {
 	k := &jwks{
 		url:      t.JWKSURL,
 		client:   &http.Client{Transport: transport, CheckRedirect: checkRedirect},
-		interval: or(t.JWKSRefreshInterval, config.DefaultJWKSRefreshInterval),
-		minGap:   or(t.JWKSRefreshMinInterval, config.DefaultJWKSRefreshMinInterval),
+		interval: or(t.JWKSRefreshInterval, DefaultJWKSRefreshInterval),
+		minGap:   or(t.JWKSRefreshMinInterval, DefaultJWKSRefreshMinInterval),
 		store:    jwkset.NewMemoryStorage(),
 	}
 	kf, err := keyfunc.New(keyfunc.Options{Storage: k.store, UseWhitelist: []jwkset.USE{jwkset.UseSig, ""}})
@@ -232,7 +232,7 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 5 {
 		return errors.New("more than 5 redirects")
 	}
-	if err := config.CheckJWKSURL(req.URL.String()); err != nil {
+	if err := jwksurl.Check(req.URL.String()); err != nil {
 		return fmt.Errorf("redirected to %s: %w", req.URL.Redacted(), err)
 	}
 	return nil

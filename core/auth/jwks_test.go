@@ -24,7 +24,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/sluicehq/sluice/core/auth"
-	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/testkit"
 )
 
@@ -137,7 +136,7 @@ func (s signer) token(t *testing.T, role string, edit ...func(jwt.MapClaims)) st
 // jwksAuth is an authenticator of p's keys with minGap between fetches, its keys fetched.
 func jwksAuth(t *testing.T, p *provider, minGap time.Duration) *auth.Authenticator {
 	t.Helper()
-	a, err := auth.New(config.Auth{Token: config.TokenAuth{
+	a, err := auth.New(auth.Options{Token: auth.Token{
 		JWKSURL: p.srv.URL + "/jwks.json", JWKSRefreshMinInterval: minGap,
 		Issuer: testIssuer, Audience: testAudience,
 	}})
@@ -221,7 +220,7 @@ func TestJWKSUnknownKidFloodIsPaced(t *testing.T) {
 	wantRole(t, a, known.token(t, "alice"), "alice")
 
 	// With no fetch in the interval yet, a burst refetches once.
-	b, err := auth.New(config.Auth{Token: config.TokenAuth{
+	b, err := auth.New(auth.Options{Token: auth.Token{
 		JWKSURL: p.srv.URL, JWKSRefreshMinInterval: time.Hour, Issuer: testIssuer, Audience: testAudience,
 	}})
 	if err != nil {
@@ -308,7 +307,7 @@ func TestJWKSUnavailableFailsClosed(t *testing.T) {
 	k := ecSigner(t, "k")
 	p := newProvider(t, k)
 	p.fail(http.StatusServiceUnavailable)
-	a, err := auth.New(config.Auth{Token: config.TokenAuth{
+	a, err := auth.New(auth.Options{Token: auth.Token{
 		JWKSURL: p.srv.URL, JWKSRefreshMinInterval: 20 * time.Millisecond, Issuer: testIssuer, Audience: testAudience,
 	}})
 	if err != nil {
@@ -364,13 +363,13 @@ func TestJWKSBoundedBody(t *testing.T) {
 func TestJWKSURLMustBeSafe(t *testing.T) {
 	t.Parallel()
 	for _, u := range []string{"http://idp.example/jwks", "ftp://127.0.0.1/jwks", "/jwks", "http://10.0.0.1/jwks"} {
-		_, err := auth.New(config.Auth{Token: config.TokenAuth{JWKSURL: u, Issuer: testIssuer, Audience: testAudience}})
+		_, err := auth.New(auth.Options{Token: auth.Token{JWKSURL: u, Issuer: testIssuer, Audience: testAudience}})
 		if err == nil || !strings.Contains(err.Error(), "auth.token.jwks_url") {
 			t.Errorf("%s: %v", u, err)
 		}
 	}
 	for _, u := range []string{"https://idp.example/jwks", "http://127.0.0.1:1/jwks", "http://[::1]:1/jwks", "http://localhost:1/jwks"} {
-		if _, err := auth.New(config.Auth{Token: config.TokenAuth{JWKSURL: u, Issuer: testIssuer, Audience: testAudience}}); err != nil {
+		if _, err := auth.New(auth.Options{Token: auth.Token{JWKSURL: u, Issuer: testIssuer, Audience: testAudience}}); err != nil {
 			t.Errorf("%s: %v", u, err)
 		}
 	}
@@ -392,7 +391,7 @@ func TestJWKSRedirectStaysSafe(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			redirect := httptest.NewServer(http.RedirectHandler(tc.to, http.StatusFound))
 			t.Cleanup(redirect.Close)
-			a, err := auth.New(config.Auth{Token: config.TokenAuth{JWKSURL: redirect.URL, Issuer: testIssuer, Audience: testAudience}})
+			a, err := auth.New(auth.Options{Token: auth.Token{JWKSURL: redirect.URL, Issuer: testIssuer, Audience: testAudience}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -417,7 +416,7 @@ func TestJWKSOverTLSWithPrivateCA(t *testing.T) {
 	t.Cleanup(srv.Close)
 	ca := writeFile(t, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
 
-	trusting, err := auth.New(config.Auth{Token: config.TokenAuth{JWKSURL: srv.URL, JWKSCAFile: ca, Issuer: testIssuer, Audience: testAudience}})
+	trusting, err := auth.New(auth.Options{Token: auth.Token{JWKSURL: srv.URL, JWKSCAFile: ca, Issuer: testIssuer, Audience: testAudience}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +425,7 @@ func TestJWKSOverTLSWithPrivateCA(t *testing.T) {
 	}
 	wantRole(t, trusting, k.token(t, "alice"), "alice")
 
-	system, err := auth.New(config.Auth{Token: config.TokenAuth{JWKSURL: srv.URL, Issuer: testIssuer, Audience: testAudience}})
+	system, err := auth.New(auth.Options{Token: auth.Token{JWKSURL: srv.URL, Issuer: testIssuer, Audience: testAudience}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +433,7 @@ func TestJWKSOverTLSWithPrivateCA(t *testing.T) {
 		t.Errorf("fetching from a private CA's server with the system's roots: %v", err)
 	}
 
-	if _, err := auth.New(config.Auth{Token: config.TokenAuth{JWKSURL: srv.URL, JWKSCAFile: writeFile(t, []byte("not PEM")), Issuer: testIssuer, Audience: testAudience}}); err == nil || !strings.Contains(err.Error(), "auth.token.jwks_ca_file") {
+	if _, err := auth.New(auth.Options{Token: auth.Token{JWKSURL: srv.URL, JWKSCAFile: writeFile(t, []byte("not PEM")), Issuer: testIssuer, Audience: testAudience}}); err == nil || !strings.Contains(err.Error(), "auth.token.jwks_ca_file") {
 		t.Errorf("a CA file without certificates: %v", err)
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/sluicehq/sluice/core/auth"
-	"github.com/sluicehq/sluice/core/config"
 )
 
 // testKeys are one key of each kind, generated once.
@@ -87,33 +86,33 @@ func TestKeyForms(t *testing.T) {
 	certDER := selfSigned(t, k.rsa)
 
 	tests := map[string]struct {
-		token config.TokenAuth
+		token auth.Token
 		authz string
 	}{
-		"secret file (raw bytes)":      {config.TokenAuth{SecretKeyFile: file("secret.key", k.secret)}, hsSigned},
-		"secret data: base64":          {config.TokenAuth{SecretKey: dataBase64(k.secret)}, hsSigned},
-		"secret file: URL":             {config.TokenAuth{SecretKey: fileURL(file("secret2.key", k.secret))}, hsSigned},
-		"secret file://localhost URL":  {config.TokenAuth{SecretKey: "file://localhost" + file("secret3.key", k.secret)}, hsSigned},
-		"secret bare base64":           {config.TokenAuth{SecretKey: base64.StdEncoding.EncodeToString(k.secret)}, hsSigned},
-		"secret bare base64url":        {config.TokenAuth{SecretKey: base64.RawURLEncoding.EncodeToString(k.secret)}, hsSigned},
-		"secret data: percent-encoded": {config.TokenAuth{SecretKey: "data:," + url.PathEscape(string(k.secret))}, hsSigned},
-		"RSA DER file":                 {config.TokenAuth{PublicKeyFile: file("rsa.der", rsaDER)}, rsaSigned},
-		"RSA DER file, PS512 token":    {config.TokenAuth{PublicKeyFile: file("rsa2.der", rsaDER)}, psSigned},
-		"RSA PEM file":                 {config.TokenAuth{PublicKeyFile: file("rsa.pem", pemBlock("PUBLIC KEY", rsaDER))}, rsaSigned},
-		"RSA PKCS1 PEM file":           {config.TokenAuth{PublicKeyFile: file("rsa1.pem", pemBlock("RSA PUBLIC KEY", x509.MarshalPKCS1PublicKey(&k.rsa.PublicKey)))}, rsaSigned},
-		"RSA certificate PEM":          {config.TokenAuth{PublicKeyFile: file("cert.pem", pemBlock("CERTIFICATE", certDER))}, rsaSigned},
-		"RSA data: base64 DER":         {config.TokenAuth{PublicKey: dataBase64(rsaDER)}, rsaSigned},
-		"RSA file: URL DER":            {config.TokenAuth{PublicKey: fileURL(file("rsa3.der", rsaDER))}, rsaSigned},
-		"RSA bare base64 DER":          {config.TokenAuth{PublicKey: base64.StdEncoding.EncodeToString(rsaDER)}, rsaSigned},
-		"RSA data: PEM":                {config.TokenAuth{PublicKey: dataBase64(pemBlock("PUBLIC KEY", rsaDER))}, rsaSigned},
-		"EC P-256 DER file":            {config.TokenAuth{PublicKeyFile: file("p256.der", p256DER)}, p256Signed},
-		"EC P-256 PEM file":            {config.TokenAuth{PublicKeyFile: file("p256.pem", pemBlock("PUBLIC KEY", p256DER))}, p256Signed},
-		"EC P-384 data: DER":           {config.TokenAuth{PublicKey: dataBase64(p384DER)}, p384Signed},
+		"secret file (raw bytes)":      {auth.Token{SecretKeyFile: file("secret.key", k.secret)}, hsSigned},
+		"secret data: base64":          {auth.Token{SecretKey: dataBase64(k.secret)}, hsSigned},
+		"secret file: URL":             {auth.Token{SecretKey: fileURL(file("secret2.key", k.secret))}, hsSigned},
+		"secret file://localhost URL":  {auth.Token{SecretKey: "file://localhost" + file("secret3.key", k.secret)}, hsSigned},
+		"secret bare base64":           {auth.Token{SecretKey: base64.StdEncoding.EncodeToString(k.secret)}, hsSigned},
+		"secret bare base64url":        {auth.Token{SecretKey: base64.RawURLEncoding.EncodeToString(k.secret)}, hsSigned},
+		"secret data: percent-encoded": {auth.Token{SecretKey: "data:," + url.PathEscape(string(k.secret))}, hsSigned},
+		"RSA DER file":                 {auth.Token{PublicKeyFile: file("rsa.der", rsaDER)}, rsaSigned},
+		"RSA DER file, PS512 token":    {auth.Token{PublicKeyFile: file("rsa2.der", rsaDER)}, psSigned},
+		"RSA PEM file":                 {auth.Token{PublicKeyFile: file("rsa.pem", pemBlock("PUBLIC KEY", rsaDER))}, rsaSigned},
+		"RSA PKCS1 PEM file":           {auth.Token{PublicKeyFile: file("rsa1.pem", pemBlock("RSA PUBLIC KEY", x509.MarshalPKCS1PublicKey(&k.rsa.PublicKey)))}, rsaSigned},
+		"RSA certificate PEM":          {auth.Token{PublicKeyFile: file("cert.pem", pemBlock("CERTIFICATE", certDER))}, rsaSigned},
+		"RSA data: base64 DER":         {auth.Token{PublicKey: dataBase64(rsaDER)}, rsaSigned},
+		"RSA file: URL DER":            {auth.Token{PublicKey: fileURL(file("rsa3.der", rsaDER))}, rsaSigned},
+		"RSA bare base64 DER":          {auth.Token{PublicKey: base64.StdEncoding.EncodeToString(rsaDER)}, rsaSigned},
+		"RSA data: PEM":                {auth.Token{PublicKey: dataBase64(pemBlock("PUBLIC KEY", rsaDER))}, rsaSigned},
+		"EC P-256 DER file":            {auth.Token{PublicKeyFile: file("p256.der", p256DER)}, p256Signed},
+		"EC P-256 PEM file":            {auth.Token{PublicKeyFile: file("p256.pem", pemBlock("PUBLIC KEY", p256DER))}, p256Signed},
+		"EC P-384 data: DER":           {auth.Token{PublicKey: dataBase64(p384DER)}, p384Signed},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			a, err := auth.New(config.Auth{Token: tc.token})
+			a, err := auth.New(auth.Options{Token: tc.token})
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
@@ -143,28 +142,28 @@ func TestKeyRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := map[string]struct {
-		token config.TokenAuth
+		token auth.Token
 		want  string
 	}{
-		"public key given as the secret": {config.TokenAuth{SecretKeyFile: file("pub.pem", pemBlock("PUBLIC KEY", rsaDER))}, "auth.token.secret_key_file: this is a public key"},
-		"DER public key given as secret": {config.TokenAuth{SecretKey: dataBase64(rsaDER)}, "auth.token.secret_key: this is a public key"},
-		"short secret":                   {config.TokenAuth{SecretKey: dataBase64([]byte("short"))}, "auth.token.secret_key: the secret is 5 bytes: HMAC tokens need at least 32"},
-		"private key PEM as public":      {config.TokenAuth{PublicKeyFile: file("priv.pem", pemBlock("PRIVATE KEY", pkcs8))}, "auth.token.public_key_file: this is a private key (PEM PRIVATE KEY)"},
-		"private key DER as public":      {config.TokenAuth{PublicKey: dataBase64(pkcs8)}, "auth.token.public_key: this is a private key (DER PKCS #8)"},
-		"secret given as the public key": {config.TokenAuth{PublicKey: dataBase64(k.secret)}, "auth.token.public_key: not an RSA or EC public key in DER or PEM"},
-		"missing file":                   {config.TokenAuth{PublicKeyFile: filepath.Join(dir, "nope.der")}, "auth.token.public_key_file: open"},
-		"missing file: URL":              {config.TokenAuth{SecretKey: fileURL(filepath.Join(dir, "nope.key"))}, "auth.token.secret_key: open"},
-		"empty file":                     {config.TokenAuth{SecretKeyFile: file("empty", nil)}, "empty"},
-		"file URL with a host":           {config.TokenAuth{SecretKey: "file://example.com/etc/key"}, `file URL names host "example.com"`},
-		"bad data: base64":               {config.TokenAuth{SecretKey: "data:;base64,@@@@"}, "auth.token.secret_key: data URL: invalid base64"},
-		"data: without comma":            {config.TokenAuth{PublicKey: "data:;base64"}, `data URL has no ","`},
-		"not base64":                     {config.TokenAuth{PublicKey: "-not base64-"}, "auth.token.public_key: not base64"},
-		"malformed PEM":                  {config.TokenAuth{PublicKey: "data:,-----BEGIN%20PUBLIC%20KEY-----"}, "malformed PEM"},
+		"public key given as the secret": {auth.Token{SecretKeyFile: file("pub.pem", pemBlock("PUBLIC KEY", rsaDER))}, "auth.token.secret_key_file: this is a public key"},
+		"DER public key given as secret": {auth.Token{SecretKey: dataBase64(rsaDER)}, "auth.token.secret_key: this is a public key"},
+		"short secret":                   {auth.Token{SecretKey: dataBase64([]byte("short"))}, "auth.token.secret_key: the secret is 5 bytes: HMAC tokens need at least 32"},
+		"private key PEM as public":      {auth.Token{PublicKeyFile: file("priv.pem", pemBlock("PRIVATE KEY", pkcs8))}, "auth.token.public_key_file: this is a private key (PEM PRIVATE KEY)"},
+		"private key DER as public":      {auth.Token{PublicKey: dataBase64(pkcs8)}, "auth.token.public_key: this is a private key (DER PKCS #8)"},
+		"secret given as the public key": {auth.Token{PublicKey: dataBase64(k.secret)}, "auth.token.public_key: not an RSA or EC public key in DER or PEM"},
+		"missing file":                   {auth.Token{PublicKeyFile: filepath.Join(dir, "nope.der")}, "auth.token.public_key_file: open"},
+		"missing file: URL":              {auth.Token{SecretKey: fileURL(filepath.Join(dir, "nope.key"))}, "auth.token.secret_key: open"},
+		"empty file":                     {auth.Token{SecretKeyFile: file("empty", nil)}, "empty"},
+		"file URL with a host":           {auth.Token{SecretKey: "file://example.com/etc/key"}, `file URL names host "example.com"`},
+		"bad data: base64":               {auth.Token{SecretKey: "data:;base64,@@@@"}, "auth.token.secret_key: data URL: invalid base64"},
+		"data: without comma":            {auth.Token{PublicKey: "data:;base64"}, `data URL has no ","`},
+		"not base64":                     {auth.Token{PublicKey: "-not base64-"}, "auth.token.public_key: not base64"},
+		"malformed PEM":                  {auth.Token{PublicKey: "data:,-----BEGIN%20PUBLIC%20KEY-----"}, "malformed PEM"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, err := auth.New(config.Auth{Token: tc.token})
+			_, err := auth.New(auth.Options{Token: tc.token})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New = %v, want an error containing %q", err, tc.want)
 			}
@@ -178,15 +177,15 @@ func TestTokenRefusals(t *testing.T) {
 	t.Parallel()
 	k := newTestKeys(t)
 	rsaDER := der(t, &k.rsa.PublicKey)
-	hs, err := auth.New(config.Auth{Token: config.TokenAuth{SecretKey: dataBase64(k.secret)}})
+	hs, err := auth.New(auth.Options{Token: auth.Token{SecretKey: dataBase64(k.secret)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := auth.New(config.Auth{Token: config.TokenAuth{PublicKey: dataBase64(rsaDER)}})
+	pub, err := auth.New(auth.Options{Token: auth.Token{PublicKey: dataBase64(rsaDER)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ec, err := auth.New(config.Auth{Token: config.TokenAuth{PublicKey: dataBase64(der(t, &k.p256.PublicKey))}})
+	ec, err := auth.New(auth.Options{Token: auth.Token{PublicKey: dataBase64(der(t, &k.p256.PublicKey))}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,31 +243,31 @@ func TestClaims(t *testing.T) {
 	key := dataBase64(k.secret)
 	tok := func(c jwt.MapClaims) string { return sign(t, jwt.SigningMethodHS256, k.secret, c) }
 	tests := map[string]struct {
-		token config.TokenAuth
+		token auth.Token
 		authz string
 		role  string // "" means refused, with want in the error
 		want  string
 	}{
-		"sub by default":                   {config.TokenAuth{}, tok(jwt.MapClaims{"sub": "alice"}), "alice", ""},
-		"role from another claim":          {config.TokenAuth{AuthClaim: "role"}, tok(jwt.MapClaims{"sub": "alice", "role": "admin"}), "admin", ""},
-		"role claim missing":               {config.TokenAuth{AuthClaim: "role"}, tok(jwt.MapClaims{"sub": "alice"}), "", "the token has no role claim"},
-		"role from a list: first element":  {config.TokenAuth{AuthClaim: "roles"}, tok(jwt.MapClaims{"roles": []any{"ops", "dev"}}), "ops", ""},
-		"list whose first is not a string": {config.TokenAuth{AuthClaim: "roles"}, tok(jwt.MapClaims{"roles": []any{1, "dev"}}), "", "is not a role"},
-		"audience string":                  {config.TokenAuth{Audience: "edge"}, tok(jwt.MapClaims{"sub": "a", "aud": "edge"}), "a", ""},
-		"audience in a list":               {config.TokenAuth{Audience: "edge"}, tok(jwt.MapClaims{"sub": "a", "aud": []any{"other", "edge"}}), "a", ""},
-		"audience wrong":                   {config.TokenAuth{Audience: "edge"}, tok(jwt.MapClaims{"sub": "a", "aud": "other"}), "", "does not include this edge's audience"},
-		"audience not in the list":         {config.TokenAuth{Audience: "edge"}, tok(jwt.MapClaims{"sub": "a", "aud": []any{"x", "y"}}), "", "does not include this edge's audience"},
-		"audience claim missing":           {config.TokenAuth{Audience: "edge"}, tok(jwt.MapClaims{"sub": "a"}), "", "the token has no aud claim"},
-		"audience of a wrong type":         {config.TokenAuth{Audience: "edge"}, tok(jwt.MapClaims{"sub": "a", "aud": 7}), "", "neither a string nor a list"},
-		"custom audience claim":            {config.TokenAuth{AudienceClaim: "brokers", Audience: "edge"}, tok(jwt.MapClaims{"sub": "a", "brokers": []any{"edge"}}), "a", ""},
-		"custom claim ignores aud":         {config.TokenAuth{AudienceClaim: "brokers", Audience: "edge"}, tok(jwt.MapClaims{"sub": "a", "aud": "edge"}), "", "the token has no brokers claim"},
-		"no audience set: not checked":     {config.TokenAuth{}, tok(jwt.MapClaims{"sub": "a", "aud": "anything"}), "a", ""},
+		"sub by default":                   {auth.Token{}, tok(jwt.MapClaims{"sub": "alice"}), "alice", ""},
+		"role from another claim":          {auth.Token{AuthClaim: "role"}, tok(jwt.MapClaims{"sub": "alice", "role": "admin"}), "admin", ""},
+		"role claim missing":               {auth.Token{AuthClaim: "role"}, tok(jwt.MapClaims{"sub": "alice"}), "", "the token has no role claim"},
+		"role from a list: first element":  {auth.Token{AuthClaim: "roles"}, tok(jwt.MapClaims{"roles": []any{"ops", "dev"}}), "ops", ""},
+		"list whose first is not a string": {auth.Token{AuthClaim: "roles"}, tok(jwt.MapClaims{"roles": []any{1, "dev"}}), "", "is not a role"},
+		"audience string":                  {auth.Token{Audience: "edge"}, tok(jwt.MapClaims{"sub": "a", "aud": "edge"}), "a", ""},
+		"audience in a list":               {auth.Token{Audience: "edge"}, tok(jwt.MapClaims{"sub": "a", "aud": []any{"other", "edge"}}), "a", ""},
+		"audience wrong":                   {auth.Token{Audience: "edge"}, tok(jwt.MapClaims{"sub": "a", "aud": "other"}), "", "does not include this edge's audience"},
+		"audience not in the list":         {auth.Token{Audience: "edge"}, tok(jwt.MapClaims{"sub": "a", "aud": []any{"x", "y"}}), "", "does not include this edge's audience"},
+		"audience claim missing":           {auth.Token{Audience: "edge"}, tok(jwt.MapClaims{"sub": "a"}), "", "the token has no aud claim"},
+		"audience of a wrong type":         {auth.Token{Audience: "edge"}, tok(jwt.MapClaims{"sub": "a", "aud": 7}), "", "neither a string nor a list"},
+		"custom audience claim":            {auth.Token{AudienceClaim: "brokers", Audience: "edge"}, tok(jwt.MapClaims{"sub": "a", "brokers": []any{"edge"}}), "a", ""},
+		"custom claim ignores aud":         {auth.Token{AudienceClaim: "brokers", Audience: "edge"}, tok(jwt.MapClaims{"sub": "a", "aud": "edge"}), "", "the token has no brokers claim"},
+		"no audience set: not checked":     {auth.Token{}, tok(jwt.MapClaims{"sub": "a", "aud": "anything"}), "a", ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			tc.token.SecretKey = key
-			a, err := auth.New(config.Auth{Token: tc.token})
+			a, err := auth.New(auth.Options{Token: tc.token})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/core/auth/jwksurl"
 	"github.com/sluicehq/sluice/core/authz"
 	"github.com/sluicehq/sluice/core/frontdoor/origin"
 	"github.com/sluicehq/sluice/core/route"
@@ -219,31 +219,11 @@ func (a Auth) validate(v *validator, listener TLS) {
 		v.check(t.JWKSCAFile == "", "auth.token.jwks_ca_file", "needs auth.token.jwks_url")
 		return
 	}
-	if err := CheckJWKSURL(t.JWKSURL); err != nil {
+	if err := jwksurl.Check(t.JWKSURL); err != nil {
 		v.add("auth.token.jwks_url", "%v", err)
 	}
 	v.check(t.Issuer != "" && t.Audience != "", "auth.token.jwks_url",
 		"needs auth.token.issuer and auth.token.audience: a provider's keys sign tokens for every application it serves")
-}
-
-// CheckJWKSURL checks that u can be fetched without trusting the network: an https URL, or
-// an http one to a loopback address (a provider's sidecar, a test).
-func CheckJWKSURL(u string) error {
-	p, err := url.Parse(u)
-	if err != nil || p.Host == "" {
-		return errors.New("must be an absolute https URL")
-	}
-	switch p.Scheme {
-	case "https":
-		return nil
-	case "http":
-		h := p.Hostname()
-		if ip := net.ParseIP(h); h == "localhost" || (ip != nil && ip.IsLoopback()) {
-			return nil
-		}
-		return errors.New("http is allowed only to a loopback address: use https")
-	}
-	return errors.New("must be an https URL")
 }
 
 // MinHeaderBytes is the smallest websocket.max_header_bytes: a browser's handshake with a

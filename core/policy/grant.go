@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/admission"
-	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/wsapi"
 	"github.com/sluicehq/sluice/sdk/strategy"
@@ -36,11 +35,20 @@ const (
 
 // Settings are the edge-wide settings every grant carries, from the static configuration.
 type Settings struct {
-	// WebSocket is the configuration's websocket section, defaults applied (config.Load,
-	// config.Defaults).
-	WebSocket config.WebSocket
-	// Limits is the configuration's limits section, defaults applied, for the message rate.
-	Limits config.Limits
+	// Conn is every session's socket settings; its WriteTimeout is producers' (a consumer's
+	// is its route's slow-consumer timeout).
+	Conn session.ConnConfig
+	// Frames bounds the frames producers send.
+	Frames wsapi.FrameLimits
+	// MessageRate and MessageBurst are each producer session's message rate; zero means
+	// unbounded.
+	MessageRate  float64
+	MessageBurst int
+	// MessageRatePerAddress is the message rate of one client address's producers together;
+	// zero means unbounded.
+	MessageRatePerAddress float64
+	// PerTenant and PerRole are the tenants' and roles' quotas.
+	PerTenant, PerRole Quotas
 	// Location is the time zone of publishTime and eventTime in consumer messages; nil means
 	// time.Local, as Pulsar formats in the proxy's zone.
 	Location *time.Location
@@ -48,30 +56,14 @@ type Settings struct {
 
 // conn is the socket settings of a grant: write timeout writeTimeout.
 func (s Settings) conn(writeTimeout time.Duration) session.ConnConfig {
-	ws := s.WebSocket
-	return session.ConnConfig{
-		ReadLimit:    ws.MaxTextMessageSize.Bytes(),
-		WriteTimeout: writeTimeout,
-		PingInterval: ws.PingInterval,
-		IdleTimeout:  ws.IdleTimeout,
-		PongTimeout:  ws.PongTimeout,
-		Compression:  ws.Compression,
-	}
-}
-
-func (s Settings) frameLimits() wsapi.FrameLimits {
-	ws := s.WebSocket
-	return wsapi.FrameLimits{
-		MaxPayloadBytes:  int(ws.MaxMessageSize.Bytes()),
-		MaxContextBytes:  int(ws.MaxContextSize.Bytes()),
-		MaxProperties:    ws.MaxProperties,
-		MaxPropertyBytes: int(ws.MaxPropertiesSize.Bytes()),
-	}
+	c := s.Conn
+	c.WriteTimeout = writeTimeout
+	return c
 }
 
 // inflateCost is what compression adds to a session's cost.
 func (s Settings) inflateCost() int64 {
-	if s.WebSocket.Compression {
+	if s.Conn.Compression {
 		return session.InflateCost
 	}
 	return 0
@@ -176,12 +168,12 @@ func (m *Table) producer(ctx context.Context, h session.Handshake, p wsapi.Produ
 		LibraryQueue: queue,
 		// Pulsar: 0 disables the timeout.
 		SendTimeout:     time.Duration(p.SendTimeoutMillis) * time.Millisecond,
-		MessageRate:     m.settings.Limits.MessageRate,
-		MessageBurst:    m.settings.Limits.MessageBurst,
+		MessageRate:     m.settings.MessageRate,
+		MessageBurst:    m.settings.MessageBurst,
 		AddressRate:     addressRate,
 		MaxOwedAckBytes: session.DefaultMaxOwedAckBytes,
-		Limits:          m.settings.frameLimits(),
-		Conn:            m.settings.conn(m.settings.WebSocket.WriteTimeout),
+		Limits:          m.settings.Frames,
+		Conn:            m.settings.Conn,
 		Release: func() {
 			r.pressure.mu.Lock()
 			delete(r.pressure.gates, gate)

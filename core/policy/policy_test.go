@@ -31,7 +31,7 @@ func newTable(t *testing.T, producerLimit int64, opts ...policy.Option) (*policy
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := policy.New(reg, prod, cons, policy.Settings{WebSocket: config.Defaults().WebSocket}, opts...)
+	m := policy.New(reg, prod, cons, policy.Settings{}, opts...)
 	t.Cleanup(m.Close)
 	return m, reg, prod
 }

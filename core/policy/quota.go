@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
@@ -43,16 +42,33 @@ type quotas struct {
 	tenants, roles *quotaScope
 }
 
-func newQuotas(l config.Limits) *quotas {
-	return &quotas{tenants: newQuotaScope("tenant", "limits.per_tenant", l.PerTenant),
-		roles: newQuotaScope("role", "limits.per_role", l.PerRole)}
+// Quotas are the quotas of one kind, tenants or roles: the one every name gets, and the
+// ones of named tenants (or roles), which replace it for them.
+type Quotas struct {
+	Default   Quota
+	Overrides map[string]Quota
+}
+
+// Quota bounds one tenant (or role). Zero in a field means unbounded.
+type Quota struct {
+	// MaxConnections bounds its sessions open at once.
+	MaxConnections int
+	// MessageRate bounds the messages per second of its producer sessions together.
+	MessageRate float64
+	// ByteRate bounds the payload bytes per second of its producer sessions together.
+	ByteRate int64
+}
+
+func newQuotas(tenants, roles Quotas) *quotas {
+	return &quotas{tenants: newQuotaScope("tenant", "limits.per_tenant", tenants),
+		roles: newQuotaScope("role", "limits.per_role", roles)}
 }
 
 // quotaScope is the quotas of one kind: tenants or roles.
 type quotaScope struct {
 	kind string // "tenant" or "role", for refusals
 	key  string // the configuration section
-	cfg  config.Quotas
+	cfg  Quotas
 	max  int // MaxTrackedQuotas; lower in tests
 	now  func() time.Time
 	// labels are the metric series: one per named tenant (or role), and other.
@@ -84,7 +100,7 @@ type quotaEntry struct {
 	open  int // sessions open, under the scope's mu
 }
 
-func newQuotaScope(kind, key string, cfg config.Quotas) *quotaScope {
+func newQuotaScope(kind, key string, cfg Quotas) *quotaScope {
 	s := &quotaScope{kind: kind, key: key, cfg: cfg, max: MaxTrackedQuotas, now: time.Now, labels: map[string]*quotaLabel{},
 		other: &quotaLabel{}, tracked: map[string]*quotaEntry{}}
 	for name, q := range cfg.Overrides {
@@ -95,9 +111,9 @@ func newQuotaScope(kind, key string, cfg config.Quotas) *quotaScope {
 	return s
 }
 
-func (s *quotaScope) newEntry(name, key string, q config.Quota, l *quotaLabel, named bool) *quotaEntry {
+func (s *quotaScope) newEntry(name, key string, q Quota, l *quotaLabel, named bool) *quotaEntry {
 	spec := session.QuotaSpec{Subject: fmt.Sprintf("%s %q", s.kind, name), Key: key,
-		MessageRate: q.MessageRate, ByteRate: q.ByteRate.Bytes()}
+		MessageRate: q.MessageRate, ByteRate: q.ByteRate}
 	return &quotaEntry{name: name, key: key, max: q.MaxConnections, rate: session.NewQuota(spec, &l.counts), label: l, named: named}
 }
 
@@ -163,8 +179,8 @@ func (s *quotaScope) take(hold *quotaHold, name string) error {
 	defer s.mu.Unlock()
 	e := s.tracked[name]
 	if e == nil {
-		def := s.cfg.Default()
-		if def.Off() {
+		def := s.cfg.Default
+		if def == (Quota{}) {
 			s.other.open.Add(1) // no quota: counted, not tracked
 			hold.add(s, nil, s.other)
 			return nil

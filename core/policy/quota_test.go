@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/admission"
-	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/wsapi"
 	"github.com/sluicehq/sluice/sdk/strategy"
@@ -19,8 +18,8 @@ import (
 // forgotten, making room.
 func TestQuotaTrackingBounded(t *testing.T) {
 	t.Parallel()
-	q := newQuotas(config.Limits{PerTenant: config.Quotas{MaxConnections: 5, MessageRate: 100,
-		Overrides: map[string]config.Quota{"acme": {MaxConnections: 5}}}})
+	q := newQuotas(Quotas{Default: Quota{MaxConnections: 5, MessageRate: 100},
+		Overrides: map[string]Quota{"acme": {MaxConnections: 5}}}, Quotas{})
 	q.tenants.max = 2
 	admit := func(tenant string) (*quotaHold, int) {
 		t.Helper()
@@ -65,7 +64,7 @@ func TestQuotaTrackingBounded(t *testing.T) {
 // tracked at all.
 func TestQuotaUntrackedWithoutDefault(t *testing.T) {
 	t.Parallel()
-	q := newQuotas(config.Limits{PerTenant: config.Quotas{Overrides: map[string]config.Quota{"acme": {MaxConnections: 1}}}})
+	q := newQuotas(Quotas{Overrides: map[string]Quota{"acme": {MaxConnections: 1}}}, Quotas{})
 	for _, tenant := range []string{"x", "y", "z"} {
 		ep, _ := wsapi.ParseEndpoint("/ws/v2/producer/persistent/"+tenant+"/ns/t", nil)
 		h, err := q.admit(session.Handshake{Endpoint: ep, Role: "app"})
@@ -86,7 +85,7 @@ func TestQuotaUntrackedWithoutDefault(t *testing.T) {
 // so that they cannot keep newcomers out; below it they are kept until refilled.
 func TestQuotaIdleInDebtForgottenAtBound(t *testing.T) {
 	t.Parallel()
-	q := newQuotas(config.Limits{PerTenant: config.Quotas{MessageRate: 1}})
+	q := newQuotas(Quotas{Default: Quota{MessageRate: 1}}, Quotas{})
 	q.tenants.max = 2
 	// A clock an hour behind the buckets' makes every bucket look far from refilled.
 	q.tenants.now = func() time.Time { return time.Now().Add(-time.Hour) }
@@ -120,10 +119,10 @@ func TestQuotaCharged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := New(strategy.NewRegistry(), nil, nil, Settings{Limits: config.Limits{
-		PerTenant: config.Quotas{MaxConnections: 5, Overrides: map[string]config.Quota{"acme": {MaxConnections: 5}}},
-		PerRole:   config.Quotas{MessageRate: 10},
-	}}, WithSessionPool(pool))
+	m := New(strategy.NewRegistry(), nil, nil, Settings{
+		PerTenant: Quotas{Default: Quota{MaxConnections: 5}, Overrides: map[string]Quota{"acme": {MaxConnections: 5}}},
+		PerRole:   Quotas{Default: Quota{MessageRate: 10}},
+	}, WithSessionPool(pool))
 	for tenant, want := range map[string]int64{"acme": TrackedQuotaCost, "invented": 2 * TrackedQuotaCost} {
 		ep, _ := wsapi.ParseEndpoint("/ws/v2/producer/persistent/"+tenant+"/ns/t", nil)
 		h, err := m.admitQuotas(session.Handshake{Endpoint: ep, Role: "app", RemoteAddr: "192.0.2.1:5000"})

@@ -57,8 +57,7 @@ func TestAdminAuth(t *testing.T) {
 	dir := t.TempDir()
 	ca := certtest.NewCA(t, "test-ca")
 	certFile, keyFile := ca.Server(t, "edge-1").Write(t, dir, "server")
-	caFile := dir + "/ca.pem"
-	certtest.WriteFile(t, caFile, ca.PEM)
+	caFile := ca.Write(t, dir, "ca")
 	srv, _ := edgetest.Listen(t, fmt.Sprintf(`
 admin_listen: "127.0.0.1:0"
 admin_tls: { cert_file: %s, key_file: %s, client_ca_file: %s }

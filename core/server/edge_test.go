@@ -280,8 +280,7 @@ func TestTLSListener(t *testing.T) {
 	dir := t.TempDir()
 	ca := certtest.NewCA(t, "test-ca")
 	certFile, keyFile := ca.Server(t, "edge-1").Write(t, dir, "server")
-	caFile := dir + "/ca.pem"
-	certtest.WriteFile(t, caFile, ca.PEM)
+	caFile := ca.Write(t, dir, "ca")
 	srv, addr := edgetest.Listen(t, fmt.Sprintf(`
 admin_listen: "127.0.0.1:0"
 tls: { cert_file: %[1]s, key_file: %[2]s, min_version: "1.3", client_ca_file: %[3]s }

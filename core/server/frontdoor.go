@@ -44,15 +44,16 @@ type frontDoor struct {
 
 func newFrontDoor(cfg *config.Config, health *broker.Health) (*frontDoor, error) {
 	f := &frontDoor{
-		limits:        connlimit.New(cfg.Limits),
+		limits:        connlimit.New(connLimits(cfg.Limits)),
 		proxyProtocol: cfg.TrustedProxies.ProxyProtocol,
 		health:        health,
 		handshake:     cfg.WebSocket.HandshakeTimeout,
 	}
-	var err error
-	if f.proxies, err = clientaddr.New(cfg.TrustedProxies); err != nil {
+	proxies, err := proxyOptions(cfg.TrustedProxies)
+	if err != nil {
 		return nil, err
 	}
+	f.proxies = clientaddr.New(proxies)
 	if f.origins, err = origin.New(cfg.WebSocket.AllowedOrigins, origin.WithScheme(clientaddr.Scheme)); err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func preflight(cfg *config.Config) error {
 			errs = append(errs, fmt.Errorf("broker.embedded: %w", err))
 		}
 	}
-	if _, err := auth.New(cfg.Auth); err != nil {
+	if _, err := auth.New(authOptions(cfg.Auth)); err != nil {
 		errs = append(errs, err)
 	}
 	if f := cfg.Broker.AuthTokenFile; f != "" {
@@ -68,7 +68,7 @@ func preflight(cfg *config.Config) error {
 		cfg config.TLS
 	}{{"tls", cfg.TLS}, {"admin_tls", cfg.AdminTLS}} {
 		if t.cfg.Enabled() {
-			if err := certs.Check(t.cfg, t.key); err != nil {
+			if err := certs.Check(tlsFiles(t.cfg), t.key); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -70,6 +70,30 @@ func bdMsg(m pulsar.Message) string {
 	return fmt.Sprintf("payload %q key %q props %v eventTime %s redelivery %d %s", m.Payload(), m.Key(), m.Properties(), et, m.RedeliveryCount(), bdID(m.ID()))
 }
 
+// bdProducer is a producer without batching on topic; the caller closes it.
+func bdProducer(t *testing.T, b bdBroker, topic string) pulsar.Producer {
+	t.Helper()
+	p, err := b.client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// bdSend sends n messages, m0 to m(n-1), and returns their ids.
+func bdSend(ctx context.Context, t *testing.T, p pulsar.Producer, n int) []pulsar.MessageID {
+	t.Helper()
+	ids := make([]pulsar.MessageID, 0, n)
+	for i := range n {
+		id, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "m%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
 func bdCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), rpWait)
 	t.Cleanup(cancel)
@@ -127,10 +151,7 @@ var bdFlows = []bdFlow{
 				t.Fatal(err)
 			}
 			defer cons.Close()
-			p, err := b.client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := bdProducer(t, b, topic)
 			defer p.Close()
 			ctx := bdCtx(t)
 			_, err = p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("again")})
@@ -193,10 +214,7 @@ var bdFlows = []bdFlow{
 	{
 		name: "terminated topic",
 		run: func(t *testing.T, b bdBroker, topic string, obs func(string, string, ...any)) {
-			p, err := b.client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := bdProducer(t, b, topic)
 			defer p.Close()
 			ctx := bdCtx(t)
 			for i := range 3 {
@@ -232,20 +250,10 @@ var bdFlows = []bdFlow{
 	{
 		name: "reader seek",
 		run: func(t *testing.T, b bdBroker, topic string, obs func(string, string, ...any)) {
-			p, err := b.client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := bdProducer(t, b, topic)
 			defer p.Close()
 			ctx := bdCtx(t)
-			var ids []pulsar.MessageID
-			for i := range 4 {
-				id, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "m%d", i)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ids = append(ids, id)
-			}
+			ids := bdSend(ctx, t, p, 4)
 			r, err := b.client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: ids[1]})
 			if err != nil {
 				t.Fatal(err)
@@ -275,17 +283,10 @@ var bdFlows = []bdFlow{
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := b.client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := bdProducer(t, b, topic)
 			defer p.Close()
 			ctx := bdCtx(t)
-			for i := range 5 {
-				if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "m%d", i)}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			bdSend(ctx, t, p, 5)
 			var third pulsar.Message
 			for i := range 5 {
 				m, err := cons.Receive(ctx)
@@ -320,17 +321,10 @@ var bdFlows = []bdFlow{
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := b.client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := bdProducer(t, b, topic)
 			defer p.Close()
 			ctx := bdCtx(t)
-			for i := range 2 {
-				if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "m%d", i)}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			bdSend(ctx, t, p, 2)
 			for i := range 2 {
 				m, err := c1.Receive(ctx)
 				if err != nil {

@@ -129,8 +129,7 @@ func TestMalformedRequestLineTLS(t *testing.T) {
 	dir := t.TempDir()
 	ca := certtest.NewCA(t, "test-ca")
 	certFile, keyFile := ca.Server(t, "edge-1").Write(t, dir, "server")
-	caFile := dir + "/ca.pem"
-	certtest.WriteFile(t, caFile, ca.PEM)
+	caFile := ca.Write(t, dir, "ca")
 	logs := &testkit.SyncBuffer{}
 	_, addr := edgetest.Listen(t, fmt.Sprintf(`
 admin_listen: "off"

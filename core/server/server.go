@@ -219,12 +219,12 @@ const fdHeadroom = 256
 func (s *Server) loadTLS() error {
 	var err error
 	if s.cfg.TLS.Enabled() {
-		if s.tls, err = certs.New(s.cfg.TLS, "tls", s.log.With("component", "tls")); err != nil {
+		if s.tls, err = certs.New(tlsFiles(s.cfg.TLS), "tls", s.log.With("component", "tls")); err != nil {
 			return err
 		}
 	}
 	if s.cfg.AdminTLS.Enabled() {
-		if s.adminTLS, err = certs.New(s.cfg.AdminTLS, "admin_tls", s.log.With("component", "tls")); err != nil {
+		if s.adminTLS, err = certs.New(tlsFiles(s.cfg.AdminTLS), "admin_tls", s.log.With("component", "tls")); err != nil {
 			return err
 		}
 	}
@@ -360,7 +360,7 @@ func (s *Server) buildGateway(ctx context.Context) error {
 	s.routes = s.cfg.Routes
 	s.mu.Unlock()
 	opts := []gateway.Option{gateway.WithLogger(s.log.With("component", "gateway")), gateway.WithHooks(s.metrics)}
-	authn, err := auth.New(s.cfg.Auth)
+	authn, err := auth.New(authOptions(s.cfg.Auth))
 	if err != nil {
 		return err
 	}
@@ -425,11 +425,6 @@ func newPools(m config.Memory) (prod, cons, sess *admission.Pool, err error) {
 		return nil, nil, nil, err
 	}
 	return prod, cons, sess, nil
-}
-
-// policySettings are the grants' edge-wide settings.
-func policySettings(cfg *config.Config) policy.Settings {
-	return policy.Settings{WebSocket: cfg.WebSocket, Limits: cfg.Limits}
 }
 
 // Reload applies a new configuration's routes; open sessions keep the routes they started on.

@@ -7,6 +7,7 @@
 package certs
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -15,16 +16,31 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/sluicehq/sluice/core/config"
 )
 
 // CheckInterval is the most often the files are stat'ed for a change.
 const CheckInterval = time.Second
 
+// Files are a listener's certificate files and what a handshake asks of a client.
+type Files struct {
+	// CertFile is the PEM certificate chain the listener presents.
+	CertFile string
+	// KeyFile is the PEM private key of CertFile.
+	KeyFile string
+	// ClientCAFile is a PEM file of the CAs client certificates are verified against. Zero
+	// means clients are not asked for a certificate.
+	ClientCAFile string
+	// RequireClientCert refuses a client that presents no certificate; false verifies one
+	// only if given. It applies only with ClientCAFile.
+	RequireClientCert bool
+	// MinVersion is the oldest TLS version accepted, a tls.Version* constant. Zero means
+	// TLS 1.2.
+	MinVersion uint16
+}
+
 // Reloader holds a listener's current TLS configuration.
 type Reloader struct {
-	cfg config.TLS
+	cfg Files
 	key string // the configuration key, for logs and errors ("tls", "admin_tls")
 	log *slog.Logger
 
@@ -37,7 +53,7 @@ type Reloader struct {
 
 // New loads the files cfg names; key names the configuration section in errors and logs.
 // Its errors never contain key material.
-func New(cfg config.TLS, key string, log *slog.Logger) (*Reloader, error) {
+func New(cfg Files, key string, log *slog.Logger) (*Reloader, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -52,7 +68,7 @@ func New(cfg config.TLS, key string, log *slog.Logger) (*Reloader, error) {
 }
 
 // Check loads the files cfg names as New would, and reports what is wrong with them.
-func Check(cfg config.TLS, key string) error {
+func Check(cfg Files, key string) error {
 	_, err := New(cfg, key, nil)
 	return err
 }
@@ -143,7 +159,7 @@ func (r *Reloader) load() (*tls.Config, []os.FileInfo, error) {
 	}
 	conf := &tls.Config{
 		Certificates: []tls.Certificate{cert},
-		MinVersion:   Version(r.cfg.MinVersion),
+		MinVersion:   cmp.Or(r.cfg.MinVersion, tls.VersionTLS12),
 		NextProtos:   []string{"http/1.1"},
 	}
 	if f := r.cfg.ClientCAFile; f != "" {
@@ -157,7 +173,7 @@ func (r *Reloader) load() (*tls.Config, []os.FileInfo, error) {
 		}
 		conf.ClientCAs = pool
 		conf.ClientAuth = tls.VerifyClientCertIfGiven
-		if r.cfg.ClientAuth == config.ClientAuthRequire {
+		if r.cfg.RequireClientCert {
 			conf.ClientAuth = tls.RequireAndVerifyClientCert
 		}
 	}

@@ -17,31 +17,42 @@ import (
 	"time"
 
 	proxyproto "github.com/pires/go-proxyproto"
-
-	"github.com/sluicehq/sluice/core/config"
 )
+
+// Header names the header trusted proxies carry the client's address in.
+type Header int
+
+// Header values. The zero value is XForwardedFor.
+const (
+	XForwardedFor Header = iota // X-Forwarded-For, with X-Forwarded-Proto for the scheme
+	Forwarded                   // Forwarded (RFC 7239)
+	XRealIP                     // X-Real-IP, with X-Forwarded-Proto for the scheme
+	NoHeader                    // no forwarding header is believed
+)
+
+// Options are the trusted proxies.
+type Options struct {
+	// Networks are the proxies' networks; a single address is a full-length prefix. Zero
+	// means none: every forwarded address is ignored.
+	Networks []netip.Prefix
+	// Header is the header the proxies carry the client's address in.
+	Header Header
+}
 
 // Resolver rewrites requests' and connections' remote addresses to the client's. The zero
 // value and a nil *Resolver trust nobody.
 type Resolver struct {
 	nets   []netip.Prefix
-	header config.ForwardedHeader
+	header Header
 }
 
-// New returns the resolver for cfg, or an error naming a network that does not parse.
-func New(cfg config.TrustedProxies) (*Resolver, error) {
-	r := &Resolver{header: cfg.Header}
-	if r.header == "" {
-		r.header = config.ForwardedXFF
+// New returns the resolver for opts.
+func New(opts Options) *Resolver {
+	r := &Resolver{header: opts.Header}
+	for _, p := range opts.Networks {
+		r.nets = append(r.nets, p.Masked())
 	}
-	for _, n := range cfg.Networks {
-		p, err := config.ParseNetwork(n)
-		if err != nil {
-			return nil, err
-		}
-		r.nets = append(r.nets, p)
-	}
-	return r, nil
+	return r
 }
 
 // Trusted reports whether addr is inside a trusted network.
@@ -78,7 +89,7 @@ func (r *Resolver) Handler(next http.Handler) http.Handler {
 // Resolve returns req with its RemoteAddr set to the client's address (req itself when the
 // peer is not trusted or says nothing).
 func (r *Resolver) Resolve(req *http.Request) *http.Request {
-	if r == nil || len(r.nets) == 0 || r.header == config.ForwardedNone {
+	if r == nil || len(r.nets) == 0 || r.header == NoHeader {
 		return req
 	}
 	peer, ok := hostAddr(req.RemoteAddr)
@@ -87,19 +98,19 @@ func (r *Resolver) Resolve(req *http.Request) *http.Request {
 	}
 	var client, scheme string
 	switch r.header {
-	case config.ForwardedXFF:
+	case XForwardedFor:
 		client = r.rightmostUntrusted(listValues(req.Header.Values("X-Forwarded-For")))
 		if p := listValues(req.Header.Values("X-Forwarded-Proto")); len(p) > 0 {
 			scheme = p[len(p)-1]
 		}
-	case config.ForwardedRealIP:
+	case XRealIP:
 		if a, ok := parseNode(strings.TrimSpace(req.Header.Get("X-Real-IP"))); ok {
 			client = a
 		}
 		if p := listValues(req.Header.Values("X-Forwarded-Proto")); len(p) > 0 {
 			scheme = p[len(p)-1]
 		}
-	case config.ForwardedRFC:
+	case Forwarded:
 		client, scheme = r.fromForwarded(req.Header.Values("Forwarded"))
 	}
 	scheme = strings.ToLower(scheme)

@@ -7,80 +7,83 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	proxyproto "github.com/pires/go-proxyproto"
-
-	"github.com/sluicehq/sluice/core/config"
 )
 
-func resolver(t *testing.T, header config.ForwardedHeader, nets ...string) *Resolver {
+func resolver(t *testing.T, header Header, nets ...string) *Resolver {
 	t.Helper()
-	r, err := New(config.TrustedProxies{Networks: nets, Header: header})
-	if err != nil {
-		t.Fatal(err)
+	opts := Options{Header: header}
+	for _, n := range nets {
+		p, err := netip.ParsePrefix(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Networks = append(opts.Networks, p)
 	}
-	return r
+	return New(opts)
 }
 
 func TestResolveHeaders(t *testing.T) {
 	t.Parallel()
 	cases := map[string]struct {
-		header     config.ForwardedHeader
+		header     Header
 		peer       string
 		set        map[string][]string
 		want       string
 		wantScheme string
 	}{
 		"xff from a trusted proxy": {
-			header: config.ForwardedXFF, peer: "10.0.0.5:4000",
+			header: XForwardedFor, peer: "10.0.0.5:4000",
 			set:  map[string][]string{"X-Forwarded-For": {"203.0.113.9"}, "X-Forwarded-Proto": {"https"}},
 			want: "203.0.113.9:0", wantScheme: "https",
 		},
 		"xff from an untrusted peer is ignored": {
-			header: config.ForwardedXFF, peer: "198.51.100.1:4000",
+			header: XForwardedFor, peer: "198.51.100.1:4000",
 			set:  map[string][]string{"X-Forwarded-For": {"203.0.113.9"}, "X-Forwarded-Proto": {"https"}},
 			want: "198.51.100.1:4000", wantScheme: "http",
 		},
 		"xff spoofed by the client behind the proxy: the rightmost untrusted hop wins": {
-			header: config.ForwardedXFF, peer: "10.0.0.5:4000",
+			header: XForwardedFor, peer: "10.0.0.5:4000",
 			set:  map[string][]string{"X-Forwarded-For": {"1.2.3.4, 203.0.113.9", "10.0.0.7"}},
 			want: "203.0.113.9:0",
 		},
 		"xff with every hop trusted: the leftmost": {
-			header: config.ForwardedXFF, peer: "10.0.0.5:4000",
+			header: XForwardedFor, peer: "10.0.0.5:4000",
 			set:  map[string][]string{"X-Forwarded-For": {"10.1.1.1, 10.0.0.7"}},
 			want: "10.1.1.1:0",
 		},
 		"xff garbage stops the walk": {
-			header: config.ForwardedXFF, peer: "10.0.0.5:4000",
+			header: XForwardedFor, peer: "10.0.0.5:4000",
 			set:  map[string][]string{"X-Forwarded-For": {"203.0.113.9, not-an-ip, 10.0.0.7"}},
 			want: "10.0.0.7:0",
 		},
 		"xff ipv6": {
-			header: config.ForwardedXFF, peer: "10.0.0.5:4000",
+			header: XForwardedFor, peer: "10.0.0.5:4000",
 			set:  map[string][]string{"X-Forwarded-For": {"2001:db8::1"}},
 			want: "[2001:db8::1]:0",
 		},
 		"forwarded": {
-			header: config.ForwardedRFC, peer: "10.0.0.5:4000",
+			header: Forwarded, peer: "10.0.0.5:4000",
 			set:  map[string][]string{"Forwarded": {`for=1.2.3.4, for="[2001:db8:cafe::17]:4711";proto=https;by=10.0.0.5`}},
 			want: "[2001:db8:cafe::17]:4711", wantScheme: "https",
 		},
 		"forwarded ignored in xff mode": {
-			header: config.ForwardedXFF, peer: "10.0.0.5:4000",
+			header: XForwardedFor, peer: "10.0.0.5:4000",
 			set:  map[string][]string{"Forwarded": {"for=1.2.3.4"}},
 			want: "10.0.0.5:4000",
 		},
 		"x-real-ip": {
-			header: config.ForwardedRealIP, peer: "10.0.0.5:4000",
+			header: XRealIP, peer: "10.0.0.5:4000",
 			set:  map[string][]string{"X-Real-Ip": {"203.0.113.9"}, "X-Forwarded-For": {"1.1.1.1"}},
 			want: "203.0.113.9:0",
 		},
 		"none": {
-			header: config.ForwardedNone, peer: "10.0.0.5:4000",
+			header: NoHeader, peer: "10.0.0.5:4000",
 			set:  map[string][]string{"X-Forwarded-For": {"203.0.113.9"}},
 			want: "10.0.0.5:4000",
 		},
@@ -179,8 +182,8 @@ func proxyHeader(t *testing.T, version byte) []byte {
 // peer may send none.
 func TestProxyProtocol(t *testing.T) {
 	t.Parallel()
-	trusted := serveEcho(t, resolver(t, "", "127.0.0.0/8"))
-	untrusted := serveEcho(t, resolver(t, "", "10.0.0.0/8"))
+	trusted := serveEcho(t, resolver(t, XForwardedFor, "127.0.0.0/8"))
+	untrusted := serveEcho(t, resolver(t, XForwardedFor, "10.0.0.0/8"))
 	for _, v := range []byte{1, 2} {
 		status, body := ask(t, trusted, proxyHeader(t, v))
 		if status != 200 || body != "203.0.113.9:5555" {

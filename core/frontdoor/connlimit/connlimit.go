@@ -25,7 +25,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/frontdoor/internal/halfclose"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
@@ -46,9 +45,24 @@ var reasons = []string{ReasonMaxConnections, ReasonPerAddress, ReasonPerRole, Re
 // grow the table.
 const MaxTrackedAddresses = 1 << 16
 
-// Limiter enforces config.Limits. A nil *Limiter limits nothing.
+// Options are the limits. Zero in any of them means unbounded.
+type Options struct {
+	// MaxConnections bounds the connections open at once, handshakes in progress included.
+	MaxConnections int
+	// MaxConnectionsPerAddress bounds the connections of one client address.
+	MaxConnectionsPerAddress int
+	// MaxConnectionsPerRole bounds the connections of one authenticated role.
+	MaxConnectionsPerRole int
+	// HandshakeRate bounds the handshakes one client address may start per second.
+	HandshakeRate float64
+	// HandshakeBurst is how many handshakes an address may start at once before the rate
+	// applies. Zero means twice HandshakeRate (at least 1).
+	HandshakeBurst int
+}
+
+// Limiter enforces Options. A nil *Limiter limits nothing.
 type Limiter struct {
-	cfg config.Limits
+	cfg Options
 	now func() time.Time
 
 	mu      sync.Mutex
@@ -71,7 +85,7 @@ type bucket struct {
 
 // New returns a limiter for cfg. One that limits nothing still counts the connections open
 // and the incomplete handshakes: the metrics must not go dark when the limits are off.
-func New(cfg config.Limits) *Limiter {
+func New(cfg Options) *Limiter {
 	if cfg.HandshakeRate > 0 && cfg.HandshakeBurst <= 0 {
 		cfg.HandshakeBurst = max(1, int(math.Ceil(2*cfg.HandshakeRate)))
 	}

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/core/config"
 )
 
 // The bucket admits a burst, then the rate; a full table of active addresses refuses new
@@ -13,7 +11,7 @@ import (
 func TestHandshakeBucket(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
-	l := New(config.Limits{HandshakeRate: 10, HandshakeBurst: 2})
+	l := New(Options{HandshakeRate: 10, HandshakeBurst: 2})
 	l.now = func() time.Time { return now }
 	for i, want := range []bool{true, true, false} {
 		if _, ok := l.allowHandshake("a"); ok != want {

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/core/config"
 )
 
 // The listener counts connections at accept: in the total, and per address unless the peer is
@@ -17,14 +15,14 @@ import (
 func TestListenerCountsAtAccept(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
-		limits  config.Limits
+		limits  Options
 		trusted bool
 		admit   int
 		reason  string
 	}{
-		"total":                   {config.Limits{MaxConnections: 2}, false, 2, "limits.max_connections"},
-		"per address":             {config.Limits{MaxConnectionsPerAddress: 2}, false, 2, "limits.max_connections_per_address"},
-		"per address, from proxy": {config.Limits{MaxConnectionsPerAddress: 2}, true, 4, ""},
+		"total":                   {Options{MaxConnections: 2}, false, 2, "limits.max_connections"},
+		"per address":             {Options{MaxConnectionsPerAddress: 2}, false, 2, "limits.max_connections_per_address"},
+		"per address, from proxy": {Options{MaxConnectionsPerAddress: 2}, true, 4, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -95,7 +93,7 @@ func TestAcceptedConnDeadline(t *testing.T) {
 	t.Parallel()
 	a, b := net.Pipe()
 	defer b.Close()
-	c := &acceptedConn{Conn: a, slot: &slot{l: New(config.Limits{})}, deadline: time.Now().Add(100 * time.Millisecond)}
+	c := &acceptedConn{Conn: a, slot: &slot{l: New(Options{})}, deadline: time.Now().Add(100 * time.Millisecond)}
 	c.slot.l.open = 1
 	defer c.Close()
 	_ = c.SetReadDeadline(time.Time{}) // no deadline: the handshake's

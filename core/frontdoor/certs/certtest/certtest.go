@@ -135,6 +135,15 @@ func (is *Issued) Write(t testing.TB, dir, name string) (certFile, keyFile strin
 	return certFile, keyFile
 }
 
+// Write writes the CA's certificate to dir/name.pem, for a client_ca_file or a client's trust
+// file, and returns the path.
+func (ca *CA) Write(t testing.TB, dir, name string) string {
+	t.Helper()
+	path := filepath.Join(dir, name+".pem")
+	WriteFile(t, path, ca.PEM)
+	return path
+}
+
 // WriteFile writes b to path through a temporary file and a rename.
 func WriteFile(t testing.TB, path string, b []byte) {
 	t.Helper()

@@ -307,7 +307,7 @@ func TestPrefetchBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := policy.New(reg, prod, cons, policy.Settings{WebSocket: config.Defaults().WebSocket})
+	m := policy.New(reg, prod, cons, policy.Settings{})
 	t.Cleanup(m.Close)
 	ctx := context.Background()
 	if err := m.Apply(ctx, []config.Route{

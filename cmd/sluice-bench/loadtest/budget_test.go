@@ -36,7 +36,7 @@ const (
 	deafConsumers = 20
 	deafBacklog   = 200
 	// Idle connections opened from one address.
-	budgetIdle = 3000
+	budgetIdle = 10000
 	// Max-size frames: producers, each with up to 2 messages of websocket.max_message_size
 	// (5 MiB) in flight.
 	bigProducers = 10

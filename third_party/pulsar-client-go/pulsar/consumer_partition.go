@@ -293,13 +293,20 @@ func (p *availablePermits) flowIfNeed() {
 	}
 }
 
+// initialBytesPerMessage is the size a message is expected to have before one has been
+// received: large enough that the first flow of a consumer of small messages is its whole
+// queue, small enough that one of large messages is not sent many times the bound.
+const initialBytesPerMessage = 64 << 10
+
 // flowWithinBytes sends the permits receiverQueueMaxBytes has room for: the bound less the
 // bytes queued and those the permits the broker has not used yet may bring, a message counted at
 // its expected size. Permits that the room does not limit wait for half the queue, as in
 // flowIfNeed, while the broker has permits left. When nothing is queued or expected, the broker
 // is given one permit whatever the room, so that a message larger than the bound still flows
-// (after a batch, whose messages each take a permit, the broker's count may be below zero);
-// while a message's size is unknown, one goes at a time.
+// (after a batch, whose messages each take a permit, the broker's count may be below zero).
+// Until a message has been received, one is expected to be initialBytesPerMessage: a
+// consumer of small messages then asks for its whole queue at once, as without the bound, and
+// one of large messages for no more than the bound holds of them.
 func (p *availablePermits) flowWithinBytes() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -310,11 +317,12 @@ func (p *availablePermits) flowWithinBytes() {
 	}
 	unused := pc.brokerPermits.Load()
 	queued := pc.queuedBytes.Load()
-	n := int32(0)
-	if per := pc.bytesPerMessage.Load(); per > 0 {
-		room := pc.options.receiverQueueMaxBytes - queued - int64(max(unused, 0))*per
-		n = int32(min(int64(current), max(room/per, 0)))
+	per := pc.bytesPerMessage.Load()
+	if per <= 0 {
+		per = initialBytesPerMessage
 	}
+	room := pc.options.receiverQueueMaxBytes - queued - int64(max(unused, 0))*per
+	n := int32(min(int64(current), max(room/per, 0)))
 	switch {
 	case unused+n <= 0 && queued == 0:
 		n = min(current, 1-unused)

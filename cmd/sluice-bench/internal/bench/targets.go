@@ -117,16 +117,19 @@ func edgeConfig(kind, pluginPath string) (serveConfig, string, bool, error) {
 	return serveConfig{}, "", false, fmt.Errorf("unknown configuration %q (want %s)", kind, strings.Join(edgeKinds, ", "))
 }
 
-// parseKinds splits -configs and checks every name.
-func parseKinds(s, pluginPath string) ([]string, error) {
+// parseKinds splits -configs and checks every name; peers says whether peerKinds are
+// allowed.
+func parseKinds(s, pluginPath string, peers bool) ([]string, error) {
 	var kinds []string
 	for k := range strings.SplitSeq(s, ",") {
 		k = strings.TrimSpace(k)
 		if k == "" {
 			continue
 		}
-		if _, _, _, err := edgeConfig(k, pluginPath); err != nil {
-			return nil, err
+		if !peers || !slices.Contains(peerKinds, k) {
+			if _, _, _, err := edgeConfig(k, pluginPath); err != nil {
+				return nil, err
+			}
 		}
 		if !slices.Contains(kinds, k) {
 			kinds = append(kinds, k)

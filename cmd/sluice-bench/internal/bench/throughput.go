@@ -107,6 +107,7 @@ type tpOptions struct {
 	ceiling, direct             bool
 	compare, newLabel, oldLabel string
 	plugin                      string
+	centrifugo                  string // -centrifugo
 	retention                   int64
 	topics                      int // > 0: the connections share this many topics
 }
@@ -124,7 +125,8 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	fs.IntVar(&o.window, "window", 64, "in-flight messages per connection (a closed loop); with -rate, 0: unbounded")
 	fs.IntVar(&o.size, "size", 1024, "payload bytes")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: total msgs/s, latency from each message's scheduled send time (0: closed loop)")
-	configs := fs.String("configs", "single,edge", "configurations: "+strings.Join(edgeKinds, ", "))
+	configs := fs.String("configs", "single,edge", "configurations: "+strings.Join(append(edgeKinds, peerKinds...), ", "))
+	fs.StringVar(&o.centrifugo, "centrifugo", "", "the centrifugo binary for the centrifugo configuration (default: "+centrifugoModule+", installed once into the user cache directory)")
 	fs.BoolVar(&o.ceiling, "ceiling", false, "add the ceiling reference: a bare gorilla server doing the same decode and ack work, no broker")
 	fs.BoolVar(&o.direct, "direct", false, "add the direct reference: pulsar-client-go straight to the same sluice broker, no edge")
 	fs.StringVar(&o.compare, "compare", "", "also run every configuration with this sluice binary (its serve and broker), as its own column")
@@ -148,7 +150,7 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 		*configs += ",hybrid-plugin"
 	}
 	var err error
-	if o.kinds, err = parseKinds(*configs, o.plugin); err != nil {
+	if o.kinds, err = parseKinds(*configs, o.plugin, true); err != nil {
 		return err
 	}
 	f, prog, end, err := c.begin(env)
@@ -198,6 +200,14 @@ func (o *tpOptions) startTargets(ctx context.Context, f *fleet, sets []*binSet, 
 		targets = append(targets, t)
 	}
 	for _, k := range o.kinds {
+		if k == "centrifugo" {
+			t, err := startCentrifugoTarget(ctx, f, o.centrifugo)
+			if err != nil {
+				return nil, err
+			}
+			targets = append(targets, t)
+			continue
+		}
 		for _, b := range sets {
 			t, err := startEdgeTarget(ctx, f, b, k, o.plugin, o.retention)
 			if err != nil {

@@ -153,7 +153,8 @@ func (m *Table) producer(ctx context.Context, h session.Handshake, p wsapi.Produ
 	if err != nil {
 		return session.ProducerGrant{}, m.decisionError(r, err)
 	}
-	queue := libraryQueue(maxMsgs, p.BatchingEnabled)
+	autoBatch := r.cfg.Batching == config.BatchingAuto && !p.BatchingEnabled
+	queue := libraryQueue(maxMsgs, p.BatchingEnabled || autoBatch)
 	// A producer on a partitioned topic holds a producer, and a queue, per partition.
 	cost, err := m.holdSession(h.RemoteAddr, session.ProducerSessionCost(queue)+
 		int64(max(h.Partitions, 1)-1)*session.ProducerPartitionCost(queue)+m.settings.inflateCost())
@@ -174,6 +175,7 @@ func (m *Table) producer(ctx context.Context, h session.Handshake, p wsapi.Produ
 		MaxPause:     r.cfg.MaxPause,
 		MaxInflight:  maxMsgs,
 		LibraryQueue: queue,
+		Batching:     autoBatch,
 		// Pulsar: 0 disables the timeout.
 		SendTimeout:     time.Duration(p.SendTimeoutMillis) * time.Millisecond,
 		MessageRate:     m.settings.Limits.MessageRate,

@@ -208,7 +208,10 @@ func (o *tpOptions) startTargets(ctx context.Context, f *fleet, sets []*binSet, 
 			targets = append(targets, t)
 			continue
 		}
-		for _, b := range sets {
+		for i, b := range sets {
+			if i > 0 && slices.Contains(newOnlyKinds, k) {
+				continue
+			}
 			t, err := startEdgeTarget(ctx, f, b, k, o.plugin, o.retention)
 			if err != nil {
 				return nil, err
@@ -390,7 +393,8 @@ func (r *tpResult) summarise() {
 // pairResults sets each result's paired ratios: its rate over a reference's in the same
 // round, the median over rounds — configurations run seconds apart see about the same
 // background load, so this moves less with noise than a ratio of medians. The references
-// are the same configuration of the -compare binary, and "none" for the strategies.
+// are the same configuration of the -compare binary, "none" for the strategies, and the
+// unbatched configuration for a batched one.
 func pairResults(results []*tpResult, sets []*binSet) {
 	byName := map[string]*tpResult{}
 	for _, r := range results {
@@ -403,6 +407,9 @@ func pairResults(results []*tpResult, sets []*binSet) {
 		}
 		if slices.Contains([]string{"bytes", "count", "hybrid", "hybrid-plugin"}, r.Kind) {
 			refs = append(refs, "none"+strings.TrimPrefix(r.Name, r.Kind))
+		}
+		if unbatched, ok := strings.CutSuffix(r.Kind, "-batched"); ok {
+			refs = append(refs, unbatched+strings.TrimPrefix(r.Name, r.Kind))
 		}
 		for _, name := range refs {
 			ref, ok := byName[name]

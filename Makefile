@@ -252,7 +252,7 @@ bench-compare: build-bench
 # single process and the edge alone, unbatched and with batching: auto, at 16 x 64 and 1,000 x 4.
 bench-peers: build-bench
 	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -configs single,edge,single-batched,edge-batched,centrifugo $(BENCH_PIN) $(BENCH_FLAGS)
-	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -conns 1000 -window 4 -configs single,edge,single-batched,edge-batched,centrifugo $(BENCH_PIN) $(BENCH_FLAGS)
+	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -conns 1000 -window 4 -topics 100 -configs single,edge,single-batched,edge-batched,centrifugo $(BENCH_PIN) $(BENCH_FLAGS)
 
 # Pulsar's WebSocket proxy side by side with Sluice in front of the same real Apache Pulsar
 # (docs/benchmarks.md): a Pulsar of the benchmark's own on ports apart from the default one

@@ -124,6 +124,7 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	fs.IntVar(&o.conns, "conns", 16, "producer connections")
 	fs.IntVar(&o.window, "window", 64, "in-flight messages per connection (a closed loop); with -rate, 0: unbounded")
 	fs.IntVar(&o.size, "size", 1024, "payload bytes")
+	fs.IntVar(&o.topics, "topics", 0, "spread the connections over this many topics (0: one topic per connection; a sluice broker holds at most 512 per namespace)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: total msgs/s, latency from each message's scheduled send time (0: closed loop)")
 	configs := fs.String("configs", "single,edge", "configurations: "+strings.Join(append(edgeKinds, peerKinds...), ", "))
 	fs.StringVar(&o.centrifugo, "centrifugo", "", "the centrifugo binary for the centrifugo configuration (default: "+centrifugoModule+", installed once into the user cache directory)")

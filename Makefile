@@ -10,7 +10,7 @@ COUNT     ?= 5
 
 .PHONY: pulsar pulsar-stop pulsar-wipe pulsar-proxy pulsar-proxy-stop pulsar-status test-pulsar \
 	third-party third-party-check check-install all build image helm test-deploy build-bench run test test-norace test-load test-browser screenshot test-clients vet lint fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
-	bench-deliveries bench-flood bench-connections bench-floor bench-compare bench-pulsar bench-pulsar-stop
+	bench-deliveries bench-flood bench-connections bench-floor bench-compare bench-peers bench-pulsar bench-pulsar-stop
 
 all: build
 
@@ -202,7 +202,7 @@ clean:
 # `sluice broker` and `sluice serve` from bin/sluice (and the reference servers) as separate
 # processes and stops them at the end. BENCH_FLAGS is passed to every one (e.g.
 # BENCH_FLAGS=-markdown, or BENCH_FLAGS="-out results/"). On a machine with two or more CPUs the
-# throughput, floor, compare, plugins, deliveries, connections and Pulsar benchmarks pin the
+# throughput, floor, compare, peers, plugins, deliveries, connections and Pulsar benchmarks pin the
 # servers to CPU 1 and the load generator to CPU 0 (docs/benchmarks.md, "The method");
 # BENCH_CPUS= turns that off.
 BENCH_DURATION ?= 20s
@@ -247,6 +247,12 @@ bench-floor: build-bench
 bench-compare: build-bench
 	@test -n "$(BENCH_OLD)" || { echo "set BENCH_OLD=/path/to/old/sluice"; exit 2; }
 	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct -compare $(BENCH_OLD) $(BENCH_PIN) $(BENCH_FLAGS)
+
+# Sluice beside Centrifugo (installed once by sluice-bench, never linked into sluice): the
+# single process and the edge alone, unbatched and with batching: auto, at 16 x 64 and 1,000 x 4.
+bench-peers: build-bench
+	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -configs single,edge,single-batched,edge-batched,centrifugo $(BENCH_PIN) $(BENCH_FLAGS)
+	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -conns 1000 -window 4 -topics 100 -configs single,edge,single-batched,edge-batched,centrifugo $(BENCH_PIN) $(BENCH_FLAGS)
 
 # Pulsar's WebSocket proxy side by side with Sluice in front of the same real Apache Pulsar
 # (docs/benchmarks.md): a Pulsar of the benchmark's own on ports apart from the default one

@@ -63,6 +63,11 @@ type ProducerOptions struct {
 	// BatchingMaxPublishDelay is the longest a message waits for its batch; zero means 1ms.
 	// Only with Batching.
 	BatchingMaxPublishDelay time.Duration
+	// FlushWhenIdle sends a batch as soon as no further message waits to join it, rather
+	// than after BatchingMaxPublishDelay: the messages handed over while a batch is being
+	// sent share the next one, and a lone message is not held back; no batch timer runs.
+	// Only with Batching.
+	FlushWhenIdle bool
 	// MaxPendingMessages bounds the client library's queue of unacknowledged sends for this
 	// producer. It must be at least the number of sends the caller lets be in flight, so that
 	// the library's queue never rejects or blocks a send the caller admitted. Zero means 1000.
@@ -191,6 +196,7 @@ func (c *Client) CreateProducer(ctx context.Context, o ProducerOptions) (*Produc
 		DisableBatching:         !o.Batching,
 		BatchingMaxMessages:     o.BatchingMaxMessages,
 		BatchingMaxPublishDelay: o.BatchingMaxPublishDelay,
+		BatchingFlushWhenIdle:   o.FlushWhenIdle,
 		CompressionType:         toPulsarCompression(o.Compression),
 		HashingScheme:           pulsar.JavaStringHash,
 		MessageRouter:           newRouter(o.Routing, o.Hashing),

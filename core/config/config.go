@@ -548,7 +548,24 @@ type Route struct {
 	// keyed by the Pulsar parameter name. Zero means client values are
 	// passed on as given.
 	ClientParams map[string]ParamPolicy `koanf:"client_params" json:"client_params"`
+	// Batching is off (a producer session's messages are batched only when
+	// its client asks, with batchingEnabled, as Pulsar's proxy does) or auto
+	// (the broker producer of a session whose client does not ask batches the
+	// messages that arrive while it is sending, and sends a lone message at
+	// once: several messages in flight share one broker send, and a message
+	// alone waits for nothing). Each message is still acked on its own, with
+	// its batch index in its message id. Zero means off.
+	Batching Batching `koanf:"batching" json:"batching"`
 }
+
+// Batching is a route's producer batching.
+type Batching string
+
+// Batching values. The zero value means BatchingOff.
+const (
+	BatchingOff  Batching = "off"
+	BatchingAuto Batching = "auto"
+)
 
 // SlowConsumer is a route's policy for consumers that do not keep up.
 type SlowConsumer struct {

@@ -227,6 +227,7 @@ func (r *Route) SetDefaults() {
 	setDefault(&r.MaxPause, DefaultMaxPause)
 	setDefault(&r.SlowConsumer.Action, SlowConsumerWait)
 	setDefault(&r.SlowConsumer.Timeout, DefaultSlowConsumerTimeout)
+	setDefault(&r.Batching, BatchingOff)
 	setDefault(&r.LowWatermark, DefaultLowWatermark)
 	for name, p := range r.ClientParams {
 		setDefault(&p.Zero, ParamReject)

@@ -45,7 +45,7 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 		g.writeError(w, r, ep.Kind, err)
 		return
 	}
-	p, err := g.client.CreateProducer(ctx, producerOptions(ep, params, grant.LibraryQueue))
+	p, err := g.client.CreateProducer(ctx, producerOptions(ep, params, grant))
 	if err != nil {
 		grant.Release()
 		g.refuse(w, r, ep.Kind, creationStatus(err), "Failed to create producer: "+err.Error())
@@ -63,9 +63,10 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 }
 
 // producerOptions are the broker-side producer's options: the client's parameters, with the
-// library's queue of the grant's size; the session never hands it more, so it never refuses
-// a send the edge admitted.
-func producerOptions(ep wsapi.Endpoint, params wsapi.ProducerParams, queue int) broker.ProducerOptions {
+// library's queue of the grant's size (the session never hands it more, so it never refuses
+// a send the edge admitted) and the route's batching when the client asked for none.
+func producerOptions(ep wsapi.Endpoint, params wsapi.ProducerParams, grant session.ProducerGrant) broker.ProducerOptions {
+	queue := grant.LibraryQueue
 	opts := broker.ProducerOptions{
 		Topic:              ep.TopicName(),
 		Name:               params.ProducerName,
@@ -86,6 +87,9 @@ func producerOptions(ep wsapi.Endpoint, params wsapi.ProducerParams, queue int) 
 	}
 	if params.BatchingMaxPublishDelayMillis != nil {
 		opts.BatchingMaxPublishDelay = time.Duration(*params.BatchingMaxPublishDelayMillis) * time.Millisecond
+	}
+	if grant.Batching {
+		opts.Batching, opts.FlushWhenIdle = true, true
 	}
 	return opts
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/admission"
+	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/wsapi"
 	"github.com/sluicehq/sluice/sdk/strategy"
@@ -145,7 +146,8 @@ func (m *Table) producer(ctx context.Context, h session.Handshake, p wsapi.Produ
 	if err != nil {
 		return session.ProducerGrant{}, m.decisionError(r, err)
 	}
-	queue := libraryQueue(maxMsgs, p.BatchingEnabled)
+	autoBatch := r.cfg.Batching == config.BatchingAuto && !p.BatchingEnabled
+	queue := libraryQueue(maxMsgs, p.BatchingEnabled || autoBatch)
 	// A producer on a partitioned topic holds a producer, and a queue, per partition.
 	cost, err := m.holdSession(h.RemoteAddr, session.ProducerSessionCost(queue)+
 		int64(max(h.Partitions, 1)-1)*session.ProducerPartitionCost(queue)+m.settings.inflateCost())
@@ -166,6 +168,7 @@ func (m *Table) producer(ctx context.Context, h session.Handshake, p wsapi.Produ
 		MaxPause:     r.cfg.MaxPause,
 		MaxInflight:  maxMsgs,
 		LibraryQueue: queue,
+		Batching:     autoBatch,
 		// Pulsar: 0 disables the timeout.
 		SendTimeout:     time.Duration(p.SendTimeoutMillis) * time.Millisecond,
 		MessageRate:     m.settings.MessageRate,

@@ -61,6 +61,10 @@ type ProducerGrant struct {
 	// MaxPendingMessages), at most MaxInflight: admitted messages beyond it wait in the
 	// session. The library allocates it when the producer is created, 24 bytes a message.
 	LibraryQueue int
+	// Batching has the broker producer batch the session's messages that arrive while it is
+	// sending, and send a lone one at once (a route's batching: auto), when the client did
+	// not ask for batching itself.
+	Batching bool
 	// SendTimeout answers a message the broker has not acknowledged within it with an error
 	// ack; zero means none.
 	SendTimeout time.Duration

@@ -153,6 +153,12 @@ type ProducerOptions struct {
 	// interval or until
 	BatchingMaxPublishDelay time.Duration
 
+	// BatchingFlushWhenIdle flushes the current batch as soon as the producer has no further
+	// message waiting to be added to it, instead of waiting for BatchingMaxPublishDelay: the
+	// messages that arrive while a batch is being sent are batched together, and a lone
+	// message goes out at once. BatchingMaxPublishDelay is not used then. Only with batching.
+	BatchingFlushWhenIdle bool
+
 	// BatchingMaxMessages specifies the maximum number of messages permitted in a batch. (default: 1000)
 	// If set to a value greater than 1, messages will be queued until this threshold is reached or
 	// BatchingMaxSize (see below) has been reached or the batch interval has elapsed.

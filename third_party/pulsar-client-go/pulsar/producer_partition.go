@@ -211,7 +211,8 @@ func newPartitionProducer(client *client, topic string, options *ProducerOptions
 		cancelFunc:        cancelFunc,
 		backOffPolicyFunc: boFunc,
 	}
-	if p.options.DisableBatching {
+	if p.options.DisableBatching || p.options.BatchingFlushWhenIdle {
+		// With BatchingFlushWhenIdle no batch is ever left waiting for the timer.
 		p.batchFlushTicker.Stop()
 	}
 	p.setProducerState(producerInit)
@@ -601,6 +602,9 @@ func (p *partitionProducer) runEventsLoop() {
 				continue
 			}
 			p.internalSend(data)
+			if p.options.BatchingFlushWhenIdle && len(p.dataChan) == 0 {
+				p.internalFlushCurrentBatch()
+			}
 		case cmd, ok := <-p.cmdChan:
 			// when doClose() is call, p.dataChan will be closed, cmd will be nil
 			if !ok {

@@ -77,7 +77,7 @@ func benchDeliveries(ctx context.Context, args []string, env Env) error {
 	if *consumers < 1 || *backlog < *consumers || *rounds < 1 || *size < 1 {
 		return errors.New("need -conns >= 1, -backlog >= -conns, -rounds >= 1 and -size >= 1")
 	}
-	kinds, err := parseKinds(*configs, "")
+	kinds, err := parseKinds(*configs, "", false)
 	if err != nil {
 		return err
 	}

@@ -158,7 +158,7 @@ func (p *pulsarInstance) admin(ctx context.Context, method, path string, body []
 }
 
 // pulsarKinds are the configurations in front of (or straight to) the Pulsar broker.
-var pulsarKinds = []string{"pulsar-proxy", "sluice", "direct", "broker-ws"}
+var pulsarKinds = []string{"pulsar-proxy", "sluice", "sluice-batched", "direct", "broker-ws"}
 
 // pulsarKindNote describes a configuration.
 func pulsarKindNote(kind string) string {
@@ -167,6 +167,8 @@ func pulsarKindNote(kind string) string {
 		return "Pulsar's WebSocket proxy, its own JVM (pulsar.sh proxy-start), in front of the broker"
 	case "sluice":
 		return "sluice serve --broker to the same Pulsar broker (token via broker.auth_token), defaults"
+	case "sluice-batched":
+		return "as sluice, the default route with batching: auto"
 	case "direct":
 		return "pulsar-client-go straight to the Pulsar broker, unbatched, no proxy"
 	case "broker-ws":
@@ -203,12 +205,17 @@ func startPulsarTarget(ctx context.Context, f *fleet, c *common, p *pulsarInstan
 			return nil, fmt.Errorf("pulsar-proxy: Pulsar's WebSocket proxy is not running (scripts/pulsar/pulsar.sh proxy-start, state %s)", p.state)
 		}
 		t.url, t.edge, t.server = p.proxyWS, p.proxyPID, []int{p.proxyPID, p.brokerPID}
-	case "sluice":
+	case "sluice", "sluice-batched":
 		cfg := serveConfig{}
 		if p.token != "" {
 			cfg.Broker = &brokerConfig{AuthToken: p.token}
 		}
-		s, err := f.startServe(ctx, "serve-sluice", c.serveBin, cfg, p.serviceURL)
+		if kind == "sluice-batched" {
+			r := benchRoute(strategyConfig{Name: "hybrid"}, "reject")
+			r.Batching = "auto"
+			cfg.Routes = []routeConfig{r}
+		}
+		s, err := f.startServe(ctx, "serve-"+kind, c.serveBin, cfg, p.serviceURL)
 		if err != nil {
 			return nil, err
 		}

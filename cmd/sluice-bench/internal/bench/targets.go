@@ -78,7 +78,11 @@ type target struct {
 // edgeKinds are the configurations made of a `sluice serve` process: the default single
 // process, the edge alone in front of a separate `sluice broker`, and the edge alone with a
 // route of each builtin strategy (the strategy comparison).
-var edgeKinds = []string{"single", "edge", "bytes", "count", "hybrid", "none", "hybrid-plugin"}
+var edgeKinds = []string{"single", "edge", "bytes", "count", "hybrid", "none", "hybrid-plugin", "single-batched", "edge-batched"}
+
+// newOnlyKinds are the edge kinds whose configuration only the binary under test may accept:
+// they are not run with a -compare binary.
+var newOnlyKinds = []string{"single-batched", "edge-batched"}
 
 // edgeConfig is the serve configuration of an edge kind, and whether it uses the embedded
 // broker. pluginPath is for hybrid-plugin.
@@ -92,6 +96,16 @@ func edgeConfig(kind, pluginPath string) (serveConfig, string, bool, error) {
 		return serveConfig{}, "sluice serve with its embedded broker, defaults", true, nil
 	case "edge":
 		return serveConfig{}, "sluice serve --broker to a separate sluice broker, defaults", false, nil
+	case "single-batched", "edge-batched":
+		// The default route (hybrid with its defaults, reject), batching its producers.
+		r := benchRoute(strategyConfig{Name: "hybrid"}, "reject")
+		r.Batching = "auto"
+		embedded := kind == "single-batched"
+		note := "as single, the route with batching: auto"
+		if !embedded {
+			note = "as edge, the route with batching: auto"
+		}
+		return serveConfig{Routes: []routeConfig{r}}, note, embedded, nil
 	case "bytes":
 		return serveConfig{Routes: strategy("bytes", map[string]any{"route_limit": "32MiB"})}, "route pool 32MiB + edge pool 64MiB", false, nil
 	case "count":
@@ -117,16 +131,19 @@ func edgeConfig(kind, pluginPath string) (serveConfig, string, bool, error) {
 	return serveConfig{}, "", false, fmt.Errorf("unknown configuration %q (want %s)", kind, strings.Join(edgeKinds, ", "))
 }
 
-// parseKinds splits -configs and checks every name.
-func parseKinds(s, pluginPath string) ([]string, error) {
+// parseKinds splits -configs and checks every name; peers says whether peerKinds are
+// allowed.
+func parseKinds(s, pluginPath string, peers bool) ([]string, error) {
 	var kinds []string
 	for k := range strings.SplitSeq(s, ",") {
 		k = strings.TrimSpace(k)
 		if k == "" {
 			continue
 		}
-		if _, _, _, err := edgeConfig(k, pluginPath); err != nil {
-			return nil, err
+		if !peers || !slices.Contains(peerKinds, k) {
+			if _, _, _, err := edgeConfig(k, pluginPath); err != nil {
+				return nil, err
+			}
 		}
 		if !slices.Contains(kinds, k) {
 			kinds = append(kinds, k)

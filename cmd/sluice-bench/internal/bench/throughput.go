@@ -107,6 +107,7 @@ type tpOptions struct {
 	ceiling, direct             bool
 	compare, newLabel, oldLabel string
 	plugin                      string
+	centrifugo                  string // -centrifugo
 	retention                   int64
 	topics                      int // > 0: the connections share this many topics
 }
@@ -123,8 +124,10 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	fs.IntVar(&o.conns, "conns", 16, "producer connections")
 	fs.IntVar(&o.window, "window", 64, "in-flight messages per connection (a closed loop); with -rate, 0: unbounded")
 	fs.IntVar(&o.size, "size", 1024, "payload bytes")
+	fs.IntVar(&o.topics, "topics", 0, "spread the connections over this many topics (0: one topic per connection; a sluice broker holds at most 512 per namespace)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: total msgs/s, latency from each message's scheduled send time (0: closed loop)")
-	configs := fs.String("configs", "single,edge", "configurations: "+strings.Join(edgeKinds, ", "))
+	configs := fs.String("configs", "single,edge", "configurations: "+strings.Join(append(edgeKinds, peerKinds...), ", "))
+	fs.StringVar(&o.centrifugo, "centrifugo", "", "the centrifugo binary for the centrifugo configuration (default: "+centrifugoModule+", installed once into the user cache directory)")
 	fs.BoolVar(&o.ceiling, "ceiling", false, "add the ceiling reference: a bare gorilla server doing the same decode and ack work, no broker")
 	fs.BoolVar(&o.direct, "direct", false, "add the direct reference: pulsar-client-go straight to the same sluice broker, no edge")
 	fs.StringVar(&o.compare, "compare", "", "also run every configuration with this sluice binary (its serve and broker), as its own column")
@@ -148,7 +151,7 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 		*configs += ",hybrid-plugin"
 	}
 	var err error
-	if o.kinds, err = parseKinds(*configs, o.plugin); err != nil {
+	if o.kinds, err = parseKinds(*configs, o.plugin, true); err != nil {
 		return err
 	}
 	f, prog, end, err := c.begin(env)
@@ -198,7 +201,18 @@ func (o *tpOptions) startTargets(ctx context.Context, f *fleet, sets []*binSet, 
 		targets = append(targets, t)
 	}
 	for _, k := range o.kinds {
-		for _, b := range sets {
+		if k == "centrifugo" {
+			t, err := startCentrifugoTarget(ctx, f, o.centrifugo)
+			if err != nil {
+				return nil, err
+			}
+			targets = append(targets, t)
+			continue
+		}
+		for i, b := range sets {
+			if i > 0 && slices.Contains(newOnlyKinds, k) {
+				continue
+			}
 			t, err := startEdgeTarget(ctx, f, b, k, o.plugin, o.retention)
 			if err != nil {
 				return nil, err
@@ -380,7 +394,8 @@ func (r *tpResult) summarise() {
 // pairResults sets each result's paired ratios: its rate over a reference's in the same
 // round, the median over rounds — configurations run seconds apart see about the same
 // background load, so this moves less with noise than a ratio of medians. The references
-// are the same configuration of the -compare binary, and "none" for the strategies.
+// are the same configuration of the -compare binary, "none" for the strategies, and the
+// unbatched configuration for a batched one.
 func pairResults(results []*tpResult, sets []*binSet) {
 	byName := map[string]*tpResult{}
 	for _, r := range results {
@@ -393,6 +408,9 @@ func pairResults(results []*tpResult, sets []*binSet) {
 		}
 		if slices.Contains([]string{"bytes", "count", "hybrid", "hybrid-plugin"}, r.Kind) {
 			refs = append(refs, "none"+strings.TrimPrefix(r.Name, r.Kind))
+		}
+		if unbatched, ok := strings.CutSuffix(r.Kind, "-batched"); ok {
+			refs = append(refs, unbatched+strings.TrimPrefix(r.Name, r.Kind))
 		}
 		for _, name := range refs {
 			ref, ok := byName[name]

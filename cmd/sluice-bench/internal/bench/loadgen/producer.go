@@ -53,7 +53,8 @@ const dialTimeout = 10 * time.Second
 type ProducerConfig struct {
 	// Target is an edge, "ws://127.0.0.1:PORT" (the Pulsar WebSocket API), or a broker,
 	// "pulsar://127.0.0.1:PORT" (pulsar-client-go, one client, one producer per connection,
-	// unbatched). Only loopback hosts are accepted.
+	// unbatched), or a Centrifugo server, "centrifugo://127.0.0.1:PORT" (its JSON protocol
+	// over WebSocket, one publish command per message). Only loopback hosts are accepted.
 	Target string
 	// Topic is the topic name in public/default. With TopicPerConnection, connection i
 	// publishes to Topic-i.
@@ -231,8 +232,11 @@ func DialProducers(ctx context.Context, cfg ProducerConfig) (*Producers, error) 
 	if err := cfg.normalize(); err != nil {
 		return nil, err
 	}
-	if cfg.direct() {
+	switch {
+	case cfg.direct():
 		return dialDirect(ctx, cfg)
+	case cfg.centrifugo():
+		return dialCentrifugo(ctx, cfg)
 	}
 	return dialWebSockets(ctx, cfg)
 }

@@ -1,0 +1,106 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+)
+
+// Centrifugo is a peer the throughput benchmark measures Sluice against: a WebSocket
+// publish/subscribe server in Go. It is never part of sluice: this tool builds the pinned
+// release with `go install` into a cache directory of its own, once, and runs it as a
+// separate process with its in-memory broker.
+
+// centrifugoModule is the pinned release.
+const centrifugoModule = "github.com/centrifugal/centrifugo/v6@v6.9.1"
+
+// peerKinds are the -configs names that are other servers, not sluice: started once,
+// whatever the number of sluice binaries.
+var peerKinds = []string{"centrifugo"}
+
+// centrifugoBinary returns path, or, when path is empty, the cached build of the pinned
+// release, installing it first when it is not there yet.
+func centrifugoBinary(ctx context.Context, path string) (string, error) {
+	if path != "" {
+		return absBinary(path)
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("centrifugo: no cache directory (set -centrifugo): %w", err)
+	}
+	dir := filepath.Join(cache, "sluice-bench", "centrifugo-v6.9.1")
+	bin := filepath.Join(dir, "centrifugo")
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	//nolint:gosec // G204: a pinned module path, installed with the go command the operator has
+	cmd := exec.CommandContext(ctx, "go", "install", centrifugoModule)
+	cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-mod=mod")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go install %s: %w: %s", centrifugoModule, err, out)
+	}
+	return bin, nil
+}
+
+// centrifugoConfig is the peer's configuration: anonymous connections that may publish to
+// any channel without a namespace, the default memory engine (no history, no presence), the
+// health endpoint to wait on, and nothing else listening.
+func centrifugoConfig(port int) map[string]any {
+	return map[string]any{
+		"http_server": map[string]any{"address": "127.0.0.1", "port": port},
+		"log":         map[string]any{"level": "error"},
+		"client":      map[string]any{"allow_anonymous_connect_without_token": true},
+		"channel": map[string]any{"without_namespace": map[string]any{
+			"allow_publish_for_anonymous": true, "allow_publish_for_client": true,
+		}},
+		"health": map[string]any{"enabled": true},
+	}
+}
+
+// startCentrifugoTarget runs the peer on a free loopback port and waits for its health
+// endpoint.
+func startCentrifugoTarget(ctx context.Context, f *fleet, binPath string) (*target, error) {
+	bin, err := centrifugoBinary(ctx, binPath)
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(centrifugoConfig(port))
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(f.dir, "centrifugo.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, err
+	}
+	p, _, err := f.start(ctx, procSpec{name: "centrifugo", bin: bin, args: []string{"--config", path}})
+	if err != nil {
+		return nil, err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if err := waitHealthy(ctx, "http://"+addr+"/health"); err != nil {
+		return nil, fmt.Errorf("centrifugo: %w: %s", err, p.logTail())
+	}
+	return &target{name: "centrifugo", kind: "centrifugo",
+		note: "Centrifugo v6.9.1, memory broker, JSON protocol over WebSocket, client publish",
+		url:  "centrifugo://" + addr, server: []int{p.pid()}}, nil
+}
+
+// freePort returns a loopback port that was free a moment ago, for a server that cannot be
+// told to pick its own.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,205 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// A centrifugo:// target is a Centrifugo server, driven over its bidirectional WebSocket
+// endpoint (/connection/websocket) with its JSON protocol: a connect command, then one
+// publish command per message, each with an id the reply carries back. The payload goes as a
+// JSON string of its base64, the bytes a Pulsar WebSocket producer sends for it.
+
+func (c *ProducerConfig) centrifugo() bool { return strings.HasPrefix(c.Target, "centrifugo://") }
+
+// centrifugoConnectID is the connect command's id; publish ids start above it.
+const centrifugoConnectID = 1
+
+func dialCentrifugo(ctx context.Context, cfg ProducerConfig) (*Producers, error) {
+	p := &Producers{cfg: cfg, payloads: newPayloads(cfg.MinSize, cfg.MaxSize, true)}
+	u := "ws://" + strings.TrimPrefix(strings.TrimSuffix(cfg.Target, "/"), "centrifugo://") + "/connection/websocket"
+	for i := range cfg.Connections {
+		c, err := dial(ctx, u, 0)
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		if err := centrifugoConnect(c); err != nil {
+			_ = c.Close()
+			p.Close()
+			return nil, fmt.Errorf("%s: %w", u, err)
+		}
+		rec := newRecorder(cfg.Window, cfg.Acked)
+		p.conns = append(p.conns, newCentrifugoProducer(c, rec, p.payloads, cfg.topic(i)))
+		p.recs = append(p.recs, rec)
+	}
+	return p, nil
+}
+
+// centrifugoReply is one reply (or, with no id and nothing else, a ping).
+type centrifugoReply struct {
+	ID    uint64 `json:"id"`
+	Error *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// centrifugoConnect sends the connect command and reads its reply, bounded by dialTimeout.
+func centrifugoConnect(c *websocket.Conn) error {
+	_ = c.SetReadDeadline(time.Now().Add(dialTimeout))
+	defer func() { _ = c.SetReadDeadline(time.Time{}) }()
+	if err := c.WriteMessage(websocket.TextMessage, []byte(`{"id":1,"connect":{}}`)); err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	_, data, err := c.ReadMessage()
+	if err != nil {
+		return fmt.Errorf("connect reply: %w", err)
+	}
+	var r centrifugoReply
+	if err := json.Unmarshal(bytes.SplitN(data, []byte("\n"), 2)[0], &r); err != nil {
+		return fmt.Errorf("connect reply %q: %w", data, err)
+	}
+	if r.ID != centrifugoConnectID || r.Error != nil {
+		return fmt.Errorf("connect refused: %s", data)
+	}
+	return nil
+}
+
+// centrifugoProducer is one Centrifugo connection publishing to one channel. Replies are read
+// by a goroutine started at dial time and joined by finish; it answers the server's pings
+// too, so writes are serialised by wmu.
+type centrifugoProducer struct {
+	c        *websocket.Conn
+	rec      *recorder
+	payloads *payloads
+	prefix   []byte // {"id":
+	channel  []byte // ,"publish":{"channel":"…","data":"
+	frame    []byte
+
+	wmu sync.Mutex
+
+	mu     sync.Mutex
+	sentAt map[uint64]time.Time // guarded by mu; at most the window
+
+	readerDone chan struct{}
+	readErr    error // set before readerDone closes
+}
+
+func newCentrifugoProducer(c *websocket.Conn, rec *recorder, p *payloads, channel string) *centrifugoProducer {
+	ch, _ := json.Marshal(channel)
+	w := &centrifugoProducer{
+		c: c, rec: rec, payloads: p, prefix: []byte(`{"id":`),
+		channel: fmt.Appendf(nil, `,"publish":{"channel":%s,"data":"`, ch),
+		sentAt:  make(map[uint64]time.Time), readerDone: make(chan struct{}),
+	}
+	go w.readReplies() // joined by finish through readerDone
+	return w
+}
+
+func (w *centrifugoProducer) readReplies() {
+	defer close(w.readerDone)
+	for {
+		_, data, err := w.c.ReadMessage()
+		if err != nil {
+			w.readErr = err
+			return
+		}
+		now := time.Now()
+		// A frame holds one or more replies, one per line.
+		for line := range bytes.SplitSeq(data, []byte("\n")) {
+			if len(bytes.TrimSpace(line)) > 0 {
+				w.reply(line, now)
+			}
+		}
+	}
+}
+
+func (w *centrifugoProducer) reply(line []byte, now time.Time) {
+	var r centrifugoReply
+	if err := json.Unmarshal(line, &r); err != nil {
+		w.rec.unmatched()
+		return
+	}
+	if r.ID == 0 {
+		if r.Error == nil { // a ping: answered with a pong
+			w.wmu.Lock()
+			_ = w.c.WriteMessage(websocket.TextMessage, []byte(`{}`))
+			w.wmu.Unlock()
+		}
+		return
+	}
+	seq := r.ID - centrifugoConnectID - 1
+	w.mu.Lock()
+	t, ok := w.sentAt[seq]
+	delete(w.sentAt, seq)
+	w.mu.Unlock()
+	switch {
+	case !ok:
+		w.rec.unmatched()
+	case r.Error == nil:
+		w.rec.record(outcomeOK, t, now)
+	case strings.Contains(r.Error.Message, "limit"):
+		w.rec.record(outcomeRejected, t, now)
+	default:
+		w.rec.record(outcomeError, t, now)
+	}
+}
+
+func (w *centrifugoProducer) begin(end time.Time) { _ = w.c.SetWriteDeadline(end) }
+
+// send writes {"id":N,"publish":{"channel":"…","data":"BASE64"}}.
+func (w *centrifugoProducer) send(_ context.Context, seq uint64, payload []byte, ref time.Time) error {
+	b := append(w.frame[:0], w.prefix...)
+	b = strconv.AppendUint(b, seq+centrifugoConnectID+1, 10)
+	b = append(b, w.channel...)
+	if w.payloads.fixed != "" && len(payload) == len(w.payloads.raw) {
+		b = append(b, w.payloads.fixed...)
+	} else {
+		b = base64.StdEncoding.AppendEncode(b, payload)
+	}
+	w.frame = append(b, `"}}`...)
+	w.mu.Lock()
+	w.sentAt[seq] = ref
+	w.mu.Unlock()
+	w.wmu.Lock()
+	err := w.c.WriteMessage(websocket.TextMessage, w.frame)
+	w.wmu.Unlock()
+	if err != nil {
+		w.mu.Lock()
+		delete(w.sentAt, seq)
+		w.mu.Unlock()
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			return errRunOver
+		}
+		return fmt.Errorf("writing: %w", err)
+	}
+	return nil
+}
+
+func (w *centrifugoProducer) done() <-chan struct{} { return w.readerDone }
+
+func (w *centrifugoProducer) finish() error {
+	failed := isClosed(w.readerDone)
+	w.wmu.Lock()
+	_ = w.c.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = w.c.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+	w.wmu.Unlock()
+	_ = w.c.Close()
+	<-w.readerDone
+	if failed && w.readErr != nil {
+		return fmt.Errorf("reading replies: %w", w.readErr)
+	}
+	return nil
+}

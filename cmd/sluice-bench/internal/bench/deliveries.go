@@ -60,7 +60,7 @@ func benchDeliveries(ctx context.Context, args []string, env Env) error {
 	var c common
 	fs := newFlags("deliveries", args, env, &c)
 	consumers := fs.Int("conns", 16, "consumer connections, each on its own topic")
-	backlog := fs.Int("backlog", 100_000, "messages filled per round, spread over the topics")
+	backlog := fs.Int("backlog", 40_000, "messages filled per round, spread over the topics; a backlog past the embedded broker's namespace quota (a quarter of its store) is refused")
 	size := fs.Int("size", 1024, "payload bytes")
 	rounds := fs.Int("rounds", 3, "measured rounds; each runs every configuration once, in turn")
 	timeout := fs.Duration("round", 60*time.Second, "the longest a round's consumers may take to read the backlog")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -20,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/core/admin"
 	"github.com/sluicehq/sluice/core/frontdoor/certs/certtest"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
 
@@ -305,5 +307,40 @@ func expectClose(t *testing.T, c *websocket.Conn, code int, reason string) {
 			t.Errorf("read: %v, want close %d %q", err, code, reason)
 		}
 		return
+	}
+}
+
+// Failed TLS handshakes on the admin listener are the client's doing: their log lines are
+// rate-limited as the WebSocket listener's are, so that a flood of them costs the log a few
+// lines a second.
+func TestAdminTLSHandshakeErrorsRateLimited(t *testing.T) {
+	t.Parallel()
+	logs := &testkit.SyncBuffer{}
+	dir := t.TempDir()
+	ca := certtest.NewCA(t, "test-ca")
+	certFile, keyFile := ca.Server(t, "edge-1").Write(t, dir, "server")
+	srv, _ := edgetest.Listen(t, fmt.Sprintf("admin_listen: \"127.0.0.1:0\"\nadmin_tls: { cert_file: %s, key_file: %s }\n",
+		certFile, keyFile), withJSONLog(logs))
+	const attempts = 200
+	start := time.Now()
+	for range attempts {
+		c, err := net.DialTimeout("tcp", srv.AdminAddr(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = c.Write([]byte("not a TLS client hello\r\n\r\n"))
+		_, _ = io.Copy(io.Discard, c) // until the listener gives up on it
+		_ = c.Close()
+	}
+	elapsed := time.Since(start)
+	var lines int
+	edgetest.WaitFor(t, 5*time.Second, "a handshake error logged", func() bool {
+		lines = strings.Count(logs.String(), "TLS handshake error")
+		return lines > 0
+	})
+	// The limiter lets a burst of 20 through, then 10 a second.
+	if limit := 20 + int(10*(elapsed+time.Second).Seconds()); lines > limit || lines >= attempts {
+		t.Errorf("%d handshake error lines for %d failed handshakes in %s, want at most %d", lines, attempts, elapsed, limit)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -172,7 +173,7 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 		if s.adminTLS != nil {
 			aln = tls.NewListener(aln, s.adminTLS.Config())
 		}
-		asrv := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+		asrv := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: s.httpErrorLog()}
 		s.mu.Lock()
 		s.adminSrv, s.adminLn, s.adminErr = asrv, aln, make(chan error, 1)
 		s.mu.Unlock()
@@ -194,9 +195,7 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: ws.HandshakeTimeout,
 		MaxHeaderBytes:    int(ws.MaxHeaderBytes.Bytes()),
-		// net/http's own lines (a failed TLS handshake, among them) are the client's doing:
-		// rate-limited, so that a flood of bad handshakes cannot flood the log.
-		ErrorLog: slog.NewLogLogger(lograte.Handler(s.log.Handler(), lograte.New(20, 10)), slog.LevelWarn),
+		ErrorLog:          s.httpErrorLog(),
 	}
 	var tlsConfig *tls.Config // nil: plain TCP
 	if s.tls != nil {
@@ -731,4 +730,11 @@ func (e embeddedInspector) TopicTerminated(_ context.Context, topic string) (boo
 
 func (e embeddedInspector) SubscriptionBacklog(_ context.Context, topic, subscription string) (int64, error) {
 	return e.b.Backlog(topic, subscription)
+}
+
+// httpErrorLog is a listener's log for net/http's own lines (a failed TLS handshake among
+// them), which are the client's doing: rate-limited, so that a flood of bad handshakes cannot
+// flood the log.
+func (s *Server) httpErrorLog() *log.Logger {
+	return slog.NewLogLogger(lograte.Handler(s.log.Handler(), lograte.New(20, 10)), slog.LevelWarn)
 }

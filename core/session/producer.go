@@ -136,7 +136,8 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g P
 		log:  log,
 		// Admitted messages are sent even if the session ends meanwhile: cancelling them
 		// would turn a message the client may already consider sent into a lost one.
-		sendCtx: context.WithoutCancel(ctx),
+		sendCtx:         context.WithoutCancel(ctx),
+		rateAfterDecode: g.bytesRated(),
 		// Acks owed: at most MaxInflight of sends in flight plus ackHeadroom of error acks
 		// answered at once. Their fixed part is bounded so; the byte bound is on what
 		// clients choose to send (contexts) and on error texts.
@@ -191,6 +192,9 @@ type producerSession struct {
 	log     *slog.Logger
 	sendCtx context.Context //nolint:containedctx // the sends' context, made once: they outlive the session's
 	rate    *messageRate    // nil: no message rate limit
+	// rateAfterDecode: a byte quota needs a message's decoded size, so the rates are taken
+	// after the frame is decoded rather than before.
+	rateAfterDecode bool
 
 	// The acks the session owes its client, counted when a frame is read and discounted when
 	// its ack is written: slots in number, owed in bytes (an estimate until the ack exists).
@@ -269,15 +273,12 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 	}
 }
 
-// handle answers or publishes a text frame. The message rate is taken before the frame is
-// decoded, so that a message it refuses costs one scan of the frame for the context its
-// error ack echoes, not a decode of its payload and properties; every text frame counts
-// against the rate, whether it decodes or not.
+// handle answers or publishes a text frame. The rates are taken before the frame is decoded,
+// so that a message they refuse costs one scan of the frame for the context its error ack
+// echoes, not a decode of its payload and properties, and every text frame counts against
+// them, whether it decodes or not; unless a byte quota needs the decoded payload's size.
 func (s *producerSession) handle(ctx context.Context, r *record, frame []byte) {
-	// The rates are taken before the frame is decoded, so that a refused message costs one
-	// scan for its context, unless a byte rate needs the decoded payload's size.
-	early := !s.g.bytesRated()
-	if early {
+	if !s.rateAfterDecode {
 		if err := s.admitRate(ctx, 0); err != nil {
 			s.reply(r, wsapi.AckError(wsapi.ErrorUnknown, err.Error(), wsapi.ProducerContext(frame, s.g.Limits)), ResultRateLimited)
 			return
@@ -287,7 +288,7 @@ func (s *producerSession) handle(ctx context.Context, r *record, frame []byte) {
 		s.reply(r, ferr.Ack(), ResultInvalid)
 		return
 	}
-	if !early {
+	if s.rateAfterDecode {
 		if err := s.admitRate(ctx, len(r.msg.Payload)); err != nil {
 			s.reply(r, wsapi.AckError(wsapi.ErrorUnknown, err.Error(), r.msg.Context), ResultRateLimited)
 			return

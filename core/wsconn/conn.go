@@ -102,7 +102,7 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 	if size <= 0 {
 		size = 2048
 	}
-	ws, err := upgrader(size, o.Compression).Upgrade(w, r, nil)
+	ws, err := upgrader(size, o.Compression).Upgrade(hijacker{w}, r, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -226,14 +226,23 @@ func (c *Conn) Linger(d time.Duration) error {
 }
 
 // closeWrite half-closes nc when it can: a TCP connection, or a wrapper (TLS, the PROXY
-// protocol, a counted connection) that offers CloseWrite or its TCP connection.
+// protocol, a counted connection, the edge's own readers) that offers CloseWrite, its TCP
+// connection or the connection it wraps.
 func closeWrite(nc net.Conn) {
-	switch c := nc.(type) {
-	case interface{ CloseWrite() error }:
-		_ = c.CloseWrite()
-	case interface{ TCPConn() (*net.TCPConn, bool) }:
-		if tc, ok := c.TCPConn(); ok {
-			_ = tc.CloseWrite()
+	for {
+		switch c := nc.(type) {
+		case interface{ CloseWrite() error }:
+			_ = c.CloseWrite()
+			return
+		case interface{ TCPConn() (*net.TCPConn, bool) }:
+			if tc, ok := c.TCPConn(); ok {
+				_ = tc.CloseWrite()
+			}
+			return
+		case interface{ Unwrap() net.Conn }:
+			nc = c.Unwrap()
+		default:
+			return
 		}
 	}
 }

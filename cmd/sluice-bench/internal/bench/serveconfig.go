@@ -7,6 +7,7 @@ package bench
 type serveConfig struct {
 	Listen      string         `yaml:"listen"`
 	AdminListen string         `yaml:"admin_listen"`
+	AdminPprof  bool           `yaml:"admin_pprof,omitempty"`
 	Broker      *brokerConfig  `yaml:"broker,omitempty"`
 	Memory      *memoryConfig  `yaml:"memory,omitempty"`
 	Plugins     []pluginConfig `yaml:"plugins,omitempty"`

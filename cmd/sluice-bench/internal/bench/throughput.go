@@ -109,7 +109,8 @@ type tpOptions struct {
 	plugin                      string
 	centrifugo                  string // -centrifugo
 	retention                   int64
-	topics                      int // > 0: the connections share this many topics
+	topics                      int    // > 0: the connections share this many topics
+	profile                     string // -profile: the directory CPU profiles of the serve processes go to
 }
 
 func benchThroughput(ctx context.Context, args []string, env Env) error {
@@ -135,6 +136,7 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	fs.StringVar(&o.oldLabel, "compare-label", "old", "with -compare, the label of the -compare binary")
 	fs.StringVar(&o.plugin, "plugin", "", "plugin binary for the hybrid-plugin configuration (bin/sluice-strategies); adds hybrid-plugin")
 	fs.Float64Var(&o.noisy, "retry-noisy", 0, "repeat a round (up to 3 times) when the rest of the machine used more than this many CPUs during it (0: never)")
+	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of each sluice serve process for each measured round into this directory (turns admin_pprof on)")
 	retention := sizeFlag(8 << 20)
 	fs.Var(&retention, "broker-retention", "sluice broker --retention-bytes: per-topic bytes kept (0: the broker's default)")
 	if err := fs.Parse(args); err != nil {
@@ -213,7 +215,7 @@ func (o *tpOptions) startTargets(ctx context.Context, f *fleet, sets []*binSet, 
 			if i > 0 && slices.Contains(newOnlyKinds, k) {
 				continue
 			}
-			t, err := startEdgeTarget(ctx, f, b, k, o.plugin, o.retention)
+			t, err := startEdgeTarget(ctx, f, b, k, o.plugin, o.retention, func(c *serveConfig) { c.AdminPprof = o.profile != "" })
 			if err != nil {
 				return nil, err
 			}
@@ -271,7 +273,11 @@ func (o *tpOptions) run(ctx context.Context, targets []*target, prog *progress) 
 			}
 			prev = t
 			label := fmt.Sprintf("round %d/%d %s", r+1, o.rounds, t.name)
+			stop := o.startProfile(ctx, t, r+1)
 			rr, res, err := o.roundWithRetries(ctx, t, label, prog, func(acked *atomic.Int64) loadgen.ProducerConfig { return load(t, o.round, acked) })
+			if perr := stop(); err == nil {
+				err = perr
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", t.name, err)
 			}

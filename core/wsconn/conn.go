@@ -85,9 +85,9 @@ type Conn struct {
 	ws           *websocket.Conn
 	writeTimeout time.Duration
 	readLimit    int64
-	lastActivity atomic.Int64 // unix nanoseconds of the last frame read or data message written
-	lastRead     atomic.Int64 // unix nanoseconds of the last frame read, control frames included
-	readingSince atomic.Int64 // unix nanoseconds since Read has been waiting; 0 outside Read
+	lastActivity atomic.Int64 // clock() of the last frame read or data message written
+	lastRead     atomic.Int64 // clock() of the last frame read, control frames included
+	readingSince atomic.Int64 // clock() since Read has been waiting; 0 outside Read
 	closeOnce    sync.Once
 	pong         atomic.Pointer[[]byte] // the payload of a pong to write; nil: none
 	wake         chan struct{}          // cap 1: a pong is due
@@ -138,14 +138,24 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 	return c, nil
 }
 
-func (c *Conn) touch() { c.lastActivity.Store(time.Now().UnixNano()) }
+func (c *Conn) touch() { c.lastActivity.Store(clock()) }
 
 // touchRead records a frame read from the peer: activity, and a sign of life.
 func (c *Conn) touchRead() {
-	now := time.Now().UnixNano()
+	now := clock()
 	c.lastActivity.Store(now)
 	c.lastRead.Store(now)
 }
+
+// epoch is where clock counts from.
+var epoch = time.Now()
+
+// clock is the monotonic time in nanoseconds since epoch, never 0. Connections stamp every
+// frame with it: it reads one clock where time.Now reads two (the wall clock as well).
+func clock() int64 { return max(int64(time.Since(epoch)), 1) }
+
+// clockTime is the time of a clock reading.
+func clockTime(n int64) time.Time { return epoch.Add(time.Duration(n)) }
 
 // controlDeadline bounds a control frame write: the write timeout, or 10s when writes have
 // no bound.
@@ -164,18 +174,18 @@ func IsTimeout(err error) bool {
 
 // LastActivity is when a frame was last read (pings, pongs and close frames included) or a
 // data message written. The server's own pings do not count: they say nothing of the peer.
-func (c *Conn) LastActivity() time.Time { return time.Unix(0, c.lastActivity.Load()) }
+func (c *Conn) LastActivity() time.Time { return clockTime(c.lastActivity.Load()) }
 
 // LastRead is when a frame was last read from the peer, control frames included: the last
 // sign that the peer is alive.
-func (c *Conn) LastRead() time.Time { return time.Unix(0, c.lastRead.Load()) }
+func (c *Conn) LastRead() time.Time { return clockTime(c.lastRead.Load()) }
 
 // ReadingSince is when the pending Read started waiting, or the zero time when no Read is
 // pending (the session has paused reading, or is handling a message). Pongs are seen only
 // inside Read, so a peer can be expected to have answered a ping only while Read waits.
 func (c *Conn) ReadingSince() time.Time {
 	if n := c.readingSince.Load(); n != 0 {
-		return time.Unix(0, n)
+		return clockTime(n)
 	}
 	return time.Time{}
 }

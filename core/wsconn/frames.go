@@ -30,7 +30,7 @@ import (
 // (Wake). A text message that is not UTF-8 is an ErrInvalidUTF8 error, the connection to be
 // closed with 1007; a message over the read limit a *TooBigError, to be closed with 1009.
 func (c *Conn) ReadInto(buf []byte, grow func(b []byte, size int) ([]byte, error)) (MessageType, []byte, error) {
-	c.readingSince.Store(time.Now().UnixNano())
+	c.readingSince.Store(clock())
 	t, r, err := c.ws.NextReader()
 	c.readingSince.Store(0)
 	if err != nil {

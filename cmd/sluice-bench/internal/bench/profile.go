@@ -12,8 +12,10 @@ import (
 )
 
 // startProfile begins a CPU profile of t's serve process covering round r (-profile), and
-// returns the function that waits for it and writes it to DIR/NAME-roundR.pprof. Targets
-// without a serve process, or a run without -profile, get a no-op.
+// returns the function that waits for it and writes it to DIR/NAME-roundR.pprof, followed by
+// a heap profile taken as the load ends (DIR/NAME-roundR.heap.pprof: what the process holds
+// under load, in use and allocated). Targets without a serve process, or a run without
+// -profile, get a no-op.
 func (o *tpOptions) startProfile(ctx context.Context, t *target, r int) func() error {
 	if o.profile == "" || t.edge == 0 || t.adminURL == "" {
 		return func() error { return nil }
@@ -21,17 +23,22 @@ func (o *tpOptions) startProfile(ctx context.Context, t *target, r int) func() e
 	// The profile starts with the round's connections still opening: a second less than the
 	// round keeps it inside the load.
 	secs := max(int((o.round-time.Second)/time.Second), 1)
-	path := filepath.Join(o.profile, fmt.Sprintf("%s-round%d.pprof", strings.ReplaceAll(t.name, "@", "-"), r))
+	base := filepath.Join(o.profile, fmt.Sprintf("%s-round%d", strings.ReplaceAll(t.name, "@", "-"), r))
 	done := make(chan error, 1)
-	go func() { done <- fetchProfile(ctx, t.adminURL, secs, path) }()
+	go func() {
+		err := fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", t.adminURL, secs), base+".pprof")
+		if err == nil {
+			err = fetchProfile(ctx, t.adminURL+"/debug/pprof/heap", base+".heap.pprof")
+		}
+		done <- err
+	}()
 	return func() error { return <-done }
 }
 
-func fetchProfile(ctx context.Context, adminURL string, secs int, path string) error {
+func fetchProfile(ctx context.Context, url, path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return err
 	}
-	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", adminURL, secs)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err

@@ -118,7 +118,14 @@ func (c *readahead) Close() error {
 type hijacker struct{ http.ResponseWriter }
 
 func (h hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	nc, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	var nc net.Conn
+	var brw *bufio.ReadWriter
+	var err error
+	if hj, ok := h.ResponseWriter.(http.Hijacker); ok {
+		nc, brw, err = hj.Hijack()
+	} else { // a wrapper that offers Unwrap instead
+		nc, brw, err = http.NewResponseController(h.ResponseWriter).Hijack()
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,8 +15,8 @@ import (
 
 // TestReceiverQueueMaxBytes checks pulsar-client-go-15-receiver-queue-bytes.patch: a consumer
 // that does not receive makes the broker send it no more than its byte bound (and one
-// message) whatever its receiver queue, the messages waiting in its channel included, one
-// that receives gets every message in order, small messages are still prefetched a queue at a
+// message) whatever its receiver queue, the messages waiting in its channel included (freed
+// when taken or when a seek empties the channel), one that receives gets every message in order, small messages are still prefetched a queue at a
 // time, a batch larger than the bound flows, and a new connection starts again in step with
 // the room. Without the patch the broker sends the whole backlog (up to the receiver queue) to
 // the consumer that does not receive.
@@ -72,6 +72,28 @@ func TestReceiverQueueMaxBytes(t *testing.T) {
 		if got := sent(b); got != n {
 			t.Fatalf("broker sent %d messages, want %d", got, n)
 		}
+	})
+
+	// A seek empties the channel: what its messages held is freed, and the consumer reads on
+	// from the new position. Left counted, they would fill the bound and stop it.
+	t.Run("seek", func(t *testing.T) {
+		t.Parallel()
+		b, c, topic := prefetchTopic(t)
+		const n, size = 40, 64 << 10
+		sendSized(t, mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), n, size)
+		cons := mustConsumer(t, c, pulsar.ConsumerOptions{
+			Topic: topic, SubscriptionName: "s",
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+			ReceiverQueueSize:           1000,
+			ReceiverQueueMaxBytes:       bound,
+			MessageChannel:              make(chan pulsar.ConsumerMessage, n),
+		})
+		expectSentAtMost(t, b, bound/size+1)
+		testkit.WaitFor(t, 5*time.Second, "the bound's messages in the channel", func() bool { return len(cons.Chan()) >= bound/size })
+		if err := cons.SeekByTime(time.Unix(0, 0)); err != nil {
+			t.Fatalf("seek: %v", err)
+		}
+		receiveInOrder(t, cons, n, size)
 	})
 
 	// The consumers of several topics share a channel: each message counts in its own

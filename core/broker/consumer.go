@@ -151,6 +151,16 @@ func hasKey(m pulsar.Message) bool {
 	return m.Key() != ""
 }
 
+// release tells the library that m is taken from the consumer's channel: the bound of its
+// prefetch in bytes counts it until then (Release:
+// pulsar-client-go-15-receiver-queue-bytes.patch). Like HasKey, the method is not in the
+// pulsar.Message interface.
+func release(m pulsar.Message) {
+	if r, ok := m.(interface{ Release() }); ok {
+		r.Release()
+	}
+}
+
 func fromPulsar(m pulsar.Message) *Message {
 	topic := m.Topic()
 	msg := &Message{
@@ -252,7 +262,7 @@ type ConsumerOptions struct {
 	ReceiverQueueSize int
 	// PrefetchBytes bounds in bytes the client library's prefetch of each broker-side consumer
 	// (one per topic or partition): the messages received from the broker and not yet returned
-	// by Receive, a batch counting its entry's bytes. The library asks the broker for messages
+	// by Receive, those in the library's channel included, a batch counting its entry's bytes. The library asks the broker for messages
 	// in step with the room left, and for one when it holds none, so the bound is soft by one
 	// message. Zero means no bound in bytes.
 	PrefetchBytes int64
@@ -317,10 +327,10 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 		popts.ReceiverQueueSize = defaultReceiverQueueSize
 	}
 	if o.PrefetchBytes > 0 {
+		// The library's channel (its default, 10 messages) lets its dispatcher hand messages
+		// over without waiting for Receive each time; the bound counts the messages in it until
+		// Receive releases them.
 		popts.ReceiverQueueMaxBytes = o.PrefetchBytes
-		// The library counts a message as prefetched until it is in its channel: unbuffered,
-		// that is until Receive takes it, so the channel holds nothing the bound leaves out.
-		popts.MessageChannel = make(chan pulsar.ConsumerMessage)
 	}
 	if o.TopicsPattern != "" {
 		// A pattern session is charged for the topics its pattern matched when it opened (the
@@ -395,13 +405,15 @@ func topicsOf(o ConsumerOptions) string {
 }
 
 // Receive waits for the next message. It returns ctx's error when ctx ends first, and
-// ErrClosed once the consumer is closed.
+// ErrClosed once the consumer is closed. The message leaves the library's prefetch bound
+// (PrefetchBytes) here.
 func (c *Consumer) Receive(ctx context.Context) (*Message, error) {
 	select {
 	case cm, ok := <-c.c.Chan():
 		if !ok {
 			return nil, ErrClosed
 		}
+		release(cm.Message)
 		return fromPulsar(cm.Message), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()

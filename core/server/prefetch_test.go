@@ -10,6 +10,9 @@ import (
 
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/policy"
+	"github.com/sluicehq/sluice/core/server"
+	"github.com/sluicehq/sluice/core/session"
+	"github.com/sluicehq/sluice/core/wsapi"
 )
 
 // TestPrefetchBytesBounded: a consumer or reader session whose client reads nothing, on topics with a
@@ -17,7 +20,10 @@ import (
 // by about its share of the consumer pool twice (the pool's charges, and the client library's
 // prefetch bounded by the same share), not by its prefetch in messages; a client that reads
 // then gets every message in order. Without the bound in bytes the library held the whole
-// prefetch: 100 messages of 64 KiB, and more over several topics.
+// prefetch: 100 messages of 64 KiB, and more over several topics. Counted in messages, what
+// the broker sent and the session neither wrote nor holds charged in the pool, the library's
+// queues and channel, stays within the bound: without the messages in the library's channel
+// counted, the channel's ten messages are held besides.
 func TestPrefetchBytesBounded(t *testing.T) {
 	const (
 		pool = 4 << 20
@@ -75,6 +81,18 @@ func TestPrefetchBytesBounded(t *testing.T) {
 			if grew > backlog/4 {
 				t.Errorf("the process grew %d bytes, more than a quarter of the %d bytes of backlog", grew, backlog)
 			}
+			// Read in this order, the counts can only underestimate what the library holds.
+			got := int64(sent() - sent0)
+			pooled := srv.ConsumerPool().Snapshot().Edge.Used / session.ConsumerCharge(size)
+			got -= pooled + messagesOut(t, srv)
+			// Each broker-side consumer's bound, soft by one message, and the message the
+			// session took from the library and waits to charge.
+			perTopic := share / int64(c.topics)
+			t.Logf("%s: the library holds %d messages (sent, less written and pooled)", c.name, got)
+			if want := int64(c.topics)*(perTopic/size+1) + 1; got > want {
+				t.Errorf("the library holds %d messages (sent, less written and pooled), more than its bound of %d bytes a topic allows (%d)",
+					got, perTopic, want)
+			}
 
 			// The client that reads gets every message of every topic, in order per topic.
 			_ = deaf.Close()
@@ -85,6 +103,21 @@ func TestPrefetchBytesBounded(t *testing.T) {
 			checkInOrder(t, r.messages(), c.topics, c.backlog)
 		})
 	}
+}
+
+// messagesOut is the messages the one consumer or reader session of srv has written.
+func messagesOut(t *testing.T, srv *server.Server) int64 {
+	t.Helper()
+	var out []int64
+	for _, s := range srv.Sessions() {
+		if s.Kind != wsapi.Producer {
+			out = append(out, s.MessagesOut)
+		}
+	}
+	if len(out) != 1 {
+		t.Fatalf("%d consumer and reader sessions, want 1", len(out))
+	}
+	return out[0]
 }
 
 // waitSendingStops waits until the broker has sent no message for a while: the library then

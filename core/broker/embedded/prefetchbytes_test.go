@@ -15,10 +15,11 @@ import (
 
 // TestReceiverQueueMaxBytes checks pulsar-client-go-15-receiver-queue-bytes.patch: a consumer
 // that does not receive makes the broker send it no more than its byte bound (and one
-// message) whatever its receiver queue, one that receives gets every message in order, small
-// messages are still prefetched a queue at a time, a batch larger than the bound flows, and a
-// new connection starts again in step with the room. Without the patch the broker sends the
-// whole backlog (up to the receiver queue) to the consumer that does not receive.
+// message) whatever its receiver queue, the messages waiting in its channel included (freed
+// when taken or when a seek empties the channel), one that receives gets every message in order, small messages are still prefetched a queue at a
+// time, a batch larger than the bound flows, and a new connection starts again in step with
+// the room. Without the patch the broker sends the whole backlog (up to the receiver queue) to
+// the consumer that does not receive.
 func TestReceiverQueueMaxBytes(t *testing.T) {
 	t.Parallel()
 	const bound = 256 << 10
@@ -34,6 +35,103 @@ func TestReceiverQueueMaxBytes(t *testing.T) {
 		receiveInOrder(t, cons, n, size)
 		if got := sent(b); got != n {
 			t.Fatalf("broker sent %d messages, want %d", got, n)
+		}
+	})
+
+	// The channel's messages count until the application takes them, by Receive or, reading
+	// the channel, by Release: a channel larger than the bound holds no more than the bound.
+	// Counted as delivered once in the channel, they let the broker send the whole channel's
+	// worth and the bound's again.
+	t.Run("channel", func(t *testing.T) {
+		t.Parallel()
+		b, c, topic := prefetchTopic(t)
+		const n, size = 40, 64 << 10
+		sendSized(t, mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), n, size)
+		cons := mustConsumer(t, c, pulsar.ConsumerOptions{
+			Topic: topic, SubscriptionName: "s",
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+			ReceiverQueueSize:           1000,
+			ReceiverQueueMaxBytes:       bound,
+			MessageChannel:              make(chan pulsar.ConsumerMessage, n),
+		})
+		expectSentAtMost(t, b, bound/size+1)
+		// Taken from the channel and released, each message makes room for one more.
+		const taken = 3
+		for i := range taken {
+			cm := <-cons.Chan()
+			if !bytes.Equal(cm.Payload(), sized(i, size)) {
+				t.Fatalf("message %d: %.12q…, want m-%d", i, cm.Payload(), i)
+			}
+			if err := cons.Ack(cm.Message); err != nil {
+				t.Fatalf("ack: %v", err)
+			}
+			cm.Message.(interface{ Release() }).Release()
+		}
+		expectSentAtMost(t, b, taken+bound/size+1)
+		receiveInOrderFrom(t, cons, taken, n, size)
+		if got := sent(b); got != n {
+			t.Fatalf("broker sent %d messages, want %d", got, n)
+		}
+	})
+
+	// A seek empties the channel: what its messages held is freed, and the consumer reads on
+	// from the new position. Left counted, they would fill the bound and stop it.
+	t.Run("seek", func(t *testing.T) {
+		t.Parallel()
+		b, c, topic := prefetchTopic(t)
+		const n, size = 40, 64 << 10
+		sendSized(t, mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), n, size)
+		cons := mustConsumer(t, c, pulsar.ConsumerOptions{
+			Topic: topic, SubscriptionName: "s",
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+			ReceiverQueueSize:           1000,
+			ReceiverQueueMaxBytes:       bound,
+			MessageChannel:              make(chan pulsar.ConsumerMessage, n),
+		})
+		expectSentAtMost(t, b, bound/size+1)
+		testkit.WaitFor(t, 5*time.Second, "the bound's messages in the channel", func() bool { return len(cons.Chan()) >= bound/size })
+		if err := cons.SeekByTime(time.Unix(0, 0)); err != nil {
+			t.Fatalf("seek: %v", err)
+		}
+		receiveInOrder(t, cons, n, size)
+	})
+
+	// The consumers of several topics share a channel: each message counts in its own
+	// topic's bound until taken.
+	t.Run("topics", func(t *testing.T) {
+		t.Parallel()
+		b, c, topic := prefetchTopic(t)
+		const n, size = 20, 64 << 10
+		topics := []string{topic + "-a", topic + "-b"}
+		for _, tp := range topics {
+			sendSized(t, mustProducer(t, c, pulsar.ProducerOptions{Topic: tp, DisableBatching: true}), n, size)
+		}
+		cons := mustConsumer(t, c, pulsar.ConsumerOptions{
+			Topics: topics, SubscriptionName: "s",
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+			ReceiverQueueSize:           1000,
+			ReceiverQueueMaxBytes:       bound,
+			MessageChannel:              make(chan pulsar.ConsumerMessage, 2*n),
+		})
+		expectSentAtMost(t, b, uint64(len(topics))*(bound/size+1))
+		ctx := ctxT(t, 20*time.Second)
+		next := map[string]int{}
+		for range len(topics) * n {
+			m, err := cons.Receive(ctx)
+			if err != nil {
+				t.Fatalf("receive: %v", err)
+			}
+			tp := m.Topic()
+			if !bytes.Equal(m.Payload(), sized(next[tp], size)) {
+				t.Fatalf("%s: %.12q…, want m-%d", tp, m.Payload(), next[tp])
+			}
+			next[tp]++
+			if err := cons.Ack(m); err != nil {
+				t.Fatalf("ack: %v", err)
+			}
+		}
+		if got := sent(b); got != uint64(len(topics)*n) {
+			t.Fatalf("broker sent %d messages, want %d", got, len(topics)*n)
 		}
 	})
 
@@ -58,11 +156,13 @@ func TestReceiverQueueMaxBytes(t *testing.T) {
 		cons := boundedConsumer(t, c, topic, 1000, bound)
 		receiveInOrder(t, cons, 5, size)
 		expectSentAtMost(t, b, 5+bound/size+1)
-		// The new connection starts with no permits: what the old one's queue held is
-		// counted until delivered, and the broker is asked again in step with the room.
+		// The new connection starts with no permits: what the old one left in the channel is
+		// counted until taken, and the broker is asked again in step with the room.
 		before := sent(b)
+		subscribes := func() uint64 { return b.Stats().CommandsReceived["SUBSCRIBE"] }
+		subscribed := subscribes()
 		b.Faults().DropConnections()
-		testkit.WaitFor(t, 10*time.Second, "the consumer back on a new connection", func() bool { return sent(b) > before })
+		testkit.WaitFor(t, 10*time.Second, "the consumer back on a new connection", func() bool { return subscribes() > subscribed })
 		expectSentAtMost(t, b, before+bound/size+1)
 		receiveAll(t, cons, 5, n, size)
 	})
@@ -93,14 +193,13 @@ func prefetchTopic(t *testing.T) (*embedded.Broker, pulsar.Client, string) {
 }
 
 // boundedConsumer subscribes from the earliest message with a receiver queue of queue
-// messages and maxBytes, delivering through an unbuffered channel as the edge does.
+// messages and maxBytes, delivering through the library's own channel as the edge does.
 func boundedConsumer(t *testing.T, c pulsar.Client, topic string, queue int, maxBytes int64) pulsar.Consumer {
 	return mustConsumer(t, c, pulsar.ConsumerOptions{
 		Topic: topic, SubscriptionName: "s",
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
 		ReceiverQueueSize:           queue,
 		ReceiverQueueMaxBytes:       maxBytes,
-		MessageChannel:              make(chan pulsar.ConsumerMessage),
 	})
 }
 

@@ -197,13 +197,16 @@ type ConsumerOptions struct {
 	ReceiverQueueSize int
 
 	// ReceiverQueueMaxBytes, when positive, bounds in bytes what each partition consumer prefetches: the
-	// messages it has received from the broker and not yet delivered on the consumer's channel, a batch
-	// counting its entry's bytes. Permits are then sent in step with the room left, the expected size of a
-	// message taken from those received, so that the broker never has permits for more than the room; when
-	// nothing is queued or expected, one permit is sent whatever the room, so that a message larger than
-	// the bound still flows (the bound is soft by one message). The first flow asks for one message.
-	// ReceiverQueueSize still bounds the messages. With a buffered MessageChannel, the messages in it are
-	// delivered and so not counted. Default is 0, no bound in bytes.
+	// messages it has received from the broker and the application has not taken yet, those waiting in the
+	// consumer's channel included, a batch counting its entry's bytes. Permits are then sent in step with
+	// the room left, the expected size of a message taken from those received, so that the broker never
+	// has permits for more than the room; when nothing is queued or expected, one permit is sent whatever
+	// the room, so that a message larger than the bound still flows (the bound is soft by one message).
+	// The first flow asks for one message. ReceiverQueueSize still bounds the messages, those in the
+	// channel included. A message is taken when Receive returns it; an application that reads Chan()
+	// instead calls each message's Release method once it has taken it (a method of the library's
+	// messages, reached with an interface assertion), or the consumer stops once the bound is full.
+	// Default is 0, no bound in bytes.
 	ReceiverQueueMaxBytes int64
 
 	// EnableZeroQueueConsumer, if enabled, the ReceiverQueueSize will be 0.
@@ -361,7 +364,8 @@ type Consumer interface {
 	// This calls blocks until a message is available.
 	Receive(context.Context) (Message, error)
 
-	// Chan returns a channel to consume messages from
+	// Chan returns a channel to consume messages from. With ReceiverQueueMaxBytes, the application
+	// releases each message it takes from it (see ConsumerOptions.ReceiverQueueMaxBytes).
 	Chan() <-chan ConsumerMessage
 
 	// Ack the consumption of a single message

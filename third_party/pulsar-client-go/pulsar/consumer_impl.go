@@ -541,6 +541,7 @@ func (c *consumer) Receive(ctx context.Context) (message Message, err error) {
 			if !ok {
 				return nil, newError(ConsumerClosed, "consumer closed")
 			}
+			release(cm.Message)
 			return cm.Message, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -752,7 +753,7 @@ func (c *consumer) Seek(msgID MessageID) error {
 	consumer.pauseDispatchMessage()
 	// clear messageCh
 	for len(c.messageCh) > 0 {
-		<-c.messageCh
+		release((<-c.messageCh).Message)
 	}
 
 	return consumer.Seek(msgID)
@@ -768,7 +769,7 @@ func (c *consumer) SeekByTime(time time.Time) error {
 	}
 	// clear messageCh
 	for len(c.messageCh) > 0 {
-		<-c.messageCh
+		release((<-c.messageCh).Message)
 	}
 
 	// run SeekByTime on every partition of topic

@@ -163,6 +163,7 @@ func (c *multiTopicConsumer) Receive(ctx context.Context) (message Message, err 
 			if !ok {
 				return nil, newError(ConsumerClosed, "consumer closed")
 			}
+			release(cm.Message)
 			return cm.Message, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()

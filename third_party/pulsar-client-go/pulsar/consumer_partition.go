@@ -175,11 +175,13 @@ type partitionConsumer struct {
 	incomingMessages       uAtomic.Int32
 	reconnectCount         uAtomic.Int32
 
-	// With receiverQueueMaxBytes: the bytes of the messages received and not yet delivered, the
-	// permits the broker has not used yet, and the expected bytes of a message.
+	// With receiverQueueMaxBytes: the bytes of the messages received and not yet taken by the
+	// application, the permits the broker has not used yet, the expected bytes of a message, and
+	// the messages in the consumer's channel not yet taken.
 	queuedBytes     uAtomic.Int64
 	brokerPermits   uAtomic.Int32
 	bytesPerMessage uAtomic.Int64
+	inChannel       uAtomic.Int32
 
 	eventsCh        chan interface{}
 	connectedCh     chan struct{}
@@ -356,8 +358,8 @@ func (pc *partitionConsumer) brokerUsed(msgMeta *pb.MessageMetadata) {
 
 // queue hands the messages of one entry of entryBytes bytes to the dispatcher. With
 // receiverQueueMaxBytes, they hold the entry's bytes (or their payloads', when decompression
-// made those more) until they are delivered, each its part, and the entry updates the
-// expected size of a message.
+// made those more) until the application takes them (message.Release), each its part, and
+// the entry updates the expected size of a message.
 func (pc *partitionConsumer) queue(messages []*message, entryBytes int64) {
 	if pc.options.receiverQueueMaxBytes > 0 {
 		var payloads int64
@@ -368,6 +370,7 @@ func (pc *partitionConsumer) queue(messages []*message, entryBytes int64) {
 		each := total / int64(len(messages))
 		for _, m := range messages {
 			m.queuedBytes = each
+			m.queuedIn = pc
 		}
 		messages[len(messages)-1].queuedBytes += total - each*int64(len(messages))
 		pc.queuedBytes.Add(total)
@@ -378,6 +381,21 @@ func (pc *partitionConsumer) queue(messages []*message, entryBytes int64) {
 		pc.availablePermits.flowIfNeed() // the size now known may leave room for more
 	}
 	pc.queueCh <- messages
+}
+
+// taken frees what a message the application took from the consumer's channel held: its bytes
+// and, with a receiver queue, its permit. A closed consumer asks the broker for nothing more.
+func (pc *partitionConsumer) taken(bytes int64) {
+	pc.inChannel.Dec()
+	pc.queuedBytes.Sub(bytes)
+	if state := pc.getConsumerState(); state == consumerClosing || state == consumerClosed {
+		return
+	}
+	if pc.options.receiverQueueSize > 0 {
+		pc.availablePermits.inc()
+	} else {
+		pc.availablePermits.flowIfNeed()
+	}
 }
 
 // dropped releases the queued bytes of messages the dispatcher drops undelivered.
@@ -1915,9 +1933,10 @@ func (pc *partitionConsumer) dispatcher() {
 
 			var initialPermits uint32
 			if pc.options.receiverQueueMaxBytes > 0 && pc.options.receiverQueueSize > 0 {
-				// The new connection's permits go in step with the room.
+				// The new connection's permits go in step with the room; the messages in the
+				// channel keep theirs until they are taken.
 				pc.brokerPermits.Store(0)
-				pc.availablePermits.add(pc.maxQueueSize)
+				pc.availablePermits.add(pc.maxQueueSize - pc.inChannel.Load())
 				continue
 			} else if pc.options.autoReceiverQueueSize {
 				initialPermits = uint32(pc.currentQueueSize.Load())
@@ -1947,14 +1966,21 @@ func (pc *partitionConsumer) dispatcher() {
 
 		// if the messageCh is nil or the messageCh is full this will not be selected
 		case messageCh <- nextMessage:
+			handed := messages[0]
 			// allow this message to be garbage collected
 			messages[0] = nil
 			messages = messages[1:]
-			pc.queuedBytes.Sub(nextQueuedBytes)
 
-			// for the zeroQueueConsumer, the permits controlled by itself
-			if pc.options.receiverQueueSize > 0 {
-				pc.availablePermits.inc()
+			if handed.queuedIn != nil && messageCh == pc.messageCh {
+				// Its bytes and its permit stay taken until the application takes it
+				// (message.Release).
+				pc.inChannel.Inc()
+			} else {
+				pc.queuedBytes.Sub(nextQueuedBytes)
+				// for the zeroQueueConsumer, the permits controlled by itself
+				if pc.options.receiverQueueSize > 0 {
+					pc.availablePermits.inc()
+				}
 			}
 
 			if pc.options.autoReceiverQueueSize {

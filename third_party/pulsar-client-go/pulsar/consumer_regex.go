@@ -170,6 +170,7 @@ func (c *regexConsumer) Receive(ctx context.Context) (message Message, err error
 			if !ok {
 				return nil, newError(ConsumerClosed, "consumer closed")
 			}
+			release(cm.Message)
 			return cm.Message, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()

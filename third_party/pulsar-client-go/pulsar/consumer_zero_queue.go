@@ -139,6 +139,7 @@ func (z *zeroQueueConsumer) Receive(ctx context.Context) (Message, error) {
 			if !ok {
 				return nil, newError(ConsumerClosed, "consumer closed")
 			}
+			release(cm.Message)
 			message, ok := cm.Message.(*message)
 			if ok && message.getConn().ID() == z.pc._getConn().ID() {
 				z.waitingOnReceive.Store(false)
@@ -289,7 +290,7 @@ func (z *zeroQueueConsumer) Seek(msgID MessageID) error {
 
 	// clear messageCh
 	for len(z.messageCh) > 0 {
-		<-z.messageCh
+		release((<-z.messageCh).Message)
 	}
 
 	return nil
@@ -307,7 +308,7 @@ func (z *zeroQueueConsumer) SeekByTime(time time.Time) error {
 
 	// clear messageCh
 	for len(z.messageCh) > 0 {
-		<-z.messageCh
+		release((<-z.messageCh).Message)
 	}
 
 	return errs

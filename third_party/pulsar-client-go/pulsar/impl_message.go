@@ -317,9 +317,11 @@ type message struct {
 	index               *uint64
 	brokerPublishTime   *time.Time
 	conn                internal.Connection
-	// queuedBytes is the part of its entry's bytes the message holds in its partition
-	// consumer's queue (receiverQueueMaxBytes).
+	// queuedBytes is the part of its entry's bytes the message holds in the bound of its
+	// partition consumer, queuedIn (receiverQueueMaxBytes), until released.
 	queuedBytes int64
+	queuedIn    *partitionConsumer
+	released    atomic.Bool
 }
 
 func (msg *message) Topic() string {
@@ -350,6 +352,27 @@ func (msg *message) EventTime() time.Time {
 // returns "" too.
 func (msg *message) HasKey() bool {
 	return msg.hasKey
+}
+
+// Release tells the message's consumer that the application has taken the message: with
+// ConsumerOptions.ReceiverQueueMaxBytes, a message counts in its partition consumer's bound, and
+// in its ReceiverQueueSize, until then, and what it frees may let the consumer ask the broker for
+// more. Receive and Reader.Next release the message they return; an application that reads
+// Consumer.Chan() calls Release itself. Calling it again, or for a consumer without the bound,
+// does nothing.
+func (msg *message) Release() {
+	pc := msg.queuedIn
+	if pc == nil || msg.released.Swap(true) {
+		return
+	}
+	pc.taken(msg.queuedBytes)
+}
+
+// release releases m when it is one of the library's messages (see message.Release).
+func release(m Message) {
+	if msg, ok := m.(*message); ok {
+		msg.Release()
+	}
 }
 
 func (msg *message) Key() string {

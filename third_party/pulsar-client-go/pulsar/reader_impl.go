@@ -166,6 +166,7 @@ func (r *reader) Next(ctx context.Context) (Message, error) {
 			if !ok {
 				return nil, newError(ConsumerClosed, "consumer closed")
 			}
+			release(cm.Message)
 
 			// Acknowledge message immediately because the reader is based on non-durable subscription. When it reconnects,
 			// it will specify the subscription position anyway

@@ -21,29 +21,36 @@ const centrifugoModule = "github.com/centrifugal/centrifugo/v6@v6.9.1"
 
 // peerKinds are the -configs names that are other servers, not sluice: started once,
 // whatever the number of sluice binaries.
-var peerKinds = []string{"centrifugo"}
+var peerKinds = []string{"centrifugo", "nats"}
 
 // centrifugoBinary returns path, or, when path is empty, the cached build of the pinned
 // release, installing it first when it is not there yet.
 func centrifugoBinary(ctx context.Context, path string) (string, error) {
+	return peerBinary(ctx, path, "centrifugo", centrifugoModule, "centrifugo-v6.9.1", "centrifugo")
+}
+
+// peerBinary returns path, or, when path is empty, the peer's binary bin built from the
+// pinned module into the user cache directory's sluice-bench/dir, installing it first when
+// it is not there yet. flag names the flag that gives path.
+func peerBinary(ctx context.Context, path, flag, module, dir, bin string) (string, error) {
 	if path != "" {
 		return absBinary(path)
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("centrifugo: no cache directory (set -centrifugo): %w", err)
+		return "", fmt.Errorf("%s: no cache directory (set -%s): %w", bin, flag, err)
 	}
-	dir := filepath.Join(cache, "sluice-bench", "centrifugo-v6.9.1")
-	bin := filepath.Join(dir, "centrifugo")
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
+	gobin := filepath.Join(cache, "sluice-bench", dir)
+	exe := filepath.Join(gobin, bin)
+	if _, err := os.Stat(exe); err == nil {
+		return exe, nil
 	}
-	cmd := exec.CommandContext(ctx, "go", "install", centrifugoModule)
-	cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-mod=mod")
+	cmd := exec.CommandContext(ctx, "go", "install", module) //nolint:gosec // G204: module is one of the pinned releases above
+	cmd.Env = append(os.Environ(), "GOBIN="+gobin, "GOFLAGS=-mod=mod")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go install %s: %w: %s", centrifugoModule, err, out)
+		return "", fmt.Errorf("go install %s (or set -%s): %w: %s", module, flag, err, out)
 	}
-	return bin, nil
+	return exe, nil
 }
 
 // centrifugoConfig is the peer's configuration: anonymous connections that may publish to

@@ -249,8 +249,8 @@ bench-compare: build-bench
 	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct -compare $(BENCH_OLD) $(BENCH_PIN) $(BENCH_FLAGS)
 
 # Sluice beside Centrifugo and NATS JetStream (each installed once by sluice-bench, never
-# linked into sluice): the
-# single process and the edge alone, unbatched and with batching: auto, at 16 x 64 and 1,000 x 4.
+# linked into sluice): the single process and the edge alone, unbatched and with batching: auto,
+# at 16 x 64 and 1,000 x 4.
 bench-peers: build-bench
 	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -configs single,edge,single-batched,edge-batched,centrifugo,nats $(BENCH_PIN) $(BENCH_FLAGS)
 	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -conns 1000 -window 4 -topics 100 -configs single,edge,single-batched,edge-batched,centrifugo,nats $(BENCH_PIN) $(BENCH_FLAGS)

@@ -170,9 +170,20 @@ type natsOp struct {
 	payload []byte // MSG
 }
 
-// next reads the server's next operation. It answers PING itself (and returns it); -ERR, an
-// unknown operation or one past the bounds is an error.
+// next reads the server's next operation and answers a PING (which it returns too).
 func (c *natsConn) next() (natsOp, error) {
+	op, err := c.read()
+	if err == nil && op.kind == natsPing {
+		// A PONG that cannot be written (past the run's write deadline, while acks drain) is
+		// not the reader's failure: a dead connection fails the next read.
+		_ = c.write([]byte("PONG\r\n"))
+	}
+	return op, err
+}
+
+// read parses the server's next operation. -ERR, an unknown operation or one past the bounds
+// is an error.
+func (c *natsConn) read() (natsOp, error) {
 	line, err := c.r.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
 		return natsOp{}, fmt.Errorf("protocol line longer than %d bytes", natsMaxLine)
@@ -186,9 +197,6 @@ func (c *natsConn) next() (natsOp, error) {
 	case "MSG":
 		return c.msg(rest)
 	case "PING":
-		// A PONG that cannot be written (past the run's write deadline, while acks drain) is
-		// not the reader's failure: a dead connection fails the next read.
-		_ = c.write([]byte("PONG\r\n"))
 		return natsOp{kind: natsPing}, nil
 	case "PONG":
 		return natsOp{kind: natsPong}, nil

@@ -38,7 +38,7 @@ const NatsSubjects = NatsStream + ".>"
 // bounds a message body it sends (a PubAck, or an API reply to NatsRequest).
 const (
 	natsMaxLine    = 32 << 10
-	natsMaxPayload = 1 << 20
+	natsMaxPayload = 64 << 10
 )
 
 // natsConnect is the CONNECT the load sends: no +OK per message, no headers (a PubAck is a
@@ -312,8 +312,9 @@ func (w *natsProducer) readReplies() {
 }
 
 func (w *natsProducer) reply(op natsOp, now time.Time) {
-	seq, err := strconv.ParseUint(strings.TrimPrefix(op.subject, w.c.inbox), 10, 64)
-	if err != nil || !strings.HasPrefix(op.subject, w.c.inbox) {
+	n, ok := strings.CutPrefix(op.subject, w.c.inbox)
+	seq, err := strconv.ParseUint(n, 10, 64)
+	if !ok || err != nil {
 		w.rec.unmatched()
 		return
 	}

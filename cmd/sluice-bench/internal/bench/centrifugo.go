@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 )
@@ -19,38 +18,10 @@ import (
 // centrifugoModule is the pinned release.
 const centrifugoModule = "github.com/centrifugal/centrifugo/v6@v6.9.1"
 
-// peerKinds are the -configs names that are other servers, not sluice: started once,
-// whatever the number of sluice binaries.
-var peerKinds = []string{"centrifugo", "nats"}
-
 // centrifugoBinary returns path, or, when path is empty, the cached build of the pinned
 // release, installing it first when it is not there yet.
 func centrifugoBinary(ctx context.Context, path string) (string, error) {
 	return peerBinary(ctx, path, "centrifugo", centrifugoModule, "centrifugo-v6.9.1", "centrifugo")
-}
-
-// peerBinary returns path, or, when path is empty, the peer's binary bin built from the
-// pinned module into the user cache directory's sluice-bench/dir, installing it first when
-// it is not there yet. flag names the flag that gives path.
-func peerBinary(ctx context.Context, path, flag, module, dir, bin string) (string, error) {
-	if path != "" {
-		return absBinary(path)
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("%s: no cache directory (set -%s): %w", bin, flag, err)
-	}
-	gobin := filepath.Join(cache, "sluice-bench", dir)
-	exe := filepath.Join(gobin, bin)
-	if _, err := os.Stat(exe); err == nil {
-		return exe, nil
-	}
-	cmd := exec.CommandContext(ctx, "go", "install", module) //nolint:gosec // G204: module is one of the pinned releases above
-	cmd.Env = append(os.Environ(), "GOBIN="+gobin, "GOFLAGS=-mod=mod")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go install %s (or set -%s): %w: %s", module, flag, err, out)
-	}
-	return exe, nil
 }
 
 // centrifugoConfig is the peer's configuration: anonymous connections that may publish to
@@ -98,15 +69,4 @@ func startCentrifugoTarget(ctx context.Context, f *fleet, binPath string) (*targ
 	return &target{name: "centrifugo", kind: "centrifugo",
 		note: "Centrifugo v6.9.1, memory broker, JSON protocol over WebSocket, client publish",
 		url:  "centrifugo://" + addr, server: []int{p.pid()}}, nil
-}
-
-// freePort returns a loopback port that was free a moment ago, for a server that cannot be
-// told to pick its own.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

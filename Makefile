@@ -248,11 +248,12 @@ bench-compare: build-bench
 	@test -n "$(BENCH_OLD)" || { echo "set BENCH_OLD=/path/to/old/sluice"; exit 2; }
 	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -ceiling -direct -compare $(BENCH_OLD) $(BENCH_PIN) $(BENCH_FLAGS)
 
-# Sluice beside Centrifugo (installed once by sluice-bench, never linked into sluice): the
-# single process and the edge alone, unbatched and with batching: auto, at 16 x 64 and 1,000 x 4.
+# Sluice beside Centrifugo and NATS JetStream (each installed once by sluice-bench, never
+# linked into sluice): the single process and the edge alone, unbatched and with batching: auto,
+# at 16 x 64 and 1,000 x 4.
 bench-peers: build-bench
-	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -configs single,edge,single-batched,edge-batched,centrifugo $(BENCH_PIN) $(BENCH_FLAGS)
-	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -conns 1000 -window 4 -topics 100 -configs single,edge,single-batched,edge-batched,centrifugo $(BENCH_PIN) $(BENCH_FLAGS)
+	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -configs single,edge,single-batched,edge-batched,centrifugo,nats $(BENCH_PIN) $(BENCH_FLAGS)
+	$(BIN)/sluice-bench throughput -rounds $(BENCH_ROUNDS) -round $(BENCH_ROUND) -conns 1000 -window 4 -topics 100 -configs single,edge,single-batched,edge-batched,centrifugo,nats $(BENCH_PIN) $(BENCH_FLAGS)
 
 # Pulsar's WebSocket proxy side by side with Sluice in front of the same real Apache Pulsar
 # (docs/benchmarks.md): a Pulsar of the benchmark's own on ports apart from the default one

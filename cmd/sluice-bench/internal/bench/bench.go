@@ -37,7 +37,7 @@ const usage = `usage: sluice-bench <mode> [flags]
 
   throughput   acked msgs/s, latency and msgs per server CPU-second: the default single process,
                the edge alone, strategies, route batching; -ceiling and -direct references;
-               Centrifugo as a peer (-configs centrifugo); -compare OLD_BIN
+               Centrifugo and NATS JetStream as peers (-configs centrifugo,nats); -compare OLD_BIN
   deliveries   consumer throughput: a backlog filled on the broker, read and acked by WebSocket
                consumers; deliveries/s and per edge CPU-second
   flood        the default single process under a long flood with no consumer: throughput per

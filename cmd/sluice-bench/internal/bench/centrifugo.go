@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 )
@@ -19,31 +18,10 @@ import (
 // centrifugoModule is the pinned release.
 const centrifugoModule = "github.com/centrifugal/centrifugo/v6@v6.9.1"
 
-// peerKinds are the -configs names that are other servers, not sluice: started once,
-// whatever the number of sluice binaries.
-var peerKinds = []string{"centrifugo"}
-
 // centrifugoBinary returns path, or, when path is empty, the cached build of the pinned
 // release, installing it first when it is not there yet.
 func centrifugoBinary(ctx context.Context, path string) (string, error) {
-	if path != "" {
-		return absBinary(path)
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("centrifugo: no cache directory (set -centrifugo): %w", err)
-	}
-	dir := filepath.Join(cache, "sluice-bench", "centrifugo-v6.9.1")
-	bin := filepath.Join(dir, "centrifugo")
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
-	cmd := exec.CommandContext(ctx, "go", "install", centrifugoModule)
-	cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-mod=mod")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go install %s: %w: %s", centrifugoModule, err, out)
-	}
-	return bin, nil
+	return peerBinary(ctx, path, "centrifugo", centrifugoModule, "centrifugo-v6.9.1", "centrifugo")
 }
 
 // centrifugoConfig is the peer's configuration: anonymous connections that may publish to
@@ -91,15 +69,4 @@ func startCentrifugoTarget(ctx context.Context, f *fleet, binPath string) (*targ
 	return &target{name: "centrifugo", kind: "centrifugo",
 		note: "Centrifugo v6.9.1, memory broker, JSON protocol over WebSocket, client publish",
 		url:  "centrifugo://" + addr, server: []int{p.pid()}}, nil
-}
-
-// freePort returns a loopback port that was free a moment ago, for a server that cannot be
-// told to pick its own.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -108,6 +108,7 @@ type tpOptions struct {
 	compare, newLabel, oldLabel string
 	plugin                      string
 	centrifugo                  string // -centrifugo
+	nats                        string // -nats
 	retention                   int64
 	topics                      int    // > 0: the connections share this many topics
 	profile                     string // -profile: the directory CPU profiles of the serve processes go to
@@ -129,6 +130,7 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: total msgs/s, latency from each message's scheduled send time (0: closed loop)")
 	configs := fs.String("configs", "single,edge", "configurations: "+strings.Join(append(edgeKinds, peerKinds...), ", "))
 	fs.StringVar(&o.centrifugo, "centrifugo", "", "the centrifugo binary for the centrifugo configuration (default: "+centrifugoModule+", installed once into the user cache directory)")
+	fs.StringVar(&o.nats, "nats", "", "the nats-server binary for the nats configuration (default: "+natsModule+", installed once into the user cache directory)")
 	fs.BoolVar(&o.ceiling, "ceiling", false, "add the ceiling reference: a bare gorilla server doing the same decode and ack work, no broker")
 	fs.BoolVar(&o.direct, "direct", false, "add the direct reference: pulsar-client-go straight to the same sluice broker, no edge")
 	fs.StringVar(&o.compare, "compare", "", "also run every configuration with this sluice binary (its serve and broker), as its own column")
@@ -203,8 +205,8 @@ func (o *tpOptions) startTargets(ctx context.Context, f *fleet, sets []*binSet, 
 		targets = append(targets, t)
 	}
 	for _, k := range o.kinds {
-		if k == "centrifugo" {
-			t, err := startCentrifugoTarget(ctx, f, o.centrifugo)
+		if slices.Contains(peerKinds, k) {
+			t, err := o.startPeerTarget(ctx, f, k)
 			if err != nil {
 				return nil, err
 			}
@@ -235,6 +237,14 @@ func (o *tpOptions) startTargets(ctx context.Context, f *fleet, sets []*binSet, 
 		return nil, errors.New("nothing to run: -configs is empty and neither -ceiling nor -direct is set")
 	}
 	return targets, nil
+}
+
+// startPeerTarget starts the peer server of kind k, one of peerKinds.
+func (o *tpOptions) startPeerTarget(ctx context.Context, f *fleet, k string) (*target, error) {
+	if k == "nats" {
+		return startNatsTarget(ctx, f, o.nats)
+	}
+	return startCentrifugoTarget(ctx, f, o.centrifugo)
 }
 
 // run warms every target up, then runs the rounds and summarises each target's.

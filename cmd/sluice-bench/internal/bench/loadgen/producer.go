@@ -54,7 +54,9 @@ type ProducerConfig struct {
 	// Target is an edge, "ws://127.0.0.1:PORT" (the Pulsar WebSocket API), or a broker,
 	// "pulsar://127.0.0.1:PORT" (pulsar-client-go, one client, one producer per connection,
 	// unbatched), or a Centrifugo server, "centrifugo://127.0.0.1:PORT" (its JSON protocol
-	// over WebSocket, one publish command per message). Only loopback hosts are accepted.
+	// over WebSocket, one publish command per message), or a NATS server with JetStream,
+	// "nats+ws://127.0.0.1:PORT" (the NATS client protocol over its WebSocket listener, one
+	// PUB per message, acknowledged by JetStream's PubAck). Only loopback hosts are accepted.
 	Target string
 	// Topic is the topic name in public/default. With TopicPerConnection, connection i
 	// publishes to Topic-i.
@@ -237,6 +239,8 @@ func DialProducers(ctx context.Context, cfg ProducerConfig) (*Producers, error) 
 		return dialDirect(ctx, cfg)
 	case cfg.centrifugo():
 		return dialCentrifugo(ctx, cfg)
+	case cfg.nats():
+		return dialNatsProducers(ctx, cfg)
 	}
 	return dialWebSockets(ctx, cfg)
 }

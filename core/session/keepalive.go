@@ -18,21 +18,33 @@ import (
 type keepalive struct {
 	cfg      ConnConfig
 	conn     *wsconn.Conn
-	t        *time.Timer
+	t        *time.Timer   // fires due
+	due      chan struct{} // cap 1: tick should run; nil when neither pings nor an idle timeout are configured
 	lastPing time.Time
 	// unanswered is when the oldest ping the peer has not answered (by sending any frame)
 	// was sent; zero when none is.
 	unanswered time.Time
 }
 
-func newKeepalive(cfg ConnConfig, conn *wsconn.Conn) *keepalive {
+// newKeepalive starts the session's keepalive timer. wake, when not nil, is called each time
+// C is signalled, for a writer that runs only while it has work.
+func newKeepalive(cfg ConnConfig, conn *wsconn.Conn, wake func()) *keepalive {
 	now := time.Now()
 	k := &keepalive{cfg: cfg, conn: conn, lastPing: now}
 	if cfg.PingInterval <= 0 {
 		k.cfg.PongTimeout = 0 // no pings, nothing to answer
 	}
 	if cfg.PingInterval > 0 || cfg.IdleTimeout > 0 {
-		k.t = time.NewTimer(k.wait(now))
+		k.due = make(chan struct{}, 1)
+		k.t = time.AfterFunc(k.wait(now), func() {
+			select {
+			case k.due <- struct{}{}:
+			default:
+			}
+			if wake != nil {
+				wake()
+			}
+		})
 	}
 	return k
 }
@@ -54,14 +66,9 @@ func (k *keepalive) wait(now time.Time) time.Duration {
 	return max(d, 10*time.Millisecond)
 }
 
-// C fires when tick should run; it is nil (never fires) when neither pings nor an idle timeout
-// are configured.
-func (k *keepalive) C() <-chan time.Time {
-	if k.t == nil {
-		return nil
-	}
-	return k.t.C
-}
+// C is signalled when tick should run; it is nil (never signalled) when neither pings nor an
+// idle timeout are configured.
+func (k *keepalive) C() <-chan struct{} { return k.due }
 
 // tick sends a due ping, or finds the connection idle, after C fired; then it arms the timer
 // for the next time. It returns nil while the session goes on; otherwise why it must end: the

@@ -147,6 +147,7 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g P
 		wakeRead:   make(chan struct{}, 1),
 		kick:       make(chan struct{}, 1),
 		expired:    make(chan struct{}, 1),
+		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 		rate:       newMessageRate(g.MessageRate, g.MessageBurst),
 		room:       g.LibraryQueue,
@@ -212,15 +213,16 @@ type producerSession struct {
 	expired chan struct{}
 	expiry  *time.Timer
 
-	// The writer runs on a goroutine only while it has work: acks queued, a pong due (the
-	// connection's Wake), a keepalive moment, a send-timeout moment, the session's end.
+	// The writer runs on a goroutine only while it has work: acks owed or queued, a pong due
+	// (the connection's Wake), a keepalive moment, a send-timeout moment, the session's end.
 	// Whoever gives it work signals its channel, then wakeWriter starts a writer unless one
-	// runs; a writer stops when it finds no work, so that an idle session holds no writer
-	// goroutine. writing says a writer runs or is starting: at most one does. Once the session
+	// runs; a writer stops when it finds no work and no ack is owed, so that an idle session
+	// holds no writer goroutine and a busy one is not started over. writing says a writer runs or is starting: at most one does. Once the session
 	// ends (stopping), the last writer writes what is queued and closes writerDone; writing
 	// then stays set, and no writer starts again.
 	writing    atomic.Bool
 	stopping   atomic.Bool
+	stop       chan struct{} // closed with stopping, for a writer waiting for acks
 	writerDone chan struct{}
 	keep       *keepalive
 	// The writer's own, handed from one writer to the next through writing.
@@ -600,6 +602,7 @@ func (s *producerSession) startWriter() {
 // session calls it once every send has been answered (or the producer closed).
 func (s *producerSession) stopWriter() {
 	s.stopping.Store(true)
+	close(s.stop)
 	s.wakeWriter()
 	<-s.writerDone
 	s.keep.stop()
@@ -614,8 +617,9 @@ func (s *producerSession) wakeWriter() {
 }
 
 // runWriter writes acks, server pings and pongs, enforces the idle timeout and answers sends
-// that time out, until it finds nothing to do; once the session ends, it writes the acks still
-// queued and closes writerDone.
+// that time out, until it finds nothing to do and no ack is owed; once the session ends, it
+// writes the acks still queued and closes writerDone. While acks are owed more work is coming,
+// and it waits for it rather than have a goroutine started for each.
 func (s *producerSession) runWriter() {
 	for {
 		s.work()
@@ -624,6 +628,10 @@ func (s *producerSession) runWriter() {
 			s.write()
 			close(s.writerDone)
 			return
+		}
+		if s.slots.Load() > 0 {
+			s.await()
+			continue
 		}
 		s.writing.Store(false)
 		// Work given after work looked, whose giver found this writer still running.
@@ -639,16 +647,46 @@ func (s *producerSession) work() {
 	if ack || pong {
 		s.write() // with no acks, it writes the pong due
 	}
-	if take(s.keep.C()) && !s.broken {
-		if r := s.keep.tick(); r != nil {
-			s.broken = true
-			s.ending.end(r, s.conn)
-		}
+	if take(s.keep.C()) {
+		s.keepTick()
 	}
 	if take(s.kick) || take(s.expired) {
-		if wait := s.expire(time.Now()); wait > 0 {
-			s.expiry.Reset(wait)
-		}
+		s.expireDue()
+	}
+}
+
+// await waits for the writer's next work, or the session's end, and does it.
+func (s *producerSession) await() {
+	select {
+	case <-s.ready:
+		s.write()
+	case <-s.conn.Wake():
+		s.write() // the pong due, with any ack ready
+	case <-s.keep.C():
+		s.keepTick()
+	case <-s.kick:
+		s.expireDue()
+	case <-s.expired:
+		s.expireDue()
+	case <-s.stop:
+	}
+}
+
+// keepTick sends a due ping, or ends an idle session.
+func (s *producerSession) keepTick() {
+	if s.broken {
+		return
+	}
+	if r := s.keep.tick(); r != nil {
+		s.broken = true
+		s.ending.end(r, s.conn)
+	}
+}
+
+// expireDue answers the sends that timed out and arms the timer for the next.
+func (s *producerSession) expireDue() {
+	if wait := s.expire(time.Now()); wait > 0 {
+		s.expiry.Reset(wait)
 	}
 }
 

@@ -122,11 +122,14 @@ type partitionProducer struct {
 	closingCh       chan struct{}
 	closedCh        chan struct{}
 	connectClosedCh chan *connectionClosed
-	// eventsOnDemand: with no batch timer to serve, the event loop runs only while sends or
-	// commands wait for it, started by whoever queues one (wakeEvents), so that an idle
-	// producer holds no goroutine for it. eventsRunning says a loop is running or starting.
+	// eventsOnDemand: with no batch timer to serve, the event loop runs only while sends are
+	// in flight or sends or commands wait for it, started by whoever queues one (wakeEvents),
+	// so that an idle producer holds no goroutine for it. eventsRunning says a loop is running
+	// or starting; pendingEmptied (cap 1) is signalled when the pending queue empties, for a
+	// loop that waits while sends are in flight to stop.
 	eventsOnDemand bool
 	eventsRunning  atomic.Bool
+	pendingEmptied chan struct{}
 	// reconnecting says a reconnect loop is running or starting: it runs only while
 	// connection-closed events wait for it (wakeReconnect).
 	reconnecting         atomic.Bool
@@ -223,6 +226,7 @@ func newPartitionProducer(client *client, topic string, options *ProducerOptions
 		// With BatchingFlushWhenIdle no batch is ever left waiting for the timer.
 		p.batchFlushTicker.Stop()
 		p.eventsOnDemand = true
+		p.pendingEmptied = make(chan struct{}, 1)
 	}
 	// A connection closed while the producer is being created is reconnected once it is
 	// created (idleReconnect, below).
@@ -629,10 +633,11 @@ func (p *partitionProducer) reconnectToBroker(connectionClosed *connectionClosed
 }
 
 // runEventsLoop runs the producer's sends and commands until it closes; an on-demand loop
-// returns as soon as none waits.
+// returns once none waits and no send is in flight. While sends are in flight more are likely,
+// and the loop waits for them rather than have a goroutine started for each.
 func (p *partitionProducer) runEventsLoop() {
 	for {
-		if p.eventsOnDemand {
+		if p.eventsOnDemand && p.pendingQueue.Size() == 0 {
 			select {
 			case data, ok := <-p.dataChan:
 				if !p.handleSend(data, ok) {
@@ -660,6 +665,18 @@ func (p *partitionProducer) runEventsLoop() {
 			}
 		case <-p.batchFlushTicker.C:
 			p.internalFlushCurrentBatch()
+		case <-p.pendingEmptied: // nil unless on demand: look again
+		}
+	}
+}
+
+// signalIfEmptied tells an on-demand event loop that waits while sends are in flight that the
+// pending queue is empty.
+func (p *partitionProducer) signalIfEmptied() {
+	if p.eventsOnDemand && p.pendingQueue.Size() == 0 {
+		select {
+		case p.pendingEmptied <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -1538,6 +1555,7 @@ func (p *partitionProducer) ReceivedSendReceipt(response *pb.CommandSendReceipt)
 	if !p.pendingQueue.PollIfHead(pi) {
 		return
 	}
+	p.signalIfEmptied()
 
 	now := time.Now().UnixNano()
 
@@ -1639,6 +1657,7 @@ func (p *partitionProducer) doClose(reason error) {
 }
 
 func (p *partitionProducer) failPendingMessages(err error) {
+	defer p.signalIfEmptied()
 	curViewItems := p.pendingQueue.ReadableSlice()
 	viewSize := len(curViewItems)
 	if viewSize <= 0 {

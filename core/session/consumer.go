@@ -464,7 +464,7 @@ func (s *deliverySession) endOfTopic(ctx context.Context) bool {
 // writeLoop writes control replies first, then messages, plus pings, pongs and the idle
 // timeout. Every frame ready when it wakes (up to maxBatch) leaves in one write.
 func (s *deliverySession) writeLoop(ctx context.Context) {
-	keep := newKeepalive(s.g.Conn, s.conn)
+	keep := newKeepalive(s.g.Conn, s.conn, nil)
 	defer keep.stop()
 	var ackTimeout <-chan time.Time
 	if s.consumer != nil && s.g.AckTimeout > 0 {

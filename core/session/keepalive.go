@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -11,49 +12,80 @@ import (
 )
 
 // keepalive sends server pings and enforces the idle and pong timeouts from a session's writer
-// goroutine.
+// goroutine. Its timer is armed for the next moment it has something to do, not on a period,
+// so that an idle session with the defaults (no pings, a 5m idle timeout) wakes once, when the
+// timeout is reached, and a session that is not idle about once an idle timeout.
 type keepalive struct {
 	cfg      ConnConfig
 	conn     *wsconn.Conn
-	t        *time.Ticker
+	t        *time.Timer   // fires due
+	due      chan struct{} // cap 1: tick should run; nil when neither pings nor an idle timeout are configured
 	lastPing time.Time
 	// unanswered is when the oldest ping the peer has not answered (by sending any frame)
 	// was sent; zero when none is.
 	unanswered time.Time
 }
 
-func newKeepalive(cfg ConnConfig, conn *wsconn.Conn) *keepalive {
-	k := &keepalive{cfg: cfg, conn: conn, lastPing: time.Now()}
+// newKeepalive starts the session's keepalive timer. wake, when not nil, is called each time
+// C is signalled, for a writer that runs only while it has work.
+func newKeepalive(cfg ConnConfig, conn *wsconn.Conn, wake func()) *keepalive {
+	now := time.Now()
+	k := &keepalive{cfg: cfg, conn: conn, lastPing: now}
 	if cfg.PingInterval <= 0 {
 		k.cfg.PongTimeout = 0 // no pings, nothing to answer
 	}
-	period := time.Duration(0)
-	for _, d := range []time.Duration{cfg.PingInterval, cfg.IdleTimeout / 4, k.cfg.PongTimeout / 4} {
-		if d > 0 && (period == 0 || d < period) {
-			period = d
-		}
-	}
-	if period > 0 {
-		k.t = time.NewTicker(max(period, 10*time.Millisecond))
+	if cfg.PingInterval > 0 || cfg.IdleTimeout > 0 {
+		k.due = make(chan struct{}, 1)
+		k.t = time.AfterFunc(k.wait(now), func() {
+			select {
+			case k.due <- struct{}{}:
+			default:
+			}
+			if wake != nil {
+				wake()
+			}
+		})
 	}
 	return k
 }
 
-// C fires when tick should run; it is nil (never fires) when neither pings nor an idle timeout
-// are configured.
-func (k *keepalive) C() <-chan time.Time {
-	if k.t == nil {
-		return nil
+// wait is how long from now until tick has something to do: the next ping, the idle timeout
+// as the last activity sets it, and while a ping is unanswered, the next look at the pong
+// timeout (which counts only time spent reading, so it is looked at a quarter of it apart).
+func (k *keepalive) wait(now time.Time) time.Duration {
+	d := time.Duration(math.MaxInt64)
+	if k.cfg.IdleTimeout > 0 {
+		d = min(d, k.conn.LastActivity().Add(k.cfg.IdleTimeout).Sub(now))
 	}
-	return k.t.C
+	if k.cfg.PingInterval > 0 {
+		d = min(d, k.lastPing.Add(k.cfg.PingInterval).Sub(now))
+	}
+	if k.cfg.PongTimeout > 0 && !k.unanswered.IsZero() {
+		d = min(d, k.cfg.PongTimeout/4)
+	}
+	return max(d, 10*time.Millisecond)
 }
 
-// tick sends a due ping, or finds the connection idle. It returns nil while the session
-// goes on; otherwise why it must end: the close to send (idle), or a code of 0 when the
-// connection is broken. Closing is the session's: it closes its broker-side object before it
-// writes the close frame, so that a client that reconnects at once finds its name free.
+// C is signalled when tick should run; it is nil (never signalled) when neither pings nor an
+// idle timeout are configured.
+func (k *keepalive) C() <-chan struct{} { return k.due }
+
+// tick sends a due ping, or finds the connection idle, after C fired; then it arms the timer
+// for the next time. It returns nil while the session goes on; otherwise why it must end: the
+// close to send (idle), or a code of 0 when the connection is broken. Closing is the
+// session's: it closes its broker-side object before it writes the close frame, so that a
+// client that reconnects at once finds its name free.
 func (k *keepalive) tick() *closeReason {
 	now := time.Now()
+	if r := k.check(now); r != nil {
+		return r
+	}
+	k.t.Reset(k.wait(now))
+	return nil
+}
+
+// check is tick's work at now.
+func (k *keepalive) check(now time.Time) *closeReason {
 	if k.cfg.IdleTimeout > 0 && now.Sub(k.conn.LastActivity()) >= k.cfg.IdleTimeout {
 		return &closeReason{code: wsapi.CloseGoingAway, text: "Idle Timeout"}
 	}

@@ -141,27 +141,22 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g P
 		// Acks owed: at most MaxInflight of sends in flight plus ackHeadroom of error acks
 		// answered at once. Their fixed part is bounded so; the byte bound is on what
 		// clients choose to send (contexts) and on error texts.
-		maxSlots: int64(g.MaxInflight + ackHeadroom),
-		maxOwed:  g.MaxOwedAckBytes + int64(g.MaxInflight+ackHeadroom)*ackBase,
-		ready:    make(chan struct{}, 1),
-		wakeRead: make(chan struct{}, 1),
-		kick:     make(chan struct{}, 1),
-		rate:     newMessageRate(g.MessageRate, g.MessageBurst),
-		room:     g.LibraryQueue,
+		maxSlots:   int64(g.MaxInflight + ackHeadroom),
+		maxOwed:    g.MaxOwedAckBytes + int64(g.MaxInflight+ackHeadroom)*ackBase,
+		ready:      make(chan struct{}, 1),
+		wakeRead:   make(chan struct{}, 1),
+		kick:       make(chan struct{}, 1),
+		expired:    make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		writerDone: make(chan struct{}),
+		rate:       newMessageRate(g.MessageRate, g.MessageBurst),
+		room:       g.LibraryQueue,
 	}
+	s.startWriter()
 	// When the edge shuts down, stop reading the socket; the acks of messages in flight are
 	// still written before the session closes.
 	stopRead := context.AfterFunc(ctx, conn.InterruptRead)
 	defer stopRead()
-	writeCtx, stopWriter := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWriter()
-
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.writeLoop(writeCtx)
-	}()
 	closeCode, reason := s.ending.or(s.readLoop(ctx))
 
 	// The client is gone or the edge is shutting down. Messages already handed to the broker
@@ -174,8 +169,7 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g P
 	}
 	flushCancel()
 	p.Close()
-	stopWriter()
-	wg.Wait()
+	s.stopWriter()
 	if closeCode > 0 {
 		_ = conn.WriteClose(closeCode, reason)
 	}
@@ -211,10 +205,30 @@ type producerSession struct {
 	ready  chan struct{}
 
 	// pending holds the messages in flight in send order, for the send timeout; kick (cap 1)
-	// tells the writer that pending went from empty to not empty.
+	// tells the writer that pending went from empty to not empty, and expired (cap 1), fired
+	// by expiry, that the oldest may have timed out.
 	mu      sync.Mutex
 	pending []pendingSend
 	kick    chan struct{}
+	expired chan struct{}
+	expiry  *time.Timer
+
+	// The writer runs on a goroutine only while it has work: acks owed or queued, a pong due
+	// (the connection's Wake), a keepalive moment, a send-timeout moment, the session's end.
+	// Whoever gives it work signals its channel, then wakeWriter starts a writer unless one
+	// runs; a writer stops when it finds no work and no ack is owed, so that an idle session
+	// holds no writer goroutine and a busy one is not started over. writing says a writer runs or is starting: at most one does. Once the session
+	// ends (stopping), the last writer writes what is queued and closes writerDone; writing
+	// then stays set, and no writer starts again.
+	writing    atomic.Bool
+	stopping   atomic.Bool
+	stop       chan struct{} // closed with stopping, for a writer waiting for acks
+	writerDone chan struct{}
+	keep       *keepalive
+	// The writer's own, handed from one writer to the next through writing.
+	broken bool      // a write failed: acks are dropped (their charges returned), not written
+	batch  []*record // the acks of one write
+	frames [][]byte
 
 	// The client library's queue for the session holds room more messages; backlog are
 	// admitted messages waiting for room, in frame order. Guarded by sendMu; freed is room
@@ -467,10 +481,8 @@ func (s *producerSession) track(r *record) {
 	first := len(s.pending) == 1
 	s.mu.Unlock()
 	if first {
-		select {
-		case s.kick <- struct{}{}:
-		default:
-		}
+		signal(s.kick)
+		s.wakeWriter()
 	}
 }
 
@@ -555,10 +567,8 @@ func (s *producerSession) queue(r *record) {
 	s.acksMu.Lock()
 	s.acks = append(s.acks, r)
 	s.acksMu.Unlock()
-	select {
-	case s.ready <- struct{}{}:
-	default:
-	}
+	signal(s.ready)
+	s.wakeWriter()
 }
 
 // takeAcks returns the queued records, leaving spare (emptied) as the queue: the writer and
@@ -571,84 +581,173 @@ func (s *producerSession) takeAcks(spare []*record) []*record {
 	return got
 }
 
-// writeLoop writes acks, server pings and pongs, enforces the idle timeout and answers sends
-// that time out, until ctx ends; then it writes the acks still queued. Every ack ready when it
-// wakes leaves in one write. After a write error it keeps draining acks (dropping them) so that
-// their charges are returned and the reader unblocks.
-func (s *producerSession) writeLoop(ctx context.Context) {
-	keep := newKeepalive(s.g.Conn, s.conn)
-	defer keep.stop()
-	expiry := time.NewTimer(time.Hour)
-	expiry.Stop()
-	defer expiry.Stop()
-	broken := false
-	var batch []*record
-	var frames [][]byte
-	write := func() {
-		batch = s.takeAcks(batch)
-		frames = frames[:0]
-		for _, r := range batch {
-			frames = append(frames, r.ack)
-		}
-		if !broken { // with no acks, it writes the pong due, if any
-			if err := s.conn.WriteTexts(frames...); err != nil {
-				s.log.Debug("writing acks", "err", err)
-				broken = true
-				_ = s.conn.Close()
-			}
-		}
-		var slots, owed int64
-		for i, r := range batch {
-			slots++
-			owed += r.owed
-			r.charge.Release()
-			r.held.Release()
-			r.free()
-			batch[i], frames[i] = nil, nil
-		}
-		if slots > 0 {
-			s.slots.Add(-slots)
-			s.owed.Add(-owed)
-			if s.waiting.Load() {
-				select {
-				case s.wakeRead <- struct{}{}:
-				default:
-				}
-			}
-		}
-		if cap(batch) > 256 {
-			batch, frames = nil, nil // a burst is over: an idle session keeps no large buffer
-		}
+// startWriter arms what wakes the writer besides the session's own hand-offs: the keepalive
+// timer, the send-timeout timer and the pongs the reader's pings call for.
+func (s *producerSession) startWriter() {
+	s.writing.Store(true) // no writer starts before the timers are set
+	s.keep = newKeepalive(s.g.Conn, s.conn, s.wakeWriter)
+	s.expiry = time.AfterFunc(time.Hour, func() {
+		signal(s.expired)
+		s.wakeWriter()
+	})
+	s.expiry.Stop()
+	s.conn.SetWakeFunc(s.wakeWriter)
+	s.writing.Store(false)
+	if s.hasWork() {
+		s.wakeWriter()
 	}
-	expire := func() {
-		if wait := s.expire(time.Now()); wait > 0 {
-			expiry.Reset(wait)
-		}
+}
+
+// stopWriter has the writer write what is queued, waits for it, and stops the timers. The
+// session calls it once every send has been answered (or the producer closed).
+func (s *producerSession) stopWriter() {
+	s.stopping.Store(true)
+	close(s.stop)
+	s.wakeWriter()
+	<-s.writerDone
+	s.keep.stop()
+	s.expiry.Stop()
+}
+
+// wakeWriter starts a writer unless one runs. It never blocks.
+func (s *producerSession) wakeWriter() {
+	if !s.writing.Load() && s.writing.CompareAndSwap(false, true) {
+		go s.runWriter()
 	}
+}
+
+// runWriter writes acks, server pings and pongs, enforces the idle timeout and answers sends
+// that time out, until it finds nothing to do and no ack is owed; once the session ends, it
+// writes the acks still queued and closes writerDone. While acks are owed more work is coming,
+// and it waits for it rather than have a goroutine started for each.
+func (s *producerSession) runWriter() {
 	for {
-		select {
-		case <-s.ready:
-			write()
-		case <-s.conn.Wake():
-			write() // the pong due, with any ack ready
-		case <-keep.C():
-			if broken {
-				continue
-			}
-			if r := keep.tick(); r != nil {
-				broken = true
-				s.ending.end(r, s.conn)
-			}
-		case <-s.kick:
-			expire()
-		case <-expiry.C:
-			expire()
-		case <-ctx.Done():
-			// The session is ending after its sends were answered (or the producer closed):
-			// write what is queued.
-			write()
+		s.work()
+		if s.stopping.Load() {
+			// Every send has been answered (or the producer closed): write what is queued.
+			s.write()
+			close(s.writerDone)
 			return
 		}
+		if s.slots.Load() > 0 {
+			s.await()
+			continue
+		}
+		s.writing.Store(false)
+		// Work given after work looked, whose giver found this writer still running.
+		if !s.hasWork() || !s.writing.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+// work does what the writer was woken for.
+func (s *producerSession) work() {
+	ack, pong := take(s.ready), take(s.conn.Wake())
+	if ack || pong {
+		s.write() // with no acks, it writes the pong due
+	}
+	if take(s.keep.C()) {
+		s.keepTick()
+	}
+	if take(s.kick) || take(s.expired) {
+		s.expireDue()
+	}
+}
+
+// await waits for the writer's next work, or the session's end, and does it.
+func (s *producerSession) await() {
+	select {
+	case <-s.ready:
+		s.write()
+	case <-s.conn.Wake():
+		s.write() // the pong due, with any ack ready
+	case <-s.keep.C():
+		s.keepTick()
+	case <-s.kick:
+		s.expireDue()
+	case <-s.expired:
+		s.expireDue()
+	case <-s.stop:
+	}
+}
+
+// keepTick sends a due ping, or ends an idle session.
+func (s *producerSession) keepTick() {
+	if s.broken {
+		return
+	}
+	if r := s.keep.tick(); r != nil {
+		s.broken = true
+		s.ending.end(r, s.conn)
+	}
+}
+
+// expireDue answers the sends that timed out and arms the timer for the next.
+func (s *producerSession) expireDue() {
+	if wait := s.expire(time.Now()); wait > 0 {
+		s.expiry.Reset(wait)
+	}
+}
+
+// hasWork reports whether the writer has been given work it has not taken.
+func (s *producerSession) hasWork() bool {
+	return len(s.ready) > 0 || len(s.conn.Wake()) > 0 || len(s.keep.C()) > 0 || len(s.kick) > 0 ||
+		len(s.expired) > 0 || s.stopping.Load()
+}
+
+// write writes every ack queued, and the pong due if any, in one write. After a write error
+// it keeps draining acks (dropping them) so that their charges are returned and the reader
+// unblocks.
+func (s *producerSession) write() {
+	s.batch = s.takeAcks(s.batch)
+	s.frames = s.frames[:0]
+	for _, r := range s.batch {
+		s.frames = append(s.frames, r.ack)
+	}
+	if !s.broken { // with no acks, it writes the pong due, if any
+		if err := s.conn.WriteTexts(s.frames...); err != nil {
+			s.log.Debug("writing acks", "err", err)
+			s.broken = true
+			_ = s.conn.Close()
+		}
+	}
+	var slots, owed int64
+	for i, r := range s.batch {
+		slots++
+		owed += r.owed
+		r.charge.Release()
+		r.held.Release()
+		r.free()
+		s.batch[i], s.frames[i] = nil, nil
+	}
+	if slots > 0 {
+		s.slots.Add(-slots)
+		s.owed.Add(-owed)
+		if s.waiting.Load() {
+			signal(s.wakeRead)
+		}
+	}
+	if cap(s.batch) > 256 {
+		s.batch, s.frames = nil, nil // a burst is over: an idle session keeps no large buffer
+	}
+}
+
+// signal sends on a cap-1 channel unless it is full. It never blocks.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// take receives from c if something waits in it, and reports whether it did.
+func take(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -79,8 +79,9 @@ func upgrader(size int, compress bool) *websocket.Upgrader {
 func IsUpgrade(r *http.Request) bool { return websocket.IsWebSocketUpgrade(r) }
 
 // Conn is one WebSocket connection. Read is for one reader goroutine and Write* for one writer
-// goroutine, which also writes the pongs the reader's pings call for (it must select on Wake);
-// WriteClose, Close and LastActivity are safe from any goroutine.
+// at a time (one goroutine, or goroutines that hand the writing over with a happens-before
+// edge), which also writes the pongs the reader's pings call for (it must watch Wake, or set
+// SetWakeFunc); WriteClose, Close and LastActivity are safe from any goroutine.
 type Conn struct {
 	ws           *websocket.Conn
 	writeTimeout time.Duration
@@ -91,6 +92,7 @@ type Conn struct {
 	closeOnce    sync.Once
 	pong         atomic.Pointer[[]byte] // the payload of a pong to write; nil: none
 	wake         chan struct{}          // cap 1: a pong is due
+	onWake       func()                 // called after wake is signalled; nil: none (SetWakeFunc)
 	deflate      bool                   // permessage-deflate was negotiated
 	vectored     net.Conn               // where vectored writes go (see vectorTarget); nil: none
 }
@@ -128,6 +130,9 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 		select {
 		case c.wake <- struct{}{}:
 		default:
+		}
+		if c.onWake != nil {
+			c.onWake()
 		}
 		return nil
 	})

@@ -115,6 +115,10 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 // (with nothing else to write if need be) to send its pong.
 func (c *Conn) Wake() <-chan struct{} { return c.wake }
 
+// SetWakeFunc has f called, on the reader's goroutine, each time Wake is signalled: for a
+// writer that runs only while it has work, to start it. Call it before the first Read.
+func (c *Conn) SetWakeFunc(f func()) { c.onWake = f }
+
 // writeBufs holds the buffers small frames are assembled in, shared by every connection so
 // that an idle one holds none.
 var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}

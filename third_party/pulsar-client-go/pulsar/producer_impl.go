@@ -150,10 +150,24 @@ func newProducer(client *client, options *ProducerOptions) (*producer, error) {
 		return nil, err
 	}
 
-	p.stopDiscovery = p.runBackgroundPartitionDiscovery(options.PartitionsAutoDiscoveryInterval)
+	if p.isPartitioned() {
+		p.stopDiscovery = p.runBackgroundPartitionDiscovery(options.PartitionsAutoDiscoveryInterval)
+	} else {
+		// A non-partitioned topic stays so (the Java client does not look it up again
+		// either): its producer runs no discovery goroutine, timer or lookups.
+		p.stopDiscovery = func() {}
+	}
 
 	p.metrics.ProducersOpened.Inc()
 	return p, nil
+}
+
+// isPartitioned reports whether the topic has partitions: TopicPartitions names a
+// non-partitioned topic itself, by its full name, and a partitioned topic's partitions by theirs.
+func (p *producer) isPartitioned() bool {
+	producers := p.getProducers()
+	name, err := internal.ParseTopicName(p.topic)
+	return err != nil || len(producers) != 1 || producers[0].Topic() != name.Name
 }
 
 func (p *producer) runBackgroundPartitionDiscovery(period time.Duration) (cancel func()) {

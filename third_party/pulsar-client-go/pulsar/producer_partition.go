@@ -119,9 +119,20 @@ type partitionProducer struct {
 	closeMu sync.RWMutex
 	// closingCh is closed when the producer starts closing, waking sends blocked on a full
 	// channel; closedCh when it is closed and every send it had has been answered.
-	closingCh            chan struct{}
-	closedCh             chan struct{}
-	connectClosedCh      chan *connectionClosed
+	closingCh       chan struct{}
+	closedCh        chan struct{}
+	connectClosedCh chan *connectionClosed
+	// eventsOnDemand: with no batch timer to serve, the event loop runs only while sends are
+	// in flight or sends or commands wait for it, started by whoever queues one (wakeEvents),
+	// so that an idle producer holds no goroutine for it. eventsRunning says a loop is running
+	// or starting; pendingEmptied (cap 1) is signalled when the pending queue empties, for a
+	// loop that waits while sends are in flight to stop.
+	eventsOnDemand bool
+	eventsRunning  atomic.Bool
+	pendingEmptied chan struct{}
+	// reconnecting says a reconnect loop is running or starting: it runs only while
+	// connection-closed events wait for it (wakeReconnect).
+	reconnecting         atomic.Bool
 	publishSemaphore     internal.Semaphore
 	pendingQueue         internal.BlockingQueue
 	schemaInfo           *SchemaInfo
@@ -214,7 +225,12 @@ func newPartitionProducer(client *client, topic string, options *ProducerOptions
 	if p.options.DisableBatching || p.options.BatchingFlushWhenIdle {
 		// With BatchingFlushWhenIdle no batch is ever left waiting for the timer.
 		p.batchFlushTicker.Stop()
+		p.eventsOnDemand = true
+		p.pendingEmptied = make(chan struct{}, 1)
 	}
+	// A connection closed while the producer is being created is reconnected once it is
+	// created (idleReconnect, below).
+	p.reconnecting.Store(true)
 	p.setProducerState(producerInit)
 
 	if options.Schema != nil && options.Schema.GetSchemaInfo() != nil {
@@ -249,7 +265,13 @@ func newPartitionProducer(client *client, topic string, options *ProducerOptions
 		go p.failTimeoutMessages()
 	}
 
-	go p.runEventsLoop()
+	if !p.eventsOnDemand {
+		p.eventsRunning.Store(true)
+		go p.runEventsLoop()
+	}
+	if p.idleReconnect() {
+		go p.runReconnectLoop()
+	}
 
 	return p, nil
 }
@@ -451,6 +473,39 @@ func (p *partitionProducer) ConnectionClosed(closeProducer *pb.CommandCloseProdu
 		// Reconnect has already been requested so we do not block the
 		// connection callback.
 	}
+	p.wakeReconnect()
+}
+
+// wakeReconnect starts the reconnect loop unless it is running.
+func (p *partitionProducer) wakeReconnect() {
+	if p.reconnecting.CompareAndSwap(false, true) {
+		go p.runReconnectLoop()
+	}
+}
+
+// runReconnectLoop reconnects for each connection-closed event, and returns once none waits.
+func (p *partitionProducer) runReconnectLoop() {
+	for {
+		select {
+		case connectionClosed := <-p.connectClosedCh:
+			p.log.Info("runEventsLoop will reconnect in producer")
+			p.reconnectToBroker(connectionClosed)
+		case <-p.ctx.Done():
+			p.log.Info("Producer is shutting down. Close the reconnect event loop")
+			return
+		default:
+			if !p.idleReconnect() {
+				return
+			}
+		}
+	}
+}
+
+// idleReconnect marks the reconnect loop stopped, and reports whether it is to go on after
+// all, because an event arrived meanwhile and no other loop was started for it.
+func (p *partitionProducer) idleReconnect() bool {
+	p.reconnecting.Store(false)
+	return len(p.connectClosedCh) > 0 && p.reconnecting.CompareAndSwap(false, true)
 }
 
 func (p *partitionProducer) SetRedirectedClusterURI(redirectedClusterURI string) {
@@ -577,50 +632,102 @@ func (p *partitionProducer) reconnectToBroker(connectionClosed *connectionClosed
 	})
 }
 
+// runEventsLoop runs the producer's sends and commands until it closes; an on-demand loop
+// returns once none waits and no send is in flight. While sends are in flight more are likely,
+// and the loop waits for them rather than have a goroutine started for each.
 func (p *partitionProducer) runEventsLoop() {
-	go func() {
-		for {
-			select {
-			case connectionClosed := <-p.connectClosedCh:
-				p.log.Info("runEventsLoop will reconnect in producer")
-				p.reconnectToBroker(connectionClosed)
-			case <-p.ctx.Done():
-				p.log.Info("Producer is shutting down. Close the reconnect event loop")
-				return
-			}
-		}
-	}()
 	for {
+		if p.eventsOnDemand && p.pendingQueue.Size() == 0 {
+			select {
+			case data, ok := <-p.dataChan:
+				if !p.handleSend(data, ok) {
+					return
+				}
+			case cmd, ok := <-p.cmdChan:
+				if !p.handleCmd(cmd, ok) {
+					return
+				}
+			default:
+				if !p.idleEvents() {
+					return
+				}
+			}
+			continue
+		}
 		select {
 		case data, ok := <-p.dataChan:
-			// when doClose() is call, p.dataChan will be closed, data will be nil
-			if !ok {
+			if !p.handleSend(data, ok) {
 				return
-			}
-			if s := p.getProducerState(); s == producerClosing || s == producerClosed {
-				data.done(nil, ErrProducerClosed) // a close on another goroutine failed the pending ones
-				continue
-			}
-			p.internalSend(data)
-			if p.options.BatchingFlushWhenIdle && len(p.dataChan) == 0 {
-				p.internalFlushCurrentBatch()
 			}
 		case cmd, ok := <-p.cmdChan:
-			// when doClose() is call, p.dataChan will be closed, cmd will be nil
-			if !ok {
-				return
-			}
-			switch v := cmd.(type) {
-			case *flushRequest:
-				p.internalFlush(v)
-			case *closeProducer:
-				p.internalClose(v)
+			if !p.handleCmd(cmd, ok) {
 				return
 			}
 		case <-p.batchFlushTicker.C:
 			p.internalFlushCurrentBatch()
+		case <-p.pendingEmptied: // nil unless on demand: look again
 		}
 	}
+}
+
+// signalIfEmptied tells an on-demand event loop that waits while sends are in flight that the
+// pending queue is empty.
+func (p *partitionProducer) signalIfEmptied() {
+	if p.eventsOnDemand && p.pendingQueue.Size() == 0 {
+		select {
+		case p.pendingEmptied <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// handleSend sends data, taken from dataChan; it returns false when the channel is closed.
+func (p *partitionProducer) handleSend(data *sendRequest, ok bool) bool {
+	// when doClose() is call, p.dataChan will be closed, data will be nil
+	if !ok {
+		return false
+	}
+	if s := p.getProducerState(); s == producerClosing || s == producerClosed {
+		data.done(nil, ErrProducerClosed) // a close on another goroutine failed the pending ones
+		return true
+	}
+	p.internalSend(data)
+	if p.options.BatchingFlushWhenIdle && len(p.dataChan) == 0 {
+		p.internalFlushCurrentBatch()
+	}
+	return true
+}
+
+// handleCmd runs cmd, taken from cmdChan; it returns false when the producer is closed.
+func (p *partitionProducer) handleCmd(cmd interface{}, ok bool) bool {
+	// when doClose() is call, p.dataChan will be closed, cmd will be nil
+	if !ok {
+		return false
+	}
+	switch v := cmd.(type) {
+	case *flushRequest:
+		p.internalFlush(v)
+	case *closeProducer:
+		p.internalClose(v)
+		return false
+	}
+	return true
+}
+
+// wakeEvents starts an on-demand event loop unless one is running. Whoever queues a send or a
+// command calls it after queueing.
+func (p *partitionProducer) wakeEvents() {
+	if p.eventsOnDemand && !p.eventsRunning.Load() && p.eventsRunning.CompareAndSwap(false, true) {
+		go p.runEventsLoop()
+	}
+}
+
+// idleEvents marks an on-demand event loop that found nothing to do stopped, and reports
+// whether it is to go on after all, because a send or command was queued meanwhile and no
+// other loop was started for it.
+func (p *partitionProducer) idleEvents() bool {
+	p.eventsRunning.Store(false)
+	return (len(p.dataChan) > 0 || len(p.cmdChan) > 0) && p.eventsRunning.CompareAndSwap(false, true)
 }
 
 func (p *partitionProducer) Topic() string {
@@ -1417,6 +1524,7 @@ func (p *partitionProducer) internalSendAsync(
 		sr.done(nil, ErrProducerClosed)
 	case p.dataChan <- sr:
 		p.closeMu.RUnlock()
+		p.wakeEvents()
 	}
 }
 
@@ -1447,6 +1555,7 @@ func (p *partitionProducer) ReceivedSendReceipt(response *pb.CommandSendReceipt)
 	if !p.pendingQueue.PollIfHead(pi) {
 		return
 	}
+	p.signalIfEmptied()
 
 	now := time.Now().UnixNano()
 
@@ -1548,6 +1657,7 @@ func (p *partitionProducer) doClose(reason error) {
 }
 
 func (p *partitionProducer) failPendingMessages(err error) {
+	defer p.signalIfEmptied()
 	curViewItems := p.pendingQueue.ReadableSlice()
 	viewSize := len(curViewItems)
 	if viewSize <= 0 {
@@ -1604,6 +1714,7 @@ func (p *partitionProducer) sendCmd(ctx context.Context, cmd interface{}) error 
 	}
 	select {
 	case p.cmdChan <- cmd:
+		p.wakeEvents()
 		return nil
 	case <-p.closingCh:
 		return ErrProducerClosed

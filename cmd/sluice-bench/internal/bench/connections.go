@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -66,6 +70,7 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	idle := fs.Duration("idle", 10*time.Second, "how long the idle CPU is measured")
 	parallel := fs.Int("parallel", 32, "handshakes in flight at once")
 	sessionLimit := fs.String("session-limit", "2GiB", "memory.session_limit of the serve process: the default (256MiB) admits about 5,000 idle producers")
+	profile := fs.String("profile", "", "turn admin_pprof on and write the serve process's heap and goroutine profiles, taken after the idle period, to this `directory`")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -92,6 +97,17 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 			c.Memory = &memoryConfig{}
 		}
 		c.Memory.SessionLimit = *sessionLimit
+		if *conns > defaultMaxConnections-256 {
+			// limits.max_connections counts handshakes in progress and the tool's own.
+			c.Limits = &limitsConfig{MaxConnections: *conns + 256}
+		}
+		if *config == "single" && *conns > defaultMaxTopicsPerNamespace-256 {
+			if c.Broker == nil {
+				c.Broker = &brokerConfig{}
+			}
+			c.Broker.Embedded = &embeddedConfig{MaxTopicsPerNamespace: *conns + 256}
+		}
+		c.AdminPprof = *profile != ""
 	})
 	if err != nil {
 		return err
@@ -134,6 +150,11 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	after, err := sampleServeMemory(ctx, t, *kind)
 	if err != nil {
 		return err
+	}
+	if *profile != "" {
+		if err := writeProfiles(ctx, t.adminURL, *profile); err != nil {
+			return err
+		}
 	}
 	n := float64(*conns)
 	res := &connectionsResult{
@@ -193,6 +214,56 @@ func sampleServeMemory(ctx context.Context, t *target, kind string) (memorySampl
 		return memorySample{}, err
 	}
 	return memorySample{RSS: st.RSS, HeapInuse: s.HeapInuse, HeapAlloc: s.HeapAlloc, StackInuse: stack, Goroutines: s.Goroutines, Sessions: s.Sessions[kind]}, nil
+}
+
+// The defaults of limits.max_connections and, with the default store_limit,
+// broker.embedded.max_topics_per_namespace.
+const (
+	defaultMaxConnections        = 10_000
+	defaultMaxTopicsPerNamespace = 16_384
+)
+
+// writeProfiles writes the serve process's heap profile (after a collection) and its goroutine
+// profile, as `go tool pprof` reads them and as text, to dir.
+func writeProfiles(ctx context.Context, adminURL, dir string) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	for file, path := range map[string]string{
+		"heap.pb.gz":      "/debug/pprof/heap?gc=1",
+		"goroutine.pb.gz": "/debug/pprof/goroutine",
+		"goroutine.txt":   "/debug/pprof/goroutine?debug=1",
+	} {
+		if err := fetchTo(ctx, adminURL+path, filepath.Join(dir, file)); err != nil {
+			return fmt.Errorf("profile %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// fetchTo writes the body of a GET of url to file.
+func fetchTo(ctx context.Context, url, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -8,16 +8,24 @@ type serveConfig struct {
 	Listen      string         `yaml:"listen"`
 	AdminListen string         `yaml:"admin_listen"`
 	AdminPprof  bool           `yaml:"admin_pprof,omitempty"`
+	Limits      *limitsConfig  `yaml:"limits,omitempty"`
 	Broker      *brokerConfig  `yaml:"broker,omitempty"`
 	Memory      *memoryConfig  `yaml:"memory,omitempty"`
 	Plugins     []pluginConfig `yaml:"plugins,omitempty"`
 	Routes      []routeConfig  `yaml:"routes,omitempty"`
 }
 
-// brokerConfig is the broker section: only the token, for a Pulsar with token
-// authentication (the URL is given with --broker).
+// brokerConfig is the broker section: the token, for a Pulsar with token authentication (the
+// URL is given with --broker), and the embedded broker's topic bound.
 type brokerConfig struct {
-	AuthToken string `yaml:"auth_token,omitempty"`
+	AuthToken string          `yaml:"auth_token,omitempty"`
+	Embedded  *embeddedConfig `yaml:"embedded,omitempty"`
+}
+
+// embeddedConfig is the embedded broker's section: only the topic bound of a namespace, which
+// the idle connections benchmark raises past its default when each connection has its own topic.
+type embeddedConfig struct {
+	MaxTopicsPerNamespace int `yaml:"max_topics_per_namespace"`
 }
 
 // memoryConfig holds sizes as the configuration spells them ("16MiB"; "0" is unbounded);
@@ -26,6 +34,12 @@ type memoryConfig struct {
 	ProducerLimit string `yaml:"producer_limit,omitempty"`
 	ConsumerLimit string `yaml:"consumer_limit,omitempty"`
 	SessionLimit  string `yaml:"session_limit,omitempty"`
+}
+
+// limitsConfig is the limits section: only the connection bound, which the idle connections
+// benchmark raises past its default.
+type limitsConfig struct {
+	MaxConnections int `yaml:"max_connections"`
 }
 
 type pluginConfig struct {

@@ -67,6 +67,8 @@ type BlockingQueue interface {
 }
 
 type blockingQueue struct {
+	// items is a ring that grows, up to maxSize, as the queue fills: a queue that is mostly
+	// empty (an idle producer's pending sends) does not hold an array of maxSize.
 	items   []interface{}
 	headIdx int
 	tailIdx int
@@ -83,7 +85,7 @@ func (bq *blockingQueue) IterateUnsafe(f func(item interface{})) {
 	for i := 0; i < bq.size; i++ {
 		f(bq.items[readIdx])
 		readIdx++
-		if readIdx == bq.maxSize {
+		if readIdx == len(bq.items) {
 			readIdx = 0
 		}
 	}
@@ -92,7 +94,7 @@ func (bq *blockingQueue) IterateUnsafe(f func(item interface{})) {
 // NewBlockingQueue init block queue and returns a BlockingQueue
 func NewBlockingQueue(maxSize int) BlockingQueue {
 	bq := &blockingQueue{
-		items:   make([]interface{}, maxSize),
+		items:   nil, // grown by PutUnsafe
 		headIdx: 0,
 		tailIdx: 0,
 		size:    0,
@@ -117,10 +119,13 @@ func (bq *blockingQueue) PutUnsafe(item interface{}) {
 
 	wasEmpty := bq.size == 0
 
+	if bq.size == len(bq.items) {
+		bq.grow()
+	}
 	bq.items[bq.tailIdx] = item
 	bq.size++
 	bq.tailIdx++
-	if bq.tailIdx >= bq.maxSize {
+	if bq.tailIdx >= len(bq.items) {
 		bq.tailIdx = 0
 	}
 
@@ -128,6 +133,17 @@ func (bq *blockingQueue) PutUnsafe(item interface{}) {
 		// Wake up eventual reader waiting for next item
 		bq.isNotEmpty.Signal()
 	}
+}
+
+// minQueueItems is the ring's size when the first item is put.
+const minQueueItems = 8
+
+// grow doubles the full ring, up to maxSize, with its items in order from its start.
+func (bq *blockingQueue) grow() {
+	items := make([]interface{}, min(max(2*len(bq.items), minQueueItems), bq.maxSize))
+	n := copy(items, bq.items[bq.headIdx:])
+	copy(items[n:], bq.items[:bq.headIdx])
+	bq.items, bq.headIdx, bq.tailIdx = items, 0, bq.size
 }
 
 func (bq *blockingQueue) Take() interface{} {
@@ -194,7 +210,7 @@ func (bq *blockingQueue) PeekLast() interface{} {
 	if bq.size == 0 {
 		return nil
 	}
-	idx := (bq.headIdx + bq.size - 1) % bq.maxSize
+	idx := (bq.headIdx + bq.size - 1) % len(bq.items)
 	return bq.items[idx]
 }
 
@@ -228,7 +244,7 @@ func (bq *blockingQueue) ReadableSlice() []interface{} {
 	for i := 0; i < bq.size; i++ {
 		res[i] = bq.items[readIdx]
 		readIdx++
-		if readIdx == bq.maxSize {
+		if readIdx == len(bq.items) {
 			readIdx = 0
 		}
 	}

@@ -1,0 +1,156 @@
+package embedded_test
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
+
+	"github.com/sluicehq/sluice/core/broker/embedded"
+	"github.com/sluicehq/sluice/core/testkit"
+)
+
+// Where the client library's producer goroutines run: its event loop and reconnect loop, and
+// its partition discovery.
+const (
+	partitionProducerLoop = "pulsar.(*partitionProducer).run"
+	partitionDiscovery    = "pulsar.(*producer).runBackgroundPartitionDiscovery"
+)
+
+// goroutinesIn counts the goroutines whose stacks hold any of funcs.
+func goroutinesIn(funcs ...string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	n := 0
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		for _, f := range funcs {
+			if strings.Contains(g, f) {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// TestIdleProducerHoldsNoGoroutine: an idle producer of a non-partitioned topic, unbatched or
+// batched with BatchingFlushWhenIdle (as the edge creates them), holds no goroutine of the
+// client library: its event loop runs while sends wait for it, its reconnect loop while a
+// reconnection is under way, and it runs no partition discovery. Sends are still answered,
+// before and after its connection drops and it reconnects (pulsar-client-go-17-idle-producer.patch;
+// v0.19.0 holds three goroutines per producer). Not parallel: it counts every goroutine.
+func TestIdleProducerHoldsNoGoroutine(t *testing.T) {
+	b := startBroker(t, embedded.Config{})
+	c := newClient(t, b, nil)
+	ctx := ctxT(t, 30*time.Second)
+	var producers []pulsar.Producer
+	for i := range 10 {
+		o := pulsar.ProducerOptions{Topic: uniqueTopic("idle"), DisableBatching: true, SendTimeout: -1}
+		if i%2 == 1 {
+			o.DisableBatching, o.BatchingFlushWhenIdle = false, true
+		}
+		producers = append(producers, mustProducer(t, c, o))
+	}
+	idle := func(what string) {
+		t.Helper()
+		testkit.WaitFor(t, 10*time.Second, what+": no producer goroutine", func() bool {
+			return goroutinesIn(partitionProducerLoop, partitionDiscovery) == 0
+		})
+	}
+	sendEach := func(what string) {
+		t.Helper()
+		cb := newCallbacks(len(producers) * 20)
+		for i := range 20 {
+			for j, p := range producers {
+				p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: []byte("x")}, cb.of(i*len(producers)+j))
+			}
+		}
+		cb.checkOnce(t, 20*time.Second, what)
+		for i := range cb.each {
+			if err := cb.err(i); err != nil {
+				t.Fatalf("%s, send %d: %v", what, i, err)
+			}
+		}
+	}
+	idle("created")
+	sendEach("sends")
+	idle("after sends")
+	if err := producers[0].FlushWithCtx(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	idle("after a flush")
+
+	before := b.Stats().ConnectionsTotal
+	b.Faults().DropConnections()
+	testkit.WaitFor(t, 10*time.Second, "a reconnection", func() bool { return b.Stats().ConnectionsTotal > before })
+	// A send fails or is stored while its producer reconnects; once every producer has
+	// reconnected, each is stored.
+	testkit.WaitFor(t, 20*time.Second, "every producer reconnected", func() bool {
+		cb := newCallbacks(len(producers))
+		for j, p := range producers {
+			p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: []byte("x")}, cb.of(j))
+		}
+		cb.checkOnce(t, 20*time.Second, "sends while reconnecting")
+		for i := range cb.each {
+			if cb.err(i) != nil {
+				return false
+			}
+		}
+		return true
+	})
+	sendEach("sends after reconnecting")
+	idle("reconnected")
+
+	for _, p := range producers {
+		p.Close()
+	}
+	idle("closed")
+}
+
+// TestPartitionedProducerDiscovers: a producer of a partitioned topic still looks its
+// partitions up in the background, with its one discovery goroutine, and sends to every
+// partition; closed, it holds none. Not parallel: it counts every goroutine.
+func TestPartitionedProducerDiscovers(t *testing.T) {
+	b := startBroker(t, embedded.Config{})
+	c := newClient(t, b, nil)
+	topic := uniqueTopic("idle-parts")
+	if err := b.CreateTopic(topic, 3); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, SendTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := p.(interface{ NumPartitions() uint32 }).NumPartitions(); n != 3 {
+		t.Fatalf("%d partitions, want 3", n)
+	}
+	if n := goroutinesIn(partitionDiscovery); n != 1 {
+		t.Fatalf("%d partition discovery goroutines, want 1", n)
+	}
+	ctx := ctxT(t, 20*time.Second)
+	seen := map[int32]bool{}
+	for i := range 30 {
+		id, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("x"), Key: fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[id.PartitionIdx()] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("sent to partitions %v, want all 3", seen)
+	}
+	p.Close()
+	testkit.WaitFor(t, 10*time.Second, "no producer goroutine once closed", func() bool {
+		return goroutinesIn(partitionProducerLoop, partitionDiscovery) == 0
+	})
+}

@@ -1,0 +1,55 @@
+package server_test
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/sluicehq/sluice/core/internal/edgetest"
+	"github.com/sluicehq/sluice/core/testkit"
+)
+
+// TestProducerSessionCostCharged: what idle producer sessions add to the process (heap in use
+// after collection and goroutine stacks, the embedded broker's side and the test's own client
+// connections included) stays within what each is charged to the session pool
+// (session.ProducerSessionCost), and each holds one goroutine, its reader: its writer and the
+// client library's producer run only while they have work. Not parallel: it counts the
+// process's memory and goroutines.
+func TestProducerSessionCostCharged(t *testing.T) {
+	srv, base := edgetest.Start(t, "memory: { session_limit: 1GiB }\n")
+	pool := srv.SessionPool()
+	// Small client buffers, so that the client's side of each connection, in this process
+	// too, adds little to what is measured.
+	d := websocket.Dialer{ReadBufferSize: 256, WriteBufferSize: 256, HandshakeTimeout: 10 * time.Second}
+	dial := func(topic string) {
+		t.Helper()
+		c, _, err := d.Dial(base+"/ws/v2/producer/persistent/public/default/"+topic, nil)
+		if err != nil {
+			t.Fatalf("dial %s: %v", topic, err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	// A first session warms what every session shares (the broker connection, pools).
+	dial("session-cost-warm")
+	heap0, used0, g0 := memory(), pool.Snapshot().Edge.Used, runtime.NumGoroutine()
+	const n = 200
+	for i := range n {
+		dial(fmt.Sprintf("session-cost-%d", i))
+	}
+	testkit.WaitFor(t, 10*time.Second, "one goroutine a session", func() bool {
+		return runtime.NumGoroutine()-g0 <= n
+	})
+	grew, charged := memory()-heap0, pool.Snapshot().Edge.Used-used0
+	t.Logf("%d idle producer sessions: the process grew %d bytes (%d a session), charged %d (%d a session)",
+		n, grew, grew/n, charged, charged/n)
+	if raceEnabled {
+		// The race detector's goroutines and allocations are about half as large again.
+		grew = grew * 2 / 3
+	}
+	if charged < grew {
+		t.Errorf("%d idle producer sessions grew the process by %d bytes and were charged %d", n, grew, charged)
+	}
+}

@@ -100,12 +100,17 @@ func TestReadaheadBurst(t *testing.T) {
 			t.Errorf("the second burst's first frame: %v", err)
 			return
 		}
-		if _, _, err := c.ReadInto(nil, nil); err != nil {
-			t.Errorf("the second burst's second frame: %v", err)
-			return
-		}
-		if !held(c) {
-			t.Error("no readahead buffer held in the middle of a burst")
+		// The burst's first frames may arrive in pieces, read directly; a read that fills
+		// gorilla's buffer says more is waiting, and the next borrows a buffer.
+		for i := 1; !held(c); i++ {
+			if i == 10 {
+				t.Error("no readahead buffer held in the middle of a burst")
+				break
+			}
+			if _, _, err := c.ReadInto(nil, nil); err != nil {
+				t.Errorf("the second burst's frame %d: %v", i, err)
+				return
+			}
 		}
 		_ = c.Close()
 		if held(c) {

@@ -216,10 +216,11 @@ type producerSession struct {
 	// The writer runs on a goroutine only while it has work: acks owed or queued, a pong due
 	// (the connection's Wake), a keepalive moment, a send-timeout moment, the session's end.
 	// Whoever gives it work signals its channel, then wakeWriter starts a writer unless one
-	// runs; a writer stops when it finds no work and no ack is owed, so that an idle session
-	// holds no writer goroutine and a busy one is not started over. writing says a writer runs or is starting: at most one does. Once the session
-	// ends (stopping), the last writer writes what is queued and closes writerDone; writing
-	// then stays set, and no writer starts again.
+	// runs; a writer stops when it finds no work, no ack is owed and none comes for
+	// writerLinger, so that an idle session holds no writer goroutine and a busy one is not
+	// started over. writing says a writer runs or is starting: at most one does. Once the
+	// session ends (stopping), the last writer writes what is queued and closes writerDone;
+	// writing then stays set, and no writer starts again.
 	writing    atomic.Bool
 	stopping   atomic.Bool
 	stop       chan struct{} // closed with stopping, for a writer waiting for acks
@@ -229,6 +230,8 @@ type producerSession struct {
 	broken bool      // a write failed: acks are dropped (their charges returned), not written
 	batch  []*record // the acks of one write
 	frames [][]byte
+	// lingerTimer bounds a writer's wait for more work once it has none (linger).
+	lingerTimer *time.Timer
 
 	// The client library's queue for the session holds room more messages; backlog are
 	// admitted messages waiting for room, in frame order. Guarded by sendMu; freed is room
@@ -630,7 +633,10 @@ func (s *producerSession) runWriter() {
 			return
 		}
 		if s.slots.Load() > 0 {
-			s.await()
+			s.await(nil)
+			continue
+		}
+		if s.linger() {
 			continue
 		}
 		s.writing.Store(false)
@@ -656,8 +662,29 @@ func (s *producerSession) work() {
 }
 
 // await waits for the writer's next work, or the session's end, and does it.
-func (s *producerSession) await() {
+// linger waits up to writerLinger for the writer's next work and does it, reporting whether
+// any came: a session that sends one message at a time keeps its writer between messages
+// rather than starting one for each.
+func (s *producerSession) linger() bool {
+	if s.lingerTimer == nil {
+		s.lingerTimer = time.NewTimer(writerLinger)
+	} else {
+		s.lingerTimer.Reset(writerLinger)
+	}
+	worked := s.await(s.lingerTimer.C)
+	s.lingerTimer.Stop()
+	return worked
+}
+
+// writerLinger is how long a writer with nothing to do waits for more before it stops.
+const writerLinger = time.Second
+
+// await waits for the writer's next work, or the session's end, and does it; it returns
+// false when timeout fires first.
+func (s *producerSession) await(timeout <-chan time.Time) bool {
 	select {
+	case <-timeout:
+		return false
 	case <-s.ready:
 		s.write()
 	case <-s.conn.Wake():
@@ -670,6 +697,7 @@ func (s *producerSession) await() {
 		s.expireDue()
 	case <-s.stop:
 	}
+	return true
 }
 
 // keepTick sends a due ping, or ends an idle session.

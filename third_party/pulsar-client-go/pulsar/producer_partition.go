@@ -130,6 +130,7 @@ type partitionProducer struct {
 	eventsOnDemand bool
 	eventsRunning  atomic.Bool
 	pendingEmptied chan struct{}
+	eventsLinger   *time.Timer // bounds an on-demand loop's wait once nothing is in flight
 	// reconnecting says a reconnect loop is running or starting: it runs only while
 	// connection-closed events wait for it (wakeReconnect).
 	reconnecting         atomic.Bool
@@ -227,6 +228,8 @@ func newPartitionProducer(client *client, topic string, options *ProducerOptions
 		p.batchFlushTicker.Stop()
 		p.eventsOnDemand = true
 		p.pendingEmptied = make(chan struct{}, 1)
+		p.eventsLinger = time.NewTimer(eventsLinger)
+		p.eventsLinger.Stop()
 	}
 	// A connection closed while the producer is being created is reconnected once it is
 	// created (idleReconnect, below).
@@ -638,6 +641,9 @@ func (p *partitionProducer) reconnectToBroker(connectionClosed *connectionClosed
 func (p *partitionProducer) runEventsLoop() {
 	for {
 		if p.eventsOnDemand && p.pendingQueue.Size() == 0 {
+			// Nothing in flight: wait eventsLinger for the next send before stopping, so that
+			// a producer sending one message at a time keeps its loop between messages.
+			p.eventsLinger.Reset(eventsLinger)
 			select {
 			case data, ok := <-p.dataChan:
 				if !p.handleSend(data, ok) {
@@ -647,11 +653,12 @@ func (p *partitionProducer) runEventsLoop() {
 				if !p.handleCmd(cmd, ok) {
 					return
 				}
-			default:
+			case <-p.eventsLinger.C:
 				if !p.idleEvents() {
 					return
 				}
 			}
+			p.eventsLinger.Stop()
 			continue
 		}
 		select {
@@ -713,6 +720,10 @@ func (p *partitionProducer) handleCmd(cmd interface{}, ok bool) bool {
 	}
 	return true
 }
+
+// eventsLinger is how long an on-demand event loop with nothing in flight waits for a send
+// before it stops.
+const eventsLinger = time.Second
 
 // wakeEvents starts an on-demand event loop unless one is running. Whoever queues a send or a
 // command calls it after queueing.

@@ -2,7 +2,8 @@
 // consumer or a reader. Each session has one goroutine reading its socket and one writing it
 // (gorilla's rule); a consumer session has a third that pulls from the broker. A producer
 // session's writer runs only while acks are owed or it has something else to write or time (a
-// pong, a keepalive or send-timeout moment): an idle producer session holds its reader alone.
+// pong, a keepalive or send-timeout moment), and a second after: an idle producer session holds
+// its reader alone.
 //
 // A session runs under a grant (ProducerGrant, ConsumerGrant) that the route table decided at
 // its handshake, with every default applied: the session applies none of its own. It reports

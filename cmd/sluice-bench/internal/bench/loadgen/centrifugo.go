@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,8 +88,7 @@ type centrifugoProducer struct {
 
 	wmu sync.Mutex
 
-	mu     sync.Mutex
-	sentAt map[uint64]time.Time // guarded by mu; at most the window
+	sent *sendTimes
 
 	readerDone chan struct{}
 	readErr    error // set before readerDone closes
@@ -102,7 +99,7 @@ func newCentrifugoProducer(c *websocket.Conn, rec *recorder, p *payloads, channe
 	w := &centrifugoProducer{
 		c: c, rec: rec, payloads: p, prefix: []byte(`{"id":`),
 		channel: fmt.Appendf(nil, `,"publish":{"channel":%s,"data":"`, ch),
-		sentAt:  make(map[uint64]time.Time), readerDone: make(chan struct{}),
+		sent:    newSendTimes(), readerDone: make(chan struct{}),
 	}
 	go w.readReplies() // joined by finish through readerDone
 	return w
@@ -141,10 +138,7 @@ func (w *centrifugoProducer) reply(line []byte, now time.Time) {
 		return
 	}
 	seq := r.ID - centrifugoConnectID - 1
-	w.mu.Lock()
-	t, ok := w.sentAt[seq]
-	delete(w.sentAt, seq)
-	w.mu.Unlock()
+	t, ok := w.sent.take(seq)
 	switch {
 	case !ok:
 		w.rec.unmatched()
@@ -170,20 +164,12 @@ func (w *centrifugoProducer) send(_ context.Context, seq uint64, payload []byte,
 		b = base64.StdEncoding.AppendEncode(b, payload)
 	}
 	w.frame = append(b, `"}}`...)
-	w.mu.Lock()
-	w.sentAt[seq] = ref
-	w.mu.Unlock()
+	w.sent.put(seq, ref)
 	w.wmu.Lock()
 	err := w.c.WriteMessage(websocket.TextMessage, w.frame)
 	w.wmu.Unlock()
 	if err != nil {
-		w.mu.Lock()
-		delete(w.sentAt, seq)
-		w.mu.Unlock()
-		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-			return errRunOver
-		}
-		return fmt.Errorf("writing: %w", err)
+		return w.sent.failed(seq, err)
 	}
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -281,8 +280,7 @@ type natsProducer struct {
 	pub   []byte // "PUB <subject> <inbox>"
 	frame []byte
 
-	mu     sync.Mutex
-	sentAt map[uint64]time.Time // guarded by mu; at most the window
+	sent *sendTimes
 
 	readerDone chan struct{}
 	readErr    error // set before readerDone closes
@@ -291,7 +289,7 @@ type natsProducer struct {
 func newNatsProducer(c *natsConn, rec *recorder, subject string) *natsProducer {
 	w := &natsProducer{
 		c: c, rec: rec, pub: []byte("PUB " + subject + " " + c.inbox),
-		sentAt: make(map[uint64]time.Time), readerDone: make(chan struct{}),
+		sent: newSendTimes(), readerDone: make(chan struct{}),
 	}
 	go w.readReplies() // joined by finish through readerDone
 	return w
@@ -318,10 +316,7 @@ func (w *natsProducer) reply(op natsOp, now time.Time) {
 		w.rec.unmatched()
 		return
 	}
-	w.mu.Lock()
-	t, ok := w.sentAt[seq]
-	delete(w.sentAt, seq)
-	w.mu.Unlock()
+	t, ok := w.sent.take(seq)
 	if !ok {
 		w.rec.unmatched()
 		return
@@ -345,17 +340,9 @@ func (w *natsProducer) send(_ context.Context, seq uint64, payload []byte, ref t
 	b = append(b, "\r\n"...)
 	b = append(b, payload...)
 	w.frame = append(b, "\r\n"...)
-	w.mu.Lock()
-	w.sentAt[seq] = ref
-	w.mu.Unlock()
+	w.sent.put(seq, ref)
 	if err := w.c.write(w.frame); err != nil {
-		w.mu.Lock()
-		delete(w.sentAt, seq)
-		w.mu.Unlock()
-		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-			return errRunOver
-		}
-		return fmt.Errorf("writing: %w", err)
+		return w.sent.failed(seq, err)
 	}
 	return nil
 }

@@ -3,13 +3,11 @@ package loadgen
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -74,8 +72,7 @@ type wsProducer struct {
 	payloads *payloads
 	frame    []byte
 
-	mu     sync.Mutex
-	sentAt map[uint64]time.Time // guarded by mu; at most the window
+	sent *sendTimes
 
 	readerDone chan struct{}
 	readErr    error // set before readerDone closes
@@ -88,7 +85,7 @@ type producerAck struct {
 }
 
 func newWSProducer(c *websocket.Conn, rec *recorder, p *payloads) *wsProducer {
-	w := &wsProducer{c: c, rec: rec, payloads: p, sentAt: make(map[uint64]time.Time), readerDone: make(chan struct{})}
+	w := &wsProducer{c: c, rec: rec, payloads: p, sent: newSendTimes(), readerDone: make(chan struct{})}
 	go w.readAcks() // joined by finish through readerDone
 	return w
 }
@@ -108,13 +105,12 @@ func (w *wsProducer) readAcks() {
 			continue
 		}
 		seq, err := strconv.ParseUint(a.Context, 10, 64)
-		w.mu.Lock()
-		t, ok := w.sentAt[seq]
-		if ok && err == nil {
-			delete(w.sentAt, seq)
+		if err != nil {
+			w.rec.unmatched()
+			continue
 		}
-		w.mu.Unlock()
-		if !ok || err != nil {
+		t, ok := w.sent.take(seq)
+		if !ok {
 			w.rec.unmatched()
 			continue
 		}
@@ -133,17 +129,9 @@ func (w *wsProducer) begin(end time.Time) { _ = w.c.SetWriteDeadline(end) }
 
 func (w *wsProducer) send(_ context.Context, seq uint64, payload []byte, ref time.Time) error {
 	w.frame = w.payloads.appendFrame(w.frame[:0], payload, seq)
-	w.mu.Lock()
-	w.sentAt[seq] = ref
-	w.mu.Unlock()
+	w.sent.put(seq, ref)
 	if err := w.c.WriteMessage(websocket.TextMessage, w.frame); err != nil {
-		w.mu.Lock()
-		delete(w.sentAt, seq)
-		w.mu.Unlock()
-		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-			return errRunOver
-		}
-		return fmt.Errorf("writing: %w", err)
+		return w.sent.failed(seq, err)
 	}
 	return nil
 }

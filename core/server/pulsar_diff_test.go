@@ -77,7 +77,7 @@ const (
 	dfSendBin               // one binary frame
 	dfNext                  // the next frame, a close, or "nothing" after dfWait
 	dfQuietStep             // nothing within dfQuiet (or what came instead)
-	dfAdmin                 // an action on the broker: terminate, partitions
+	dfAdmin                 // an action on the broker: terminate, partitions, consumers
 	dfCloseConn             // the client closes conn
 )
 
@@ -649,6 +649,9 @@ var dfFlows = []dfFlow{
 			dfSendStep("a acks", "a", `{"messageId":"{a1}"}`),
 			dfDialStep("open b", "b", dfConsumer+"?subscriptionType=Failover&consumerName=b"),
 			dfCloseStep("close a", "a"),
+			// Pulsar's proxy closes a's consumer after its socket, asynchronously: m2 is sent
+			// once the broker has only b.
+			dfAdminStep("a gone", "consumers {t} sub 1"),
 			dfPublish("m2", "p", `{"payload":"bTI="}`, "a2"),
 			dfNextStep("b's message", "b"),
 		),
@@ -1041,6 +1044,11 @@ func dfSetup(t *testing.T) *dfEnv {
 			rpAdminOK(t, e, http.MethodPost, "/admin/v2/persistent/"+ns+"/"+f[1]+"/terminate", "")
 		case "partitions":
 			rpAdminOK(t, e, http.MethodPut, "/admin/v2/persistent/"+ns+"/"+f[1]+"/partitions", f[2])
+		case "consumers": // consumers TOPIC SUBSCRIPTION N: wait until the subscription has N
+			n, _ := strconv.Atoi(f[3])
+			edgetest.WaitFor(t, dfWait, action, func() bool {
+				return rpConsumers(t, e, "/admin/v2/persistent/"+ns+"/"+f[1]+"/stats", f[2]) == n
+			})
 		default:
 			t.Fatalf("admin action %q", action)
 		}
@@ -1077,6 +1085,9 @@ func dfSetup(t *testing.T) *dfEnv {
 			case "partitions":
 				n, _ := strconv.Atoi(f[2])
 				err = srv.Embedded().CreateTopic(topic, n)
+			case "consumers":
+				// Nothing to wait for: the embedded target has no proxy in front of its broker
+				// closing consumers asynchronously; its edge's session ends with its consumer.
 			default:
 				t.Fatalf("admin action %q", action)
 			}
@@ -1105,6 +1116,28 @@ func dfSetup(t *testing.T) *dfEnv {
 	}
 	rpAdminOK(t, e, http.MethodPost, "/admin/v2/namespaces/public/diff-noauto/autoTopicCreation", `{"allowAutoTopicCreation":false}`)
 	return env
+}
+
+// rpConsumers is the number of consumers of subscription sub in the topic stats at path, -1
+// when the stats do not have the subscription.
+func rpConsumers(t *testing.T, e rpEnv, path, sub string) int {
+	code, out := rpAdmin(t, e, http.MethodGet, path, "")
+	if code != http.StatusOK {
+		return -1
+	}
+	var stats struct {
+		Subscriptions map[string]struct {
+			Consumers []json.RawMessage `json:"consumers"`
+		} `json:"subscriptions"`
+	}
+	if json.Unmarshal([]byte(out), &stats) != nil {
+		return -1
+	}
+	s, ok := stats.Subscriptions[sub]
+	if !ok {
+		return -1
+	}
+	return len(s.Consumers)
 }
 
 // TestPulsarDifferential runs every flow against Pulsar's WebSocket service, its proxy, Sluice

@@ -47,13 +47,9 @@ func TestReceiverQueueMaxBytes(t *testing.T) {
 		b, c, topic := prefetchTopic(t)
 		const n, size = 40, 64 << 10
 		sendSized(t, mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), n, size)
-		cons := mustConsumer(t, c, pulsar.ConsumerOptions{
-			Topic: topic, SubscriptionName: "s",
-			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
-			ReceiverQueueSize:           1000,
-			ReceiverQueueMaxBytes:       bound,
-			MessageChannel:              make(chan pulsar.ConsumerMessage, n),
-		})
+		o := boundedOptions(topic, 1000, bound)
+		o.MessageChannel = make(chan pulsar.ConsumerMessage, n)
+		cons := mustConsumer(t, c, o)
 		expectSentAtMost(t, b, bound/size+1)
 		// Taken from the channel and released, each message makes room for one more.
 		const taken = 3
@@ -81,13 +77,9 @@ func TestReceiverQueueMaxBytes(t *testing.T) {
 		b, c, topic := prefetchTopic(t)
 		const n, size = 40, 64 << 10
 		sendSized(t, mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), n, size)
-		cons := mustConsumer(t, c, pulsar.ConsumerOptions{
-			Topic: topic, SubscriptionName: "s",
-			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
-			ReceiverQueueSize:           1000,
-			ReceiverQueueMaxBytes:       bound,
-			MessageChannel:              make(chan pulsar.ConsumerMessage, n),
-		})
+		o := boundedOptions(topic, 1000, bound)
+		o.MessageChannel = make(chan pulsar.ConsumerMessage, n)
+		cons := mustConsumer(t, c, o)
 		expectSentAtMost(t, b, bound/size+1)
 		testkit.WaitFor(t, 5*time.Second, "the bound's messages in the channel", func() bool { return len(cons.Chan()) >= bound/size })
 		if err := cons.SeekByTime(time.Unix(0, 0)); err != nil {
@@ -195,12 +187,17 @@ func prefetchTopic(t *testing.T) (*embedded.Broker, pulsar.Client, string) {
 // boundedConsumer subscribes from the earliest message with a receiver queue of queue
 // messages and maxBytes, delivering through the library's own channel as the edge does.
 func boundedConsumer(t *testing.T, c pulsar.Client, topic string, queue int, maxBytes int64) pulsar.Consumer {
-	return mustConsumer(t, c, pulsar.ConsumerOptions{
+	return mustConsumer(t, c, boundedOptions(topic, queue, maxBytes))
+}
+
+// boundedOptions are boundedConsumer's options: subscription "s" from the earliest message.
+func boundedOptions(topic string, queue int, maxBytes int64) pulsar.ConsumerOptions {
+	return pulsar.ConsumerOptions{
 		Topic: topic, SubscriptionName: "s",
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
 		ReceiverQueueSize:           queue,
 		ReceiverQueueMaxBytes:       maxBytes,
-	})
+	}
 }
 
 // sendSized sends n messages of size bytes, each starting with its index.

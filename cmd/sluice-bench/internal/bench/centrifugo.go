@@ -2,11 +2,7 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 )
 
@@ -50,21 +46,10 @@ func startCentrifugoTarget(ctx context.Context, f *fleet, binPath string) (*targ
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(centrifugoConfig(port))
-	if err != nil {
-		return nil, err
-	}
-	path := filepath.Join(f.dir, "centrifugo.json")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return nil, err
-	}
-	p, _, err := f.start(ctx, procSpec{name: "centrifugo", bin: bin, args: []string{"--config", path}})
-	if err != nil {
-		return nil, err
-	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	if err := waitHealthy(ctx, "http://"+addr+"/health"); err != nil {
-		return nil, fmt.Errorf("centrifugo: %w: %s", err, p.logTail())
+	p, err := startPeer(ctx, f, "centrifugo", bin, centrifugoConfig(port), "http://"+addr+"/health", "--config")
+	if err != nil {
+		return nil, err
 	}
 	return &target{name: "centrifugo", kind: "centrifugo",
 		note: "Centrifugo v6.9.1, memory broker, JSON protocol over WebSocket, client publish",

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 
@@ -99,20 +98,10 @@ func startNatsTarget(ctx context.Context, f *fleet, binPath string) (*target, er
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(natsConfig(f.dir, wsPort, httpPort))
+	health := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort)) + "/healthz"
+	p, err := startPeer(ctx, f, "nats", bin, natsConfig(f.dir, wsPort, httpPort), health, "-c")
 	if err != nil {
 		return nil, err
-	}
-	path := filepath.Join(f.dir, "nats.json")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return nil, err
-	}
-	p, _, err := f.start(ctx, procSpec{name: "nats", bin: bin, args: []string{"-c", path}})
-	if err != nil {
-		return nil, err
-	}
-	if err := waitHealthy(ctx, "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort))+"/healthz"); err != nil {
-		return nil, fmt.Errorf("nats: %w: %s", err, p.logTail())
 	}
 	url := "nats+ws://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(wsPort))
 	if err := createNatsStream(ctx, url); err != nil {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -50,4 +51,25 @@ func freePort() (int, error) {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startPeer writes config as name.json in the run's directory, starts bin with args (the
+// config file's path as the last), and waits until health answers 200.
+func startPeer(ctx context.Context, f *fleet, name, bin string, config any, health string, args ...string) (*proc, error) {
+	b, err := json.Marshal(config)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(f.dir, name+".json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, err
+	}
+	p, _, err := f.start(ctx, procSpec{name: name, bin: bin, args: append(args, path)})
+	if err != nil {
+		return nil, err
+	}
+	if err := waitHealthy(ctx, health); err != nil {
+		return nil, fmt.Errorf("%s: %w: %s", name, err, p.logTail())
+	}
+	return p, nil
 }

@@ -260,8 +260,19 @@ func (l *topicLog) put(id uint64, data []byte, e entry, now int64) {
 func (st *store) appendSlow(l *topicLog, id uint64, data []byte, e entry, now int64) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	// Eviction happens only under st.mu: l changes below only through our
-	// own reservations, which may evict l's oldest blocks too.
+	for {
+		if ok, done := st.makeRoomAndAppend(l, id, data, e, now); done {
+			return ok
+		}
+	}
+}
+
+// makeRoomAndAppend is one attempt of appendSlow, with st.mu held. Eviction
+// happens only under st.mu: l changes here only through our own
+// reservations, which may evict l's oldest blocks too, even all of them. When
+// that took the tail block the entry was to go in, it reports done false, and
+// the next attempt makes a new block.
+func (st *store) makeRoomAndAppend(l *topicLog, id uint64, data []byte, e entry, now int64) (ok, done bool) {
 	l.mu.Lock()
 	newBlock := 0
 	if len(l.blocks) == 0 || cap(l.tail().buf)-len(l.tail().buf) < len(data) {
@@ -271,13 +282,12 @@ func (st *store) appendSlow(l *topicLog, id uint64, data []byte, e entry, now in
 	var buf []byte
 	switch {
 	case newBlock == st.maxBlock:
-		var ok bool
 		if buf, ok = st.takeBlock(); !ok {
-			return false
+			return false, true
 		}
 	case newBlock > 0:
 		if !st.reserve(int64(newBlock)) {
-			return false
+			return false, true
 		}
 	}
 	l.mu.Lock()
@@ -289,7 +299,7 @@ func (st *store) appendSlow(l *topicLog, id uint64, data []byte, e entry, now in
 	ringBytes := int64((newRing - oldRing) * entrySize)
 	if !st.reserve(ringBytes) { // (may evict from l: l.mu is not held)
 		st.giveBack(buf, newBlock)
-		return false
+		return false, true
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -299,6 +309,9 @@ func (st *store) appendSlow(l *topicLog, id uint64, data []byte, e entry, now in
 		st.used.Add(-ringBytes)
 	case newRing != oldRing:
 		l.growRing(newRing)
+	}
+	if newBlock == 0 && (len(l.blocks) == 0 || cap(l.tail().buf)-len(l.tail().buf) < len(data)) {
+		return false, false // the ring's reservation evicted the tail block (and so all of l)
 	}
 	if newBlock > 0 {
 		if buf == nil {
@@ -315,7 +328,7 @@ func (st *store) appendSlow(l *topicLog, id uint64, data []byte, e entry, now in
 	if st.retentionSize > 0 {
 		st.trimToWindow(l)
 	}
-	return true
+	return true, true
 }
 
 // takeBlock returns a block of maxBlock bytes for an append: a spare one,

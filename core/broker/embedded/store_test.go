@@ -138,6 +138,34 @@ func TestStoreRandomized(t *testing.T) {
 	}
 }
 
+// TestStoreTinyEntries: entries so small that a log's ring of entry records
+// fills before its block does, in a store kept full. Growing the ring then
+// reserves memory, and the eviction that makes room may take the log's own
+// blocks, the tail block it was about to append to included.
+func TestStoreTinyEntries(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(60) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		s := newStoreLogs(Config{StoreLimit: 32 << 10}, 1+rng.IntN(4))
+		for range 3000 {
+			i := rng.IntN(len(s.logs))
+			switch r := rng.IntN(100); {
+			case r < 90:
+				s.append(i, 8+rng.IntN(40))
+			case r < 95: // a backlog appears at the end, or stays
+				if s.keep[i] == math.MaxUint64 {
+					s.keep[i] = s.next[i]
+				}
+				s.logs[i].setKeep(s.keep[i])
+			default: // the backlog is consumed
+				s.keep[i] = math.MaxUint64
+				s.logs[i].setKeep(math.MaxUint64)
+			}
+			s.check(t)
+		}
+	}
+}
+
 // evictable reports whether some block could be evicted (for tests).
 func (st *store) evictable() bool {
 	st.mu.Lock()

@@ -2,10 +2,10 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"runtime/debug"
-	"strconv"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/sluicehq/sluice/core/config"
@@ -47,23 +47,41 @@ const GCPercent = 400
 
 // raiseGCPercent sets GCPercent unless GOGC is set.
 func raiseGCPercent(log *slog.Logger) {
-	if os.Getenv("GOGC") != "" {
-		log.Info("Go collector target from GOGC", "gogc", os.Getenv("GOGC"))
-		return
+	if !gogcSet(log) {
+		debug.SetGCPercent(GCPercent)
 	}
-	debug.SetGCPercent(GCPercent)
+}
+
+// paceGC sets GCPercent, paced down to keep the heap within GCHeadroom of its live data,
+// unless GOGC is set.
+func paceGC(log *slog.Logger) {
+	if !gogcSet(log) {
+		startGCPacer(GCPercent, MinGCPercent, GCHeadroom)
+	}
+}
+
+// gogcSet reports (and logs) whether GOGC sets the collector's target.
+func gogcSet(log *slog.Logger) bool {
+	if os.Getenv("GOGC") == "" {
+		return false
+	}
+	log.Info("Go collector target from GOGC", "gogc", os.Getenv("GOGC"))
+	return true
 }
 
 // runtimeMemory is what `sluice serve` sets in the Go runtime for a budget, as text.
 type runtimeMemory struct {
 	limit string // the Go memory limit: a size, "GOMEMLIMIT=…" or "none"
-	gc    string // the collector's target: "400%", "GOGC=…", or "100%" without a limit
+	gc    string // the collector's target: gcTargetText, "GOGC=…", or "100%" without a limit
 	set   int64  // the limit to set, 0: none (GOMEMLIMIT's or no limit)
 }
 
+// gcTargetText is the paced collector target, as `sluice validate` and the log show it.
+var gcTargetText = fmt.Sprintf("%d%% (down to %d%% past %s of headroom)", GCPercent, MinGCPercent, config.Size(GCHeadroom))
+
 // runtimeMemoryOf is the Go memory limit and collector target for split: the budget's
-// GoLimit unless GOMEMLIMIT is set, and GCPercent once a limit bounds the heap, unless GOGC is
-// set. A budget with an unbounded pool sets no limit, and the collector keeps Go's default.
+// GoLimit unless GOMEMLIMIT is set, and GCPercent, paced, once a limit bounds the heap, unless
+// GOGC is set. A budget with an unbounded pool sets no limit, and the collector keeps Go's default.
 func runtimeMemoryOf(split config.MemorySplit) runtimeMemory {
 	rt := runtimeMemory{limit: "none", gc: "100%"}
 	switch {
@@ -74,7 +92,7 @@ func runtimeMemoryOf(split config.MemorySplit) runtimeMemory {
 	default:
 		return rt
 	}
-	rt.gc = strconv.Itoa(GCPercent) + "%"
+	rt.gc = gcTargetText
 	if g := os.Getenv("GOGC"); g != "" {
 		rt.gc = "GOGC=" + g
 	}
@@ -97,7 +115,7 @@ func setRuntimeMemoryLimit(cfg *config.Config, cgroupErr error, log *slog.Logger
 		debug.SetMemoryLimit(rt.set)
 	}
 	if rt.limit != "none" {
-		raiseGCPercent(log)
+		paceGC(log)
 	}
 	args := []any{"limit", split.Limit.String(), "from", split.From,
 		"producer_limit", split.Producer.String(), "consumer_limit", split.Consumer.String(), "session_limit", split.Session.String()}

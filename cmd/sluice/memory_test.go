@@ -10,7 +10,7 @@ import (
 )
 
 // TestRuntimeMemoryOf: the Go memory limit is the budget less config.ImageReserve, with the
-// collector at GCPercent; GOMEMLIMIT and GOGC win; an unbounded pool sets no limit.
+// collector at GCPercent, paced; GOMEMLIMIT and GOGC win; an unbounded pool sets no limit.
 func TestRuntimeMemoryOf(t *testing.T) {
 	load := func(yaml string) config.MemorySplit {
 		cfg, err := config.Load(context.Background(), config.LoadOptions{YAML: []byte(yaml)})
@@ -23,9 +23,9 @@ func TestRuntimeMemoryOf(t *testing.T) {
 		yaml, gomemlimit, gogc string
 		want                   runtimeMemory
 	}{
-		"embedded: the default budget": {"", "", "", runtimeMemory{limit: "736MiB", gc: "400%", set: 736 << 20}},
-		"remote broker":                {"broker: { url: pulsar://pulsar:6650 }\n", "", "", runtimeMemory{limit: "480MiB", gc: "400%", set: 480 << 20}},
-		"memory.limit":                 {"memory: { limit: 160MiB }\n", "", "", runtimeMemory{limit: "128MiB", gc: "400%", set: 128 << 20}},
+		"embedded: the default budget": {"", "", "", runtimeMemory{limit: "736MiB", gc: gcTargetText, set: 736 << 20}},
+		"remote broker":                {"broker: { url: pulsar://pulsar:6650 }\n", "", "", runtimeMemory{limit: "480MiB", gc: gcTargetText, set: 480 << 20}},
+		"memory.limit":                 {"memory: { limit: 160MiB }\n", "", "", runtimeMemory{limit: "128MiB", gc: gcTargetText, set: 128 << 20}},
 		"GOMEMLIMIT and GOGC win":      {"", "1GiB", "200", runtimeMemory{limit: "GOMEMLIMIT=1GiB", gc: "GOGC=200"}},
 		"an unbounded pool: no limit":  {"memory: { producer_limit: 0 }\n", "", "", runtimeMemory{limit: "none", gc: "100%"}},
 	} {

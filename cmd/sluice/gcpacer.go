@@ -81,5 +81,9 @@ func gcPercentFor(scanned, headroom uint64, minPercent, maxPercent int) int {
 	if scanned == 0 {
 		return maxPercent
 	}
-	return int(min(max(headroom*100/scanned, uint64(minPercent)), uint64(maxPercent)))
+	percent := headroom * 100 / scanned
+	if percent >= uint64(maxPercent) { //nolint:gosec // G115: a percentage, positive
+		return maxPercent
+	}
+	return max(int(percent), minPercent) //nolint:gosec // G115: below maxPercent, an int
 }

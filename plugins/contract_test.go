@@ -126,7 +126,7 @@ func (ended) OpenConsumer(context.Context, strategy.ConsumerRequest) (strategy.C
 // awaitEnded polls the plugin's counters until they reach factories and closes.
 func awaitEnded(t *testing.T, s strategy.Strategy, factories int, closes int64) {
 	t.Helper()
-	testkit.WaitFor(t, 5*time.Second, fmt.Sprintf("in the plugin %d factories and %d closes seeing their ctx end", factories, closes), func() bool {
+	testkit.WaitFor(t, 20*time.Second, fmt.Sprintf("in the plugin %d factories and %d closes seeing their ctx end", factories, closes), func() bool {
 		d, err := s.OpenProducer(context.Background(), strategy.ProducerRequest{})
 		if err != nil {
 			t.Fatalf("ended: %v", err)
@@ -215,7 +215,7 @@ func TestContextThroughPlugin(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("late factory with a 200ms deadline = %v, want context.DeadlineExceeded", err)
 	}
-	testkit.WaitFor(t, 5*time.Second, "the plugin closing the strategy created for a caller that gave up", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the plugin closing the strategy created for a caller that gave up", func() bool {
 		d, err := counters.OpenConsumer(context.Background(), strategy.ConsumerRequest{})
 		if err != nil {
 			t.Fatal(err)

@@ -323,7 +323,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	t.Parallel()
 	p := startProcess(t, shutdownConfig(t, "shutdown: { grace_period: 30s }\n"))
 	p.signal(t, syscall.SIGTERM)
-	testkit.WaitFor(t, 5*time.Second, "draining", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "draining", func() bool {
 		code, _, _ := get(p.admin, "/readyz")
 		return code == http.StatusServiceUnavailable
 	})
@@ -447,7 +447,7 @@ func TestSIGUSR2LameDuck(t *testing.T) {
 			}
 		}()
 	}
-	testkit.WaitFor(t, 5*time.Second, "every session open", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "every session open", func() bool {
 		_, body, _ := get(p.admin, "/sessions")
 		return strings.Contains(body, `"total": 4`)
 	})

@@ -335,7 +335,7 @@ func TestJWKSUnavailableFailsClosed(t *testing.T) {
 		cancel()
 		<-done
 	}()
-	testkit.WaitFor(t, 5*time.Second, "Run to fetch the keys once the provider is back", func() bool { return a.KeysErr() == nil })
+	testkit.WaitFor(t, 20*time.Second, "Run to fetch the keys once the provider is back", func() bool { return a.KeysErr() == nil })
 	wantRole(t, a, k.token(t, "alice"), "alice")
 }
 

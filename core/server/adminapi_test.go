@@ -335,7 +335,7 @@ func TestAdminTLSHandshakeErrorsRateLimited(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 	var lines int
-	edgetest.WaitFor(t, 5*time.Second, "a handshake error logged", func() bool {
+	edgetest.WaitFor(t, 20*time.Second, "a handshake error logged", func() bool {
 		lines = strings.Count(logs.String(), "TLS handshake error")
 		return lines > 0
 	})

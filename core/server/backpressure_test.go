@@ -108,7 +108,7 @@ routes:
 		t.Fatalf("%d messages acked, want %d", len(seen), n)
 	}
 	t.Logf("%d accepted, %d rejected", n-rejected, rejected)
-	edgetest.WaitFor(t, 5*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
+	edgetest.WaitFor(t, 20*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
 }
 
 // Under pause, the session stops reading its socket at the limit: the client's writes block,
@@ -180,7 +180,7 @@ routes:
 	if got != n {
 		t.Fatalf("%d acks, want %d", got, n)
 	}
-	edgetest.WaitFor(t, 5*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
+	edgetest.WaitFor(t, 20*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
 }
 
 // A client's maxPendingMessages goes through the route's client_params policy.

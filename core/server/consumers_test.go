@@ -249,7 +249,7 @@ routes:
 		}
 	}
 	edgetest.WaitFor(t, 20*time.Second, "same-route consumer received every message", func() bool { return sameRoute.count() >= slowMsgs })
-	edgetest.WaitFor(t, 5*time.Second, "consumer pool drained", func() bool { return srv.ConsumerPool().Snapshot().Edge.Used == 0 })
+	edgetest.WaitFor(t, 20*time.Second, "consumer pool drained", func() bool { return srv.ConsumerPool().Snapshot().Edge.Used == 0 })
 }
 
 // By default each consumer session gets a sixteenth of the consumer pool: a slow consumer

@@ -219,7 +219,7 @@ func TestHeaderLimits(t *testing.T) {
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("an unfinished handshake stayed %s, want it cut after handshake_timeout", took)
 	}
-	edgetest.WaitFor(t, 5*time.Second, "both counted", func() bool { return srv.EdgeStats().Connections.Incomplete >= 2 })
+	edgetest.WaitFor(t, 20*time.Second, "both counted", func() bool { return srv.EdgeStats().Connections.Incomplete >= 2 })
 	if status, _ := handshake(t, websocket.DefaultDialer, "ws://"+addr+producerPath+"hdr", nil); status != 101 {
 		t.Errorf("a normal handshake: %d", status)
 	}

@@ -64,7 +64,7 @@ func TestHalfOpenConnectionsCounted(t *testing.T) {
 			srv, addr := edgetest.Listen(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 2s }\n"+tc.yaml)
 			start := time.Now()
 			held := []net.Conn{silent(t, addr, nil), silent(t, addr, nil), silent(t, addr, nil)}
-			edgetest.WaitFor(t, 5*time.Second, "the 3 silent connections counted", func() bool { return srv.EdgeStats().Connections.Open == 3 })
+			edgetest.WaitFor(t, 20*time.Second, "the 3 silent connections counted", func() bool { return srv.EdgeStats().Connections.Open == 3 })
 			// The fourth is answered and closed at once, well before the handshake deadline.
 			fourth := silent(t, addr, nil)
 			took, answer := closedWithin(t, fourth, time.Now(), time.Second)
@@ -90,7 +90,7 @@ func TestHalfOpenConnectionsCounted(t *testing.T) {
 					t.Errorf("a silent connection was closed after %s, before the 2s deadline", took)
 				}
 			}
-			edgetest.WaitFor(t, 5*time.Second, "no connection counted once the silent ones were closed", func() bool { return srv.EdgeStats().Connections.Open == 0 })
+			edgetest.WaitFor(t, 20*time.Second, "no connection counted once the silent ones were closed", func() bool { return srv.EdgeStats().Connections.Open == 0 })
 		})
 	}
 }

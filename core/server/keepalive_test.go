@@ -101,10 +101,10 @@ func TestDeadPeerClosedByPongTimeout(t *testing.T) {
 			held := srv.SessionPool().Snapshot().Edge.Used
 			start := time.Now()
 			_, br := rawUpgrade(t, addr, topic+"-dead", nil)
-			edgetest.WaitFor(t, 5*time.Second, "the dead peer's session charged", func() bool {
+			edgetest.WaitFor(t, 20*time.Second, "the dead peer's session charged", func() bool {
 				return srv.SessionPool().Snapshot().Edge.Used > held
 			})
-			edgetest.WaitFor(t, 5*time.Second, "the dead peer's session closed", func() bool {
+			edgetest.WaitFor(t, 20*time.Second, "the dead peer's session closed", func() bool {
 				return srv.SessionPool().Snapshot().Edge.Used == held
 			})
 			// ping_interval + pong_timeout, plus a tick of the keepalive and scheduling.

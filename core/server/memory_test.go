@@ -390,7 +390,7 @@ func TestSessionPoolFullRefuses503(t *testing.T) {
 		t.Fatalf("ack on the open session: %s %v", msg, err)
 	}
 	_ = first.Close()
-	edgetest.WaitFor(t, 5*time.Second, "a closed session's memory admits the next", func() bool {
+	edgetest.WaitFor(t, 20*time.Second, "a closed session's memory admits the next", func() bool {
 		c, _, err := websocket.DefaultDialer.Dial(fmt.Sprintf("%s/ws/v2/producer/persistent/public/default/pool-full-%d", base, refusedAt), nil)
 		if err != nil {
 			return false

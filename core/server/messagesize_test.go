@@ -177,7 +177,7 @@ func TestLargeFrameBufferCharged(t *testing.T) {
 	srv, base := edgetest.Start(t, "memory: { session_limit: 100KiB }\n")
 	p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/frame-charge")
 	idle := session.ProducerSessionCost(128)
-	edgetest.WaitFor(t, 5*time.Second, "the session charged", func() bool {
+	edgetest.WaitFor(t, 20*time.Second, "the session charged", func() bool {
 		return srv.SessionPool().Snapshot().Edge.Used == idle
 	})
 	acks := publishPayloadsOn(t, p, randomBytes(t, 200<<10), []byte("small"))

@@ -816,10 +816,10 @@ func TestConnectionMetrics(t *testing.T) {
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, _ = io.Copy(io.Discard, c) // the server answers 400 and closes
 	_ = c.Close()
-	edgetest.WaitFor(t, 5*time.Second, "the malformed connection counted", func() bool {
+	edgetest.WaitFor(t, 20*time.Second, "the malformed connection counted", func() bool {
 		return metric(scrape(t, ah), "sluice_connections_incomplete_total") == 1
 	})
-	edgetest.WaitFor(t, 5*time.Second, "the refused connections closed", func() bool {
+	edgetest.WaitFor(t, 20*time.Second, "the refused connections closed", func() bool {
 		return metric(scrape(t, ah), "sluice_connections_open") == 1
 	})
 	b := edgetest.Dial(t, url+"?producerName=b")
@@ -849,7 +849,7 @@ func TestConnectionMetrics(t *testing.T) {
 	}
 	_ = a.Close()
 	_ = b.Close()
-	edgetest.WaitFor(t, 5*time.Second, "sluice_connections_open 0 once the sessions closed", func() bool {
+	edgetest.WaitFor(t, 20*time.Second, "sluice_connections_open 0 once the sessions closed", func() bool {
 		return metric(scrape(t, ah), "sluice_connections_open") == 0
 	})
 }

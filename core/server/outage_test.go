@@ -49,7 +49,7 @@ func TestFastRefusalDuringOutage(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	edgetest.WaitFor(t, 5*time.Second, "the outage seen", func() bool { return srv.BrokerHealth().Err() != nil })
+	edgetest.WaitFor(t, 20*time.Second, "the outage seen", func() bool { return srv.BrokerHealth().Err() != nil })
 	start := time.Now()
 	status, body := handshake(t, websocket.DefaultDialer, path, nil)
 	took := time.Since(start)

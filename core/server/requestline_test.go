@@ -73,7 +73,7 @@ func refusalLines(t *testing.T, logs string) []map[string]any {
 func checkRefusalLogged(t *testing.T, logs *testkit.SyncBuffer, remote string) {
 	t.Helper()
 	var lines []map[string]any
-	edgetest.WaitFor(t, 5*time.Second, "the refusal logged", func() bool {
+	edgetest.WaitFor(t, 20*time.Second, "the refusal logged", func() bool {
 		lines = refusalLines(t, logs.String())
 		return len(lines) > 0
 	})
@@ -208,7 +208,7 @@ func TestGuardRefusalsLogged(t *testing.T) {
 		t.Fatalf("foreign origin: %d, want 403", status)
 	}
 	// The refused connection counts against the address until it is closed.
-	edgetest.WaitFor(t, 5*time.Second, "the refused connection closed", func() bool { return srv.EdgeStats().Connections.Open == 0 })
+	edgetest.WaitFor(t, 20*time.Second, "the refused connection closed", func() bool { return srv.EdgeStats().Connections.Open == 0 })
 	kept := dialKept(t, websocket.DefaultDialer, base+producerPath+"guard-1", nil)
 	defer kept.Close()
 	if status, _ := handshake(t, websocket.DefaultDialer, base+producerPath+"guard-2", nil); status != 503 {
@@ -216,11 +216,11 @@ func TestGuardRefusalsLogged(t *testing.T) {
 	}
 	// That one was refused at accept, before it took a rate token: the next takes the third.
 	_ = kept.Close()
-	edgetest.WaitFor(t, 5*time.Second, "the session closed", func() bool { return srv.EdgeStats().Connections.Open == 0 })
+	edgetest.WaitFor(t, 20*time.Second, "the session closed", func() bool { return srv.EdgeStats().Connections.Open == 0 })
 	if status, _ := handshake(t, websocket.DefaultDialer, base+producerPath+"guard-4", nil); status != 101 {
 		t.Fatalf("third handshake of a burst of 3: %d, want 101", status)
 	}
-	edgetest.WaitFor(t, 5*time.Second, "the session closed", func() bool { return srv.EdgeStats().Connections.Open == 0 })
+	edgetest.WaitFor(t, 20*time.Second, "the session closed", func() bool { return srv.EdgeStats().Connections.Open == 0 })
 	if status, _ := handshake(t, websocket.DefaultDialer, base+producerPath+"guard-5", nil); status != 429 {
 		t.Fatalf("fourth handshake of a burst of 3: %d, want 429", status)
 	}
@@ -230,7 +230,7 @@ func TestGuardRefusalsLogged(t *testing.T) {
 		429: "limits.handshake_rate",
 	}
 	var lines []map[string]any
-	edgetest.WaitFor(t, 5*time.Second, "three refusals logged", func() bool {
+	edgetest.WaitFor(t, 20*time.Second, "three refusals logged", func() bool {
 		lines = refusalLines(t, logs.String())
 		return len(lines) >= 3
 	})

@@ -93,7 +93,7 @@ func TestPartitionsCharged(t *testing.T) {
 			t.Errorf("%s: charged %d, want %d", path, got, want)
 		}
 		_ = c.Close()
-		edgetest.WaitFor(t, 5*time.Second, "the charge released", func() bool { return pool.Snapshot().Edge.Used == before })
+		edgetest.WaitFor(t, 20*time.Second, "the charge released", func() bool { return pool.Snapshot().Edge.Used == before })
 	}
 }
 

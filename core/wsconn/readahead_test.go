@@ -90,7 +90,7 @@ func TestReadaheadBurst(t *testing.T) {
 		}
 		waiting := make(chan error, 1)
 		go func() { _, _, err := c.ReadInto(nil, nil); waiting <- err }()
-		testkit.WaitFor(t, 5*time.Second, "the reader waiting", func() bool { return !c.ReadingSince().IsZero() })
+		testkit.WaitFor(t, 20*time.Second, "the reader waiting", func() bool { return !c.ReadingSince().IsZero() })
 		if held(c) {
 			t.Error("an idle connection holds a readahead buffer")
 		}

@@ -42,7 +42,7 @@ func TestGroupedAcksLeaveWhileOpen(t *testing.T) {
 				}
 			}
 		}
-		testkit.WaitFor(t, 5*time.Second, fmt.Sprintf("the backlog acknowledged (cumulative %v)", cumulative), func() bool {
+		testkit.WaitFor(t, 20*time.Second, fmt.Sprintf("the backlog acknowledged (cumulative %v)", cumulative), func() bool {
 			n, err := b.Backlog(topic, "s")
 			return err == nil && n == 0
 		})
@@ -56,7 +56,7 @@ func TestGroupedAcksLeaveWhileOpen(t *testing.T) {
 		if err := cons.Ack(m); err != nil {
 			t.Fatal(err)
 		}
-		testkit.WaitFor(t, 5*time.Second, "the later message acknowledged", func() bool {
+		testkit.WaitFor(t, 20*time.Second, "the later message acknowledged", func() bool {
 			n, err := b.Backlog(topic, "s")
 			return err == nil && n == 0
 		})

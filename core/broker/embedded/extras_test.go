@@ -54,7 +54,7 @@ func TestDeadLetterTopic(t *testing.T) {
 	if string(m.Payload()) != "m-0" {
 		t.Fatalf("dead letter %q", m.Payload())
 	}
-	testkit.WaitFor(t, 5*time.Second, "original backlog 0", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "original backlog 0", func() bool {
 		n, err := b.Backlog(topic, "s")
 		return err == nil && n == 0
 	})

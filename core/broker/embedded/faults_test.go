@@ -102,7 +102,7 @@ func TestClientLimitsWhileReceiptsHeld(t *testing.T) {
 			}
 			full++
 		}
-		testkit.WaitFor(t, 5*time.Second, "5 receipts held", func() bool { return b.Stats().ReceiptsQueued == 5 })
+		testkit.WaitFor(t, 20*time.Second, "5 receipts held", func() bool { return b.Stats().ReceiptsQueued == 5 })
 		b.Faults().ReleaseReceipts()
 		for range 5 {
 			if err := <-results; err != nil {

@@ -81,7 +81,7 @@ func testConnectInProcess(t *testing.T, listen string) {
 	p.Close()
 	cons.Close()
 	c.Close()
-	testkit.WaitFor(t, 5*time.Second, "the in-process connection to close", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the in-process connection to close", func() bool {
 		return b.Stats().ConnectionsInProcess == 0
 	})
 	if err := b.Close(); err != nil {

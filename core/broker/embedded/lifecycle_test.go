@@ -118,7 +118,7 @@ func TestKeepAliveWithRealClient(t *testing.T) {
 	sendN(t, p, 1, nil)
 	p.Close()
 	c.Close()
-	testkit.WaitFor(t, 5*time.Second, "no open connections", func() bool { return b.Stats().ConnectionsOpen == 0 })
+	testkit.WaitFor(t, 20*time.Second, "no open connections", func() bool { return b.Stats().ConnectionsOpen == 0 })
 }
 
 func TestReaderSeek(t *testing.T) {

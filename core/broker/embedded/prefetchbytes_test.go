@@ -81,7 +81,7 @@ func TestReceiverQueueMaxBytes(t *testing.T) {
 		o.MessageChannel = make(chan pulsar.ConsumerMessage, n)
 		cons := mustConsumer(t, c, o)
 		expectSentAtMost(t, b, bound/size+1)
-		testkit.WaitFor(t, 5*time.Second, "the bound's messages in the channel", func() bool { return len(cons.Chan()) >= bound/size })
+		testkit.WaitFor(t, 20*time.Second, "the bound's messages in the channel", func() bool { return len(cons.Chan()) >= bound/size })
 		if err := cons.SeekByTime(time.Unix(0, 0)); err != nil {
 			t.Fatalf("seek: %v", err)
 		}
@@ -135,7 +135,7 @@ func TestReceiverQueueMaxBytes(t *testing.T) {
 		cons := boundedConsumer(t, c, topic, queue, bound)
 		receiveInOrder(t, cons, 1, size)
 		// The bound leaves room for a whole queue: the library asks for it without waiting.
-		testkit.WaitFor(t, 5*time.Second, "a queue of small messages prefetched", func() bool { return sent(b) >= queue })
+		testkit.WaitFor(t, 20*time.Second, "a queue of small messages prefetched", func() bool { return sent(b) >= queue })
 		expectSentAtMost(t, b, 1+queue)
 		receiveInOrderFrom(t, cons, 1, n, size)
 	})
@@ -230,7 +230,7 @@ func sent(b *embedded.Broker) uint64 { return b.Stats().CommandsSent["MESSAGE"] 
 // no more than most for a while.
 func expectSentAtMost(t *testing.T, b *embedded.Broker, most uint64) {
 	t.Helper()
-	testkit.WaitFor(t, 5*time.Second, "a first message sent", func() bool { return sent(b) > 0 })
+	testkit.WaitFor(t, 20*time.Second, "a first message sent", func() bool { return sent(b) > 0 })
 	deadline := time.Now().Add(500 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		if got := sent(b); got > most {

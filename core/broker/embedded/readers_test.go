@@ -134,7 +134,7 @@ func TestPartitionedRoundTrip(t *testing.T) {
 	if subs := b.Subscriptions(topic); len(subs) != 1 {
 		t.Fatalf("subscriptions: %v", subs)
 	}
-	testkit.WaitFor(t, 5*time.Second, "backlog 0", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "backlog 0", func() bool {
 		n, err := b.Backlog(topic, "s")
 		return err == nil && n == 0
 	})
@@ -230,7 +230,7 @@ func TestNonPersistent(t *testing.T) {
 	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	sendN(t, p, 3, nil) // nobody listening: gone
 	cons := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
-	testkit.WaitFor(t, 5*time.Second, "the consumer's first FLOW at the broker", func() bool { return b.Stats().CommandsReceived["FLOW"] > 0 })
+	testkit.WaitFor(t, 20*time.Second, "the consumer's first FLOW at the broker", func() bool { return b.Stats().CommandsReceived["FLOW"] > 0 })
 	sendN(t, p, 3, nil)
 	got := receiveN(t, cons, 3, 5*time.Second, true)
 	if s := string(got[0].Payload()); s != "m-0" {

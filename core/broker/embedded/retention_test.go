@@ -251,7 +251,7 @@ func TestStoreRetentionWindowClient(t *testing.T) {
 		t.Fatalf("%d bytes retained past a 64 KiB window", info.RetainedBytes)
 	}
 	// The retention time empties the free topic; the backlog stays.
-	testkit.WaitFor(t, 5*time.Second, "retention time", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "retention time", func() bool {
 		info, err := b.TopicInfo(free)
 		return err == nil && info.RetainedBytes < 4<<10
 	})

@@ -39,7 +39,7 @@ func TestRoundTrip(t *testing.T) {
 					t.Fatalf("message %d: got %q, want %q", i, got, want)
 				}
 			}
-			testkit.WaitFor(t, 5*time.Second, "backlog 0", func() bool {
+			testkit.WaitFor(t, 20*time.Second, "backlog 0", func() bool {
 				n, err := b.Backlog(topic, "s")
 				return err == nil && n == 0
 			})

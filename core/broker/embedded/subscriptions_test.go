@@ -161,7 +161,7 @@ func TestNackRedelivery(t *testing.T) {
 			t.Fatalf("redelivery count %d, want 2", m.RedeliveryCount())
 		}
 	}
-	testkit.WaitFor(t, 5*time.Second, "backlog 0", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "backlog 0", func() bool {
 		n, err := b.Backlog(topic, "s")
 		return err == nil && n == 0
 	})
@@ -222,7 +222,7 @@ func TestBatchIndexAck(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testkit.WaitFor(t, 5*time.Second, "backlog 2", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "backlog 2", func() bool {
 		n, _ := b.Backlog(topic, "s")
 		return n == 2
 	})
@@ -233,7 +233,7 @@ func TestBatchIndexAck(t *testing.T) {
 	if got := string(again[0].Payload()); got != "m-2" {
 		t.Fatalf("redelivered %q first, want m-2 (acked indexes skipped)", got)
 	}
-	testkit.WaitFor(t, 5*time.Second, "backlog 0", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "backlog 0", func() bool {
 		n, _ := b.Backlog(topic, "s")
 		return n == 0
 	})

@@ -273,7 +273,7 @@ func TestListenerTLS(t *testing.T) {
 		return strings.Contains(log, "http: TLS handshake error from 127.0.0.1:") &&
 			strings.Contains(log, "client sent an HTTP request to an HTTPS server")
 	}
-	testkit.WaitFor(t, 5*time.Second, "the handshake error logged", logged)
+	testkit.WaitFor(t, 20*time.Second, "the handshake error logged", logged)
 }
 
 // chunkConn is a connection whose reads return data in pieces of the given sizes and whose

@@ -104,38 +104,13 @@ func (s *storeLogs) check(t *testing.T) {
 
 func TestStoreRandomized(t *testing.T) {
 	t.Parallel()
-	for seed := range uint64(20) {
-		rng := rand.New(rand.NewPCG(seed, 1))
-		s := newStoreLogs(Config{StoreLimit: 256 << 10}, 1+rng.IntN(5))
-		for range 5000 {
-			i := rng.IntN(len(s.logs))
-			switch r := rng.IntN(100); {
-			case r < 80:
-				size := 8 + rng.IntN(3000)
-				if rng.IntN(50) == 0 {
-					size = 20 << 10 // larger than a block of this store
-				}
-				ok := s.append(i, size)
-				if !ok {
-					// Refused: then nothing could be evicted.
-					if s.st.evictable() {
-						t.Fatalf("seed %d: append refused with evictable blocks", seed)
-					}
-				}
-			case r < 90: // a backlog appears at the end, or grows
-				k := s.next[i]
-				if s.keep[i] != math.MaxUint64 {
-					k = s.keep[i]
-				}
-				s.keep[i] = k
-				s.logs[i].setKeep(k)
-			default: // the backlog is consumed
-				s.keep[i] = math.MaxUint64
-				s.logs[i].setKeep(math.MaxUint64)
+	storeWorkload{seeds: 20, logs: 5, steps: 5000, cfg: Config{StoreLimit: 256 << 10}, appends: 80,
+		size: func(rng *rand.Rand) int {
+			if rng.IntN(50) == 0 {
+				return 20 << 10 // larger than a block of this store
 			}
-			s.check(t)
-		}
-	}
+			return 8 + rng.IntN(3000)
+		}}.run(t)
 }
 
 // TestStoreTinyEntries: entries so small that a log's ring of entry records
@@ -144,20 +119,42 @@ func TestStoreRandomized(t *testing.T) {
 // blocks, the tail block it was about to append to included.
 func TestStoreTinyEntries(t *testing.T) {
 	t.Parallel()
-	for seed := range uint64(60) {
+	storeWorkload{seeds: 60, logs: 4, steps: 3000, cfg: Config{StoreLimit: 32 << 10}, appends: 90,
+		size: func(rng *rand.Rand) int { return 8 + rng.IntN(40) }}.run(t)
+}
+
+// storeWorkload is random operations on logs sharing a store: appends of entries of size(rng)
+// bytes (appends percent of them), and in equal parts a backlog appearing at a log's end (or
+// staying) and a backlog consumed.
+type storeWorkload struct {
+	seeds       uint64
+	logs, steps int // up to logs logs
+	cfg         Config
+	appends     int
+	size        func(*rand.Rand) int
+}
+
+// run runs the workload once per seed. It checks the store after each operation, and that an
+// append is refused only when nothing can be evicted.
+func (w storeWorkload) run(t *testing.T) {
+	t.Helper()
+	keeps := w.appends + (100-w.appends)/2
+	for seed := range w.seeds {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		s := newStoreLogs(Config{StoreLimit: 32 << 10}, 1+rng.IntN(4))
-		for range 3000 {
+		s := newStoreLogs(w.cfg, 1+rng.IntN(w.logs))
+		for range w.steps {
 			i := rng.IntN(len(s.logs))
 			switch r := rng.IntN(100); {
-			case r < 90:
-				s.append(i, 8+rng.IntN(40))
-			case r < 95: // a backlog appears at the end, or stays
+			case r < w.appends:
+				if !s.append(i, w.size(rng)) && s.st.evictable() {
+					t.Fatalf("seed %d: append refused with evictable blocks", seed)
+				}
+			case r < keeps:
 				if s.keep[i] == math.MaxUint64 {
 					s.keep[i] = s.next[i]
 				}
 				s.logs[i].setKeep(s.keep[i])
-			default: // the backlog is consumed
+			default:
 				s.keep[i] = math.MaxUint64
 				s.logs[i].setKeep(math.MaxUint64)
 			}

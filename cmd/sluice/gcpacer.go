@@ -27,7 +27,7 @@ const MinGCPercent = 50
 const gcScanned = "/gc/scan/total:bytes"
 
 // gcPacer sets the collector's target after every collection: GCPercent, or lower when
-// GCPercent would let the heap grow more than GCHeadroom beyond what is live.
+// GCPercent would let the heap grow more than GCHeadroom beyond what the collector scans.
 type gcPacer struct {
 	max, min int    // the targets' bounds, in percent
 	headroom uint64 // GCHeadroom

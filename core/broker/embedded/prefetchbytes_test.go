@@ -44,13 +44,8 @@ func TestReceiverQueueMaxBytes(t *testing.T) {
 	// worth and the bound's again.
 	t.Run("channel", func(t *testing.T) {
 		t.Parallel()
-		b, c, topic := prefetchTopic(t)
 		const n, size = 40, 64 << 10
-		sendSized(t, mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), n, size)
-		o := boundedOptions(topic, 1000, bound)
-		o.MessageChannel = make(chan pulsar.ConsumerMessage, n)
-		cons := mustConsumer(t, c, o)
-		expectSentAtMost(t, b, bound/size+1)
+		b, cons := channelConsumer(t, n, size, bound)
 		// Taken from the channel and released, each message makes room for one more.
 		const taken = 3
 		for i := range taken {
@@ -74,13 +69,8 @@ func TestReceiverQueueMaxBytes(t *testing.T) {
 	// from the new position. Left counted, they would fill the bound and stop it.
 	t.Run("seek", func(t *testing.T) {
 		t.Parallel()
-		b, c, topic := prefetchTopic(t)
 		const n, size = 40, 64 << 10
-		sendSized(t, mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), n, size)
-		o := boundedOptions(topic, 1000, bound)
-		o.MessageChannel = make(chan pulsar.ConsumerMessage, n)
-		cons := mustConsumer(t, c, o)
-		expectSentAtMost(t, b, bound/size+1)
+		_, cons := channelConsumer(t, n, size, bound)
 		testkit.WaitFor(t, 20*time.Second, "the bound's messages in the channel", func() bool { return len(cons.Chan()) >= bound/size })
 		if err := cons.SeekByTime(time.Unix(0, 0)); err != nil {
 			t.Fatalf("seek: %v", err)
@@ -175,6 +165,20 @@ func TestReceiverQueueMaxBytes(t *testing.T) {
 			t.Fatalf("broker sent %d entries, want %d", got, n/10)
 		}
 	})
+}
+
+// channelConsumer publishes n messages of size bytes on a new topic and reads them through a
+// consumer bounded to maxBytes whose channel holds all n: the broker sends the bound's worth
+// at most, until the application takes some.
+func channelConsumer(t *testing.T, n, size int, maxBytes int64) (*embedded.Broker, pulsar.Consumer) {
+	t.Helper()
+	b, c, topic := prefetchTopic(t)
+	sendSized(t, mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), n, size)
+	o := boundedOptions(topic, 1000, maxBytes)
+	o.MessageChannel = make(chan pulsar.ConsumerMessage, n)
+	cons := mustConsumer(t, c, o)
+	expectSentAtMost(t, b, uint64(maxBytes)/uint64(size)+1)
+	return b, cons
 }
 
 // prefetchTopic starts a broker of its own (its MESSAGE count is the test's), a client and a

@@ -5,15 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/gorilla/websocket"
-
-	"github.com/sluicehq/sluice/cmd/sluice-bench/internal/bench/loadgen"
 )
 
 // centrifugoFake speaks the server side of Centrifugo's bidirectional JSON protocol as far as
@@ -83,15 +79,7 @@ func (f *centrifugoFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestCentrifugoProducers(t *testing.T) {
 	t.Parallel()
 	fake := &centrifugoFake{size: 1024}
-	hs := httptest.NewServer(fake)
-	t.Cleanup(hs.Close)
-	res, err := loadgen.RunProducers(t.Context(), loadgen.ProducerConfig{
-		Target: "centrifugo://" + strings.TrimPrefix(hs.URL, "http://"), Topic: "ch", TopicPerConnection: true,
-		Connections: 2, Window: 8, Duration: 500 * time.Millisecond, Drain: 5 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runAgainstFake(t, "centrifugo", "ch", fake)
 	checkAllAcked(t, res)
 	if bad := fake.bad.Load(); bad != nil {
 		t.Errorf("the fake server saw %s", bad)

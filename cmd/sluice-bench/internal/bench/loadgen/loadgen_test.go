@@ -73,6 +73,22 @@ func topicName(t *testing.T) string {
 	return "loadgen-" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + time.Now().Format("150405.000000")
 }
 
+// runAgainstFake runs a short producer load (2 connections × window 8, a topic each, named
+// after topic) with the scheme's load generator against a fake peer server.
+func runAgainstFake(t *testing.T, scheme, topic string, fake http.Handler) *loadgen.ProducerResult {
+	t.Helper()
+	hs := httptest.NewServer(fake)
+	t.Cleanup(hs.Close)
+	res, err := loadgen.RunProducers(t.Context(), loadgen.ProducerConfig{
+		Target: scheme + "://" + strings.TrimPrefix(hs.URL, "http://"), Topic: topic, TopicPerConnection: true,
+		Connections: 2, Window: 8, Duration: 500 * time.Millisecond, Drain: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // checkAllAcked fails unless every message sent got exactly one ok ack.
 func checkAllAcked(t *testing.T, res *loadgen.ProducerResult) {
 	t.Helper()

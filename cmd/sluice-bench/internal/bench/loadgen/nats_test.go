@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -110,15 +108,7 @@ func (f *natsFake) pub(args, rest []byte) (reply, after []byte) {
 func TestNatsProducers(t *testing.T) {
 	t.Parallel()
 	fake := &natsFake{size: 1024}
-	hs := httptest.NewServer(fake)
-	t.Cleanup(hs.Close)
-	res, err := loadgen.RunProducers(t.Context(), loadgen.ProducerConfig{
-		Target: "nats+ws://" + strings.TrimPrefix(hs.URL, "http://"), Topic: "tp", TopicPerConnection: true,
-		Connections: 2, Window: 8, Duration: 500 * time.Millisecond, Drain: 5 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runAgainstFake(t, "nats+ws", "tp", fake)
 	if bad := fake.bad.Load(); bad != nil {
 		t.Fatalf("the fake server saw %s", bad)
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -65,7 +66,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := srv.Start(ctx, true); err != nil {
 		return err
 	}
-	printConnectHelp(stdout, srv, cfg)
+	// One write, so that a reader of the stream (a supervisor, a test) never sees the
+	// listening line without the addresses after it.
+	_, _ = io.WriteString(stdout, connectHelp(srv, cfg))
 	var wg sync.WaitGroup
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer func() {
@@ -133,7 +136,9 @@ func newServeLogger(w io.Writer, format string, v *slog.LevelVar) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, o))
 }
 
-func printConnectHelp(w io.Writer, srv *server.Server, cfg *config.Config) {
+// connectHelp is what serve prints once it listens: its addresses and how to connect.
+func connectHelp(srv *server.Server, cfg *config.Config) string {
+	var w strings.Builder
 	ws, admin := "ws", "http"
 	if cfg.TLS.Enabled() {
 		ws = "wss"
@@ -146,22 +151,23 @@ func printConnectHelp(w io.Writer, srv *server.Server, cfg *config.Config) {
 	if h, p, err := splitHostPort(addr); err == nil && (h == "" || h == "::" || h == "0.0.0.0") {
 		host = "localhost:" + p
 	}
-	fmt.Fprintf(w, "Sluice is listening on %s (broker %s)\n", addr, srv.BrokerURL())
+	fmt.Fprintf(&w, "Sluice is listening on %s (broker %s)\n", addr, srv.BrokerURL())
 	if a := srv.AdminAddr(); a != "" {
-		fmt.Fprintf(w, "Admin: %s://%s/ (dashboard), /metrics, /stats, /sessions, /healthz, /readyz\n", admin, a)
+		fmt.Fprintf(&w, "Admin: %s://%s/ (dashboard), /metrics, /stats, /sessions, /healthz, /readyz\n", admin, a)
 	}
 	if eb := srv.Embedded(); eb != nil {
-		fmt.Fprintf(w, "Embedded broker: %s", eb.ServiceURL())
+		fmt.Fprintf(&w, "Embedded broker: %s", eb.ServiceURL())
 		if a := eb.AdminURL(); a != "" {
-			fmt.Fprintf(w, " (admin %s)", a)
+			fmt.Fprintf(&w, " (admin %s)", a)
 		}
-		fmt.Fprintln(w)
+		fmt.Fprintln(&w)
 	}
-	fmt.Fprintln(w, "Connect a Pulsar WebSocket client:")
-	fmt.Fprintf(w, "  producer: %s://%s/ws/v2/producer/persistent/public/default/my-topic\n", ws, host)
-	fmt.Fprintf(w, "  consumer: %s://%s/ws/v2/consumer/persistent/public/default/my-topic/my-sub\n", ws, host)
-	fmt.Fprintf(w, "  reader:   %s://%s/ws/v2/reader/persistent/public/default/my-topic\n", ws, host)
-	fmt.Fprintln(w, "Press Ctrl-C to stop.")
+	fmt.Fprintln(&w, "Connect a Pulsar WebSocket client:")
+	fmt.Fprintf(&w, "  producer: %s://%s/ws/v2/producer/persistent/public/default/my-topic\n", ws, host)
+	fmt.Fprintf(&w, "  consumer: %s://%s/ws/v2/consumer/persistent/public/default/my-topic/my-sub\n", ws, host)
+	fmt.Fprintf(&w, "  reader:   %s://%s/ws/v2/reader/persistent/public/default/my-topic\n", ws, host)
+	fmt.Fprintln(&w, "Press Ctrl-C to stop.")
+	return w.String()
 }
 
 func splitHostPort(addr string) (string, string, error) { return net.SplitHostPort(addr) }

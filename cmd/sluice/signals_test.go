@@ -34,6 +34,9 @@ type process struct {
 	addr, admin, brokerAdmin string
 }
 
+// helpEnd ends serve's connect help: every address is printed before it.
+const helpEnd = "Press Ctrl-C to stop."
+
 var (
 	adminRE       = regexp.MustCompile(`Admin: https?://(\S+)/ `)
 	brokerAdminRE = regexp.MustCompile(`\(admin http://(\S+)\)`)
@@ -73,7 +76,7 @@ func startProcess(t *testing.T, file string, env ...string) *process {
 	for {
 		out := p.stdout.String()
 		m, a := listeningRE.FindStringSubmatch(out), adminRE.FindStringSubmatch(out)
-		if m != nil && a != nil {
+		if m != nil && a != nil && strings.Contains(out, helpEnd) {
 			p.addr, p.admin = m[1], a[1]
 			if b := brokerAdminRE.FindStringSubmatch(out); b != nil {
 				p.brokerAdmin = b[1]

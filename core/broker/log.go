@@ -25,10 +25,7 @@ type libLogger struct {
 	attrs []slog.Attr
 }
 
-var (
-	_ plog.Logger = (*libLogger)(nil)
-	_ plog.Entry  = (*libLogger)(nil)
-)
+var _ plog.Logger = (*libLogger)(nil)
 
 func newLibLogger(l *slog.Logger) *libLogger { return &libLogger{log: l} }
 
@@ -111,9 +108,66 @@ func (l *libLogger) printf(level slog.Level, format string, args []any) {
 }
 
 func (l *libLogger) SubLogger(fields plog.Fields) plog.Logger { return l.with(fields) }
-func (l *libLogger) WithFields(fields plog.Fields) plog.Entry { return l.with(fields) }
-func (l *libLogger) WithField(name string, v any) plog.Entry  { return l.with(map[string]any{name: v}) }
-func (l *libLogger) WithError(err error) plog.Entry           { return l.with(map[string]any{"err": err}) }
+func (l *libLogger) WithFields(fields plog.Fields) plog.Entry {
+	return &libEntry{base: l, fields: fields}
+}
+func (l *libLogger) WithField(name string, v any) plog.Entry {
+	return &libEntry{base: l, key: name, value: v}
+}
+func (l *libLogger) WithError(err error) plog.Entry { return l.WithField("err", err) }
+
+// libEntry is a line's fields as the library gave them, turned into attributes only if the
+// line is written. The library builds one for most of its lines, most of them below the level
+// in force; turned into attributes at once, they were a few KiB of garbage per session.
+type libEntry struct {
+	base   *libLogger // the logger the first entry of a chain came from
+	parent *libEntry  // the fields given before these; nil: none
+	fields plog.Fields
+	key    string // with value, the one field, when fields is nil
+	value  any
+}
+
+var _ plog.Entry = (*libEntry)(nil)
+
+// logger is base with every field of the chain added, earliest first.
+func (e *libEntry) logger() *libLogger {
+	l := e.base
+	if e.parent != nil {
+		l = e.parent.logger()
+	}
+	if e.fields != nil {
+		return l.with(e.fields)
+	}
+	return l.with(map[string]any{e.key: e.value})
+}
+
+func (e *libEntry) print(level slog.Level, args []any) {
+	if e.base.enabled(level) {
+		e.logger().emit(level, fmt.Sprint(args...))
+	}
+}
+
+func (e *libEntry) printf(level slog.Level, format string, args []any) {
+	if e.base.enabled(level) {
+		e.logger().emit(level, fmt.Sprintf(format, args...))
+	}
+}
+
+func (e *libEntry) WithFields(fields plog.Fields) plog.Entry {
+	return &libEntry{base: e.base, parent: e, fields: fields}
+}
+func (e *libEntry) WithField(name string, v any) plog.Entry {
+	return &libEntry{base: e.base, parent: e, key: name, value: v}
+}
+
+func (e *libEntry) Debug(args ...any)                 { e.print(slog.LevelDebug, args) }
+func (e *libEntry) Info(args ...any)                  { e.print(slog.LevelDebug, args) }
+func (e *libEntry) Warn(args ...any)                  { e.print(slog.LevelWarn, args) }
+func (e *libEntry) Error(args ...any)                 { e.print(slog.LevelError, args) }
+func (e *libEntry) Debugf(format string, args ...any) { e.printf(slog.LevelDebug, format, args) }
+func (e *libEntry) Infof(format string, args ...any)  { e.printf(slog.LevelDebug, format, args) }
+func (e *libEntry) Warnf(format string, args ...any)  { e.printf(slog.LevelWarn, format, args) }
+func (e *libEntry) Errorf(format string, args ...any) { e.printf(slog.LevelError, format, args) }
 
 // The library's Info lines are per-session chatter: they go out at Debug.
 

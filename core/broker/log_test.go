@@ -58,3 +58,23 @@ func TestFlattenNilStringer(t *testing.T) {
 		}
 	}
 }
+
+// A line below the level in force costs the entry and no more: its fields are not turned into
+// attributes. Not parallel: AllocsPerRun counts the whole process's allocations.
+func TestLibEntryBelowLevelIsCheap(t *testing.T) {
+	var buf bytes.Buffer
+	l := newLibLogger(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	sub := l.SubLogger(map[string]any{"topic": "t1"})
+	cnx := "127.0.0.1:6650"
+	allocs := testing.AllocsPerRun(100, func() {
+		sub.WithField("cnx", cnx).WithFields(map[string]any{"producer_id": 1}).Info("connected")
+	})
+	// The two entries, the library's map, and what the call's arguments box.
+	t.Logf("%.0f", allocs)
+	if allocs > 5 {
+		t.Errorf("%.0f allocations for a line below the level, want at most 5", allocs)
+	}
+	if buf.Len() != 0 {
+		t.Errorf("a Debug line written at Info: %s", buf.String())
+	}
+}

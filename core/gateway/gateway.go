@@ -229,7 +229,7 @@ func (g *Gateway) start(t *tracked, run func(ctx context.Context)) {
 	// The open line is written here, on the handshake's goroutine, which ends: formatting a
 	// line takes more stack than an idle session ever needs, and a goroutine keeps the stack
 	// it grew (4 KiB more per idle connection, measured).
-	t.log.Info("session opened")
+	t.logOpened()
 	// Under mu, so that every Add happens before a Wait that begins later (Wait takes mu).
 	g.mu.Lock()
 	if g.closed.Load() {

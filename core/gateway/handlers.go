@@ -58,7 +58,7 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 		return
 	}
 	t := g.track(wsapi.Producer, h, ep, grant.Route, grant.Gate, subscription{})
-	t.log = t.log.With("producer", p.Name())
+	t.producer = p.Name()
 	g.start(t, func(ctx context.Context) { session.RunProducer(ctx, conn, p, grant, &t.tally, t.log) })
 }
 

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,11 +20,15 @@ import (
 // session counts into) and its open and close log lines. It is not on the session's path:
 // the session reports each outcome to its route and counts it in the tally itself.
 type tracked struct {
-	info   session.Info // the fixed part; the tally has the rest
-	gate   *admission.Gate
-	tally  session.Tally
-	log    *slog.Logger
-	cancel context.CancelCauseFunc
+	info  session.Info // the fixed part; the tally has the rest
+	gate  *admission.Gate
+	tally session.Tally
+	// lines is the gateway's logger: the open and close lines go through it with the
+	// session's attributes. log is the session's own, which adds them to the first line it
+	// writes (sessionHandler).
+	lines, log *slog.Logger
+	producer   string // a producer's name, for its lines; "" for the other kinds
+	cancel     context.CancelCauseFunc
 	// expires is when the gateway closes the session because its token expires; zero for
 	// never.
 	expires time.Time
@@ -47,16 +52,59 @@ func (g *Gateway) track(kind wsapi.Kind, h session.Handshake, ep wsapi.Endpoint,
 		RemoteAddr:       h.RemoteAddr,
 		Opened:           time.Now(),
 	}
-	attrs := []any{"conn_id", t.info.ID, "kind", kind.String(), "topic", t.info.Topic, "route", route, "remote", h.RemoteAddr}
-	if ep.Subscription != "" {
-		attrs = append(attrs, "subscription", ep.Subscription)
-	}
-	if h.Role != "" {
-		attrs = append(attrs, "role", h.Role)
-	}
-	t.log = g.log.With(attrs...)
+	t.lines = g.log
+	t.log = slog.New(&sessionHandler{base: g.log.Handler(), t: t})
 	return t
 }
+
+// logAttrs are the attributes of every line about the session, followed by extra.
+func (t *tracked) logAttrs(extra ...slog.Attr) []slog.Attr {
+	attrs := make([]slog.Attr, 0, 8+len(extra))
+	attrs = append(attrs, slog.Uint64("conn_id", t.info.ID), slog.String("kind", t.info.Kind.String()),
+		slog.String("topic", t.info.Topic), slog.String("route", t.info.Route), slog.String("remote", t.info.RemoteAddr))
+	if t.info.Subscription != "" {
+		attrs = append(attrs, slog.String("subscription", t.info.Subscription))
+	}
+	if t.info.Role != "" {
+		attrs = append(attrs, slog.String("role", t.info.Role))
+	}
+	if t.producer != "" {
+		attrs = append(attrs, slog.String("producer", t.producer))
+	}
+	return append(attrs, extra...)
+}
+
+// logOpened writes the session's open line.
+func (t *tracked) logOpened() {
+	t.lines.LogAttrs(context.Background(), slog.LevelInfo, "session opened", t.logAttrs()...)
+}
+
+// sessionHandler is a session's log handler: the gateway's, with the session's attributes
+// added when it writes its first line. Most sessions write none of their own, and slog's With
+// would format the attributes at once and hold them as long as the session (several hundred
+// bytes per idle connection).
+type sessionHandler struct {
+	base slog.Handler
+	t    *tracked
+	once sync.Once
+	with slog.Handler // base with the attributes, once a line needs it
+}
+
+func (s *sessionHandler) handler() slog.Handler {
+	s.once.Do(func() { s.with = s.base.WithAttrs(s.t.logAttrs()) })
+	return s.with
+}
+
+func (s *sessionHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return s.base.Enabled(ctx, l)
+}
+func (s *sessionHandler) Handle(ctx context.Context, r slog.Record) error {
+	return s.handler().Handle(ctx, r)
+}
+func (s *sessionHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return s.handler().WithAttrs(attrs)
+}
+func (s *sessionHandler) WithGroup(name string) slog.Handler { return s.handler().WithGroup(name) }
 
 // subscription is a consumer's subscription type and mode, for proxy-stats.
 type subscription struct{ typ, mode string }
@@ -65,8 +113,7 @@ type subscription struct{ typ, mode string }
 func (t *tracked) logClosed() {
 	code := t.tally.CloseCode()
 	c := t.tally.Counts()
-	attrs := make([]slog.Attr, 0, 8)
-	attrs = append(attrs,
+	attrs := t.logAttrs(
 		slog.Duration("duration", time.Since(t.info.Opened)),
 		slog.Int64("messages_in", c.MessagesIn),
 		slog.Int64("messages_out", c.MessagesOut))
@@ -76,7 +123,7 @@ func (t *tracked) logClosed() {
 		attrs = append(attrs, slog.Int64("bytes_out", c.BytesOut))
 	}
 	attrs = append(attrs, slog.Int("close_code", code), slog.String("close_reason", t.closeReason(code)))
-	t.log.LogAttrs(context.Background(), slog.LevelInfo, "session closed", attrs...)
+	t.lines.LogAttrs(context.Background(), slog.LevelInfo, "session closed", attrs...)
 }
 
 // closeReason says why a session ended, from its close code and from whether the edge

@@ -70,7 +70,7 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	idle := fs.Duration("idle", 10*time.Second, "how long the idle CPU is measured")
 	parallel := fs.Int("parallel", 32, "handshakes in flight at once")
 	sessionLimit := fs.String("session-limit", "2GiB", "memory.session_limit of the serve process: the default (256MiB) admits about 7,000 idle producers (36 KiB charged each)")
-	profile := fs.String("profile", "", "turn admin_pprof on and write the serve process's heap and goroutine profiles, taken after the idle period, to this `directory`")
+	profile := fs.String("profile", "", "turn admin_pprof on and write the serve process's heap and goroutine profiles, taken after the idle period, and a CPU profile of a second idle period, to this `directory`")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -154,6 +154,12 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	if *profile != "" {
 		if err := writeProfiles(ctx, t.adminURL, *profile); err != nil {
 			return err
+		}
+		// After the measured period, so that the profiler's own signals do not count in it.
+		prog.step("profiling the idle CPU", *idle, nil, "")
+		path := fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(idle.Seconds())))
+		if err := fetchTo(ctx, t.adminURL+path, filepath.Join(*profile, "cpu.pb.gz")); err != nil {
+			return fmt.Errorf("profile %s: %w", path, err)
 		}
 	}
 	n := float64(*conns)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -190,6 +191,12 @@ func sessionsOf(t *testing.T, base, query string) admin.SessionPage {
 	return page
 }
 
+// sortedIDs is ids in the order /sessions lists them.
+func sortedIDs(ids ...uint64) []uint64 {
+	slices.Sort(ids)
+	return ids
+}
+
 func ids(page admin.SessionPage) []uint64 {
 	out := []uint64{}
 	for _, s := range page.Sessions {
@@ -219,18 +226,32 @@ func TestAdminSessions(t *testing.T) {
 	other := dial("/ws/v2/consumer/persistent/"+topicB+"/sub2", "carol")
 	edgetest.WaitFor(t, 10*time.Second, "four sessions", func() bool { return sessionsOf(t, hs.URL, "").Total == 4 })
 
-	all := sessionsOf(t, hs.URL, "")
-	pid, cid, rid, oid := all.Sessions[0].ID, all.Sessions[1].ID, all.Sessions[2].ID, all.Sessions[3].ID
-	host := strings.Split(all.Sessions[0].RemoteAddr, ":")[0]
+	// A session's ID is given once its handshake is answered, so the four need not be
+	// numbered in the order they were dialled: each is found by what it is.
+	var pid, cid, rid, oid uint64
+	var readerAddr string
+	for _, s := range sessionsOf(t, hs.URL, "").Sessions {
+		switch {
+		case s.Kind == "producer":
+			pid = s.ID
+		case s.Kind == "reader":
+			rid, readerAddr = s.ID, s.RemoteAddr
+		case s.Role == "bob":
+			cid = s.ID
+		default:
+			oid = s.ID
+		}
+	}
+	host := strings.Split(readerAddr, ":")[0]
 	for query, want := range map[string][]uint64{
-		"role=bob":                              {cid, rid},
-		"topic=persistent://" + topicA:          {pid, cid},
-		"kind=reader":                           {rid},
-		"kind=consumer&role=carol":              {oid},
-		"address=" + host:                       {pid, cid, rid, oid},
-		"address=" + all.Sessions[2].RemoteAddr: {rid},
-		"subscription=sub2":                     {oid},
-		"role=nobody":                           {},
+		"role=bob":                     sortedIDs(cid, rid),
+		"topic=persistent://" + topicA: sortedIDs(pid, cid),
+		"kind=reader":                  {rid},
+		"kind=consumer&role=carol":     {oid},
+		"address=" + host:              sortedIDs(pid, cid, rid, oid),
+		"address=" + readerAddr:        {rid},
+		"subscription=sub2":            {oid},
+		"role=nobody":                  {},
 	} {
 		if got := ids(sessionsOf(t, hs.URL, query)); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("/sessions?%s = %v, want %v", query, got, want)
@@ -285,7 +306,7 @@ func TestAdminSessions(t *testing.T) {
 	}
 	status, body = adminDo(t, hs.Client(), "POST", hs.URL+"/sessions/close?role=bob&reason=rotating+credentials", nil)
 	var closed admin.Closed
-	if status != 200 || json.Unmarshal([]byte(body), &closed) != nil || fmt.Sprint(closed.Closed) != fmt.Sprint([]uint64{cid, rid}) {
+	if status != 200 || json.Unmarshal([]byte(body), &closed) != nil || fmt.Sprint(closed.Closed) != fmt.Sprint(sortedIDs(cid, rid)) {
 		t.Fatalf("POST /sessions/close?role=bob: %d %s", status, body)
 	}
 	expectClose(t, cons, wsapi.CloseByOperator, "rotating credentials")

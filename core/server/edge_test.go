@@ -568,7 +568,13 @@ func TestProxyProtocolAddressInLogsAndStrategies(t *testing.T) {
 		if status, body := handshake(t, proxyDialer(1, "203.0.113.21:4000"), e.base+producerPath+"pp2", nil); status != 400 {
 			t.Errorf("a PROXY header from an untrusted peer: %d %q, want 400", status, body)
 		}
-		p := dialKept(t, websocket.DefaultDialer, e.base+producerPath+"pp2", nil)
+		// The refused connection holds the address's one place until the edge has seen it close.
+		var p *websocket.Conn
+		edgetest.WaitFor(t, 20*time.Second, "the loopback peer's place free again", func() bool {
+			c, _, err := websocket.DefaultDialer.Dial(e.base+producerPath+"pp2", nil)
+			p = c
+			return err == nil
+		})
 		prods, _ := e.rec.remotes()
 		if len(prods) != 1 || !strings.HasPrefix(prods[0], "127.0.0.1:") {
 			t.Errorf("strategy saw producers %q, want one from the loopback peer", prods)

@@ -174,7 +174,8 @@ func TestSessionOutlivesHandshakeDeadline(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, addr := edgetest.Listen(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 500ms }\n"+yaml)
+			// Long enough for a TLS handshake and a producer's creation on a busy machine.
+			_, addr := edgetest.Listen(t, "admin_listen: \"off\"\nwebsocket: { handshake_timeout: 2s }\n"+yaml)
 			d := websocket.Dialer{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}
 			scheme := "ws://"
 			if name == "TLS" {
@@ -185,7 +186,7 @@ func TestSessionOutlivesHandshakeDeadline(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			time.Sleep(1500 * time.Millisecond) // deliberately three handshake deadlines: the session must outlive them
+			time.Sleep(3 * time.Second) // deliberately past the handshake deadline: the session must outlive it
 			if err := c.WriteMessage(websocket.TextMessage, []byte(`{"payload":"aGk="}`)); err != nil {
 				t.Fatal(err)
 			}

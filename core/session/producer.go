@@ -147,6 +147,7 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g P
 		wakeRead:   make(chan struct{}, 1),
 		kick:       make(chan struct{}, 1),
 		expired:    make(chan struct{}, 1),
+		nudge:      make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 		rate:       newMessageRate(g.MessageRate, g.MessageBurst),
@@ -216,13 +217,17 @@ type producerSession struct {
 	// The writer runs on a goroutine only while it has work: acks owed or queued, a pong due
 	// (the connection's Wake), a keepalive moment, a send-timeout moment, the session's end.
 	// Whoever gives it work signals its channel, then wakeWriter starts a writer unless one
-	// runs; a writer stops when it finds no work, no ack is owed and none comes for
-	// writerLinger, so that an idle session holds no writer goroutine and a busy one is not
-	// started over. writing says a writer runs or is starting: at most one does. Once the
-	// session ends (stopping), the last writer writes what is queued and closes writerDone;
-	// writing then stays set, and no writer starts again.
-	writing    atomic.Bool
-	stopping   atomic.Bool
+	// runs, or nudges the one that runs; a writer stops when it finds no work, no ack is owed
+	// and none comes for writerLinger, so that an idle session holds no writer goroutine and
+	// a busy one is not started over. writing says a writer runs or is starting: at most one
+	// does. Once the session ends (stopping), the last writer writes what is queued and
+	// closes writerDone; writing then stays set, and no writer starts again.
+	writing  atomic.Bool
+	stopping atomic.Bool
+	// nudge (cap 1) wakes a waiting writer for any of its work, which it then looks for in
+	// each channel: one channel to wait on rather than seven, a select whose cost each
+	// message paid.
+	nudge      chan struct{}
 	stop       chan struct{} // closed with stopping, for a writer waiting for acks
 	writerDone chan struct{}
 	keep       *keepalive
@@ -612,11 +617,13 @@ func (s *producerSession) stopWriter() {
 	s.expiry.Stop()
 }
 
-// wakeWriter starts a writer unless one runs. It never blocks.
+// wakeWriter starts a writer unless one runs, and otherwise nudges it. It never blocks.
 func (s *producerSession) wakeWriter() {
 	if !s.writing.Load() && s.writing.CompareAndSwap(false, true) {
 		go s.runWriter()
+		return
 	}
+	signal(s.nudge)
 }
 
 // runWriter writes acks, server pings and pongs, enforces the idle timeout and answers sends
@@ -661,10 +668,9 @@ func (s *producerSession) work() {
 	}
 }
 
-// await waits for the writer's next work, or the session's end, and does it.
-// linger waits up to writerLinger for the writer's next work and does it, reporting whether
-// any came: a session that sends one message at a time keeps its writer between messages
-// rather than starting one for each.
+// linger waits up to writerLinger for the writer's next work, reporting whether any came: a
+// session that sends one message at a time keeps its writer between messages rather than
+// starting one for each.
 func (s *producerSession) linger() bool {
 	if s.lingerTimer == nil {
 		s.lingerTimer = time.NewTimer(writerLinger)
@@ -679,22 +685,14 @@ func (s *producerSession) linger() bool {
 // writerLinger is how long a writer with nothing to do waits for more before it stops.
 const writerLinger = time.Second
 
-// await waits for the writer's next work, or the session's end, and does it; it returns
-// false when timeout fires first.
+// await waits for the writer's next work (a nudge; work finds what it is) or the session's
+// end; it returns false when timeout fires first. A nudge may be left over from work already
+// done, and then the writer looks once more and finds none.
 func (s *producerSession) await(timeout <-chan time.Time) bool {
 	select {
 	case <-timeout:
 		return false
-	case <-s.ready:
-		s.write()
-	case <-s.conn.Wake():
-		s.write() // the pong due, with any ack ready
-	case <-s.keep.C():
-		s.keepTick()
-	case <-s.kick:
-		s.expireDue()
-	case <-s.expired:
-		s.expireDue()
+	case <-s.nudge:
 	case <-s.stop:
 	}
 	return true

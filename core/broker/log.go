@@ -118,7 +118,7 @@ func (l *libLogger) WithError(err error) plog.Entry { return l.WithField("err", 
 
 // libEntry is a line's fields as the library gave them, turned into attributes only if the
 // line is written. The library builds one for most of its lines, most of them below the level
-// in force; turned into attributes at once, they were a few KiB of garbage per session.
+// in force; turned into attributes at once, they would be a few KiB of garbage per session.
 type libEntry struct {
 	base   *libLogger // the logger the first entry of a chain came from
 	parent *libEntry  // the fields given before these; nil: none

@@ -196,8 +196,9 @@ func parsePulsarKinds(s string) ([]string, error) {
 }
 
 // startPulsarTarget starts what a configuration needs (only sluice serve: Pulsar's
-// processes run already) and says where the load goes and whose CPU time counts.
-func startPulsarTarget(ctx context.Context, f *fleet, c *common, p *pulsarInstance, kind string) (*target, error) {
+// processes run already) and says where the load goes and whose CPU time counts. pprof
+// turns sluice serve's admin_pprof on.
+func startPulsarTarget(ctx context.Context, f *fleet, c *common, p *pulsarInstance, kind string, pprof bool) (*target, error) {
 	t := &target{name: kind, kind: kind, note: pulsarKindNote(kind), brokerURL: p.serviceURL}
 	switch kind {
 	case "pulsar-proxy":
@@ -206,7 +207,7 @@ func startPulsarTarget(ctx context.Context, f *fleet, c *common, p *pulsarInstan
 		}
 		t.url, t.edge, t.server = p.proxyWS, p.proxyPID, []int{p.proxyPID, p.brokerPID}
 	case "sluice", "sluice-batched":
-		cfg := serveConfig{}
+		cfg := serveConfig{AdminPprof: pprof}
 		if p.token != "" {
 			cfg.Broker = &brokerConfig{AuthToken: p.token}
 		}

@@ -55,13 +55,14 @@ func benchPulsar(ctx context.Context, args []string, env Env) error {
 	configs := fs.String("configs", "pulsar-proxy,sluice,direct", "configurations: "+strings.Join(pulsarKinds, ", "))
 	state := fs.String("pulsar-state", defaultPulsarState(), "the state directory of scripts/pulsar/pulsar.sh (its env file and pid files)")
 	every := fs.Duration("sample", 250*time.Millisecond, "how often the proxy processes' RSS is read")
+	fs.StringVar(&o.profile, "profile", "", "write a CPU profile and a heap profile of each sluice serve process for each measured round into this directory (turns admin_pprof on)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if o.rounds < 1 || o.round <= 0 || o.conns < 1 || o.size < 1 || o.window < 1 || o.interval <= 0 || *every <= 0 {
 		return errors.New("-rounds, -round, -conns, -window, -size, -interval and -sample must be positive")
 	}
-	p, prog, targets, end, err := startPulsarTargets(ctx, &c, env, *configs, *state)
+	p, prog, targets, end, err := startPulsarTargets(ctx, &c, env, *configs, *state, o.profile != "")
 	if err != nil {
 		return err
 	}
@@ -260,7 +261,7 @@ func benchPulsarFlood(ctx context.Context, args []string, env Env) error {
 	if *namespace != "public/default" {
 		return errors.New("-namespace: the load generator publishes to public/default only")
 	}
-	p, prog, targets, end, err := startPulsarTargets(ctx, &c, env, *configs, *state)
+	p, prog, targets, end, err := startPulsarTargets(ctx, &c, env, *configs, *state, false)
 	if err != nil {
 		return err
 	}
@@ -360,8 +361,8 @@ func benchPulsarFlood(ctx context.Context, args []string, env Env) error {
 
 // startPulsarTargets starts the configurations named by configs (pulsarKinds) in front of the
 // Pulsar whose state directory is state, the servers pinned as c says. end stops them and
-// unpins Pulsar's processes.
-func startPulsarTargets(ctx context.Context, c *common, env Env, configs, state string) (p *pulsarInstance, prog *progress, targets []*target, end func(), err error) {
+// unpins Pulsar's processes. pprof turns the sluice serve processes' admin_pprof on.
+func startPulsarTargets(ctx context.Context, c *common, env Env, configs, state string, pprof bool) (p *pulsarInstance, prog *progress, targets []*target, end func(), err error) {
 	kinds, err := parsePulsarKinds(configs)
 	if err != nil {
 		return nil, nil, nil, nil, err
@@ -380,7 +381,7 @@ func startPulsarTargets(ctx context.Context, c *common, env Env, configs, state 
 	}
 	end = func() { unpin(); endFleet() }
 	for _, k := range kinds {
-		t, err := startPulsarTarget(ctx, f, c, p, k)
+		t, err := startPulsarTarget(ctx, f, c, p, k, pprof)
 		if err != nil {
 			end()
 			return nil, nil, nil, nil, err

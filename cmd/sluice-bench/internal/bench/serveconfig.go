@@ -55,8 +55,7 @@ type routeConfig struct {
 	OnFull       string                 `yaml:"on_full,omitempty"`
 	ClientParams map[string]clientParam `yaml:"client_params,omitempty"`
 	SlowConsumer *slowConsumer          `yaml:"slow_consumer,omitempty"`
-	// Batching is routes[].batching, which only binaries since it was added accept: the
-	// configurations that set it run with the binary under test alone (newOnlyKinds).
+	// Batching is routes[].batching.
 	Batching string `yaml:"batching,omitempty"`
 }
 

@@ -80,10 +80,6 @@ type target struct {
 // route of each builtin strategy (the strategy comparison).
 var edgeKinds = []string{"single", "edge", "bytes", "count", "hybrid", "none", "hybrid-plugin", "single-batched", "edge-batched"}
 
-// newOnlyKinds are the edge kinds whose configuration only the binary under test may accept:
-// they are not run with a -compare binary.
-var newOnlyKinds = []string{"single-batched", "edge-batched"}
-
 // edgeConfig is the serve configuration of an edge kind, and whether it uses the embedded
 // broker. pluginPath is for hybrid-plugin.
 func edgeConfig(kind, pluginPath string) (serveConfig, string, bool, error) {

@@ -213,10 +213,7 @@ func (o *tpOptions) startTargets(ctx context.Context, f *fleet, sets []*binSet, 
 			targets = append(targets, t)
 			continue
 		}
-		for i, b := range sets {
-			if i > 0 && slices.Contains(newOnlyKinds, k) {
-				continue
-			}
+		for _, b := range sets {
 			t, err := startEdgeTarget(ctx, f, b, k, o.plugin, o.retention, func(c *serveConfig) { c.AdminPprof = o.profile != "" })
 			if err != nil {
 				return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/sluicehq/sluice/core/internal/edgetest"
+	"github.com/sluicehq/sluice/core/internal/memprofile"
 )
 
 // The allocation budget of Sluice's own data path: at most 5 heap allocations per
@@ -25,17 +26,7 @@ import (
 // made: their stack has a frame of the edge's packages, no frame of the embedded broker, and
 // the function that allocated is not the client library's.
 func sluiceAllocs() int64 {
-	runtime.GC() // publish the profile up to now
-	var recs []runtime.MemProfileRecord
-	n, _ := runtime.MemProfile(nil, true)
-	for {
-		recs = make([]runtime.MemProfileRecord, n+64)
-		var ok bool
-		if n, ok = runtime.MemProfile(recs, true); ok {
-			recs = recs[:n]
-			break
-		}
-	}
+	recs := memprofile.Records()
 	var total int64
 	for _, r := range recs {
 		if sluiceStack(r.Stack()) {

@@ -944,8 +944,8 @@ func (p *partitionProducer) internalSingleSend(
 	sr *sendRequest,
 	maxMessageSize uint32,
 ) {
-	payloadBuf := internal.NewBuffer(len(compressedPayload))
-	payloadBuf.Write(compressedPayload)
+	// The payload is only read, once, into the frame: wrapped, not copied.
+	payloadBuf := internal.NewBufferWrapper(compressedPayload)
 
 	buffer := buffersPool.GetBuffer(int(payloadBuf.ReadableBytes() * 3 / 2))
 	bufferCount := p.client.metrics.SendingBuffersCount

@@ -160,22 +160,23 @@ func (e *libEntry) WithField(name string, v any) plog.Entry {
 	return &libEntry{base: e.base, parent: e, key: name, value: v}
 }
 
+// libInfoLevel is where the library's Info lines go out: they are per-session chatter.
+const libInfoLevel = slog.LevelDebug
+
 func (e *libEntry) Debug(args ...any)                 { e.print(slog.LevelDebug, args) }
-func (e *libEntry) Info(args ...any)                  { e.print(slog.LevelDebug, args) }
+func (e *libEntry) Info(args ...any)                  { e.print(libInfoLevel, args) }
 func (e *libEntry) Warn(args ...any)                  { e.print(slog.LevelWarn, args) }
 func (e *libEntry) Error(args ...any)                 { e.print(slog.LevelError, args) }
 func (e *libEntry) Debugf(format string, args ...any) { e.printf(slog.LevelDebug, format, args) }
-func (e *libEntry) Infof(format string, args ...any)  { e.printf(slog.LevelDebug, format, args) }
+func (e *libEntry) Infof(format string, args ...any)  { e.printf(libInfoLevel, format, args) }
 func (e *libEntry) Warnf(format string, args ...any)  { e.printf(slog.LevelWarn, format, args) }
 func (e *libEntry) Errorf(format string, args ...any) { e.printf(slog.LevelError, format, args) }
 
-// The library's Info lines are per-session chatter: they go out at Debug.
-
 func (l *libLogger) Debug(args ...any)                 { l.print(slog.LevelDebug, args) }
-func (l *libLogger) Info(args ...any)                  { l.print(slog.LevelDebug, args) }
+func (l *libLogger) Info(args ...any)                  { l.print(libInfoLevel, args) }
 func (l *libLogger) Warn(args ...any)                  { l.print(slog.LevelWarn, args) }
 func (l *libLogger) Error(args ...any)                 { l.print(slog.LevelError, args) }
 func (l *libLogger) Debugf(format string, args ...any) { l.printf(slog.LevelDebug, format, args) }
-func (l *libLogger) Infof(format string, args ...any)  { l.printf(slog.LevelDebug, format, args) }
+func (l *libLogger) Infof(format string, args ...any)  { l.printf(libInfoLevel, format, args) }
 func (l *libLogger) Warnf(format string, args ...any)  { l.printf(slog.LevelWarn, format, args) }
 func (l *libLogger) Errorf(format string, args ...any) { l.printf(slog.LevelError, format, args) }

@@ -67,6 +67,8 @@ type Client struct {
 	log *slog.Logger
 	// bg tracks creation calls abandoned by a cancelled ctx; Close waits for them.
 	bg sync.WaitGroup
+	// shared holds the library producers that producers with ProducerOptions.Shared share.
+	shared sharing
 }
 
 // Option configures a Client with Go-only dependencies.
@@ -265,9 +267,14 @@ func withCtx[T any](ctx context.Context, c *Client, call func() (T, error), clea
 			}
 		}()
 		var zero T
-		if cause := context.Cause(ctx); errors.Is(cause, ErrUnavailable) {
-			return zero, cause // Health.Watch found the broker unreachable
-		}
-		return zero, fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
+		return zero, ended(ctx)
 	}
+}
+
+// ended is the error of a creation call given up because ctx ended.
+func ended(ctx context.Context) error {
+	if cause := context.Cause(ctx); errors.Is(cause, ErrUnavailable) {
+		return cause // Health.Watch found the broker unreachable
+	}
+	return fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
 }

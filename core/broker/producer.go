@@ -74,6 +74,11 @@ type ProducerOptions struct {
 	MaxPendingMessages int
 	// Compression compresses payloads. Zero means none.
 	Compression Compression
+	// Shared lets producers of equal options on the topic share one producer of the client
+	// library, and with it its batches and its broker-side producer (see Client.joinShared).
+	// MaxPendingMessages is then this producer's part of the shared queue, 1 to SharedQueue.
+	// Not with a Name: a named producer is the topic's only one of that name.
+	Shared bool
 }
 
 // OutMessage is one message to publish. A caller may reuse it for one message after
@@ -118,7 +123,7 @@ func (s *send) done(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 	if drop := testhooks.DropSendCallback.Load(); drop != nil && (*drop)(p.topic) {
 		return
 	}
-	if !p.untrack(s) {
+	if !p.returned(s) {
 		return // answered by Close
 	}
 	m := s.m
@@ -139,11 +144,20 @@ type Producer struct {
 	name        string // read once: the library rewrites its copy, unguarded, on each reconnect
 	partitioned bool
 
+	// share is the library producer this one shares with others, and part its part of the
+	// shared queue; share is nil when the library producer is its own.
+	share *share
+	part  int
+
 	// The sends in the library's hands. Close answers those the library has not: the edge's
 	// charges and acks do not rest on the library calling every callback.
 	mu       sync.Mutex
 	inflight map[*send]struct{}
 	closed   bool
+	// held counts the sends the library has not called back, answered or not: a shared
+	// producer's part of the queue is in use until they are back. gone: it was given back.
+	held int
+	gone bool
 }
 
 // track registers s as in the library's hands, or reports false when the producer is closed.
@@ -157,22 +171,40 @@ func (p *Producer) track(s *send) bool {
 		p.inflight = make(map[*send]struct{})
 	}
 	p.inflight[s] = struct{}{}
+	p.held++
 	return true
 }
 
-// untrack removes s, and reports whether it was there: whether the caller is to answer it.
-func (p *Producer) untrack(s *send) bool {
+// returned takes s back from the library, and reports whether it was still unanswered:
+// whether the caller is to answer it.
+func (p *Producer) returned(s *send) bool {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.inflight[s]; !ok {
-		return false
-	}
+	_, unanswered := p.inflight[s]
 	delete(p.inflight, s)
-	return true
+	p.held--
+	p.mu.Unlock()
+	p.giveBackPart()
+	return unanswered
+}
+
+// giveBackPart returns a closed shared producer's part of the shared queue once the library
+// holds none of its sends.
+func (p *Producer) giveBackPart() {
+	if p.share == nil {
+		return
+	}
+	p.mu.Lock()
+	last := p.closed && p.held == 0 && !p.gone
+	p.gone = p.gone || last
+	p.mu.Unlock()
+	if last {
+		p.share.giveBack(p.part)
+	}
 }
 
 // CreateProducer creates the broker-side producer and returns once the broker has accepted it,
-// or with a classified error (ErrProducerBusy, ErrTopicNotFound, …).
+// or with a classified error (ErrProducerBusy, ErrTopicNotFound, …). With o.Shared it joins a
+// library producer of equal options on the topic, or creates one to share.
 func (c *Client) CreateProducer(ctx context.Context, o ProducerOptions) (*Producer, error) {
 	if o.Topic == "" {
 		return nil, fmt.Errorf("creating producer: %w: empty topic", ErrInvalidArgument)
@@ -184,6 +216,14 @@ func (c *Client) CreateProducer(ctx context.Context, o ProducerOptions) (*Produc
 	if err := checkTopicName(o.Topic); err != nil {
 		return nil, fmt.Errorf("creating producer on %s: %w", o.Topic, err)
 	}
+	if o.Shared {
+		return c.joinShared(ctx, o)
+	}
+	return c.createLibProducer(ctx, o)
+}
+
+// createLibProducer creates a producer of the client library, its own, for o.
+func (c *Client) createLibProducer(ctx context.Context, o ProducerOptions) (*Producer, error) {
 	popts := pulsar.ProducerOptions{
 		Topic: o.Topic,
 		Name:  o.Name,
@@ -258,11 +298,19 @@ func (p *Producer) Send(ctx context.Context, m *OutMessage) {
 // wrapping pulsar.ErrProducerClosed: by the library as it closes or, for a send whose callback
 // the library has not called when its Close returns, by this Close. A late callback for such a
 // send is ignored.
+//
+// A shared producer closes the library's producer only when it is the last of its sharers
+// open; the others' sends go on. Its own sends still in the library's hands are answered then
+// all the same, and its part of the shared queue is in use until the library calls them back.
 func (p *Producer) Close() {
 	p.mu.Lock()
 	p.closed = true // later sends fail at once
 	p.mu.Unlock()
-	p.p.Close()
+	if p.share == nil {
+		p.p.Close()
+	} else {
+		p.share.close()
+	}
 	p.mu.Lock()
 	left := make([]*send, 0, len(p.inflight))
 	for s := range p.inflight {
@@ -270,6 +318,7 @@ func (p *Producer) Close() {
 	}
 	clear(p.inflight)
 	p.mu.Unlock()
+	p.giveBackPart()
 	for _, s := range left {
 		s.m.Done(MessageID{}, fmt.Errorf("%w: the client library had not answered the send when the producer closed", pulsar.ErrProducerClosed))
 	}

@@ -553,8 +553,13 @@ type Route struct {
 	// (the broker producer of a session whose client does not ask batches the
 	// messages that arrive while it is sending, and sends a lone message at
 	// once: several messages in flight share one broker send, and a message
-	// alone waits for nothing). Each message is still acked on its own, with
-	// its batch index in its message id. Zero means off.
+	// alone waits for nothing), or shared (as auto, and the sessions on a
+	// topic whose clients ask for no batching and name no producer share
+	// broker producers, up to a queue of 1024 messages each, so that the
+	// messages of several sessions share one broker send; consumers then see
+	// one producer name for them, and the broker counts one producer). Each
+	// message is still acked on its own, with its batch index in its message
+	// id. Zero means off.
 	Batching Batching `koanf:"batching" json:"batching"`
 }
 
@@ -563,8 +568,9 @@ type Batching string
 
 // Batching values. The zero value means BatchingOff.
 const (
-	BatchingOff  Batching = "off"
-	BatchingAuto Batching = "auto"
+	BatchingOff    Batching = "off"
+	BatchingAuto   Batching = "auto"
+	BatchingShared Batching = "shared"
 )
 
 // SlowConsumer is a route's policy for consumers that do not keep up.

@@ -32,7 +32,7 @@ var mayImportConfig = []string{
 
 // routeTypes are the names of core/config that core/policy may use: the routes section's.
 var routeTypes = []string{"Route", "StrategyRef", "SlowConsumer", "SlowConsumerAction", "SlowConsumerWait",
-	"SlowConsumerClose", "ParamPolicy", "Batching", "BatchingAuto", "BatchingOff"}
+	"SlowConsumerClose", "ParamPolicy", "Batching", "BatchingAuto", "BatchingOff", "BatchingShared"}
 
 // configDeps are the only packages of the module core/config may depend on, directly or
 // not: the pure parsers it validates with. None of them does I/O.

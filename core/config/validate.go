@@ -158,8 +158,8 @@ func ValidateRoutes(routes []Route, hasPlugin func(name string) bool) error {
 		v.check(r.SlowConsumer.Action == "" || r.SlowConsumer.Action == SlowConsumerWait || r.SlowConsumer.Action == SlowConsumerClose,
 			path+".slow_consumer.action", "must be %s or %s", SlowConsumerWait, SlowConsumerClose)
 		v.nonNegativeDuration(path+".slow_consumer.timeout", r.SlowConsumer.Timeout)
-		v.check(r.Batching == "" || r.Batching == BatchingOff || r.Batching == BatchingAuto,
-			path+".batching", "must be %s or %s", BatchingOff, BatchingAuto)
+		v.check(r.Batching == "" || r.Batching == BatchingOff || r.Batching == BatchingAuto || r.Batching == BatchingShared,
+			path+".batching", "must be %s, %s or %s", BatchingOff, BatchingAuto, BatchingShared)
 		lw := r.LowWatermark
 		v.check(!math.IsNaN(lw) && lw >= 0 && lw < 1, path+".low_watermark", "must be a fraction in (0, 1)")
 		for _, name := range sortedKeys(r.ClientParams) {

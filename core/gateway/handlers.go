@@ -91,6 +91,7 @@ func producerOptions(ep wsapi.Endpoint, params wsapi.ProducerParams, grant sessi
 	if grant.Batching {
 		opts.Batching, opts.FlushWhenIdle = true, true
 	}
+	opts.Shared = grant.Shared
 	return opts
 }
 

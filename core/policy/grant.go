@@ -146,8 +146,11 @@ func (m *Table) producer(ctx context.Context, h session.Handshake, p wsapi.Produ
 	if err != nil {
 		return session.ProducerGrant{}, m.decisionError(r, err)
 	}
-	autoBatch := r.cfg.Batching == config.BatchingAuto && !p.BatchingEnabled
-	queue := libraryQueue(maxMsgs, p.BatchingEnabled || autoBatch)
+	autoBatch := r.cfg.Batching != config.BatchingOff && !p.BatchingEnabled
+	// A shared broker producer batches the messages of its sessions together: each session's
+	// part of its queue need not hold a whole batch.
+	shared := autoBatch && r.cfg.Batching == config.BatchingShared && p.ProducerName == ""
+	queue := libraryQueue(maxMsgs, p.BatchingEnabled || (autoBatch && !shared))
 	// A producer on a partitioned topic holds a producer, and a queue, per partition.
 	cost, err := m.holdSession(h.RemoteAddr, session.ProducerSessionCost(queue)+
 		int64(max(h.Partitions, 1)-1)*session.ProducerPartitionCost(queue)+m.settings.inflateCost())
@@ -169,6 +172,7 @@ func (m *Table) producer(ctx context.Context, h session.Handshake, p wsapi.Produ
 		MaxInflight:  maxMsgs,
 		LibraryQueue: queue,
 		Batching:     autoBatch,
+		Shared:       shared,
 		// Pulsar: 0 disables the timeout.
 		SendTimeout:     time.Duration(p.SendTimeoutMillis) * time.Millisecond,
 		MessageRate:     m.settings.MessageRate,

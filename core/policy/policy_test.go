@@ -352,34 +352,42 @@ func TestPrefetchBytes(t *testing.T) {
 }
 
 // A route's batching: auto batches the producers of clients that ask for no batching, with the
-// library queue batching needs; a client that asks for batching keeps its own settings, and a
-// route without the key batches nothing.
+// library queue batching needs; batching: shared has them share broker producers too, unless
+// the client names its producer, each with its part of a shared queue; a client that asks for
+// batching keeps its own settings, and a route without the key batches nothing.
 func TestRouteBatching(t *testing.T) {
 	t.Parallel()
 	m, _, _ := newTable(t, 0)
 	auto := route("auto", "/ws/v2/producer/persistent/auto/**", "count", map[string]any{"max_pending_messages": 5000})
 	auto.Batching = config.BatchingAuto
+	shared := route("shared", "/ws/v2/producer/persistent/shared/**", "count", map[string]any{"max_pending_messages": 5000})
+	shared.Batching = config.BatchingShared
 	off := route("off", "/ws/v2/**", "count", map[string]any{"max_pending_messages": 5000})
-	if err := m.Apply(context.Background(), []config.Route{auto, off}); err != nil {
+	if err := m.Apply(context.Background(), []config.Route{auto, shared, off}); err != nil {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]struct {
 		path       string
 		clientAsks bool
+		name       string
 		batching   bool
+		shared     bool
 		queue      int
 	}{
-		"auto":           {path: "/ws/v2/producer/persistent/auto/ns/t", batching: true, queue: policy.BatchLibraryQueue},
-		"auto, client's": {path: "/ws/v2/producer/persistent/auto/ns/t", clientAsks: true, queue: policy.BatchLibraryQueue},
-		"off":            {path: "/ws/v2/producer/persistent/other/ns/t", queue: policy.LibraryQueue},
-		"off, client's":  {path: "/ws/v2/producer/persistent/other/ns/t", clientAsks: true, queue: policy.BatchLibraryQueue},
+		"auto":             {path: "/ws/v2/producer/persistent/auto/ns/t", batching: true, queue: policy.BatchLibraryQueue},
+		"auto, client's":   {path: "/ws/v2/producer/persistent/auto/ns/t", clientAsks: true, queue: policy.BatchLibraryQueue},
+		"shared":           {path: "/ws/v2/producer/persistent/shared/ns/t", batching: true, shared: true, queue: policy.LibraryQueue},
+		"shared, named":    {path: "/ws/v2/producer/persistent/shared/ns/t", name: "p", batching: true, queue: policy.BatchLibraryQueue},
+		"shared, client's": {path: "/ws/v2/producer/persistent/shared/ns/t", clientAsks: true, queue: policy.BatchLibraryQueue},
+		"off":              {path: "/ws/v2/producer/persistent/other/ns/t", queue: policy.LibraryQueue},
+		"off, client's":    {path: "/ws/v2/producer/persistent/other/ns/t", clientAsks: true, queue: policy.BatchLibraryQueue},
 	} {
-		g, err := m.Producer(context.Background(), producerReq(c.path), wsapi.ProducerParams{BatchingEnabled: c.clientAsks})
+		g, err := m.Producer(context.Background(), producerReq(c.path), wsapi.ProducerParams{BatchingEnabled: c.clientAsks, ProducerName: c.name})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if g.Batching != c.batching || g.LibraryQueue != c.queue {
-			t.Errorf("%s: batching %v, library queue %d; want %v, %d", name, g.Batching, g.LibraryQueue, c.batching, c.queue)
+		if g.Batching != c.batching || g.Shared != c.shared || g.LibraryQueue != c.queue {
+			t.Errorf("%s: batching %v, shared %v, library queue %d; want %v, %v, %d", name, g.Batching, g.Shared, g.LibraryQueue, c.batching, c.shared, c.queue)
 		}
 		g.Release()
 	}

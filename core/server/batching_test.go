@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,4 +116,121 @@ func readAck(t *testing.T, c *websocket.Conn, i int) wsapi.MessageID {
 		t.Fatalf("ack of message %d: %v", i, err)
 	}
 	return id
+}
+
+const sharedBatchingConfig = `
+routes:
+  - name: shared
+    match: /ws/**
+    strategy: { name: count, params: { max_pending_messages: 1000 } }
+    batching: shared
+`
+
+// TestSharedBatching: on a route with batching: shared, the producer sessions of a topic
+// share one broker producer, and a session whose client names its producer gets its own.
+// Every session publishes a burst at once; each message is acked once, in its session's
+// order, with an id of its own, and a consumer receives each once, in its session's order.
+// Once some of the sessions have closed, the others go on publishing on the producer they
+// shared.
+func TestSharedBatching(t *testing.T) {
+	t.Parallel()
+	srv, base := edgetest.Start(t, sharedBatchingConfig)
+	topic := "shared-batching-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	url := base + "/ws/v2/producer/persistent/public/default/" + topic
+	consumer := edgetest.Dial(t, base+"/ws/v2/consumer/persistent/public/default/"+topic+"/s")
+	producersCreated := func() uint64 { return srv.EmbeddedStats().CommandsReceived["PRODUCER"] }
+
+	before := producersCreated()
+	const sessions, burst = 6, 100
+	var ps []*websocket.Conn
+	for range sessions {
+		ps = append(ps, edgetest.Dial(t, url))
+	}
+	ps = append(ps, edgetest.Dial(t, url+"?producerName=named"))
+	if created := producersCreated() - before; created != 2 {
+		t.Fatalf("%d broker producers for %d sessions and a named one, want 2", created, sessions)
+	}
+
+	ids := sync.Map{} // message id → payload
+	publish := func(ps []*websocket.Conn, round int) int {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, len(ps))
+		for s, p := range ps {
+			wg.Go(func() {
+				for i := range burst {
+					payload := base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "%d/%d/%d", round, s, i))
+					if err := p.WriteJSON(map[string]string{"payload": payload, "context": strconv.Itoa(i)}); err != nil {
+						errs <- err
+						return
+					}
+				}
+				for i := range burst {
+					var a ack
+					_ = p.SetReadDeadline(time.Now().Add(docsWait))
+					if err := p.ReadJSON(&a); err != nil {
+						errs <- fmt.Errorf("session %d, ack %d: %w", s, i, err)
+						return
+					}
+					if a.Result != "ok" || a.Context != strconv.Itoa(i) {
+						errs <- fmt.Errorf("session %d: ack %+v, want ok for context %d", s, a, i)
+						return
+					}
+					if _, dup := ids.LoadOrStore(a.MessageID, fmt.Sprint(round, "/", s, "/", i)); dup {
+						errs <- fmt.Errorf("session %d: message %d acked with an id already acked", s, i)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		return len(ps) * burst
+	}
+	published := publish(ps, 0)
+	for _, p := range ps[:sessions/2] {
+		_ = p.Close()
+	}
+	published += publish(ps[sessions/2:], 1)
+
+	next := map[string]int{}
+	for n := range published {
+		_ = consumer.SetReadDeadline(time.Now().Add(docsWait))
+		var m struct {
+			MessageID string `json:"messageId"`
+			Payload   string `json:"payload"`
+		}
+		if err := consumer.ReadJSON(&m); err != nil {
+			t.Fatalf("consuming message %d of %d: %v", n, published, err)
+		}
+		raw, err := base64.StdEncoding.DecodeString(m.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var round, s, i int
+		if _, err := fmt.Sscanf(string(raw), "%d/%d/%d", &round, &s, &i); err != nil {
+			t.Fatal(err)
+		}
+		key := fmt.Sprint(round, "/", s)
+		if i != next[key] {
+			t.Fatalf("round %d, session %d: message %d consumed after %d", round, s, i, next[key]-1)
+		}
+		next[key]++
+		if acked, ok := ids.Load(m.MessageID); !ok || acked != fmt.Sprint(key, "/", i) {
+			t.Fatalf("message %s consumed as %s, acked as %v", raw, m.MessageID, acked)
+		}
+		if err := consumer.WriteJSON(map[string]string{"messageId": m.MessageID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = consumer.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, extra, err := consumer.ReadMessage(); err == nil {
+		t.Errorf("a message beyond the %d published: %s", published, extra)
+	}
+	if created := producersCreated() - before; created != 2 {
+		t.Fatalf("%d broker producers created, want still 2: the sessions left open share theirs", created)
+	}
 }

@@ -65,6 +65,10 @@ type ProducerGrant struct {
 	// sending, and send a lone one at once (a route's batching: auto), when the client did
 	// not ask for batching itself.
 	Batching bool
+	// Shared has the session's broker producer shared with the other sessions of the topic
+	// that share its options (a route's batching: shared); LibraryQueue is then its part of
+	// the shared producer's queue.
+	Shared bool
 	// SendTimeout answers a message the broker has not acknowledged within it with an error
 	// ack; zero means none.
 	SendTimeout time.Duration

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -699,10 +700,21 @@ func (p *partitionProducer) handleSend(data *sendRequest, ok bool) bool {
 		return true
 	}
 	p.internalSend(data)
-	if p.options.BatchingFlushWhenIdle && len(p.dataChan) == 0 {
+	if p.options.BatchingFlushWhenIdle && p.idleAfterYield() {
 		p.internalFlushCurrentBatch()
 	}
 	return true
+}
+
+// idleAfterYield reports whether no send waits to join the batch once the goroutines ready
+// to run have run: those of the producer's callers may be about to hand it one. It yields
+// only when none waits, once a batch: with nothing else ready to run the yield returns at once.
+func (p *partitionProducer) idleAfterYield() bool {
+	if len(p.dataChan) > 0 {
+		return false
+	}
+	runtime.Gosched()
+	return len(p.dataChan) == 0
 }
 
 // handleCmd runs cmd, taken from cmdChan; it returns false when the producer is closed.

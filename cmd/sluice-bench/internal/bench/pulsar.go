@@ -158,7 +158,7 @@ func (p *pulsarInstance) admin(ctx context.Context, method, path string, body []
 }
 
 // pulsarKinds are the configurations in front of (or straight to) the Pulsar broker.
-var pulsarKinds = []string{"pulsar-proxy", "sluice", "sluice-batched", "direct", "broker-ws"}
+var pulsarKinds = []string{"pulsar-proxy", "sluice", "sluice-batched", "sluice-shared", "direct", "broker-ws"}
 
 // pulsarKindNote describes a configuration.
 func pulsarKindNote(kind string) string {
@@ -169,6 +169,8 @@ func pulsarKindNote(kind string) string {
 		return "sluice serve --broker to the same Pulsar broker (token via broker.auth_token), defaults"
 	case "sluice-batched":
 		return "as sluice, the default route with batching: auto"
+	case "sluice-shared":
+		return "as sluice, the default route with batching: shared"
 	case "direct":
 		return "pulsar-client-go straight to the Pulsar broker, unbatched, no proxy"
 	case "broker-ws":
@@ -206,14 +208,14 @@ func startPulsarTarget(ctx context.Context, f *fleet, c *common, p *pulsarInstan
 			return nil, fmt.Errorf("pulsar-proxy: Pulsar's WebSocket proxy is not running (scripts/pulsar/pulsar.sh proxy-start, state %s)", p.state)
 		}
 		t.url, t.edge, t.server = p.proxyWS, p.proxyPID, []int{p.proxyPID, p.brokerPID}
-	case "sluice", "sluice-batched":
+	case "sluice", "sluice-batched", "sluice-shared":
 		cfg := serveConfig{AdminPprof: pprof}
 		if p.token != "" {
 			cfg.Broker = &brokerConfig{AuthToken: p.token}
 		}
-		if kind == "sluice-batched" {
+		if batching, ok := strings.CutPrefix(kind, "sluice-"); ok {
 			r := benchRoute(strategyConfig{Name: "hybrid"}, "reject")
-			r.Batching = "auto"
+			r.Batching = map[string]string{"batched": "auto", "shared": "shared"}[batching]
 			cfg.Routes = []routeConfig{r}
 		}
 		s, err := f.startServe(ctx, "serve-"+kind, c.serveBin, cfg, p.serviceURL)

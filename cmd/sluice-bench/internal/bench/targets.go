@@ -78,7 +78,7 @@ type target struct {
 // edgeKinds are the configurations made of a `sluice serve` process: the default single
 // process, the edge alone in front of a separate `sluice broker`, and the edge alone with a
 // route of each builtin strategy (the strategy comparison).
-var edgeKinds = []string{"single", "edge", "bytes", "count", "hybrid", "none", "hybrid-plugin", "single-batched", "edge-batched"}
+var edgeKinds = []string{"single", "edge", "bytes", "count", "hybrid", "none", "hybrid-plugin", "single-batched", "edge-batched", "single-shared", "edge-shared"}
 
 // edgeConfig is the serve configuration of an edge kind, and whether it uses the embedded
 // broker. pluginPath is for hybrid-plugin.
@@ -92,16 +92,16 @@ func edgeConfig(kind, pluginPath string) (serveConfig, string, bool, error) {
 		return serveConfig{}, "sluice serve with its embedded broker, defaults", true, nil
 	case "edge":
 		return serveConfig{}, "sluice serve --broker to a separate sluice broker, defaults", false, nil
-	case "single-batched", "edge-batched":
+	case "single-batched", "edge-batched", "single-shared", "edge-shared":
 		// The default route (hybrid with its defaults, reject), batching its producers.
+		base, batching, _ := strings.Cut(kind, "-")
 		r := benchRoute(strategyConfig{Name: "hybrid"}, "reject")
 		r.Batching = "auto"
-		embedded := kind == "single-batched"
-		note := "as single, the route with batching: auto"
-		if !embedded {
-			note = "as edge, the route with batching: auto"
+		if batching == "shared" {
+			r.Batching = "shared"
 		}
-		return serveConfig{Routes: []routeConfig{r}}, note, embedded, nil
+		note := "as " + base + ", the route with batching: " + r.Batching
+		return serveConfig{Routes: []routeConfig{r}}, note, base == "single", nil
 	case "bytes":
 		return serveConfig{Routes: strategy("bytes", map[string]any{"route_limit": "32MiB"})}, "route pool 32MiB + edge pool 64MiB", false, nil
 	case "count":

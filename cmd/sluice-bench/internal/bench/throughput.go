@@ -408,7 +408,7 @@ func (r *tpResult) summarise() {
 // round, the median over rounds — configurations run seconds apart see about the same
 // background load, so this moves less with noise than a ratio of medians. The references
 // are the same configuration of the -compare binary, "none" for the strategies, and the
-// unbatched configuration for a batched one.
+// unbatched configuration for a batched one, and the batched one for a shared one.
 func pairResults(results []*tpResult, sets []*binSet) {
 	byName := map[string]*tpResult{}
 	for _, r := range results {
@@ -424,6 +424,9 @@ func pairResults(results []*tpResult, sets []*binSet) {
 		}
 		if unbatched, ok := strings.CutSuffix(r.Kind, "-batched"); ok {
 			refs = append(refs, unbatched+strings.TrimPrefix(r.Name, r.Kind))
+		}
+		if base, ok := strings.CutSuffix(r.Kind, "-shared"); ok {
+			refs = append(refs, base+"-batched"+strings.TrimPrefix(r.Name, r.Kind))
 		}
 		for _, name := range refs {
 			ref, ok := byName[name]

@@ -1,0 +1,161 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// SharedQueue is the client library's queue of a shared producer, in messages. The producers
+// sharing it hold parts of it that add up to at most this, so that the library never refuses
+// a send one of them hands it; one that finds no library producer with room for its part
+// starts another.
+const SharedQueue = 1024
+
+// sharedKey is what producers must have equal to share a library producer: their options,
+// less their part of the queue.
+type sharedKey struct {
+	topic                   string
+	hashing                 HashingScheme
+	routing                 RoutingMode
+	batching, flushWhenIdle bool
+	batchingMaxMessages     uint
+	batchingMaxPublishDelay time.Duration
+	compression             Compression
+}
+
+func sharedKeyOf(o ProducerOptions) sharedKey {
+	return sharedKey{
+		topic:                   o.Topic,
+		hashing:                 o.Hashing,
+		routing:                 o.Routing,
+		batching:                o.Batching,
+		flushWhenIdle:           o.FlushWhenIdle,
+		batchingMaxMessages:     o.BatchingMaxMessages,
+		batchingMaxPublishDelay: o.BatchingMaxPublishDelay,
+		compression:             o.Compression,
+	}
+}
+
+// sharing holds a client's shared library producers by their options.
+type sharing struct {
+	mu   sync.Mutex
+	sets map[sharedKey]*sharedSet
+}
+
+// sharedSet is the library producers of one key.
+type sharedSet struct {
+	shares []*share
+	// creating is closed when the creation of a library producer for the key ends; nil when
+	// none runs. Producers arriving meanwhile wait for it rather than create their own.
+	creating chan struct{}
+}
+
+// share is one shared library producer and what its sharers hold of it.
+type share struct {
+	s   *sharing
+	key sharedKey
+	lib *Producer // the library producer; its own accounting is unused
+	// parts is the queue its sharers hold, closed or not, until the library has called back
+	// their sends; open is how many are not closed.
+	parts, open int
+}
+
+// joinShared returns a producer that shares a library producer of o's options with others
+// on the topic, creating that library producer if none has room for o's part of the queue.
+func (c *Client) joinShared(ctx context.Context, o ProducerOptions) (*Producer, error) {
+	if o.Name != "" {
+		return nil, fmt.Errorf("creating producer on %s: %w: a named producer cannot be shared", o.Topic, ErrInvalidArgument)
+	}
+	part := o.MaxPendingMessages
+	if part < 1 || part > SharedQueue {
+		return nil, fmt.Errorf("creating producer on %s: %w: a shared producer's max pending messages must be 1 to %d", o.Topic, ErrInvalidArgument, SharedQueue)
+	}
+	key := sharedKeyOf(o)
+	s := &c.shared
+	for {
+		s.mu.Lock()
+		if s.sets == nil {
+			s.sets = make(map[sharedKey]*sharedSet)
+		}
+		set := s.sets[key]
+		if set == nil {
+			set = &sharedSet{}
+			s.sets[key] = set
+		}
+		for _, sh := range set.shares {
+			if sh.parts+part <= SharedQueue {
+				sh.parts += part
+				sh.open++
+				s.mu.Unlock()
+				return sh.sharer(part), nil
+			}
+		}
+		if wait := set.creating; wait != nil {
+			s.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("creating producer on %s: %w", o.Topic, ended(ctx))
+			}
+		}
+		created := make(chan struct{})
+		set.creating = created
+		s.mu.Unlock()
+
+		lo := o
+		lo.MaxPendingMessages = SharedQueue
+		lib, err := c.createLibProducer(ctx, lo)
+
+		s.mu.Lock()
+		set.creating = nil
+		close(created)
+		if err != nil {
+			if len(set.shares) == 0 {
+				delete(s.sets, key)
+			}
+			s.mu.Unlock()
+			return nil, err
+		}
+		sh := &share{s: s, key: key, lib: lib, parts: part, open: 1}
+		set.shares = append(set.shares, sh)
+		s.mu.Unlock()
+		return sh.sharer(part), nil
+	}
+}
+
+// sharer is a new producer on sh holding part of its queue.
+func (sh *share) sharer(part int) *Producer {
+	return &Producer{p: sh.lib.p, topic: sh.lib.topic, name: sh.lib.name, partitioned: sh.lib.partitioned, share: sh, part: part}
+}
+
+// close is one sharer closing: the last one open takes the library producer out of the set
+// and closes it, which answers every send it still holds.
+func (sh *share) close() {
+	s := sh.s
+	s.mu.Lock()
+	sh.open--
+	last := sh.open == 0
+	if last {
+		set := s.sets[sh.key]
+		set.shares = slices.DeleteFunc(set.shares, func(x *share) bool { return x == sh })
+		if len(set.shares) == 0 && set.creating == nil {
+			delete(s.sets, sh.key)
+		}
+	}
+	s.mu.Unlock()
+	if last {
+		sh.lib.p.Close()
+	}
+}
+
+// giveBack returns a closed sharer's part of the queue, once the library holds none of its
+// sends.
+func (sh *share) giveBack(part int) {
+	sh.s.mu.Lock()
+	sh.parts -= part
+	sh.s.mu.Unlock()
+}

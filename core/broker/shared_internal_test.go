@@ -1,0 +1,242 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core/broker/embedded"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
+)
+
+// startEmbedded starts an embedded broker and a Client of it.
+func startEmbedded(t *testing.T) (*embedded.Broker, *Client) {
+	t.Helper()
+	b, err := embedded.New(embedded.Config{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	c, err := Dial(Config{URL: b.ServiceURL(), OperationTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return b, c
+}
+
+// TestSharedProducers against the embedded broker: producers of equal options that join at
+// once share one broker producer until their parts of its queue would pass SharedQueue; each
+// gets its own messages acked, in its own order; one closing leaves the others sending; the
+// last closing closes the broker producer; a producer of other options gets its own.
+func TestSharedProducers(t *testing.T) {
+	t.Parallel()
+	b, c := startEmbedded(t)
+	const topic = "persistent://public/default/shared-producers"
+	opts := ProducerOptions{Topic: topic, Batching: true, FlushWhenIdle: true, Shared: true, MaxPendingMessages: 128}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	producersCreated := func() uint64 { return b.Stats().CommandsReceived["PRODUCER"] }
+
+	const sharers = SharedQueue / 128 // exactly fill one library producer's queue
+	ps := make([]*Producer, sharers+1)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ps))
+	for i := range ps {
+		wg.Go(func() {
+			p, err := c.CreateProducer(ctx, opts)
+			ps[i] = p
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := map[string]int{}
+	for _, p := range ps {
+		names[p.Name()]++
+	}
+	if len(names) != 2 || producersCreated() != 2 {
+		t.Fatalf("%d producers joined at once as %v, %d PRODUCER commands; want %d sharing one broker producer and 1 on a second",
+			len(ps), names, producersCreated(), sharers)
+	}
+	other, err := c.CreateProducer(ctx, ProducerOptions{Topic: topic, Shared: true, MaxPendingMessages: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names[other.Name()] != 0 {
+		t.Fatalf("a producer with batching off joined %s, a batching one", other.Name())
+	}
+	ps = append(ps, other)
+
+	cons, err := c.pc.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+
+	// Every producer sends at once; then the first closes and the others send again.
+	const perRound = 128 // each producer's part of the queue, all of it in flight
+	send := func(ps []*Producer, round int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		failed := make(chan error, len(ps)*perRound)
+		for i, p := range ps {
+			wg.Go(func() {
+				var acked sync.WaitGroup
+				for n := range perRound {
+					acked.Add(1)
+					p.Send(ctx, &OutMessage{
+						Payload: fmt.Appendf(nil, "%d/%d/%d", round, i, n),
+						Done: func(_ MessageID, err error) {
+							if err != nil {
+								failed <- err
+							}
+							acked.Done()
+						},
+					})
+				}
+				acked.Wait()
+			})
+		}
+		wg.Wait()
+		close(failed)
+		for err := range failed {
+			t.Fatalf("round %d: a send failed: %v", round, err)
+		}
+	}
+	send(ps, 0)
+	// One of the full library producer's sharers closes; the others go on.
+	full := slices.IndexFunc(ps, func(p *Producer) bool { return names[p.Name()] == sharers })
+	ps[0], ps[full] = ps[full], ps[0]
+	ps[0].Close()
+	send(ps[1:], 1)
+
+	// Each producer's messages arrive once each, in its order.
+	next := map[string]int{}
+	for range len(ps)*perRound + (len(ps)-1)*perRound {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var round, i, n int
+		if _, err := fmt.Sscanf(string(m.Payload()), "%d/%d/%d", &round, &i, &n); err != nil {
+			t.Fatal(err)
+		}
+		key := fmt.Sprint(round, "/", i)
+		if n != next[key] {
+			t.Fatalf("producer %d, round %d: message %d arrived after %d", i, round, n, next[key]-1)
+		}
+		next[key]++
+	}
+	stats := b.Stats()
+	if closed := stats.CommandsReceived["CLOSE_PRODUCER"]; closed != 0 {
+		t.Fatalf("%d broker producers closed while their sharers are open", closed)
+	}
+	if stats.EntriesStored >= stats.MessagesStored {
+		t.Logf("no batch formed: %d entries for %d messages", stats.EntriesStored, stats.MessagesStored)
+	}
+	for _, p := range ps[1:] {
+		p.Close()
+	}
+	if closed := b.Stats().CommandsReceived["CLOSE_PRODUCER"]; closed != 3 {
+		t.Fatalf("%d broker producers closed once every sharer is, want 3", closed)
+	}
+	c.shared.mu.Lock()
+	left := len(c.shared.sets)
+	c.shared.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d sets of shared producers kept after every sharer closed", left)
+	}
+	if _, err := c.CreateProducer(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	if producersCreated() != 4 {
+		t.Fatalf("%d PRODUCER commands; a producer joining after the last sharer closed must create a broker producer", producersCreated())
+	}
+}
+
+// TestSharedProducerRefusals: a shared producer needs no name and a part of the queue from 1 to
+// SharedQueue.
+func TestSharedProducerRefusals(t *testing.T) {
+	t.Parallel()
+	c := &Client{}
+	for _, o := range []ProducerOptions{
+		{Name: "named", MaxPendingMessages: 1},
+		{MaxPendingMessages: 0},
+		{MaxPendingMessages: SharedQueue + 1},
+	} {
+		o.Topic, o.Shared = "persistent://public/default/t", true
+		if _, err := c.CreateProducer(context.Background(), o); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%+v: %v, want ErrInvalidArgument", o, err)
+		}
+	}
+}
+
+// TestSharerClosesWithSendsHeld: a sharer that closes while the library holds its sends
+// answers them at once, leaves the library producer open for the others, and keeps its part
+// of the queue until the library calls those sends back; late callbacks answer nothing again.
+func TestSharerClosesWithSendsHeld(t *testing.T) {
+	t.Parallel()
+	f := &fakeProducer{}
+	c := &Client{}
+	key := sharedKey{topic: "persistent://public/default/held"}
+	sh := &share{s: &c.shared, key: key, lib: &Producer{p: f, topic: key.topic}, parts: 200, open: 2}
+	c.shared.sets = map[sharedKey]*sharedSet{key: {shares: []*share{sh}}}
+	first, second := sh.sharer(100), sh.sharer(100)
+	a := &tally{counts: map[int]int{}, errs: map[int]error{}}
+	for i := range 3 {
+		first.Send(context.Background(), a.message(i))
+	}
+	first.Close()
+	if f.closed {
+		t.Fatal("the library producer closed with a sharer open")
+	}
+	if got := a.charged.Load(); got != 0 {
+		t.Fatalf("%d sends unanswered after Close", got)
+	}
+	parts := func() int {
+		c.shared.mu.Lock()
+		defer c.shared.mu.Unlock()
+		return sh.parts
+	}
+	if parts() != 200 {
+		t.Fatalf("parts %d with the closed sharer's sends in the library, want 200", parts())
+	}
+	for i := range 3 {
+		f.answer(i, nil)
+	}
+	if parts() != 100 {
+		t.Fatalf("parts %d once the library called the closed sharer's sends back, want 100", parts())
+	}
+	for i := range 3 {
+		if a.counts[i] != 1 || !errors.Is(a.errs[i], pulsar.ErrProducerClosed) {
+			t.Fatalf("send %d answered %d times (%v), want once with ErrProducerClosed", i, a.counts[i], a.errs[i])
+		}
+	}
+	second.Send(context.Background(), a.message(3))
+	f.answer(3, nil)
+	if a.counts[3] != 1 || a.errs[3] != nil {
+		t.Fatalf("the open sharer's send: answered %d times, %v", a.counts[3], a.errs[3])
+	}
+	second.Close()
+	if !f.closed {
+		t.Fatal("the library producer is open after its last sharer closed")
+	}
+	if parts() != 0 || len(c.shared.sets) != 0 {
+		t.Fatalf("parts %d and %d sets after every sharer closed, want none", parts(), len(c.shared.sets))
+	}
+}

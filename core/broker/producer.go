@@ -237,9 +237,12 @@ func (c *Client) createLibProducer(ctx context.Context, o ProducerOptions) (*Pro
 		BatchingMaxMessages:     o.BatchingMaxMessages,
 		BatchingMaxPublishDelay: o.BatchingMaxPublishDelay,
 		BatchingFlushWhenIdle:   o.FlushWhenIdle,
-		CompressionType:         toPulsarCompression(o.Compression),
-		HashingScheme:           pulsar.JavaStringHash,
-		MessageRouter:           newRouter(o.Routing, o.Hashing),
+		// A shared producer's senders are many goroutines, often ready to hand it a message:
+		// let them before a batch is taken as complete.
+		BatchingYieldBeforeFlush: o.Shared && o.FlushWhenIdle,
+		CompressionType:          toPulsarCompression(o.Compression),
+		HashingScheme:            pulsar.JavaStringHash,
+		MessageRouter:            newRouter(o.Routing, o.Hashing),
 	}
 	if o.Hashing == Murmur3Hash {
 		popts.HashingScheme = pulsar.Murmur3_32Hash

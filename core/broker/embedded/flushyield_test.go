@@ -12,10 +12,10 @@ import (
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 )
 
-// TestFlushWhenIdleWaitsForReadySenders: a producer with BatchingFlushWhenIdle shared by
-// senders that are ready to run batches their messages together, on one CPU as on many: it
-// flushes only once the goroutines ready to run have run and none handed it a message
-// (pulsar-client-go-20-flush-after-yield.patch). Without the yield, on one CPU, the first
+// TestFlushWhenIdleWaitsForReadySenders: a producer with BatchingFlushWhenIdle and
+// BatchingYieldBeforeFlush that senders ready to run share batches their messages together:
+// it flushes only once the goroutines ready to run have run and none handed it a message
+// (pulsar-client-go-20-yield-before-flush.patch). Without the yield, on one CPU, the first
 // sender's message leaves alone and the rest follow one by one, a broker entry each. Each
 // round's senders are started together and each hands one message; every message is stored.
 // Not parallel: it sets GOMAXPROCS. Not under -race, which schedules goroutines its own way:
@@ -24,7 +24,8 @@ func TestFlushWhenIdleWaitsForReadySenders(t *testing.T) {
 	b := startBroker(t, embedded.Config{})
 	c := newClient(t, b, nil)
 	ctx := ctxT(t, 30*time.Second)
-	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: uniqueTopic("flushyield"), SendTimeout: -1, BatchingFlushWhenIdle: true})
+	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: uniqueTopic("flushyield"), SendTimeout: -1,
+		BatchingFlushWhenIdle: true, BatchingYieldBeforeFlush: true})
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 
 	const rounds, senders = 20, 10

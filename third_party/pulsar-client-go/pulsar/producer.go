@@ -159,6 +159,13 @@ type ProducerOptions struct {
 	// message goes out at once. BatchingMaxPublishDelay is not used then. Only with batching.
 	BatchingFlushWhenIdle bool
 
+	// BatchingYieldBeforeFlush has a BatchingFlushWhenIdle producer yield once (runtime.Gosched)
+	// before it takes an empty queue for idleness, so that callers ready to run hand it their
+	// messages first: for a producer that many goroutines send on, whose next message is often
+	// about to be handed over. With nothing else ready the yield returns at once. Only with
+	// BatchingFlushWhenIdle.
+	BatchingYieldBeforeFlush bool
+
 	// BatchingMaxMessages specifies the maximum number of messages permitted in a batch. (default: 1000)
 	// If set to a value greater than 1, messages will be queued until this threshold is reached or
 	// BatchingMaxSize (see below) has been reached or the batch interval has elapsed.

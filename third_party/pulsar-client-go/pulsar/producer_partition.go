@@ -700,18 +700,21 @@ func (p *partitionProducer) handleSend(data *sendRequest, ok bool) bool {
 		return true
 	}
 	p.internalSend(data)
-	if p.options.BatchingFlushWhenIdle && p.idleAfterYield() {
+	if p.options.BatchingFlushWhenIdle && p.idle() {
 		p.internalFlushCurrentBatch()
 	}
 	return true
 }
 
-// idleAfterYield reports whether no send waits to join the batch once the goroutines ready
-// to run have run: those of the producer's callers may be about to hand it one. It yields
-// only when none waits, once a batch: with nothing else ready to run the yield returns at once.
-func (p *partitionProducer) idleAfterYield() bool {
+// idle reports whether no send waits to join the batch: with BatchingYieldBeforeFlush, once
+// the goroutines ready to run have run, since those of the producer's callers may be about to
+// hand it one. It yields only when none waits, once a batch.
+func (p *partitionProducer) idle() bool {
 	if len(p.dataChan) > 0 {
 		return false
+	}
+	if !p.options.BatchingYieldBeforeFlush {
+		return true
 	}
 	runtime.Gosched()
 	return len(p.dataChan) == 0

@@ -308,11 +308,12 @@ func (p *Producer) Send(ctx context.Context, m *OutMessage) {
 func (p *Producer) Close() {
 	p.mu.Lock()
 	p.closed = true // later sends fail at once
+	unanswered := len(p.inflight) > 0
 	p.mu.Unlock()
 	if p.share == nil {
 		p.p.Close()
 	} else {
-		p.share.close()
+		p.share.close(unanswered)
 	}
 	p.mu.Lock()
 	left := make([]*send, 0, len(p.inflight))

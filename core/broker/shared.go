@@ -133,17 +133,22 @@ func (sh *share) sharer(part int) *Producer {
 }
 
 // close is one sharer closing: the last one open takes the library producer out of the set
-// and closes it, which answers every send it still holds.
-func (sh *share) close() {
+// and closes it, which answers every send it still holds. One that closes with sends the
+// broker has not answered takes it out of the set too, and no producer joins it again: the
+// sends it leaves in the library are no longer charged to a session, and the library holds
+// them until the broker answers or the last sharer closes. So a library producer holding
+// such sends lives only while one of its sharers is open, and holds at most SharedQueue.
+func (sh *share) close(unanswered bool) {
 	s := sh.s
 	s.mu.Lock()
 	sh.open--
 	last := sh.open == 0
-	if last {
-		set := s.sets[sh.key]
-		set.shares = slices.DeleteFunc(set.shares, func(x *share) bool { return x == sh })
-		if len(set.shares) == 0 && set.creating == nil {
-			delete(s.sets, sh.key)
+	if last || unanswered {
+		if set := s.sets[sh.key]; set != nil {
+			set.shares = slices.DeleteFunc(set.shares, func(x *share) bool { return x == sh })
+			if len(set.shares) == 0 && set.creating == nil {
+				delete(s.sets, sh.key)
+			}
 		}
 	}
 	s.mu.Unlock()

@@ -930,6 +930,64 @@ func TestPulsarJavaCLI(t *testing.T) {
 	}
 }
 
+// TestPulsarSharedProducers: on a route with batching: shared, the producer sessions of a
+// topic are one producer to Pulsar; bursts from every session at once are each acked ok, and
+// Pulsar stores each message once. A session whose client names its producer is a producer of
+// its own.
+func TestPulsarSharedProducers(t *testing.T) {
+	e := rpEnvOf(t)
+	base := rpEdge(t, e, func(c *config.Config) {
+		c.Routes = []config.Route{{Name: "shared", Match: "/ws/**", Strategy: config.StrategyRef{Name: "hybrid"}, Batching: config.BatchingShared}}
+	})
+	topic := rpTopic(t)
+	url := base + "/ws/v2/producer/persistent/public/default/" + topic
+	const sessions, burst = 4, 50
+	var ps []*websocket.Conn
+	for range sessions {
+		ps = append(ps, edgetest.Dial(t, url))
+	}
+	ps = append(ps, edgetest.Dial(t, url+"?producerName="+topic+"-named"))
+
+	var stats struct {
+		Publishers []struct {
+			ProducerName string `json:"producerName"`
+		} `json:"publishers"`
+	}
+	if err := json.Unmarshal([]byte(rpAdminOK(t, e, http.MethodGet, "/admin/v2/persistent/public/default/"+topic+"/stats", "")), &stats); err != nil {
+		t.Fatal(err)
+	}
+	if len(stats.Publishers) != 2 {
+		t.Fatalf("Pulsar counts %d producers (%+v) for %d sessions and a named one, want 2", len(stats.Publishers), stats.Publishers, sessions)
+	}
+
+	var wg sync.WaitGroup
+	for s, c := range ps {
+		wg.Go(func() {
+			for i := range burst {
+				rpSend(t, c, fmt.Sprintf("%d-%03d", s, i), "", strconv.Itoa(i))
+			}
+			for i := range burst {
+				if a := rpReadAck(t, c); a.Result != "ok" || a.Context != strconv.Itoa(i) {
+					t.Errorf("session %d: ack %+v, want ok for context %d", s, a, i)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	stored := rpReadBack(t, rpClient(t, e), "persistent://public/default/"+topic)
+	for s := range ps {
+		for i := range burst {
+			if n := stored[fmt.Sprintf("%d-%03d", s, i)]; n != 1 {
+				t.Fatalf("session %d, message %d stored %d times, want once", s, i, n)
+			}
+		}
+	}
+	if len(stored) != len(ps)*burst {
+		t.Fatalf("%d messages stored, want %d", len(stored), len(ps)*burst)
+	}
+}
+
 // The broker killed (SIGKILL) and restarted under a flood of producers: every message gets
 // exactly one answer, and every message answered ok is in its topic afterwards (read back with
 // pulsar-client-go from the earliest message).

@@ -16,10 +16,25 @@ import (
 // after collection and goroutine stacks, the embedded broker's side and the test's own client
 // connections included) stays within what each is charged to the session pool
 // (session.ProducerSessionCost), and each holds one goroutine, its reader: its writer and the
-// client library's producer run only while they have work. Not parallel: it counts the
-// process's memory and goroutines.
+// client library's producer run only while they have work. On a route with batching: shared,
+// each session on a topic of its own holds a shared producer alone, with the whole shared
+// queue: the charge covers that too. Not parallel: it counts the process's memory and
+// goroutines.
 func TestProducerSessionCostCharged(t *testing.T) {
-	srv, base := edgetest.Start(t, "memory: { session_limit: 1GiB }\n")
+	for name, yaml := range map[string]string{
+		"own producers": "memory: { session_limit: 1GiB }\n",
+		"shared producers, alone": `
+memory: { session_limit: 1GiB }
+routes:
+  - { name: shared, match: /ws/**, strategy: { name: hybrid }, batching: shared }
+`,
+	} {
+		t.Run(name, func(t *testing.T) { producerSessionCostCharged(t, yaml) })
+	}
+}
+
+func producerSessionCostCharged(t *testing.T, yaml string) {
+	srv, base := edgetest.Start(t, yaml)
 	pool := srv.SessionPool()
 	// Small client buffers, so that the client's side of each connection, in this process
 	// too, adds little to what is measured.

@@ -29,9 +29,14 @@ const (
 	// (its MaxPendingMessages), whatever its message bound: the library allocates its queue
 	// when the producer is created, so this keeps an idle session small; 128 messages in
 	// flight to the broker keep a session's throughput up to the broker's latency. With
-	// batching the library needs a whole batch in its queue: BatchLibraryQueue.
-	LibraryQueue      = 128
-	BatchLibraryQueue = 1000
+	// batching the library needs a whole batch in its queue: BatchLibraryQueue. A session
+	// that shares its broker producer (a route's batching: shared) holds SharedLibraryQueue of
+	// the shared producer's queue, so that 16 sessions share one producer of
+	// broker.SharedQueue: its messages beyond that wait in the session, and batches fill from
+	// several sessions.
+	LibraryQueue       = 128
+	BatchLibraryQueue  = 1000
+	SharedLibraryQueue = 64
 )
 
 // Settings are the edge-wide settings every grant carries, from the static configuration.
@@ -147,10 +152,8 @@ func (m *Table) producer(ctx context.Context, h session.Handshake, p wsapi.Produ
 		return session.ProducerGrant{}, m.decisionError(r, err)
 	}
 	autoBatch := r.cfg.Batching != config.BatchingOff && !p.BatchingEnabled
-	// A shared broker producer batches the messages of its sessions together: each session's
-	// part of its queue need not hold a whole batch.
 	shared := autoBatch && r.cfg.Batching == config.BatchingShared && p.ProducerName == ""
-	queue := libraryQueue(maxMsgs, p.BatchingEnabled || (autoBatch && !shared))
+	queue := libraryQueue(maxMsgs, p.BatchingEnabled || autoBatch, shared)
 	// A producer on a partitioned topic holds a producer, and a queue, per partition.
 	cost, err := m.holdSession(h.RemoteAddr, session.ProducerSessionCost(queue)+
 		int64(max(h.Partitions, 1)-1)*session.ProducerPartitionCost(queue)+m.settings.inflateCost())
@@ -328,9 +331,13 @@ func (m *Table) deliveryGrant(ctx context.Context, h session.Handshake, requeste
 	}, nil
 }
 
-// libraryQueue is a producer session's queue in the client library.
-func libraryQueue(maxInflight int, batching bool) int {
-	if batching {
+// libraryQueue is a producer session's queue in the client library: with shared, its part
+// of a shared producer's, whose batches fill from several sessions.
+func libraryQueue(maxInflight int, batching, shared bool) int {
+	switch {
+	case shared:
+		return min(maxInflight, SharedLibraryQueue)
+	case batching:
 		return min(maxInflight, BatchLibraryQueue)
 	}
 	return min(maxInflight, LibraryQueue)

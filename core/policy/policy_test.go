@@ -376,7 +376,7 @@ func TestRouteBatching(t *testing.T) {
 	}{
 		"auto":             {path: "/ws/v2/producer/persistent/auto/ns/t", batching: true, queue: policy.BatchLibraryQueue},
 		"auto, client's":   {path: "/ws/v2/producer/persistent/auto/ns/t", clientAsks: true, queue: policy.BatchLibraryQueue},
-		"shared":           {path: "/ws/v2/producer/persistent/shared/ns/t", batching: true, shared: true, queue: policy.LibraryQueue},
+		"shared":           {path: "/ws/v2/producer/persistent/shared/ns/t", batching: true, shared: true, queue: policy.SharedLibraryQueue},
 		"shared, named":    {path: "/ws/v2/producer/persistent/shared/ns/t", name: "p", batching: true, queue: policy.BatchLibraryQueue},
 		"shared, client's": {path: "/ws/v2/producer/persistent/shared/ns/t", clientAsks: true, queue: policy.BatchLibraryQueue},
 		"off":              {path: "/ws/v2/producer/persistent/other/ns/t", queue: policy.LibraryQueue},

@@ -130,6 +130,9 @@ func (s *send) done(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 	*s = send{cb: s.cb}
 	sends.Put(s)
 	if err != nil {
+		if p.share != nil && closedByLibrary(err) {
+			p.share.retire()
+		}
 		m.Done(MessageID{}, err)
 		return
 	}

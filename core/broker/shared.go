@@ -2,10 +2,13 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 )
 
 // SharedQueue is the client library's queue of a shared producer, in messages. The producers
@@ -144,17 +147,42 @@ func (sh *share) close(unanswered bool) {
 	sh.open--
 	last := sh.open == 0
 	if last || unanswered {
-		if set := s.sets[sh.key]; set != nil {
-			set.shares = slices.DeleteFunc(set.shares, func(x *share) bool { return x == sh })
-			if len(set.shares) == 0 && set.creating == nil {
-				delete(s.sets, sh.key)
-			}
-		}
+		sh.retireLocked()
 	}
 	s.mu.Unlock()
 	if last {
 		sh.lib.p.Close()
 	}
+}
+
+// retire takes the library producer out of the set, so that no producer joins it again: the
+// library closed it (a terminated or deleted topic, a fenced producer), and a new producer on
+// the topic is to be refused by the broker as it would be unshared, not handed a closed one.
+func (sh *share) retire() {
+	sh.s.mu.Lock()
+	sh.retireLocked()
+	sh.s.mu.Unlock()
+}
+
+func (sh *share) retireLocked() {
+	set := sh.s.sets[sh.key]
+	if set == nil {
+		return
+	}
+	set.shares = slices.DeleteFunc(set.shares, func(x *share) bool { return x == sh })
+	if len(set.shares) == 0 && set.creating == nil {
+		delete(sh.s.sets, sh.key)
+	}
+}
+
+// closedByLibrary reports whether a send's error says the library has closed its producer.
+func closedByLibrary(err error) bool {
+	for _, e := range []error{pulsar.ErrProducerClosed, pulsar.ErrTopicTerminated, pulsar.ErrTopicNotfound, pulsar.ErrProducerFenced} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // giveBack returns a closed sharer's part of the queue, once the library holds none of its

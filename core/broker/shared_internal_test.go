@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 )
 
@@ -242,5 +243,33 @@ func TestSharerClosesWithSendsHeld(t *testing.T) {
 	}
 	if parts() != 0 {
 		t.Fatalf("parts %d after every sharer closed, want none", parts())
+	}
+}
+
+// TestSharedProducerOfTerminatedTopic: once the library has closed a shared producer (its
+// topic terminated), a producer created on the topic is refused by the broker, as an unshared
+// one is, rather than joined to the closed one.
+func TestSharedProducerOfTerminatedTopic(t *testing.T) {
+	t.Parallel()
+	b, c := startEmbedded(t)
+	const topic = "persistent://public/default/shared-terminated"
+	opts := ProducerOptions{Topic: topic, Batching: true, FlushWhenIdle: true, Shared: true, MaxPendingMessages: 64}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, err := c.CreateProducer(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := b.TerminateTopic(topic); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "a send refused", func() bool {
+		answered := make(chan error, 1)
+		p.Send(ctx, &OutMessage{Payload: []byte("x"), Done: func(_ MessageID, err error) { answered <- err }})
+		return <-answered != nil
+	})
+	if _, err := c.CreateProducer(ctx, opts); !errors.Is(err, ErrTopicTerminated) {
+		t.Fatalf("a producer created on the terminated topic: %v, want ErrTopicTerminated", err)
 	}
 }

@@ -147,7 +147,7 @@ type Producer struct {
 	name        string // read once: the library rewrites its copy, unguarded, on each reconnect
 	partitioned bool
 
-	// share is the library producer this one shares with others, and part its part of the
+	// share is the library producer this sharer shares with others, and part its part of the
 	// shared queue; share is nil when the library producer is its own.
 	share *share
 	part  int
@@ -157,10 +157,12 @@ type Producer struct {
 	mu       sync.Mutex
 	inflight map[*send]struct{}
 	closed   bool
-	// held counts the sends the library has not called back, answered or not: a shared
-	// producer's part of the queue is in use until they are back. gone: it was given back.
-	held int
-	gone bool
+	// held counts the sends the library has not called back, answered or not: a sharer's
+	// part of the queue is in use until they are back. drained is closed when they are, once
+	// the sharer is closed; gone: its part was given back.
+	held    int
+	drained chan struct{}
+	gone    bool
 }
 
 // track registers s as in the library's hands, or reports false when the producer is closed.
@@ -185,14 +187,17 @@ func (p *Producer) returned(s *send) bool {
 	_, unanswered := p.inflight[s]
 	delete(p.inflight, s)
 	p.held--
+	if p.held == 0 && p.drained != nil {
+		close(p.drained) // held only falls once closed: this runs once
+	}
 	p.mu.Unlock()
-	p.giveBackPart()
+	p.giveBack()
 	return unanswered
 }
 
-// giveBackPart returns a closed shared producer's part of the shared queue once the library
-// holds none of its sends.
-func (p *Producer) giveBackPart() {
+// giveBack returns a closed sharer's part of the shared queue once the library holds none of
+// its sends.
+func (p *Producer) giveBack() {
 	if p.share == nil {
 		return
 	}
@@ -303,20 +308,36 @@ func (p *Producer) Send(ctx context.Context, m *OutMessage) {
 // Close closes the producer. Every send not answered yet is answered once, with an error
 // wrapping pulsar.ErrProducerClosed: by the library as it closes or, for a send whose callback
 // the library has not called when its Close returns, by this Close. A late callback for such a
-// send is ignored.
+// send is ignored. A second Close does nothing.
 //
-// A shared producer closes the library's producer only when it is the last of its sharers
-// open; the others' sends go on. Its own sends still in the library's hands are answered then
-// all the same, and its part of the shared queue is in use until the library calls them back.
+// A sharer (a producer made with Shared) closes the library's producer only when it is the
+// last of its sharers open; the others' sends go on. Until then the library still holds the
+// sharer's unanswered sends, payloads and all, and will still publish them: Close waits for
+// their callbacks, or for the last sharer to close the library's producer, rather than answer
+// them itself and let the caller reuse what the library reads.
 func (p *Producer) Close() {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
 	p.closed = true // later sends fail at once
 	unanswered := len(p.inflight) > 0
+	if p.share != nil && p.held > 0 {
+		p.drained = make(chan struct{})
+	}
+	drained := p.drained
 	p.mu.Unlock()
 	if p.share == nil {
 		p.p.Close()
 	} else {
 		p.share.close(unanswered)
+		if drained != nil {
+			select {
+			case <-drained:
+			case <-p.share.libClosed:
+			}
+		}
 	}
 	p.mu.Lock()
 	left := make([]*send, 0, len(p.inflight))
@@ -325,7 +346,7 @@ func (p *Producer) Close() {
 	}
 	clear(p.inflight)
 	p.mu.Unlock()
-	p.giveBackPart()
+	p.giveBack()
 	for _, s := range left {
 		s.m.Done(MessageID{}, fmt.Errorf("%w: the client library had not answered the send when the producer closed", pulsar.ErrProducerClosed))
 	}

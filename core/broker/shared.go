@@ -64,6 +64,9 @@ type share struct {
 	// parts is the queue its sharers hold, closed or not, until the library has called back
 	// their sends; open is how many are not closed.
 	parts, open int
+	// libClosed is closed once the last sharer has closed the library producer: every send it
+	// held has been called back, or never will be.
+	libClosed chan struct{}
 }
 
 // joinShared returns a producer that shares a library producer of o's options with others
@@ -123,7 +126,7 @@ func (c *Client) joinShared(ctx context.Context, o ProducerOptions) (*Producer, 
 			s.mu.Unlock()
 			return nil, err
 		}
-		sh := &share{s: s, key: key, lib: lib, parts: part, open: 1}
+		sh := &share{s: s, key: key, lib: lib, parts: part, open: 1, libClosed: make(chan struct{})}
 		set.shares = append(set.shares, sh)
 		s.mu.Unlock()
 		return sh.sharer(part), nil
@@ -138,9 +141,8 @@ func (sh *share) sharer(part int) *Producer {
 // close is one sharer closing: the last one open takes the library producer out of the set
 // and closes it, which answers every send it still holds. One that closes with sends the
 // broker has not answered takes it out of the set too, and no producer joins it again: the
-// sends it leaves in the library are no longer charged to a session, and the library holds
-// them until the broker answers or the last sharer closes. So a library producer holding
-// such sends lives only while one of its sharers is open, and holds at most SharedQueue.
+// broker is slow or stuck on it, and new sessions are better served by a producer of their
+// own than queued behind it.
 func (sh *share) close(unanswered bool) {
 	s := sh.s
 	s.mu.Lock()
@@ -152,6 +154,7 @@ func (sh *share) close(unanswered bool) {
 	s.mu.Unlock()
 	if last {
 		sh.lib.p.Close()
+		close(sh.libClosed)
 	}
 }
 

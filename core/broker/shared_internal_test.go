@@ -187,62 +187,79 @@ func TestSharedProducerRefusals(t *testing.T) {
 	}
 }
 
-// TestSharerClosesWithSendsHeld: a sharer that closes while the library holds its sends
-// answers them at once, leaves the library producer open for the others but to no new sharer,
-// and keeps its part of the queue until the library calls those sends back; late callbacks
-// answer nothing again.
-func TestSharerClosesWithSendsHeld(t *testing.T) {
+// TestSharerCloseWaitsForTheLibrary: a sharer that closes while the library holds its sends
+// answers none of them itself while the library producer is open: the library still reads
+// their payloads. It waits for their callbacks, which answer them; it leaves the library
+// producer open for the others but to no new sharer, and keeps its part of the queue until the
+// sends are back. A sharer whose callbacks never come waits for the last sharer to close the
+// library producer, then answers them; late callbacks answer nothing again, and a second
+// Close does nothing.
+func TestSharerCloseWaitsForTheLibrary(t *testing.T) {
 	t.Parallel()
 	f := &fakeProducer{}
 	c := &Client{}
 	key := sharedKey{topic: "persistent://public/default/held"}
-	sh := &share{s: &c.shared, key: key, lib: &Producer{p: f, topic: key.topic}, parts: 200, open: 2}
+	sh := &share{s: &c.shared, key: key, lib: &Producer{p: f, topic: key.topic}, parts: 300, open: 3, libClosed: make(chan struct{})}
 	c.shared.sets = map[sharedKey]*sharedSet{key: {shares: []*share{sh}}}
-	first, second := sh.sharer(100), sh.sharer(100)
+	first, second, third := sh.sharer(100), sh.sharer(100), sh.sharer(100)
 	a := &tally{counts: map[int]int{}, errs: map[int]error{}}
-	for i := range 3 {
-		first.Send(context.Background(), a.message(i))
-	}
-	first.Close()
-	if f.closed {
-		t.Fatal("the library producer closed with a sharer open")
-	}
-	if len(c.shared.sets) != 0 {
-		t.Fatal("a library producer left sends unanswered by a closed sharer is still open to new sharers")
-	}
-	if got := a.charged.Load(); got != 0 {
-		t.Fatalf("%d sends unanswered after Close", got)
-	}
 	parts := func() int {
 		c.shared.mu.Lock()
 		defer c.shared.mu.Unlock()
 		return sh.parts
 	}
-	if parts() != 200 {
-		t.Fatalf("parts %d with the closed sharer's sends in the library, want 200", parts())
+	closing := func(p *Producer) <-chan struct{} {
+		done := make(chan struct{})
+		go func() { p.Close(); close(done) }()
+		select {
+		case <-done:
+			t.Fatal("Close returned while the library holds the sharer's sends")
+		case <-time.After(50 * time.Millisecond):
+		}
+		return done
+	}
+
+	for i := range 3 {
+		first.Send(context.Background(), a.message(i))
+	}
+	closed := closing(first)
+	if f.closed || a.charged.Load() != 3 || parts() != 300 {
+		t.Fatalf("closing with sends held: library closed %v, %d sends answered, parts %d; want open, none, 300",
+			f.closed, 3-a.charged.Load(), parts())
+	}
+	c.shared.mu.Lock()
+	joinable := len(c.shared.sets)
+	c.shared.mu.Unlock()
+	if joinable != 0 {
+		t.Fatal("a library producer a sharer closed with sends unanswered is still open to new sharers")
 	}
 	for i := range 3 {
 		f.answer(i, nil)
 	}
-	if parts() != 100 {
-		t.Fatalf("parts %d once the library called the closed sharer's sends back, want 100", parts())
-	}
+	<-closed
 	for i := range 3 {
-		if a.counts[i] != 1 || !errors.Is(a.errs[i], pulsar.ErrProducerClosed) {
-			t.Fatalf("send %d answered %d times (%v), want once with ErrProducerClosed", i, a.counts[i], a.errs[i])
+		if a.counts[i] != 1 || a.errs[i] != nil {
+			t.Fatalf("send %d answered %d times (%v), want once, by the library, ok", i, a.counts[i], a.errs[i])
 		}
 	}
-	second.Send(context.Background(), a.message(3))
-	f.answer(3, nil)
-	if a.counts[3] != 1 || a.errs[3] != nil {
-		t.Fatalf("the open sharer's send: answered %d times, %v", a.counts[3], a.errs[3])
+	if parts() != 200 {
+		t.Fatalf("parts %d once the closed sharer's sends are back, want 200", parts())
 	}
-	second.Close()
+
+	second.Send(context.Background(), a.message(3)) // its callback never comes
+	closed = closing(second)
+	third.Close() // the last sharer: closes the library producer
+	<-closed
 	if !f.closed {
 		t.Fatal("the library producer is open after its last sharer closed")
 	}
-	if parts() != 0 {
-		t.Fatalf("parts %d after every sharer closed, want none", parts())
+	if a.counts[3] != 1 || !errors.Is(a.errs[3], pulsar.ErrProducerClosed) {
+		t.Fatalf("the lost send answered %d times (%v), want once with ErrProducerClosed", a.counts[3], a.errs[3])
+	}
+	f.answer(3, errors.New("late"))
+	second.Close()
+	if a.counts[3] != 1 || a.charged.Load() != 0 {
+		t.Fatalf("after a late callback and a second Close: the send answered %d times, %d charged", a.counts[3], a.charged.Load())
 	}
 }
 

@@ -151,7 +151,7 @@ func (m *Table) producer(ctx context.Context, h session.Handshake, p wsapi.Produ
 	if err != nil {
 		return session.ProducerGrant{}, m.decisionError(r, err)
 	}
-	autoBatch := r.cfg.Batching != config.BatchingOff && !p.BatchingEnabled
+	autoBatch := (r.cfg.Batching == config.BatchingAuto || r.cfg.Batching == config.BatchingShared) && !p.BatchingEnabled
 	shared := autoBatch && r.cfg.Batching == config.BatchingShared && p.ProducerName == ""
 	queue := libraryQueue(maxMsgs, p.BatchingEnabled || autoBatch, shared)
 	// A producer on a partitioned topic holds a producer, and a queue, per partition.

@@ -708,7 +708,7 @@ func (p *partitionProducer) handleSend(data *sendRequest, ok bool) bool {
 
 // idle reports whether no send waits to join the batch: with BatchingYieldBeforeFlush, once
 // the goroutines ready to run have run, since those of the producer's callers may be about to
-// hand it one. It yields only when none waits, once a batch.
+// hand it one. It yields each time it finds the queue empty, not for every send.
 func (p *partitionProducer) idle() bool {
 	if len(p.dataChan) > 0 {
 		return false

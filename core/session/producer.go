@@ -163,7 +163,8 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g P
 	// The client is gone or the edge is shutting down. Messages already handed to the broker
 	// go on: wait until each is answered (by the broker or the send timeout), bounded, before
 	// closing the producer, so that each ack can still be written. Closing the producer fails
-	// what the broker never answered, which releases those charges.
+	// what the broker never answered, which releases those charges; a producer shared with
+	// other sessions waits for the broker's answers instead, since it may still publish them.
 	flushCtx, flushCancel := context.WithTimeout(context.Background(), s.flushTimeout())
 	if err := waitGroup(flushCtx, &s.unanswered); err != nil {
 		log.Warn("closing producer with sends outstanding", "err", err)

@@ -157,12 +157,10 @@ type Producer struct {
 	mu       sync.Mutex
 	inflight map[*send]struct{}
 	closed   bool
-	// held counts the sends the library has not called back, answered or not: a sharer's
-	// part of the queue is in use until they are back. drained is closed when they are, once
-	// the sharer is closed; gone: its part was given back.
+	// held counts the sends the library has not called back, answered or not: a closing
+	// sharer waits for them, and drained is closed when they are back.
 	held    int
 	drained chan struct{}
-	gone    bool
 }
 
 // track registers s as in the library's hands, or reports false when the producer is closed.
@@ -188,26 +186,10 @@ func (p *Producer) returned(s *send) bool {
 	delete(p.inflight, s)
 	p.held--
 	if p.held == 0 && p.drained != nil {
-		close(p.drained) // held only falls once closed: this runs once
+		close(p.drained) // drained is made once closed, when held no longer grows: this runs once
 	}
 	p.mu.Unlock()
-	p.giveBack()
 	return unanswered
-}
-
-// giveBack returns a closed sharer's part of the shared queue once the library holds none of
-// its sends.
-func (p *Producer) giveBack() {
-	if p.share == nil {
-		return
-	}
-	p.mu.Lock()
-	last := p.closed && p.held == 0 && !p.gone
-	p.gone = p.gone || last
-	p.mu.Unlock()
-	if last {
-		p.share.giveBack(p.part)
-	}
 }
 
 // CreateProducer creates the broker-side producer and returns once the broker has accepted it,
@@ -346,7 +328,10 @@ func (p *Producer) Close() {
 	}
 	clear(p.inflight)
 	p.mu.Unlock()
-	p.giveBack()
+	if p.share != nil {
+		// The library holds none of its sends now, or has closed: the part is free.
+		p.share.giveBack(p.part)
+	}
 	for _, s := range left {
 		s.m.Done(MessageID{}, fmt.Errorf("%w: the client library had not answered the send when the producer closed", pulsar.ErrProducerClosed))
 	}

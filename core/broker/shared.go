@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 )
@@ -17,35 +16,11 @@ import (
 // starts another.
 const SharedQueue = 1024
 
-// sharedKey is what producers must have equal to share a library producer: their options,
-// less their part of the queue.
-type sharedKey struct {
-	topic                   string
-	hashing                 HashingScheme
-	routing                 RoutingMode
-	batching, flushWhenIdle bool
-	batchingMaxMessages     uint
-	batchingMaxPublishDelay time.Duration
-	compression             Compression
-}
-
-func sharedKeyOf(o ProducerOptions) sharedKey {
-	return sharedKey{
-		topic:                   o.Topic,
-		hashing:                 o.Hashing,
-		routing:                 o.Routing,
-		batching:                o.Batching,
-		flushWhenIdle:           o.FlushWhenIdle,
-		batchingMaxMessages:     o.BatchingMaxMessages,
-		batchingMaxPublishDelay: o.BatchingMaxPublishDelay,
-		compression:             o.Compression,
-	}
-}
-
-// sharing holds a client's shared library producers by their options.
+// sharing holds a client's shared library producers by the options their sharers have in
+// common: theirs with MaxPendingMessages, each one's part of the queue, zero.
 type sharing struct {
 	mu   sync.Mutex
-	sets map[sharedKey]*sharedSet
+	sets map[ProducerOptions]*sharedSet
 }
 
 // sharedSet is the library producers of one key.
@@ -59,7 +34,7 @@ type sharedSet struct {
 // share is one shared library producer and what its sharers hold of it.
 type share struct {
 	s   *sharing
-	key sharedKey
+	key ProducerOptions
 	lib *Producer // the library producer; its own accounting is unused
 	// parts is the queue its sharers hold, closed or not, until the library has called back
 	// their sends; open is how many are not closed.
@@ -79,12 +54,13 @@ func (c *Client) joinShared(ctx context.Context, o ProducerOptions) (*Producer, 
 	if part < 1 || part > SharedQueue {
 		return nil, fmt.Errorf("creating producer on %s: %w: a shared producer's max pending messages must be 1 to %d", o.Topic, ErrInvalidArgument, SharedQueue)
 	}
-	key := sharedKeyOf(o)
+	key := o
+	key.MaxPendingMessages = 0
 	s := &c.shared
 	for {
 		s.mu.Lock()
 		if s.sets == nil {
-			s.sets = make(map[sharedKey]*sharedSet)
+			s.sets = make(map[ProducerOptions]*sharedSet)
 		}
 		set := s.sets[key]
 		if set == nil {

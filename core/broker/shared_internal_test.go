@@ -198,9 +198,9 @@ func TestSharerCloseWaitsForTheLibrary(t *testing.T) {
 	t.Parallel()
 	f := &fakeProducer{}
 	c := &Client{}
-	key := sharedKey{topic: "persistent://public/default/held"}
-	sh := &share{s: &c.shared, key: key, lib: &Producer{p: f, topic: key.topic}, parts: 300, open: 3, libClosed: make(chan struct{})}
-	c.shared.sets = map[sharedKey]*sharedSet{key: {shares: []*share{sh}}}
+	key := ProducerOptions{Topic: "persistent://public/default/held", Shared: true}
+	sh := &share{s: &c.shared, key: key, lib: &Producer{p: f, topic: key.Topic}, parts: 300, open: 3, libClosed: make(chan struct{})}
+	c.shared.sets = map[ProducerOptions]*sharedSet{key: {shares: []*share{sh}}}
 	first, second, third := sh.sharer(100), sh.sharer(100), sh.sharer(100)
 	a := &tally{counts: map[int]int{}, errs: map[int]error{}}
 	parts := func() int {

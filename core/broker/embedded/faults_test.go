@@ -21,9 +21,7 @@ func TestDropConnectionsLosesNoAckedMessage(t *testing.T) {
 	c := newClient(t, b, nil)
 	topic := uniqueTopic("drop")
 	// The durable subscription keeps every message while no consumer is
-	// connected. (No consumer is connected during the drops: pulsar-client-go
-	// v0.19.0 has a WaitGroup race when a connection closes under a consumer
-	// sending FLOW, apache/pulsar-client-go#1483, which -race reports.)
+	// connected.
 	first, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
 	if err != nil {
 		t.Fatal(err)

@@ -755,35 +755,46 @@ func (c *connection) checkServerError(err *pb.ServerError) {
 	}
 }
 
+// enterRequest counts a request on its way to incomingRequestsCh, unless the connection is
+// closed. failLeftRequestsWhenClose waits for the requests counted, and a WaitGroup's Add from
+// zero must not run concurrently with its Wait: the check and the Add hold c.mu for reading,
+// and Close marks the connection closed under c.mu, before it closes closeCh, so no Add
+// follows the start of the Wait.
+func (c *connection) enterRequest() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.getState() == connectionClosed {
+		return false
+	}
+	c.incomingRequestsWG.Add(1)
+	return true
+}
+
 func (c *connection) SendRequest(requestID uint64, req *pb.BaseCommand,
 	callback func(command *pb.BaseCommand, err error)) {
-	c.incomingRequestsWG.Add(1)
+	if !c.enterRequest() {
+		callback(req, ErrConnectionClosed)
+		return
+	}
 	defer c.incomingRequestsWG.Done()
 
-	if c.getState() == connectionClosed {
+	select {
+	case <-c.closeCh:
 		callback(req, ErrConnectionClosed)
 
-	} else {
-		select {
-		case <-c.closeCh:
-			callback(req, ErrConnectionClosed)
-
-		case c.incomingRequestsCh <- &request{
-			id:       &requestID,
-			cmd:      req,
-			callback: callback,
-		}:
-		}
+	case c.incomingRequestsCh <- &request{
+		id:       &requestID,
+		cmd:      req,
+		callback: callback,
+	}:
 	}
 }
 
 func (c *connection) SendRequestNoWait(req *pb.BaseCommand) error {
-	c.incomingRequestsWG.Add(1)
-	defer c.incomingRequestsWG.Done()
-
-	if c.getState() == connectionClosed {
+	if !c.enterRequest() {
 		return ErrConnectionClosed
 	}
+	defer c.incomingRequestsWG.Done()
 
 	select {
 	case <-c.closeCh:

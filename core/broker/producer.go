@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
@@ -352,9 +353,11 @@ func toPulsarCompression(c Compression) pulsar.CompressionType {
 
 // newRouter implements the Pulsar WebSocket proxy's routing: keyed messages by key hash, and
 // unkeyed ones either to one partition chosen at creation (SinglePartition) or round robin.
+// The library calls it on the goroutine that sends, with no lock: the sessions sharing a
+// producer call it at once.
 func newRouter(mode RoutingMode, hashing HashingScheme) func(*pulsar.ProducerMessage, pulsar.TopicMetadata) int {
-	single := -1
-	var next uint32
+	var single atomic.Int32 // the partition plus one; 0: none chosen yet
+	var next atomic.Uint32
 	return func(m *pulsar.ProducerMessage, md pulsar.TopicMetadata) int {
 		n := int(md.NumPartitions())
 		if n <= 1 {
@@ -364,13 +367,16 @@ func newRouter(mode RoutingMode, hashing HashingScheme) func(*pulsar.ProducerMes
 			return int(hashKey(hashing, m.Key) % uint32(n)) //nolint:gosec // G115: n is a partition count, positive
 		}
 		if mode == SinglePartition {
-			if single < 0 || single >= n {
-				single = rand.IntN(n) //nolint:gosec // G404: Pulsar's SinglePartition picks a partition at random; not a secret
+			chosen := int(single.Load()) - 1
+			if chosen < 0 || chosen >= n {
+				// The first to choose wins, so every message goes to the one partition.
+				pick := int32(rand.IntN(n)) + 1 //nolint:gosec // G404, G115: Pulsar's SinglePartition picks a partition at random, not a secret; n is a partition count
+				single.CompareAndSwap(int32(chosen+1), pick)
+				chosen = int(single.Load()) - 1
 			}
-			return single
+			return chosen
 		}
-		next++
-		return int(next % uint32(n)) //nolint:gosec // G115: n is a partition count, positive
+		return int(next.Add(1) % uint32(n)) //nolint:gosec // G115: n is a partition count, positive
 	}
 }
 

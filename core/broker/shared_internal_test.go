@@ -290,3 +290,56 @@ func TestSharedProducerOfTerminatedTopic(t *testing.T) {
 		t.Fatalf("a producer created on the terminated topic: %v, want ErrTopicTerminated", err)
 	}
 }
+
+// TestSharedSinglePartition: the sessions sharing a producer of a partitioned topic send
+// unkeyed messages at once, and SinglePartition still puts every one on one partition (the
+// library routes on each sender's goroutine; under -race this fails on an unguarded choice).
+func TestSharedSinglePartition(t *testing.T) {
+	t.Parallel()
+	b, c := startEmbedded(t)
+	const topic = "persistent://public/default/shared-single-partition"
+	if err := b.CreateTopic(topic, 3); err != nil {
+		t.Fatal(err)
+	}
+	opts := ProducerOptions{Topic: topic, Batching: true, FlushWhenIdle: true, Shared: true, MaxPendingMessages: 64}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const sharers, each = 4, 50
+	var (
+		mu         sync.Mutex
+		partitions = map[int32]int{}
+		failed     error
+		wg         sync.WaitGroup
+	)
+	for range sharers {
+		p, err := c.CreateProducer(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		wg.Go(func() {
+			var acked sync.WaitGroup
+			for range each {
+				acked.Add(1)
+				p.Send(ctx, &OutMessage{Payload: []byte("x"), Done: func(id MessageID, err error) {
+					defer acked.Done()
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						failed = err
+						return
+					}
+					partitions[id.id.PartitionIdx()]++
+				}})
+			}
+			acked.Wait()
+		})
+	}
+	wg.Wait()
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	if len(partitions) != 1 {
+		t.Fatalf("SinglePartition spread %d sharers' messages over partitions %v", sharers, partitions)
+	}
+}

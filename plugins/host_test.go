@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -340,6 +341,7 @@ func TestKill(t *testing.T) {
 	}
 	defer closeStrategy(pidStrategy)
 	before, _ := h.State("k")
+	sockets := socketDir(t, before.Pid)
 
 	var (
 		wg        sync.WaitGroup
@@ -394,6 +396,10 @@ func TestKill(t *testing.T) {
 
 	if after.Restarts != 1 || after.Pid == before.Pid || after.Pid == 0 {
 		t.Errorf("after restart: %+v, want 1 restart and a new pid (was %d)", after, before.Pid)
+	}
+	// A killed plugin cannot remove its socket; the host removes its directory.
+	if _, err := os.Stat(sockets); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the killed plugin's socket directory %s: %v, want it gone", sockets, err)
 	}
 	t.Logf("%d calls failed with ErrPluginDown while the plugin was away, the slowest in %v", downErrs, slowest)
 	if downErrs == 0 {
@@ -470,8 +476,10 @@ func TestCloseStopsPlugins(t *testing.T) {
 	t.Parallel()
 	h := startHost(t, []plugins.Spec{helperSpec("a", "builtin"), helperSpec("b", "builtin")})
 	var pids []int
+	var sockets []string
 	for _, st := range h.Plugins() {
 		pids = append(pids, st.Pid)
+		sockets = append(sockets, socketDir(t, st.Pid))
 	}
 	s, err := factory(t, h, "a", "count")(context.Background(), nil)
 	if err != nil {
@@ -488,6 +496,11 @@ func TestCloseStopsPlugins(t *testing.T) {
 			t.Errorf("plugin process %d still running after Close", p)
 		}
 	}
+	for _, dir := range sockets {
+		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("socket directory %s after Close: %v, want it gone", dir, err)
+		}
+	}
 	if _, err := s.OpenProducer(context.Background(), strategy.ProducerRequest{}); !errors.Is(err, plugins.ErrClosed) {
 		t.Errorf("call after Close = %v, want ErrClosed", err)
 	}
@@ -496,4 +509,28 @@ func TestCloseStopsPlugins(t *testing.T) {
 			t.Errorf("%s: %s after Close, want stopped", st.Name, st.Status)
 		}
 	}
+}
+
+// socketDir is the directory the plugin process pid makes its socket in, from its
+// environment; it fails the test unless the socket is there.
+func socketDir(t *testing.T, pid int) string {
+	t.Helper()
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dir string
+	for kv := range strings.SplitSeq(string(env), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "PLUGIN_UNIX_SOCKET_DIR="); ok {
+			dir = v // the last one is the one in force
+		}
+	}
+	if dir == "" {
+		t.Fatalf("plugin process %d has no PLUGIN_UNIX_SOCKET_DIR", pid)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("socket directory %s of plugin process %d: %d entries, %v; want its socket", dir, pid, len(entries), err)
+	}
+	return dir
 }

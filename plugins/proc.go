@@ -45,6 +45,10 @@ type instance struct {
 	cmd    *exec.Cmd
 	rpc    *wire.Client
 	gen    uint64
+	// sockets is the directory the plugin makes its Unix socket in. A plugin removes its
+	// socket when it exits cleanly, not when it crashes or is killed: stopInstance removes
+	// the directory once the process has ended.
+	sockets string
 }
 
 func newProc(s Spec, c *config) *proc {
@@ -242,6 +246,9 @@ func stopInstance(inst *instance, graceful bool) {
 		killProcess(inst.cmd)
 		<-done
 	}
+	if inst.sockets != "" {
+		_ = os.RemoveAll(inst.sockets)
+	}
 }
 
 func killProcess(cmd *exec.Cmd) {
@@ -288,7 +295,14 @@ func (p *proc) launch(ctx context.Context) (*instance, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(min(timeout, time.Until(dl)), time.Millisecond)
 	}
+	sockets, err := os.MkdirTemp("", "sluice-plugin-")
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q: a directory for its socket: %w", p.spec.Name, err)
+	}
 	cmd := exec.Command(p.spec.Path, p.spec.Args...) //nolint:gosec // G204: the plugin binary named in the configuration, its SHA-256 checked above when given
+	// The plugin makes its socket in the directory this variable names (go-plugin sets it
+	// only for runners of its own); go-plugin appends the host's environment.
+	cmd.Env = []string{goplugin.EnvUnixSocketDir + "=" + sockets}
 	binary := filepath.Base(p.spec.Path)
 	stderr := new(lastLine)
 	client := goplugin.NewClient(&goplugin.ClientConfig{
@@ -306,20 +320,20 @@ func (p *proc) launch(ctx context.Context) (*instance, error) {
 	})
 	rpc, err := wire.Dispense(client)
 	if err != nil {
-		stopInstance(&instance{client: client, cmd: cmd}, false) // waits for the stderr reader
+		stopInstance(&instance{client: client, cmd: cmd, sockets: sockets}, false) // waits for the stderr reader
 		return nil, fmt.Errorf("plugin %q: launching %s: %w", p.spec.Name, p.spec.Path, launchError(err, stderr.String()))
 	}
 	ictx, cancel := context.WithTimeout(ctx, p.cfg.callTimeout)
 	version, names, err := rpc.Info(ictx)
 	cancel()
 	if err != nil {
-		stopInstance(&instance{client: client, cmd: cmd}, false)
+		stopInstance(&instance{client: client, cmd: cmd, sockets: sockets}, false)
 		return nil, fmt.Errorf("plugin %q: handshake: %w", p.spec.Name, err)
 	}
 	slices.Sort(names)
 	p.mu.Lock()
 	p.gens++
-	inst := &instance{client: client, cmd: cmd, rpc: rpc, gen: p.gens}
+	inst := &instance{client: client, cmd: cmd, rpc: rpc, gen: p.gens, sockets: sockets}
 	pid := 0
 	if cmd.Process != nil {
 		pid = cmd.Process.Pid

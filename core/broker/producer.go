@@ -356,7 +356,7 @@ func toPulsarCompression(c Compression) pulsar.CompressionType {
 // The library calls it on the goroutine that sends, with no lock: the sessions sharing a
 // producer call it at once.
 func newRouter(mode RoutingMode, hashing HashingScheme) func(*pulsar.ProducerMessage, pulsar.TopicMetadata) int {
-	var single atomic.Int32 // the partition plus one; 0: none chosen yet
+	var single atomic.Int64 // the partition plus one; 0: none chosen yet
 	var next atomic.Uint32
 	return func(m *pulsar.ProducerMessage, md pulsar.TopicMetadata) int {
 		n := int(md.NumPartitions())
@@ -370,8 +370,8 @@ func newRouter(mode RoutingMode, hashing HashingScheme) func(*pulsar.ProducerMes
 			chosen := int(single.Load()) - 1
 			if chosen < 0 || chosen >= n {
 				// The first to choose wins, so every message goes to the one partition.
-				pick := int32(rand.IntN(n)) + 1 //nolint:gosec // G404, G115: Pulsar's SinglePartition picks a partition at random, not a secret; n is a partition count
-				single.CompareAndSwap(int32(chosen+1), pick)
+				pick := rand.IntN(n) + 1 //nolint:gosec // G404: Pulsar's SinglePartition picks a partition at random; not a secret
+				single.CompareAndSwap(int64(chosen+1), int64(pick))
 				chosen = int(single.Load()) - 1
 			}
 			return chosen

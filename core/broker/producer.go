@@ -218,10 +218,7 @@ func (c *Client) createLibProducer(ctx context.Context, o ProducerOptions) (*Pro
 	popts := pulsar.ProducerOptions{
 		Topic: o.Topic,
 		Name:  o.Name,
-		// No send timeout in the client library: its timeout goroutine keeps a closed producer
-		// (and its buffers) alive for up to the timeout, so churned sessions would pile up. The
-		// session answers timed-out sends itself (session.ProducerGrant.SendTimeout).
-		SendTimeout:             -1,
+		SendTimeout:             libSendTimeout(o.Shared),
 		DisableBlockIfQueueFull: true, // a full queue must fail a send, never block the session
 		MaxPendingMessages:      o.MaxPendingMessages,
 		DisableBatching:         !o.Batching,
@@ -255,6 +252,24 @@ func (c *Client) createLibProducer(ctx context.Context, o ProducerOptions) (*Pro
 	}
 	partitioned := len(parts) > 1 || (len(parts) == 1 && isPartition(parts[0]))
 	return &Producer{p: p, topic: o.Topic, name: name, partitioned: partitioned}, nil
+}
+
+// sharedSendTimeout is how long the client library of a shared producer holds a send the
+// broker has not answered before it fails it. A closing sharer waits for the library to give
+// its sends back, since it may still publish them; this bounds that wait when the broker
+// keeps the connection but stops answering. It is well past the sessions' own send
+// timeouts (Pulsar's default 30 s), which answer clients first.
+var sharedSendTimeout = 5 * time.Minute
+
+// libSendTimeout is the client library's send timeout. A session's own producer has none:
+// the library's timeout goroutine keeps a closed producer (and its buffers) alive for up to
+// the timeout, so churned sessions would pile up, and the session answers timed-out sends
+// itself (session.ProducerGrant.SendTimeout). A shared producer outlives its sharers' churn.
+func libSendTimeout(shared bool) time.Duration {
+	if shared {
+		return sharedSendTimeout
+	}
+	return -1
 }
 
 // Name is the producer's name, as assigned by the broker when none was asked for.

@@ -343,3 +343,53 @@ func TestSharedSinglePartition(t *testing.T) {
 		t.Fatalf("SinglePartition spread %d sharers' messages over partitions %v", sharers, partitions)
 	}
 }
+
+// TestSharerCloseBoundedByTheLibrary: the broker keeps the connection but answers no send. A
+// sharer closing with a send in flight waits for the library to give it back, which its send
+// timeout for shared producers bounds, while the other sharer stays open; the send is
+// answered once, with an error. Not parallel: it shortens that timeout for its run.
+func TestSharerCloseBoundedByTheLibrary(t *testing.T) {
+	defer func(d time.Duration) { sharedSendTimeout = d }(sharedSendTimeout)
+	sharedSendTimeout = 500 * time.Millisecond
+	b, c := startEmbedded(t)
+	opts := ProducerOptions{Topic: "persistent://public/default/shared-unanswered", Batching: true, FlushWhenIdle: true, Shared: true, MaxPendingMessages: 64}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	leaving, err := c.CreateProducer(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staying, err := c.CreateProducer(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer staying.Close()
+	if leaving.Name() != staying.Name() {
+		t.Fatalf("two producers of equal options did not share: %s and %s", leaving.Name(), staying.Name())
+	}
+	b.Faults().HoldReceipts()
+	defer b.Faults().ReleaseReceipts()
+	answers := make(chan error, 2)
+	leaving.Send(ctx, &OutMessage{Payload: []byte("x"), Done: func(_ MessageID, err error) { answers <- err }})
+	closed := make(chan struct{})
+	go func() {
+		leaving.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a sharer's Close still waits 10 s after a send the broker never answered")
+	}
+	select {
+	case err := <-answers:
+		if err == nil {
+			t.Fatal("a send the broker never answered was acked")
+		}
+	default:
+		t.Fatal("Close returned with the send unanswered")
+	}
+	if len(answers) != 0 {
+		t.Fatal("the send was answered twice")
+	}
+}

@@ -262,9 +262,9 @@ func (c *Client) createLibProducer(ctx context.Context, o ProducerOptions) (*Pro
 var sharedSendTimeout = 5 * time.Minute
 
 // libSendTimeout is the client library's send timeout. A session's own producer has none:
-// the library's timeout goroutine keeps a closed producer (and its buffers) alive for up to
-// the timeout, so churned sessions would pile up, and the session answers timed-out sends
-// itself (session.ProducerGrant.SendTimeout). A shared producer outlives its sharers' churn.
+// the session answers timed-out sends itself (session.ProducerGrant.SendTimeout), and
+// closing the producer as the session ends fails what the broker never answered. A shared
+// producer stays open while other sessions use it.
 func libSendTimeout(shared bool) time.Duration {
 	if shared {
 		return sharedSendTimeout

@@ -1,6 +1,7 @@
 package embedded_test
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -115,6 +116,49 @@ func TestIdleProducerHoldsNoGoroutine(t *testing.T) {
 		p.Close()
 	}
 	idle("closed")
+}
+
+// TestSendTimeoutHoldsNoGoroutine: a producer with a send timeout, idle, holds no goroutine
+// of the client library either: the timeout runs on a timer. A send the broker does not
+// answer still fails with ErrSendTimeout once it is due, and the producer is then idle again
+// (pulsar-client-go-22-send-timeout-timer.patch; v0.19.0 holds a goroutine per producer for
+// it). Not parallel: it counts every goroutine.
+func TestSendTimeoutHoldsNoGoroutine(t *testing.T) {
+	b := startBroker(t, embedded.Config{})
+	c := newClient(t, b, nil)
+	ctx := ctxT(t, 30*time.Second)
+	const timeout = 300 * time.Millisecond
+	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: uniqueTopic("timeout"), SendTimeout: timeout,
+		BatchingFlushWhenIdle: true})
+	idle := func(what string) {
+		t.Helper()
+		testkit.WaitFor(t, 10*time.Second, what+": no producer goroutine", func() bool {
+			return goroutinesIn("pulsar.(*partitionProducer)") == 0
+		})
+	}
+	idle("created")
+	cb := newCallbacks(1)
+	p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: []byte("x")}, cb.of(0))
+	cb.checkOnce(t, 10*time.Second, "a send answered")
+	if err := cb.err(0); err != nil {
+		t.Fatal(err)
+	}
+	idle("after a send")
+
+	b.Faults().HoldReceipts()
+	sent := time.Now()
+	cb = newCallbacks(1)
+	p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: []byte("x")}, cb.of(0))
+	cb.checkOnce(t, 10*time.Second, "a send never answered")
+	took := time.Since(sent)
+	if err := cb.err(0); !errors.Is(err, pulsar.ErrSendTimeout) {
+		t.Fatalf("a send whose receipt the broker held: %v, want ErrSendTimeout", err)
+	}
+	if took < timeout || took > 3*timeout {
+		t.Errorf("the send failed after %v, want its timeout, %v", took, timeout)
+	}
+	b.Faults().ReleaseReceipts()
+	idle("after the timeout")
 }
 
 // TestPartitionedProducerDiscovers: a producer of a partitioned topic still looks its

@@ -132,6 +132,10 @@ type partitionProducer struct {
 	eventsRunning  atomic.Bool
 	pendingEmptied chan struct{}
 	eventsLinger   *time.Timer // bounds an on-demand loop's wait once nothing is in flight
+	// sendTimeouts runs failTimeoutMessages when the oldest pending send may have timed out:
+	// a timer rather than a goroutine, so that a producer with a send timeout holds none
+	// while it waits. nil without a send timeout.
+	sendTimeouts *time.Timer
 	// reconnecting says a reconnect loop is running or starting: it runs only while
 	// connection-closed events wait for it (wakeReconnect).
 	reconnecting         atomic.Bool
@@ -266,7 +270,8 @@ func newPartitionProducer(client *client, topic string, options *ProducerOptions
 	p.setProducerState(producerReady)
 
 	if p.options.SendTimeout > 0 {
-		go p.failTimeoutMessages()
+		p.sendTimeouts = time.AfterFunc(time.Hour, p.failTimeoutMessages)
+		p.sendTimeouts.Reset(p.options.SendTimeout)
 	}
 
 	if !p.eventsOnDemand {
@@ -1090,95 +1095,93 @@ func (p *partitionProducer) writeData(buffer internal.Buffer, sequenceID uint64,
 	}
 }
 
+// failTimeoutMessages fails the pending sends older than the send timeout and sets the
+// timer for the next that may be. It runs on the timer, and no more once the producer is
+// closing.
 func (p *partitionProducer) failTimeoutMessages() {
+	if p.isClosingOrClosed() {
+		return
+	}
+	p.sendTimeouts.Reset(p.failTimedOut())
+}
+
+// failTimedOut fails the pending sends older than the send timeout, and returns how long
+// until the oldest left may be.
+func (p *partitionProducer) failTimedOut() time.Duration {
 	diff := func(sentAt time.Time) time.Duration {
 		return p.options.SendTimeout - time.Since(sentAt)
 	}
 
-	t := time.NewTimer(p.options.SendTimeout)
-	defer t.Stop()
+	item := p.pendingQueue.Peek()
+	if item == nil {
+		// pending queue is empty
+		return p.options.SendTimeout
+	}
+	oldestItem := item.(*pendingItem)
+	if nextWaiting := diff(oldestItem.createdAt); nextWaiting > 0 {
+		// none of these pending messages have timed out, wait and retry
+		return nextWaiting
+	}
 
-	for range t.C {
-		if p.isClosingOrClosed() {
-			return
-		}
+	// since pending queue is not thread safe because of there is no global iteration lock
+	// to control poll from pending queue, current goroutine and connection receipt handler
+	// iterate pending queue at the same time, this maybe a performance trade-off
+	// see https://github.com/apache/pulsar-client-go/pull/301
+	curViewItems := p.pendingQueue.ReadableSlice()
+	viewSize := len(curViewItems)
+	if viewSize <= 0 {
+		// double check
+		return p.options.SendTimeout
+	}
+	p.log.Infof("Failing %d messages on timeout %s", viewSize, p.options.SendTimeout)
+	lastViewItem := curViewItems[viewSize-1].(*pendingItem)
+	defer p.signalIfEmptied() // an on-demand event loop waits for the queue to empty
 
-		item := p.pendingQueue.Peek()
+	// iterate at most viewSize items
+	for i := 0; i < viewSize; i++ {
+		tickerNeedWaiting := time.Duration(0)
+		item := p.pendingQueue.CompareAndPoll(
+			func(m interface{}) bool {
+				if m == nil {
+					return false
+				}
+
+				pi := m.(*pendingItem)
+				pi.Lock()
+				defer pi.Unlock()
+				if nextWaiting := diff(pi.createdAt); nextWaiting > 0 {
+					// current and subsequent items not timeout yet, stop iterating
+					tickerNeedWaiting = nextWaiting
+					return false
+				}
+				return true
+			})
+
 		if item == nil {
-			// pending queue is empty
-			t.Reset(p.options.SendTimeout)
-			continue
-		}
-		oldestItem := item.(*pendingItem)
-		if nextWaiting := diff(oldestItem.createdAt); nextWaiting > 0 {
-			// none of these pending messages have timed out, wait and retry
-			t.Reset(nextWaiting)
-			continue
-		}
-
-		// since pending queue is not thread safe because of there is no global iteration lock
-		// to control poll from pending queue, current goroutine and connection receipt handler
-		// iterate pending queue at the same time, this maybe a performance trade-off
-		// see https://github.com/apache/pulsar-client-go/pull/301
-		curViewItems := p.pendingQueue.ReadableSlice()
-		viewSize := len(curViewItems)
-		if viewSize <= 0 {
-			// double check
-			t.Reset(p.options.SendTimeout)
-			continue
-		}
-		p.log.Infof("Failing %d messages on timeout %s", viewSize, p.options.SendTimeout)
-		lastViewItem := curViewItems[viewSize-1].(*pendingItem)
-
-		// iterate at most viewSize items
-		for i := 0; i < viewSize; i++ {
-			tickerNeedWaiting := time.Duration(0)
-			item := p.pendingQueue.CompareAndPoll(
-				func(m interface{}) bool {
-					if m == nil {
-						return false
-					}
-
-					pi := m.(*pendingItem)
-					pi.Lock()
-					defer pi.Unlock()
-					if nextWaiting := diff(pi.createdAt); nextWaiting > 0 {
-						// current and subsequent items not timeout yet, stop iterating
-						tickerNeedWaiting = nextWaiting
-						return false
-					}
-					return true
-				})
-
-			if item == nil {
-				t.Reset(p.options.SendTimeout)
-				break
-			}
-
 			if tickerNeedWaiting > 0 {
-				t.Reset(tickerNeedWaiting)
-				break
+				return tickerNeedWaiting
 			}
+			return p.options.SendTimeout
+		}
 
-			pi := item.(*pendingItem)
-			pi.Lock()
+		pi := item.(*pendingItem)
+		pi.Lock()
 
-			for _, i := range pi.sendRequests {
-				sr := i.(*sendRequest)
-				sr.done(nil, ErrSendTimeout)
-			}
+		for _, i := range pi.sendRequests {
+			sr := i.(*sendRequest)
+			sr.done(nil, ErrSendTimeout)
+		}
 
-			// flag the sending has completed with error, flush make no effect
-			pi.done(ErrSendTimeout)
-			pi.Unlock()
+		// flag the sending has completed with error, flush make no effect
+		pi.done(ErrSendTimeout)
+		pi.Unlock()
 
-			// finally reached the last view item, current iteration ends
-			if pi == lastViewItem {
-				t.Reset(p.options.SendTimeout)
-				break
-			}
+		// finally reached the last view item, current iteration ends
+		if pi == lastViewItem {
+			break
 		}
 	}
+	return p.options.SendTimeout
 }
 
 func (p *partitionProducer) internalFlushCurrentBatches() {
@@ -1680,6 +1683,9 @@ func (p *partitionProducer) doClose(reason error) {
 	p.setProducerState(producerClosed)
 	p._getConn().UnregisterListener(p.producerID)
 	p.batchFlushTicker.Stop()
+	if p.sendTimeouts != nil {
+		p.sendTimeouts.Stop() // a closed producer's timer would hold it until it fires
+	}
 }
 
 func (p *partitionProducer) failPendingMessages(err error) {

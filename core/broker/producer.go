@@ -124,6 +124,9 @@ func (s *send) done(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 	if drop := testhooks.DropSendCallback.Load(); drop != nil && (*drop)(p.topic) {
 		return
 	}
+	// A closing sharer waits for held to fall to zero: only once this send is answered, so
+	// that its answer is in before the sharer's Close returns.
+	defer p.released()
 	if !p.returned(s) {
 		return // answered by Close
 	}
@@ -183,14 +186,20 @@ func (p *Producer) track(s *send) bool {
 // whether the caller is to answer it.
 func (p *Producer) returned(s *send) bool {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	_, unanswered := p.inflight[s]
 	delete(p.inflight, s)
+	return unanswered
+}
+
+// released counts a send the library has called back, once it has been answered.
+func (p *Producer) released() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.held--
 	if p.held == 0 && p.drained != nil {
 		close(p.drained) // drained is made once closed, when held no longer grows: this runs once
 	}
-	p.mu.Unlock()
-	return unanswered
 }
 
 // CreateProducer creates the broker-side producer and returns once the broker has accepted it,
@@ -216,8 +225,8 @@ func (c *Client) CreateProducer(ctx context.Context, o ProducerOptions) (*Produc
 // createLibProducer creates a producer of the client library, its own, for o.
 func (c *Client) createLibProducer(ctx context.Context, o ProducerOptions) (*Producer, error) {
 	popts := pulsar.ProducerOptions{
-		Topic: o.Topic,
-		Name:  o.Name,
+		Topic:                   o.Topic,
+		Name:                    o.Name,
 		SendTimeout:             libSendTimeout(o.Shared),
 		DisableBlockIfQueueFull: true, // a full queue must fail a send, never block the session
 		MaxPendingMessages:      o.MaxPendingMessages,

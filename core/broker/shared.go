@@ -62,6 +62,15 @@ func (c *Client) joinShared(ctx context.Context, o ProducerOptions) (*Producer, 
 		if s.sets == nil {
 			s.sets = make(map[ProducerOptions]*sharedSet)
 		}
+		// One the library closed while idle is retired here; one it closed under a send, when
+		// the send comes back. (Retiring the last may take the set out of the map.)
+		if set := s.sets[key]; set != nil {
+			for _, sh := range slices.Clone(set.shares) {
+				if libraryClosed(sh.lib.p) {
+					sh.retireLocked()
+				}
+			}
+		}
 		set := s.sets[key]
 		if set == nil {
 			set = &sharedSet{}
@@ -152,6 +161,13 @@ func (sh *share) retireLocked() {
 	if len(set.shares) == 0 && set.creating == nil {
 		delete(sh.s.sets, sh.key)
 	}
+}
+
+// libraryClosed reports whether p, a library producer, has closed: a sharer joining it would
+// be answered only with errors.
+func libraryClosed(p pulsar.Producer) bool {
+	c, ok := p.(interface{ Closed() bool })
+	return ok && c.Closed()
 }
 
 // closedByLibrary reports whether a send's error says the library has closed its producer.

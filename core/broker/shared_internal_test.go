@@ -265,82 +265,42 @@ func TestSharerCloseWaitsForTheLibrary(t *testing.T) {
 
 // TestSharedProducerOfTerminatedTopic: once the library has closed a shared producer (its
 // topic terminated), a producer created on the topic is refused by the broker, as an unshared
-// one is, rather than joined to the closed one.
+// one is, rather than joined to the closed one: whether the library learnt it from a send in
+// flight or, idle, from the broker closing the producer.
 func TestSharedProducerOfTerminatedTopic(t *testing.T) {
 	t.Parallel()
-	b, c := startEmbedded(t)
-	const topic = "persistent://public/default/shared-terminated"
-	opts := ProducerOptions{Topic: topic, Batching: true, FlushWhenIdle: true, Shared: true, MaxPendingMessages: 64}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	p, err := c.CreateProducer(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if err := b.TerminateTopic(topic); err != nil {
-		t.Fatal(err)
-	}
-	testkit.WaitFor(t, 10*time.Second, "a send refused", func() bool {
-		answered := make(chan error, 1)
-		p.Send(ctx, &OutMessage{Payload: []byte("x"), Done: func(_ MessageID, err error) { answered <- err }})
-		return <-answered != nil
-	})
-	if _, err := c.CreateProducer(ctx, opts); !errors.Is(err, ErrTopicTerminated) {
-		t.Fatalf("a producer created on the terminated topic: %v, want ErrTopicTerminated", err)
-	}
-}
-
-// TestSharedSinglePartition: the sessions sharing a producer of a partitioned topic send
-// unkeyed messages at once, and SinglePartition still puts every one on one partition (the
-// library routes on each sender's goroutine; under -race this fails on an unguarded choice).
-func TestSharedSinglePartition(t *testing.T) {
-	t.Parallel()
-	b, c := startEmbedded(t)
-	const topic = "persistent://public/default/shared-single-partition"
-	if err := b.CreateTopic(topic, 3); err != nil {
-		t.Fatal(err)
-	}
-	opts := ProducerOptions{Topic: topic, Batching: true, FlushWhenIdle: true, Shared: true, MaxPendingMessages: 64}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	const sharers, each = 4, 50
-	var (
-		mu         sync.Mutex
-		partitions = map[int32]int{}
-		failed     error
-		wg         sync.WaitGroup
-	)
-	for range sharers {
-		p, err := c.CreateProducer(ctx, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		wg.Go(func() {
-			var acked sync.WaitGroup
-			for range each {
-				acked.Add(1)
-				p.Send(ctx, &OutMessage{Payload: []byte("x"), Done: func(id MessageID, err error) {
-					defer acked.Done()
-					mu.Lock()
-					defer mu.Unlock()
-					if err != nil {
-						failed = err
-						return
-					}
-					partitions[id.id.PartitionIdx()]++
-				}})
+	for _, idle := range []bool{false, true} {
+		t.Run(fmt.Sprintf("idle=%v", idle), func(t *testing.T) {
+			t.Parallel()
+			b, c := startEmbedded(t)
+			const topic = "persistent://public/default/shared-terminated"
+			opts := ProducerOptions{Topic: topic, Batching: true, FlushWhenIdle: true, Shared: true, MaxPendingMessages: 64}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			p, err := c.CreateProducer(ctx, opts)
+			if err != nil {
+				t.Fatal(err)
 			}
-			acked.Wait()
+			defer p.Close()
+			if err := b.TerminateTopic(topic); err != nil {
+				t.Fatal(err)
+			}
+			if idle {
+				testkit.WaitFor(t, 10*time.Second, "the library closed its producer", func() bool { return libraryClosed(p.p) })
+			} else {
+				testkit.WaitFor(t, 10*time.Second, "a send refused", func() bool {
+					answered := make(chan error, 1)
+					p.Send(ctx, &OutMessage{Payload: []byte("x"), Done: func(_ MessageID, err error) { answered <- err }})
+					return <-answered != nil
+				})
+			}
+			if q, err := c.CreateProducer(ctx, opts); !errors.Is(err, ErrTopicTerminated) {
+				if q != nil {
+					q.Close()
+				}
+				t.Fatalf("a producer created on the terminated topic: %v, want ErrTopicTerminated", err)
+			}
 		})
-	}
-	wg.Wait()
-	if failed != nil {
-		t.Fatal(failed)
-	}
-	if len(partitions) != 1 {
-		t.Fatalf("SinglePartition spread %d sharers' messages over partitions %v", sharers, partitions)
 	}
 }
 

@@ -303,6 +303,18 @@ func (p *producer) NumPartitions() uint32 {
 	return uint32(len(p.getProducers()))
 }
 
+// Closed reports whether the producer, or one of its partitions' producers, is closing or
+// closed: by Close, or by the library itself when the topic was terminated or deleted or the
+// producer fenced. Sends to a closed one fail at once.
+func (p *producer) Closed() bool {
+	for _, pp := range p.getProducers() {
+		if pp, ok := pp.(*partitionProducer); ok && pp.isClosingOrClosed() {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *producer) Send(ctx context.Context, msg *ProducerMessage) (MessageID, error) {
 	return p.getPartition(msg).Send(ctx, msg)
 }

@@ -22,8 +22,9 @@ func TestReceiptsAcrossDroppedConnections(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, embedded.Config{})
 	c := newClient(t, b, nil)
-	// Batching, as TestDropConnectionsLosesNoAckedMessage: an unbatched producer reconnecting
-	// trips pulsar-client-go v0.19.0's own data race on the message metadata in grabCnx.
+	// Batching, as TestDropConnectionsLosesNoAckedMessage. (An unbatched producer reconnecting
+	// tripped v0.19.0's data race on the producer name in grabCnx, which
+	// pulsar-client-go-11-producer-races.patch fixes.)
 	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: uniqueTopic("redo"), BatchingMaxMessages: 20, SendTimeout: 10 * time.Second})
 	const rounds, sends = 20, 300
 	ctx := ctxT(t, 60*time.Second)

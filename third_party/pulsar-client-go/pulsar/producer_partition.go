@@ -1102,7 +1102,10 @@ func (p *partitionProducer) failTimeoutMessages() {
 	if p.isClosingOrClosed() {
 		return
 	}
-	p.sendTimeouts.Reset(p.failTimedOut())
+	next := p.failTimedOut()
+	if !p.isClosingOrClosed() { // doClose may have stopped the timer meanwhile
+		p.sendTimeouts.Reset(next)
+	}
 }
 
 // failTimedOut fails the pending sends older than the send timeout, and returns how long

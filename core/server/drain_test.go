@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/sluicehq/sluice/core/admin"
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 )
@@ -82,6 +83,13 @@ func TestDrainUnderFloodLosesNoAck(t *testing.T) {
 		total += n
 	}
 	if int64(total) != stored {
-		t.Errorf("the broker stored %d messages, the clients got %d ok acks (%v)", stored, total, acked)
+		// What the edge says it answered tells an ack lost on the way (or unread) from one
+		// never sent.
+		var answered []admin.RouteProducer
+		for _, r := range srv.Stats().Routes {
+			answered = append(answered, r.Producer)
+		}
+		t.Errorf("the broker stored %d messages, the clients got %d ok acks (%v); the edge answered %+v",
+			stored, total, acked, answered)
 	}
 }

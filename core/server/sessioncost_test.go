@@ -18,22 +18,26 @@ import (
 // (session.ProducerSessionCost), and each holds one goroutine, its reader: its writer and the
 // client library's producer run only while they have work. On a route with batching: shared,
 // each session on a topic of its own holds a shared producer alone, with the whole shared
-// queue: the charge covers that too. Not parallel: it counts the process's memory and
-// goroutines.
+// queue: the charge covers that too. Each also stays within its budget, what idle sessions
+// are known to hold, so that what an idle connection costs does not creep up unseen. Not
+// parallel: it counts the process's memory and goroutines.
 func TestProducerSessionCostCharged(t *testing.T) {
-	for name, yaml := range map[string]string{
-		"own producers": "memory: { session_limit: 1GiB }\n",
-		"shared producers, alone": `
+	for name, tc := range map[string]struct {
+		yaml   string
+		budget int64 // bytes a session
+	}{
+		"own producers": {"memory: { session_limit: 1GiB }\n", 18 << 10},
+		"shared producers, alone": {`
 memory: { session_limit: 1GiB }
 routes:
   - { name: shared, match: /ws/**, strategy: { name: hybrid }, batching: shared }
-`,
+`, 29 << 10},
 	} {
-		t.Run(name, func(t *testing.T) { producerSessionCostCharged(t, yaml) })
+		t.Run(name, func(t *testing.T) { producerSessionCostCharged(t, tc.yaml, tc.budget) })
 	}
 }
 
-func producerSessionCostCharged(t *testing.T, yaml string) {
+func producerSessionCostCharged(t *testing.T, yaml string, budget int64) {
 	srv, base := edgetest.Start(t, yaml)
 	pool := srv.SessionPool()
 	// Small client buffers, so that the client's side of each connection, in this process
@@ -66,5 +70,9 @@ func producerSessionCostCharged(t *testing.T, yaml string) {
 	}
 	if charged < grew {
 		t.Errorf("%d idle producer sessions grew the process by %d bytes and were charged %d", n, grew, charged)
+	}
+	if grew > budget*n {
+		t.Errorf("%d idle producer sessions grew the process by %d bytes a session, over the budget of %d",
+			n, grew/n, budget)
 	}
 }

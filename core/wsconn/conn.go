@@ -43,11 +43,16 @@ type Options struct {
 	// CompressMin bytes or more are sent compressed when that makes them smaller. Zero
 	// (false) means no compression.
 	Compression bool
-	// BufferSize is gorilla's per-connection read buffer. Zero means 2 KiB: a typical frame
-	// and the next one's header, without holding a larger buffer per idle connection. (Frames
-	// are written by this package, not through gorilla's write buffer.)
+	// BufferSize is gorilla's per-connection read buffer, which every connection holds for its
+	// whole life. Zero means 256 bytes: a control frame whole, the most gorilla reads at once
+	// from the buffer; larger reads come from readahead's borrowed buffers. (Frames are written
+	// by this package, not through gorilla's write buffer.)
 	BufferSize int
 }
+
+// defaultBufferSize is Options.BufferSize's zero: a control frame's payload (at most 125
+// bytes) and header fit.
+const defaultBufferSize = 256
 
 // upgraders are shared per buffer size and compression so their write buffer pools are
 // shared too.
@@ -102,7 +107,7 @@ type Conn struct {
 func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 	size := o.BufferSize
 	if size <= 0 {
-		size = 2048
+		size = defaultBufferSize
 	}
 	ws, err := upgrader(size, o.Compression).Upgrade(hijacker{w}, r, nil)
 	if err != nil {

@@ -2,18 +2,28 @@ package wsconn
 
 import (
 	"bufio"
+	"errors"
+	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // gorilla reads frames through a buffer of Options.BufferSize, which every connection holds
-// for its whole life and so is kept small. A busy client has many frames waiting in the
-// socket, and a small buffer then costs a read system call per frame or two. readahead sits
-// beneath gorilla's buffer: while a connection is busy it reads large pieces into a buffer
-// borrowed from a process-wide set, and gives the buffer back as soon as it is empty, so an
-// idle connection holds none.
+// for its whole life and so is kept small. A small buffer would cost a read system call per
+// piece of a frame. readahead sits beneath gorilla's buffer and reads large pieces into a
+// buffer borrowed from a process-wide set, given back as soon as it is empty, so that an idle
+// connection holds none.
+//
+// On a plain TCP connection readahead waits for the socket to be readable holding no buffer,
+// then borrows one for the read itself: every read is a large one, and a frame arrives in one
+// system call however small gorilla's buffer is. Through any other connection (TLS, or a layer
+// that does not say its reads pass through) a read that waits must hold what it reads into,
+// so readahead borrows only while the connection is busy (its last read filled what it was
+// given, so more is probably waiting) and reads through gorilla's buffer otherwise.
 
 const (
 	// readaheadSize is one borrowed buffer: about twenty 1 KiB messages as JSON.
@@ -47,6 +57,7 @@ func returnReadahead(b *[]byte) {
 // any goroutine, and returns a buffer still held.
 type readahead struct {
 	net.Conn
+	raw    syscall.RawConn // the socket beneath, read directly (rawReads); nil: read through Conn
 	mu     sync.Mutex
 	buf    *[]byte // borrowed; nil when nothing is buffered
 	r, w   int     // the unread bytes are (*buf)[r:w]
@@ -66,9 +77,14 @@ func (c *readahead) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	c.mu.Unlock()
-	if c.busy && len(p) < readaheadSize {
-		if b := borrowReadahead(); b != nil {
-			return c.readAhead(p, b)
+	if len(p) < readaheadSize {
+		if c.raw != nil {
+			return c.readRaw(p)
+		}
+		if c.busy {
+			if b := borrowReadahead(); b != nil {
+				return c.readAhead(p, b)
+			}
 		}
 	}
 	n, err := c.Conn.Read(p)
@@ -76,11 +92,59 @@ func (c *readahead) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// readAhead reads into the borrowed buffer b and hands p its first bytes; b is kept only
-// while bytes are left in it.
+// readAhead reads into the borrowed buffer b and hands p its first bytes.
 func (c *readahead) readAhead(p []byte, b *[]byte) (int, error) {
 	n, err := c.Conn.Read(*b)
 	c.busy = n >= len(p) // a read into p alone would have filled it
+	return c.keep(p, b, n, err)
+}
+
+// readRaw waits until the socket is readable, then reads it into a borrowed buffer, or into p
+// when none is free, and hands p its first bytes. Nothing is held while it waits.
+func (c *readahead) readRaw(p []byte) (int, error) {
+	var (
+		b       *[]byte
+		n       int
+		readErr error
+	)
+	err := c.raw.Read(func(fd uintptr) bool {
+		b = borrowReadahead()
+		into := p
+		if b != nil {
+			into = *b
+		}
+		for {
+			n, readErr = syscall.Read(int(fd), into)
+			if !errors.Is(readErr, syscall.EINTR) {
+				break
+			}
+		}
+		if errors.Is(readErr, syscall.EAGAIN) {
+			if b != nil {
+				returnReadahead(b)
+				b = nil
+			}
+			return false // not readable yet: the runtime waits and calls again
+		}
+		return true
+	})
+	n = max(n, 0)
+	if err == nil && readErr != nil {
+		err = &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(),
+			Err: os.NewSyscallError("read", readErr)}
+	}
+	if err == nil && n == 0 {
+		err = io.EOF
+	}
+	if b == nil {
+		return n, err
+	}
+	return c.keep(p, b, n, err)
+}
+
+// keep holds the n bytes read into the borrowed buffer b and hands p the first of them; b is
+// kept only while bytes are left in it.
+func (c *readahead) keep(p []byte, b *[]byte, n int, err error) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n == 0 || c.closed {
@@ -129,5 +193,31 @@ func (h hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &readahead{Conn: nc}, brw, nil
+	return &readahead{Conn: nc, raw: rawReads(nc)}, brw, nil
+}
+
+// rawReads is the socket beneath nc when reading it directly reads what reading nc would: nc
+// is a TCP connection, or a layer over one that unwraps to it and says its reads pass through
+// (ReadsThrough), as core/frontdoor's do once their part of the handshake is over.
+func rawReads(nc net.Conn) syscall.RawConn {
+	for {
+		switch c := nc.(type) {
+		case *net.TCPConn:
+			raw, err := c.SyscallConn()
+			if err != nil {
+				return nil
+			}
+			return raw
+		case interface {
+			Unwrap() net.Conn
+			ReadsThrough() bool
+		}:
+			if !c.ReadsThrough() {
+				return nil
+			}
+			nc = c.Unwrap()
+		default:
+			return nil
+		}
+	}
 }

@@ -2,6 +2,9 @@ package wsconn
 
 import (
 	"bytes"
+	"crypto/tls"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -84,7 +87,7 @@ func TestReadaheadBurst(t *testing.T) {
 			}
 			buf = b
 		}
-		// A 2 KiB read buffer alone reads about once a frame.
+		// gorilla's small buffer alone would read several times a frame.
 		if n := reads.Load() - before; n > frames/4 {
 			t.Errorf("%d frames of %d B took %d reads, want at most %d", frames, size, n, frames/4)
 		}
@@ -142,4 +145,168 @@ func TestReadaheadBurst(t *testing.T) {
 		}
 	}
 	close(checked)
+}
+
+// through is a wrapper that says whether its reads pass through, as core/frontdoor's do.
+type through struct {
+	net.Conn
+	passes bool
+}
+
+func (w through) Unwrap() net.Conn   { return w.Conn }
+func (w through) ReadsThrough() bool { return w.passes }
+
+// Reads go to the socket directly only through layers that say their reads pass through.
+func TestRawReads(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tcp := c.(*net.TCPConn)
+	for name, tc := range map[string]struct {
+		conn net.Conn
+		raw  bool
+	}{
+		"tcp":                       {tcp, true},
+		"passing layers over tcp":   {through{through{tcp, true}, true}, true},
+		"a layer holding bytes":     {through{tcp, false}, false},
+		"a layer that only unwraps": {wrapped{tcp}, false},
+		"PROXY protocol (buffered)": {rawWrapped{tcp}, false},
+		"tls":                       {tls.Client(tcp, &tls.Config{}), false},
+		"passing layer over tls":    {through{tls.Client(tcp, &tls.Config{}), true}, false},
+		"opaque":                    {opaque{tcp}, false},
+	} {
+		if got := rawReads(tc.conn) != nil; got != tc.raw {
+			t.Errorf("%s: reads the socket directly %v, want %v", name, got, tc.raw)
+		}
+	}
+}
+
+// TestReadaheadRawSocket reads a plain TCP connection directly: a burst arrives intact; a
+// reader that waits for the next frame holds no buffer, stops when interrupted, and the
+// control frames that fill gorilla's small buffer are read whole.
+func TestReadaheadRawSocket(t *testing.T) {
+	const frames, size = 60, 1500
+	frame := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i%26)}, size) }
+	ping := bytes.Repeat([]byte{'p'}, 125) // the largest control frame
+	written := make(chan struct{})
+	done := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(done)
+		c, err := Upgrade(w, r, Options{})
+		if err != nil {
+			t.Errorf("upgrade: %v", err)
+			return
+		}
+		defer c.Close()
+		if c.ws.NetConn().(*readahead).raw == nil {
+			t.Error("a plain TCP connection is not read directly")
+		}
+		<-written
+		var buf []byte
+		for i := range frames {
+			_, b, err := c.ReadInto(buf, nil)
+			if err != nil {
+				t.Errorf("frame %d: %v", i, err)
+				return
+			}
+			if !bytes.Equal(b, frame(i)) {
+				t.Errorf("frame %d: %d bytes, not what was sent", i, len(b))
+				return
+			}
+			buf = b
+		}
+		if p := c.pong.Load(); p == nil || !bytes.Equal(*p, ping) {
+			t.Error("the ping among the frames was not read whole")
+		}
+		waiting := make(chan error, 1)
+		go func() { _, _, err := c.ReadInto(nil, nil); waiting <- err }()
+		testkit.WaitFor(t, 20*time.Second, "the reader waiting", func() bool { return !c.ReadingSince().IsZero() })
+		// Readers of other tests have ended: none of the process's buffers is out.
+		if n := readaheadOut.Load(); n != 0 || held(c) {
+			t.Errorf("a waiting reader holds buffers: %d out, this connection's %v", n, held(c))
+		}
+		c.InterruptRead()
+		select {
+		case err := <-waiting:
+			if !IsTimeout(err) {
+				t.Errorf("interrupted read: %v, want a timeout", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("an interrupted reader still waits")
+		}
+	}))
+	t.Cleanup(func() {
+		hs.Close()
+		<-done
+	})
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(hs.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	for i := range frames {
+		if i == frames/2 {
+			if err := ws.WriteControl(websocket.PingMessage, ping, time.Now().Add(10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := ws.WriteMessage(websocket.BinaryMessage, frame(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(written)
+	<-done
+}
+
+// A client that closes its socket ends a direct read with an error, holding nothing.
+func TestReadaheadRawSocketEOF(t *testing.T) {
+	result := make(chan error, 1)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := Upgrade(w, r, Options{})
+		if err != nil {
+			result <- err
+			return
+		}
+		defer c.Close()
+		_, b, err := c.ReadInto(nil, nil)
+		if err == nil && string(b) != "last" {
+			err = fmt.Errorf("read %q, want %q", b, "last")
+		}
+		if err == nil {
+			_, _, err = c.ReadInto(nil, nil)
+			if err == nil {
+				err = errors.New("a read after the client closed returned no error")
+			} else {
+				err = nil
+			}
+		}
+		if err == nil && held(c) {
+			err = errors.New("the connection holds a buffer after its client closed")
+		}
+		result <- err
+	}))
+	defer hs.Close()
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(hs.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.WriteMessage(websocket.TextMessage, []byte("last")); err != nil {
+		t.Fatal(err)
+	}
+	_ = ws.NetConn().Close() // no close frame: the socket ends
+	select {
+	case err := <-result:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the server's reader did not end")
+	}
 }

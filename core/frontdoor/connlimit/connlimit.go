@@ -358,6 +358,10 @@ type countedConn struct {
 // writes): the count watches only Close.
 func (c *countedConn) Unwrap() net.Conn { return c.Conn }
 
+// ReadsThrough says that reads pass through unchanged, for readers that read the connection
+// beneath directly (wsconn).
+func (c *countedConn) ReadsThrough() bool { return true }
+
 func (c *countedConn) Close() error {
 	err := c.Conn.Close()
 	c.slot.release()

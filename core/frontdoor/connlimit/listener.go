@@ -253,6 +253,10 @@ func (c *acceptedConn) Close() error {
 // writes).
 func (c *acceptedConn) Unwrap() net.Conn { return c.Conn }
 
+// ReadsThrough says that reads pass through unchanged, for readers that read the connection
+// beneath directly (wsconn); only deadlines are clamped, and they apply to the socket itself.
+func (c *acceptedConn) ReadsThrough() bool { return true }
+
 // CloseWrite half-closes the connection.
 func (c *acceptedConn) CloseWrite() error { return halfclose.CloseWrite(c.Conn) }
 

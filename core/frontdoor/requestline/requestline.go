@@ -119,6 +119,11 @@ type pending struct {
 // writes): the check only reads.
 func (c *conn) Unwrap() net.Conn { return c.Conn }
 
+// ReadsThrough reports whether a read of the connection beneath reads what a read of this one
+// would, for readers that read it directly (wsconn): once the first line has been handed
+// over, reads pass through unchanged.
+func (c *conn) ReadsThrough() bool { return c.done }
+
 func (c *conn) Read(p []byte) (int, error) {
 	if c.done {
 		return c.Conn.Read(p)

@@ -108,7 +108,7 @@ type partitionProducer struct {
 	producerID               uint64
 	batchBuilder             internal.BatchBuilder
 	sequenceIDGenerator      *uint64
-	batchFlushTicker         *time.Ticker
+	batchFlushTicker         *time.Ticker // nil when eventsOnDemand: no batch waits for it
 	encryptor                internalcrypto.Encryptor
 	compressionProvider      compression.Provider
 
@@ -131,7 +131,6 @@ type partitionProducer struct {
 	eventsOnDemand bool
 	eventsRunning  atomic.Bool
 	pendingEmptied chan struct{}
-	eventsLinger   *time.Timer // bounds an on-demand loop's wait once nothing is in flight
 	// sendTimeouts runs failTimeoutMessages when the oldest pending send may have timed out:
 	// a timer rather than a goroutine, so that a producer with a send timeout holds none
 	// while it waits. nil without a send timeout.
@@ -203,18 +202,17 @@ func newPartitionProducer(client *client, topic string, options *ProducerOptions
 
 	ctx, cancelFunc := context.WithCancel(context.Background())
 	p := &partitionProducer{
-		client:           client,
-		topic:            topic,
-		log:              logger,
-		cnxKeySuffix:     client.cnxPool.GenerateRoundRobinIndex(),
-		options:          options,
-		producerID:       client.rpcClient.NewProducerID(),
-		dataChan:         make(chan *sendRequest, maxPendingMessages),
-		cmdChan:          make(chan interface{}, 10),
-		closingCh:        make(chan struct{}),
-		closedCh:         make(chan struct{}),
-		connectClosedCh:  make(chan *connectionClosed, 1),
-		batchFlushTicker: time.NewTicker(batchingMaxPublishDelay),
+		client:          client,
+		topic:           topic,
+		log:             logger,
+		cnxKeySuffix:    client.cnxPool.GenerateRoundRobinIndex(),
+		options:         options,
+		producerID:      client.rpcClient.NewProducerID(),
+		dataChan:        make(chan *sendRequest, maxPendingMessages),
+		cmdChan:         make(chan interface{}, 10),
+		closingCh:       make(chan struct{}),
+		closedCh:        make(chan struct{}),
+		connectClosedCh: make(chan *connectionClosed, 1),
 		compressionProvider: internal.GetCompressionProvider(pb.CompressionType(options.CompressionType),
 			compression.Level(options.CompressionLevel)),
 		publishSemaphore:  internal.NewSemaphore(int32(maxPendingMessages)),
@@ -230,11 +228,10 @@ func newPartitionProducer(client *client, topic string, options *ProducerOptions
 	}
 	if p.options.DisableBatching || p.options.BatchingFlushWhenIdle {
 		// With BatchingFlushWhenIdle no batch is ever left waiting for the timer.
-		p.batchFlushTicker.Stop()
 		p.eventsOnDemand = true
 		p.pendingEmptied = make(chan struct{}, 1)
-		p.eventsLinger = time.NewTimer(eventsLinger)
-		p.eventsLinger.Stop()
+	} else {
+		p.batchFlushTicker = time.NewTicker(batchingMaxPublishDelay)
 	}
 	// A connection closed while the producer is being created is reconnected once it is
 	// created (idleReconnect, below).
@@ -256,7 +253,7 @@ func newPartitionProducer(client *client, topic string, options *ProducerOptions
 	p.setProducerState(producerConnecting)
 	err := p.grabCnx("")
 	if err != nil {
-		p.batchFlushTicker.Stop()
+		p.stopBatchFlushTicker()
 		logger.WithError(err).Error("Failed to create producer at newPartitionProducer")
 		return nil, err
 	}
@@ -645,11 +642,22 @@ func (p *partitionProducer) reconnectToBroker(connectionClosed *connectionClosed
 // returns once none waits and no send is in flight. While sends are in flight more are likely,
 // and the loop waits for them rather than have a goroutine started for each.
 func (p *partitionProducer) runEventsLoop() {
+	var flushTicks <-chan time.Time // nil on demand
+	if p.batchFlushTicker != nil {
+		flushTicks = p.batchFlushTicker.C
+	}
+	// linger bounds an on-demand loop's wait once nothing is in flight. It is the loop's own,
+	// made when first needed, so that an idle producer, which runs no loop, holds no timer.
+	var linger *time.Timer
 	for {
 		if p.eventsOnDemand && p.pendingQueue.Size() == 0 {
 			// Nothing in flight: wait eventsLinger for the next send before stopping, so that
 			// a producer sending one message at a time keeps its loop between messages.
-			p.eventsLinger.Reset(eventsLinger)
+			if linger == nil {
+				linger = time.NewTimer(eventsLinger)
+			} else {
+				linger.Reset(eventsLinger)
+			}
 			select {
 			case data, ok := <-p.dataChan:
 				if !p.handleSend(data, ok) {
@@ -659,12 +667,12 @@ func (p *partitionProducer) runEventsLoop() {
 				if !p.handleCmd(cmd, ok) {
 					return
 				}
-			case <-p.eventsLinger.C:
+			case <-linger.C:
 				if !p.idleEvents() {
 					return
 				}
 			}
-			p.eventsLinger.Stop()
+			linger.Stop()
 			continue
 		}
 		select {
@@ -676,7 +684,7 @@ func (p *partitionProducer) runEventsLoop() {
 			if !p.handleCmd(cmd, ok) {
 				return
 			}
-		case <-p.batchFlushTicker.C:
+		case <-flushTicks:
 			p.internalFlushCurrentBatch()
 		case <-p.pendingEmptied: // nil unless on demand: look again
 		}
@@ -1685,9 +1693,15 @@ func (p *partitionProducer) doClose(reason error) {
 
 	p.setProducerState(producerClosed)
 	p._getConn().UnregisterListener(p.producerID)
-	p.batchFlushTicker.Stop()
+	p.stopBatchFlushTicker()
 	if p.sendTimeouts != nil {
 		p.sendTimeouts.Stop() // a closed producer's timer would hold it until it fires
+	}
+}
+
+func (p *partitionProducer) stopBatchFlushTicker() {
+	if p.batchFlushTicker != nil {
+		p.batchFlushTicker.Stop()
 	}
 }
 

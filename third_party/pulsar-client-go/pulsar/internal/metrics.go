@@ -22,7 +22,10 @@ import (
 )
 
 type Metrics struct {
-	metricsLevel        int
+	metricsLevel int
+	// unlabelled is every producer's, consumer's and reader's metrics when metricsLevel gives
+	// them no labels: made once rather than for each.
+	unlabelled          *LeveledMetrics
 	messagesPublished   *prometheus.CounterVec
 	bytesPublished      *prometheus.CounterVec
 	messagesPending     *prometheus.GaugeVec
@@ -541,6 +544,9 @@ func NewMetricsProvider(metricsCardinality int, userDefinedLabels map[string]str
 		}
 	}
 	_ = registerer.Register(metrics.SendingBuffersCount)
+	if metricsCardinality == 1 {
+		metrics.unlabelled = metrics.leveled(map[string]string{})
+	}
 	return metrics
 }
 
@@ -549,6 +555,9 @@ func (mp *Metrics) GetLeveledMetrics(t string) *LeveledMetrics {
 	tn, err := ParseTopicName(t)
 	if err != nil {
 		return nil
+	}
+	if mp.unlabelled != nil {
+		return mp.unlabelled
 	}
 	topic := TopicNameWithoutPartitionPart(tn)
 	switch mp.metricsLevel {
@@ -561,8 +570,11 @@ func (mp *Metrics) GetLeveledMetrics(t string) *LeveledMetrics {
 	case 2:
 		labels["pulsar_tenant"] = tn.Tenant
 	}
+	return mp.leveled(labels)
+}
 
-	lm := &LeveledMetrics{
+func (mp *Metrics) leveled(labels map[string]string) *LeveledMetrics {
+	return &LeveledMetrics{
 		MessagesPublished:        mp.messagesPublished.With(labels),
 		BytesPublished:           mp.bytesPublished.With(labels),
 		MessagesPending:          mp.messagesPending.With(labels),
@@ -594,8 +606,6 @@ func (mp *Metrics) GetLeveledMetrics(t string) *LeveledMetrics {
 		ReadersOpened:              mp.readersOpened.With(labels),
 		ReadersClosed:              mp.readersClosed.With(labels),
 	}
-
-	return lm
 }
 
 func mergeMaps(a, b map[string]string) map[string]string {

@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync/atomic"
+	"time"
 )
 
 // GCHeadroom is the most garbage the collector lets the heap gather, beyond what it scans
@@ -34,26 +35,134 @@ type gcPacer struct {
 	percent  int    // the target in force
 	sample   []metrics.Sample
 	stopped  atomic.Bool
+	done     chan struct{} // closed with stopped, ending the trimmer
 }
 
 // pacing is the pacer in force: one per process, since each sets the one target.
 var pacing atomic.Pointer[gcPacer]
 
+// A quiet heap gives its headroom back. The headroom buys fewer collections for what is
+// allocated, and the runtime keeps the pages it reached (returning only those above the
+// collector's goal); a heap that allocates next to nothing needs none of it. Every
+// trimPeriod the trimmer looks at what was allocated: after quietPeriods periods in a row of
+// under a quietShare-th of the live heap (or quietFloor), with more than a trimShare-th of it
+// (or trimFloor) held beyond the live heap, it collects and returns the free pages to the
+// system, once, until the heap is busy again, and at most once in trimSpacing periods, since
+// each trim marks the whole heap. Held open but idle, 19,000 connections so hold the RSS of
+// their live data rather than half as much again (docs/benchmarks.md, "Idle connections").
+const (
+	trimPeriod   = time.Second
+	quietPeriods = 3
+	quietShare   = 64
+	quietFloor   = 2 << 20
+	trimShare    = 8
+	trimFloor    = 16 << 20
+	trimSpacing  = 30
+)
+
+// The runtime's figures the trimmer reads: what was allocated, what is live, and the heap's
+// memory that is not released to the system (objects, dead ones included until swept,
+// unused slots in their spans, and free spans).
+var trimSamples = []string{
+	"/gc/heap/allocs:bytes",
+	"/gc/heap/live:bytes",
+	"/memory/classes/heap/objects:bytes",
+	"/memory/classes/heap/unused:bytes",
+	"/memory/classes/heap/free:bytes",
+}
+
+// heapTrimmer is the trimmer's state between periods.
+type heapTrimmer struct {
+	sample  []metrics.Sample
+	allocs  uint64 // allocated as of the last period
+	quiet   int    // quiet periods in a row
+	trimmed bool   // since the heap was last busy
+	since   int    // periods since the last trim
+	spacing int    // trimSpacing
+}
+
+func newHeapTrimmer() *heapTrimmer {
+	t := &heapTrimmer{sample: make([]metrics.Sample, len(trimSamples)), since: trimSpacing, spacing: trimSpacing}
+	for i, name := range trimSamples {
+		t.sample[i].Name = name
+	}
+	t.allocs, _, _ = t.read()
+	return t
+}
+
+// read returns what was allocated so far, what is live, and what the heap holds beyond it.
+func (t *heapTrimmer) read() (allocs, live, beyondLive uint64) {
+	metrics.Read(t.sample)
+	v := func(i int) uint64 {
+		if s := t.sample[i].Value; s.Kind() == metrics.KindUint64 {
+			return s.Uint64()
+		}
+		return 0
+	}
+	allocs, live = v(0), v(1)
+	if held := v(2) + v(3) + v(4); held > live {
+		beyondLive = held - live
+	}
+	return allocs, live, beyondLive
+}
+
+// period looks at one period's figures, and trims the heap when it is due.
+func (t *heapTrimmer) period() (trimmed bool) {
+	allocs, live, beyond := t.read()
+	allocated := allocs - t.allocs
+	t.allocs = allocs
+	t.since++
+	if allocated > max(quietFloor, live/quietShare) {
+		t.quiet, t.trimmed = 0, false
+		return false
+	}
+	t.quiet++
+	if t.quiet < quietPeriods || t.trimmed || t.since < t.spacing || beyond <= max(trimFloor, live/trimShare) {
+		return false
+	}
+	debug.FreeOSMemory()
+	t.trimmed, t.since = true, 0
+	t.allocs, _, _ = t.read() // what the collection itself allocated is not the heap's
+	return true
+}
+
+// trimWhenQuiet runs the trimmer every period until stop is closed.
+func trimWhenQuiet(period time.Duration, stop <-chan struct{}) {
+	t := newHeapTrimmer()
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			t.period()
+		}
+	}
+}
+
 // sentinel is garbage from one collection to the next: its finalizer runs after each.
 type sentinel struct{ _ [16]byte }
 
 // startGCPacer sets the collector's target to maxPercent now and paces it after every
-// collection, in place of a pacer started before. stop ends the pacing and leaves the target
-// in force.
+// collection, and trims the heap when it is quiet, in place of a pacer started before. stop
+// ends the pacing and the trimming and leaves the target in force.
 func startGCPacer(maxPercent, minPercent int, headroom uint64) (stop func()) {
 	p := &gcPacer{max: maxPercent, min: minPercent, headroom: headroom, percent: maxPercent,
-		sample: []metrics.Sample{{Name: gcScanned}}}
+		sample: []metrics.Sample{{Name: gcScanned}}, done: make(chan struct{})}
 	if old := pacing.Swap(p); old != nil {
-		old.stopped.Store(true)
+		old.stop()
 	}
 	debug.SetGCPercent(maxPercent)
 	runtime.SetFinalizer(&sentinel{}, p.collected)
-	return func() { p.stopped.Store(true) }
+	go trimWhenQuiet(trimPeriod, p.done)
+	return p.stop
+}
+
+func (p *gcPacer) stop() {
+	if p.stopped.CompareAndSwap(false, true) {
+		close(p.done)
+	}
 }
 
 // collected runs after a collection (in the runtime's finalizer goroutine, one at a time)

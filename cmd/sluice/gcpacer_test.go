@@ -69,3 +69,65 @@ func TestGCPacer(t *testing.T) {
 	runtime.KeepAlive(bytes)
 	runtime.KeepAlive(pointers)
 }
+
+// TestHeapTrimmer: a heap that allocated much in its last period is busy and left alone;
+// after quietPeriods quiet periods it is collected and its free pages returned to the system,
+// once; busy again, it is trimmed again once quiet, but not before trimSpacing periods have
+// passed since the last trim. Not parallel: it reads the process's heap, with the collector
+// off so that only the trimmer collects.
+func TestHeapTrimmer(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	released := func() uint64 {
+		s := []metrics.Sample{{Name: "/memory/classes/heap/released:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	var sink [][]*int
+	garbage := func() { // 64 MiB of pointers, dropped at once
+		sink = make([][]*int, 64)
+		for i := range sink {
+			sink[i] = make([]*int, 1<<17)
+		}
+		sink = nil
+	}
+	tr := newHeapTrimmer()
+	tr.spacing = quietPeriods + 2 // each round: a busy period, the quiet ones, one more
+	for round := range 2 {
+		garbage()
+		if tr.period() {
+			t.Fatalf("round %d: trimmed in a period that allocated 64 MiB", round)
+		}
+		before := released()
+		for i := 1; i < quietPeriods; i++ {
+			if tr.period() {
+				t.Fatalf("round %d: trimmed after %d quiet periods, want %d", round, i, quietPeriods)
+			}
+		}
+		if !tr.period() {
+			_, live, beyond := tr.read()
+			t.Fatalf("round %d: not trimmed after %d quiet periods (%d MiB live, %d MiB held beyond it)",
+				round, quietPeriods, live>>20, beyond>>20)
+		}
+		if got := released() - before; got < 32<<20 {
+			t.Errorf("round %d: the trim returned %d MiB to the system, want most of 64", round, got>>20)
+		}
+		if _, _, beyond := tr.read(); beyond > trimFloor {
+			t.Errorf("round %d: %d MiB held beyond the live heap after the trim", round, beyond>>20)
+		}
+		if tr.period() {
+			t.Fatalf("round %d: trimmed twice without the heap getting busy between", round)
+		}
+	}
+	// Busy, then quiet at once: the spacing, not the quiet, holds the next trim back.
+	tr.spacing = 10
+	garbage()
+	tr.period()
+	for range tr.spacing {
+		due := tr.since+1 == tr.spacing
+		if tr.period() != due {
+			t.Fatalf("trimmed %v %d periods after the last trim, %d quiet; want a trim after %d",
+				!due, tr.since, tr.quiet, tr.spacing)
+		}
+	}
+	runtime.KeepAlive(sink)
+}

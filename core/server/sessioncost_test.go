@@ -31,7 +31,7 @@ func TestProducerSessionCostCharged(t *testing.T) {
 memory: { session_limit: 1GiB }
 routes:
   - { name: shared, match: /ws/**, strategy: { name: hybrid }, batching: shared }
-`, 29 << 10},
+`, 24 << 10},
 	} {
 		t.Run(name, func(t *testing.T) { producerSessionCostCharged(t, tc.yaml, tc.budget) })
 	}

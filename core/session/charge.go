@@ -46,9 +46,9 @@ const AckOverhead = 64
 // A session is charged it to the session pool from the handshake until it ends.
 
 // ProducerSessionCost is what a producer session whose library queue holds queue messages
-// costs: 36 KiB with the default queue of 128. An idle one holds less (17–19 KiB measured,
+// costs: 36 KiB with the default queue of 128. An idle one holds less (about 16 KiB measured,
 // TestProducerSessionCostCharged in core/server checks the charge covers it): the library's
-// pending queue grows to its size only as sends fill it, and the session's writer and the
+// queues grow to their size only as sends fill them, and the session's writer and the
 // library's goroutines run only while they have work; the charge covers a busy session too.
 func ProducerSessionCost(queue int) int64 { return 33<<10 + 24*int64(queue) }
 

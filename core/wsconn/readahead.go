@@ -58,6 +58,7 @@ func returnReadahead(b *[]byte) {
 type readahead struct {
 	net.Conn
 	raw    syscall.RawConn // the socket beneath, read directly (rawReads); nil: read through Conn
+	direct directRead
 	mu     sync.Mutex
 	buf    *[]byte // borrowed; nil when nothing is buffered
 	r, w   int     // the unread bytes are (*buf)[r:w]
@@ -99,36 +100,50 @@ func (c *readahead) readAhead(p []byte, b *[]byte) (int, error) {
 	return c.keep(p, b, n, err)
 }
 
+// directRead is the state of the direct read under way. It lives in the connection, and the
+// function the runtime calls with the socket is bound to it once (newReadahead), so that a
+// read allocates nothing.
+type directRead struct {
+	p      []byte  // the caller's buffer, read into when no borrowed one is free
+	b      *[]byte // the borrowed buffer read into; nil: p
+	n      int
+	err    error
+	readFD func(fd uintptr) bool
+}
+
+// read reads the socket fd into a borrowed buffer, or into p when none is free. It reports
+// false, holding nothing, when nothing is there to read yet: the runtime then waits until
+// the socket is readable and calls it again.
+func (d *directRead) read(fd uintptr) bool {
+	d.b = borrowReadahead()
+	into := d.p
+	if d.b != nil {
+		into = *d.b
+	}
+	for {
+		d.n, d.err = syscall.Read(int(fd), into)
+		if !errors.Is(d.err, syscall.EINTR) {
+			break
+		}
+	}
+	if errors.Is(d.err, syscall.EAGAIN) {
+		if d.b != nil {
+			returnReadahead(d.b)
+			d.b = nil
+		}
+		return false
+	}
+	return true
+}
+
 // readRaw waits until the socket is readable, then reads it into a borrowed buffer, or into p
 // when none is free, and hands p its first bytes. Nothing is held while it waits.
 func (c *readahead) readRaw(p []byte) (int, error) {
-	var (
-		b       *[]byte
-		n       int
-		readErr error
-	)
-	err := c.raw.Read(func(fd uintptr) bool {
-		b = borrowReadahead()
-		into := p
-		if b != nil {
-			into = *b
-		}
-		for {
-			n, readErr = syscall.Read(int(fd), into)
-			if !errors.Is(readErr, syscall.EINTR) {
-				break
-			}
-		}
-		if errors.Is(readErr, syscall.EAGAIN) {
-			if b != nil {
-				returnReadahead(b)
-				b = nil
-			}
-			return false // not readable yet: the runtime waits and calls again
-		}
-		return true
-	})
-	n = max(n, 0)
+	d := &c.direct
+	d.p, d.b, d.n, d.err = p, nil, 0, nil
+	err := c.raw.Read(d.readFD)
+	b, n, readErr := d.b, max(d.n, 0), d.err
+	d.p, d.b = nil, nil
 	if err == nil && readErr != nil {
 		err = &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(),
 			Err: os.NewSyscallError("read", readErr)}
@@ -193,7 +208,15 @@ func (h hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &readahead{Conn: nc, raw: rawReads(nc)}, brw, nil
+	return newReadahead(nc), brw, nil
+}
+
+func newReadahead(nc net.Conn) *readahead {
+	c := &readahead{Conn: nc, raw: rawReads(nc)}
+	if c.raw != nil {
+		c.direct.readFD = c.direct.read
+	}
+	return c
 }
 
 // rawReads is the socket beneath nc when reading it directly reads what reading nc would: nc

@@ -112,13 +112,24 @@ type partitionProducer struct {
 	encryptor                internalcrypto.Encryptor
 	compressionProvider      compression.Provider
 
-	// Channel where app is posting messages to be published
-	dataChan chan *sendRequest
-	cmdChan  chan interface{}
-	// closeMu orders doClose's closing of dataChan and cmdChan after the sends into them that
-	// found the producer open (each holds it for reading): a send on a closed channel panics.
+	// The sends the app has queued for the event loop, in order: sendQueue[sendHead:], under
+	// sendMu; queuedSends counts them for readers that do not take the lock. sendReady (cap 1)
+	// is signalled when a send is queued. A slice rather than a channel of MaxPendingMessages
+	// places, which every producer would hold for its whole life: the publish semaphore
+	// already bounds the sends in flight, and an on-demand loop drops the slice when it stops,
+	// so that an idle producer holds none. sendsClosed: the producer is closing, and sends
+	// are failed rather than queued.
+	sendMu      sync.Mutex
+	sendQueue   []*sendRequest
+	sendHead    int
+	sendsClosed bool
+	queuedSends atomic.Int32
+	sendReady   chan struct{}
+	cmdChan     chan interface{}
+	// closeMu orders doClose's closing of cmdChan after the commands sent into it that found
+	// the producer open (each holds it for reading): a send on a closed channel panics.
 	closeMu sync.RWMutex
-	// closingCh is closed when the producer starts closing, waking sends blocked on a full
+	// closingCh is closed when the producer starts closing, waking commands blocked on a full
 	// channel; closedCh when it is closed and every send it had has been answered.
 	closingCh       chan struct{}
 	closedCh        chan struct{}
@@ -208,7 +219,7 @@ func newPartitionProducer(client *client, topic string, options *ProducerOptions
 		cnxKeySuffix:    client.cnxPool.GenerateRoundRobinIndex(),
 		options:         options,
 		producerID:      client.rpcClient.NewProducerID(),
-		dataChan:        make(chan *sendRequest, maxPendingMessages),
+		sendReady:       make(chan struct{}, 1),
 		cmdChan:         make(chan interface{}, 10),
 		closingCh:       make(chan struct{}),
 		closedCh:        make(chan struct{}),
@@ -659,10 +670,8 @@ func (p *partitionProducer) runEventsLoop() {
 				linger.Reset(eventsLinger)
 			}
 			select {
-			case data, ok := <-p.dataChan:
-				if !p.handleSend(data, ok) {
-					return
-				}
+			case <-p.sendReady:
+				p.handleQueuedSends()
 			case cmd, ok := <-p.cmdChan:
 				if !p.handleCmd(cmd, ok) {
 					return
@@ -676,10 +685,8 @@ func (p *partitionProducer) runEventsLoop() {
 			continue
 		}
 		select {
-		case data, ok := <-p.dataChan:
-			if !p.handleSend(data, ok) {
-				return
-			}
+		case <-p.sendReady:
+			p.handleQueuedSends()
 		case cmd, ok := <-p.cmdChan:
 			if !p.handleCmd(cmd, ok) {
 				return
@@ -702,40 +709,100 @@ func (p *partitionProducer) signalIfEmptied() {
 	}
 }
 
-// handleSend sends data, taken from dataChan; it returns false when the channel is closed.
-func (p *partitionProducer) handleSend(data *sendRequest, ok bool) bool {
-	// when doClose() is call, p.dataChan will be closed, data will be nil
-	if !ok {
+// queueSend queues sr for the event loop; it reports false once the producer is closing.
+func (p *partitionProducer) queueSend(sr *sendRequest) bool {
+	p.sendMu.Lock()
+	if p.sendsClosed {
+		p.sendMu.Unlock()
 		return false
 	}
+	p.sendQueue = append(p.sendQueue, sr)
+	p.queuedSends.Add(1)
+	p.sendMu.Unlock()
+	select {
+	case p.sendReady <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// nextSend takes the oldest queued send; nil when none is queued.
+func (p *partitionProducer) nextSend() *sendRequest {
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
+	if p.sendHead == len(p.sendQueue) {
+		return nil
+	}
+	sr := p.sendQueue[p.sendHead]
+	p.sendQueue[p.sendHead] = nil
+	p.sendHead++
+	p.queuedSends.Add(-1)
+	if p.sendHead == len(p.sendQueue) {
+		p.sendQueue, p.sendHead = p.sendQueue[:0], 0
+	}
+	return sr
+}
+
+// dropSendQueue lets go of the queue's slice when it is empty: an on-demand loop that stops
+// leaves none to an idle producer.
+func (p *partitionProducer) dropSendQueue() {
+	p.sendMu.Lock()
+	if p.sendHead == len(p.sendQueue) {
+		p.sendQueue, p.sendHead = nil, 0
+	}
+	p.sendMu.Unlock()
+}
+
+// closeSends fails the sends queued from now on, and those still queued: the event loop can
+// take Close before them, and their callbacks would never run.
+func (p *partitionProducer) closeSends() {
+	p.sendMu.Lock()
+	p.sendsClosed = true
+	queued := p.sendQueue[p.sendHead:]
+	p.sendQueue, p.sendHead = nil, 0
+	p.queuedSends.Store(0)
+	p.sendMu.Unlock()
+	for _, sr := range queued {
+		sr.done(nil, ErrProducerClosed)
+	}
+}
+
+// handleQueuedSends sends what is queued, in order, until none is.
+func (p *partitionProducer) handleQueuedSends() {
+	for sr := p.nextSend(); sr != nil; sr = p.nextSend() {
+		p.handleSend(sr)
+	}
+}
+
+// handleSend sends data, taken from the queue.
+func (p *partitionProducer) handleSend(data *sendRequest) {
 	if s := p.getProducerState(); s == producerClosing || s == producerClosed {
 		data.done(nil, ErrProducerClosed) // a close on another goroutine failed the pending ones
-		return true
+		return
 	}
 	p.internalSend(data)
 	if p.options.BatchingFlushWhenIdle && p.idle() {
 		p.internalFlushCurrentBatch()
 	}
-	return true
 }
 
 // idle reports whether no send waits to join the batch: with BatchingYieldBeforeFlush, once
 // the goroutines ready to run have run, since those of the producer's callers may be about to
 // hand it one. It yields each time it finds the queue empty, not for every send.
 func (p *partitionProducer) idle() bool {
-	if len(p.dataChan) > 0 {
+	if p.queuedSends.Load() > 0 {
 		return false
 	}
 	if !p.options.BatchingYieldBeforeFlush {
 		return true
 	}
 	runtime.Gosched()
-	return len(p.dataChan) == 0
+	return p.queuedSends.Load() == 0
 }
 
 // handleCmd runs cmd, taken from cmdChan; it returns false when the producer is closed.
 func (p *partitionProducer) handleCmd(cmd interface{}, ok bool) bool {
-	// when doClose() is call, p.dataChan will be closed, cmd will be nil
+	// when doClose() is call, p.cmdChan will be closed, cmd will be nil
 	if !ok {
 		return false
 	}
@@ -765,8 +832,9 @@ func (p *partitionProducer) wakeEvents() {
 // whether it is to go on after all, because a send or command was queued meanwhile and no
 // other loop was started for it.
 func (p *partitionProducer) idleEvents() bool {
+	p.dropSendQueue()
 	p.eventsRunning.Store(false)
-	return (len(p.dataChan) > 0 || len(p.cmdChan) > 0) && p.eventsRunning.CompareAndSwap(false, true)
+	return (p.queuedSends.Load() > 0 || len(p.cmdChan) > 0) && p.eventsRunning.CompareAndSwap(false, true)
 }
 
 func (p *partitionProducer) Topic() string {
@@ -1259,21 +1327,16 @@ func (p *partitionProducer) internalFlush(fr *flushRequest) {
 }
 
 // clearPendingSendRequests makes sure to push forward previous sending requests
-// by emptying the data channel.
+// by emptying the send queue.
 func (p *partitionProducer) clearPendingSendRequests() {
-	sizeBeforeFlushing := len(p.dataChan)
-
-	// Bound the for loop to the current length of the channel to ensure that it
-	// will eventually stop as we only want to ensure that existing messages are
-	// flushed.
-	for i := 0; i < sizeBeforeFlushing; i++ {
-		select {
-		case pendingData := <-p.dataChan:
-			p.internalSend(pendingData)
-
-		default:
+	// Bound the loop to the sends queued now, to ensure that it will eventually stop, as we
+	// only want to ensure that existing messages are flushed.
+	for n := p.queuedSends.Load(); n > 0; n-- {
+		sr := p.nextSend()
+		if sr == nil {
 			return
 		}
+		p.internalSend(sr)
 	}
 }
 
@@ -1549,23 +1612,11 @@ func (p *partitionProducer) internalSendAsync(
 		return
 	}
 
-	p.closeMu.RLock()
-	if p.isClosingOrClosed() {
-		p.closeMu.RUnlock()
+	if p.isClosingOrClosed() || !p.queueSend(sr) {
 		sr.done(nil, ErrProducerClosed)
 		return
 	}
-	select {
-	case <-ctx.Done():
-		p.closeMu.RUnlock()
-		sr.done(nil, ctx.Err())
-	case <-p.closingCh:
-		p.closeMu.RUnlock()
-		sr.done(nil, ErrProducerClosed)
-	case p.dataChan <- sr:
-		p.closeMu.RUnlock()
-		p.wakeEvents()
-	}
+	p.wakeEvents()
 }
 
 func (p *partitionProducer) ReceivedSendReceipt(response *pb.CommandSendReceipt) {
@@ -1669,7 +1720,7 @@ func (p *partitionProducer) doClose(reason error) {
 	close(p.closingCh)
 	p.log.Info("Closing producer")
 	defer close(p.closedCh)
-	defer p.failQueuedSends() // after dataChan is closed
+	defer p.closeSends()
 	defer p.closeChannels()
 
 	id := p.client.rpcClient.NewRequestID()
@@ -1746,12 +1797,11 @@ func (p *partitionProducer) failPendingMessages(err error) {
 	}
 }
 
-// closeChannels closes dataChan and cmdChan once no send into them is in progress.
+// closeChannels closes cmdChan once no send into it is in progress.
 func (p *partitionProducer) closeChannels() {
 	p.closeMu.Lock()
 	defer p.closeMu.Unlock()
 	close(p.cmdChan)
-	close(p.dataChan)
 }
 
 // sendCmd queues cmd for the event loop, or fails when the producer is closing or ctx ends.
@@ -1783,16 +1833,6 @@ func (p *partitionProducer) requestClose(reason error) {
 	select {
 	case <-cp.doneCh:
 	case <-p.closedCh:
-	}
-}
-
-// failQueuedSends fails the sends still queued for the event loop once dataChan is closed: the
-// loop can take Close before them, and their callbacks would never run.
-func (p *partitionProducer) failQueuedSends() {
-	for sr := range p.dataChan {
-		if sr != nil {
-			sr.done(nil, ErrProducerClosed)
-		}
 	}
 }
 

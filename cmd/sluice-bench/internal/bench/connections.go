@@ -66,7 +66,7 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	kind := fs.String("kind", "producer", "producer, consumer or reader connections (consumers and readers on topics no one publishes to)")
 	topics := fs.Int("topics", 0, "distinct topics the connections spread over (0: one each)")
 	config := fs.String("config", "single", "single (sluice serve, embedded broker) or edge (sluice serve --broker to a separate sluice broker)")
-	settle := fs.Duration("settle", 3*time.Second, "wait after the last connection opened before measuring")
+	settle := fs.Duration("settle", 10*time.Second, "wait after the last connection opened before measuring: sluice serve returns its heap's headroom once it has been quiet for 3 s, a collection that is not idle CPU")
 	idle := fs.Duration("idle", 10*time.Second, "how long the idle CPU is measured")
 	parallel := fs.Int("parallel", 32, "handshakes in flight at once")
 	sessionLimit := fs.String("session-limit", "2GiB", "memory.session_limit of the serve process: the default (256MiB) admits about 7,000 idle producers (36 KiB charged each)")

@@ -143,10 +143,7 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g P
 		// clients choose to send (contexts) and on error texts.
 		maxSlots:   int64(g.MaxInflight + ackHeadroom),
 		maxOwed:    g.MaxOwedAckBytes + int64(g.MaxInflight+ackHeadroom)*ackBase,
-		ready:      make(chan struct{}, 1),
 		wakeRead:   make(chan struct{}, 1),
-		kick:       make(chan struct{}, 1),
-		expired:    make(chan struct{}, 1),
 		nudge:      make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
@@ -200,19 +197,21 @@ type producerSession struct {
 	waiting           atomic.Bool
 	wakeRead          chan struct{}
 
-	// acks are the records whose ack is ready, in the order they were answered; ready (cap
-	// 1) tells the writer there are some. Queueing one never blocks a send callback.
+	// acks are the records whose ack is ready, in the order they were answered; ready tells
+	// the writer there are some. Queueing one never blocks a send callback. ready, kick and
+	// expired are flags the writer takes when nudged (work), not channels: an idle session
+	// holds one each.
 	acksMu sync.Mutex
 	acks   []*record
-	ready  chan struct{}
+	ready  atomic.Bool
 
-	// pending holds the messages in flight in send order, for the send timeout; kick (cap 1)
-	// tells the writer that pending went from empty to not empty, and expired (cap 1), fired
-	// by expiry, that the oldest may have timed out.
+	// pending holds the messages in flight in send order, for the send timeout; kick tells
+	// the writer that pending went from empty to not empty, and expired, set by expiry, that
+	// the oldest may have timed out.
 	mu      sync.Mutex
 	pending []pendingSend
-	kick    chan struct{}
-	expired chan struct{}
+	kick    atomic.Bool
+	expired atomic.Bool
 	expiry  *time.Timer
 
 	// The writer runs on a goroutine only while it has work: acks owed or queued, a pong due
@@ -490,7 +489,7 @@ func (s *producerSession) track(r *record) {
 	first := len(s.pending) == 1
 	s.mu.Unlock()
 	if first {
-		signal(s.kick)
+		s.kick.Store(true)
 		s.wakeWriter()
 	}
 }
@@ -576,7 +575,7 @@ func (s *producerSession) queue(r *record) {
 	s.acksMu.Lock()
 	s.acks = append(s.acks, r)
 	s.acksMu.Unlock()
-	signal(s.ready)
+	s.ready.Store(true)
 	s.wakeWriter()
 }
 
@@ -596,7 +595,7 @@ func (s *producerSession) startWriter() {
 	s.writing.Store(true) // no writer starts before the timers are set
 	s.keep = newKeepalive(s.g.Conn, s.conn, s.wakeWriter)
 	s.expiry = time.AfterFunc(time.Hour, func() {
-		signal(s.expired)
+		s.expired.Store(true)
 		s.wakeWriter()
 	})
 	s.expiry.Stop()
@@ -657,14 +656,14 @@ func (s *producerSession) runWriter() {
 
 // work does what the writer was woken for.
 func (s *producerSession) work() {
-	ack, pong := take(s.ready), take(s.conn.Wake())
+	ack, pong := s.ready.Swap(false), take(s.conn.Wake())
 	if ack || pong {
 		s.write() // with no acks, it writes the pong due
 	}
 	if take(s.keep.C()) {
 		s.keepTick()
 	}
-	if take(s.kick) || take(s.expired) {
+	if kicked, expired := s.kick.Swap(false), s.expired.Swap(false); kicked || expired {
 		s.expireDue()
 	}
 }
@@ -719,8 +718,8 @@ func (s *producerSession) expireDue() {
 
 // hasWork reports whether the writer has been given work it has not taken.
 func (s *producerSession) hasWork() bool {
-	return len(s.ready) > 0 || len(s.conn.Wake()) > 0 || len(s.keep.C()) > 0 || len(s.kick) > 0 ||
-		len(s.expired) > 0 || s.stopping.Load()
+	return s.ready.Load() || len(s.conn.Wake()) > 0 || len(s.keep.C()) > 0 || s.kick.Load() ||
+		s.expired.Load() || s.stopping.Load()
 }
 
 // write writes every ack queued, and the pong due if any, in one write. After a write error

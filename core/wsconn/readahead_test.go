@@ -51,6 +51,25 @@ func held(c *Conn) bool {
 	return ra.buf != nil
 }
 
+// readFrames reads n frames from c and reports whether each was frame(i), the i-th sent.
+func readFrames(t *testing.T, c *Conn, n int, frame func(int) []byte) bool {
+	t.Helper()
+	var buf []byte
+	for i := range n {
+		_, b, err := c.ReadInto(buf, nil)
+		if err != nil {
+			t.Errorf("frame %d: %v", i, err)
+			return false
+		}
+		if !bytes.Equal(b, frame(i)) {
+			t.Errorf("frame %d: %d bytes, not what was sent", i, len(b))
+			return false
+		}
+		buf = b
+	}
+	return true
+}
+
 // TestReadaheadBurst sends a burst of frames that waits in the socket before the server reads
 // it: the server reads every frame intact in a few large reads, holds no buffer once it has
 // read them all and waits for more, and gives back a buffer it holds when it is closed.
@@ -74,18 +93,8 @@ func TestReadaheadBurst(t *testing.T) {
 		defer c.Close()
 		<-written
 		before := reads.Load()
-		var buf []byte
-		for i := range frames {
-			_, b, err := c.ReadInto(buf, nil)
-			if err != nil {
-				t.Errorf("frame %d: %v", i, err)
-				return
-			}
-			if !bytes.Equal(b, frame(i)) {
-				t.Errorf("frame %d: %d bytes, not what was sent", i, len(b))
-				return
-			}
-			buf = b
+		if !readFrames(t, c, frames, frame) {
+			return
 		}
 		// gorilla's small buffer alone would read several times a frame.
 		if n := reads.Load() - before; n > frames/4 {
@@ -158,17 +167,7 @@ func (w through) ReadsThrough() bool { return w.passes }
 
 // Reads go to the socket directly only through layers that say their reads pass through.
 func TestRawReads(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	tcp := c.(*net.TCPConn)
+	tcp := dialLoopback(t)
 	for name, tc := range map[string]struct {
 		conn net.Conn
 		raw  bool
@@ -209,18 +208,8 @@ func TestReadaheadRawSocket(t *testing.T) {
 			t.Error("a plain TCP connection is not read directly")
 		}
 		<-written
-		var buf []byte
-		for i := range frames {
-			_, b, err := c.ReadInto(buf, nil)
-			if err != nil {
-				t.Errorf("frame %d: %v", i, err)
-				return
-			}
-			if !bytes.Equal(b, frame(i)) {
-				t.Errorf("frame %d: %d bytes, not what was sent", i, len(b))
-				return
-			}
-			buf = b
+		if !readFrames(t, c, frames, frame) {
+			return
 		}
 		if p := c.pong.Load(); p == nil || !bytes.Equal(*p, ping) {
 			t.Error("the ping among the frames was not read whole")

@@ -22,17 +22,7 @@ type opaque struct{ net.Conn }
 // Vectored writes go to the TCP connection under wrappers that leave writes alone, and never
 // around a layer that changes what is written (TLS).
 func TestVectorTarget(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	tcp := c.(*net.TCPConn)
+	tcp := dialLoopback(t)
 	for name, tc := range map[string]struct {
 		conn net.Conn
 		want net.Conn
@@ -47,4 +37,20 @@ func TestVectorTarget(t *testing.T) {
 			t.Errorf("%s: vectored writes to %T, want %T", name, got, tc.want)
 		}
 	}
+}
+
+// dialLoopback is a TCP connection to a listener of its own, both closed with the test.
+func dialLoopback(t *testing.T) *net.TCPConn {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c.(*net.TCPConn)
 }

@@ -2,7 +2,6 @@ package wsconn
 
 import (
 	"bufio"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -111,31 +110,6 @@ type directRead struct {
 	readFD func(fd uintptr) bool
 }
 
-// read reads the socket fd into a borrowed buffer, or into p when none is free. It reports
-// false, holding nothing, when nothing is there to read yet: the runtime then waits until
-// the socket is readable and calls it again.
-func (d *directRead) read(fd uintptr) bool {
-	d.b = borrowReadahead()
-	into := d.p
-	if d.b != nil {
-		into = *d.b
-	}
-	for {
-		d.n, d.err = syscall.Read(int(fd), into)
-		if !errors.Is(d.err, syscall.EINTR) {
-			break
-		}
-	}
-	if errors.Is(d.err, syscall.EAGAIN) {
-		if d.b != nil {
-			returnReadahead(d.b)
-			d.b = nil
-		}
-		return false
-	}
-	return true
-}
-
 // readRaw waits until the socket is readable, then reads it into a borrowed buffer, or into p
 // when none is free, and hands p its first bytes. Nothing is held while it waits.
 func (c *readahead) readRaw(p []byte) (int, error) {
@@ -217,30 +191,4 @@ func newReadahead(nc net.Conn) *readahead {
 		c.direct.readFD = c.direct.read
 	}
 	return c
-}
-
-// rawReads is the socket beneath nc when reading it directly reads what reading nc would: nc
-// is a TCP connection, or a layer over one that unwraps to it and says its reads pass through
-// (ReadsThrough), as core/frontdoor's do once their part of the handshake is over.
-func rawReads(nc net.Conn) syscall.RawConn {
-	for {
-		switch c := nc.(type) {
-		case *net.TCPConn:
-			raw, err := c.SyscallConn()
-			if err != nil {
-				return nil
-			}
-			return raw
-		case interface {
-			Unwrap() net.Conn
-			ReadsThrough() bool
-		}:
-			if !c.ReadsThrough() {
-				return nil
-			}
-			nc = c.Unwrap()
-		default:
-			return nil
-		}
-	}
 }

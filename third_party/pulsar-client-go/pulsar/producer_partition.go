@@ -716,6 +716,13 @@ func (p *partitionProducer) queueSend(sr *sendRequest) bool {
 		p.sendMu.Unlock()
 		return false
 	}
+	if len(p.sendQueue) == cap(p.sendQueue) && p.sendHead > 0 {
+		// Full, with taken places at the front: move what waits there rather than grow, so
+		// that a queue that never empties stays the size of what waits in it.
+		n := copy(p.sendQueue, p.sendQueue[p.sendHead:])
+		clear(p.sendQueue[n:])
+		p.sendQueue, p.sendHead = p.sendQueue[:n], 0
+	}
 	p.sendQueue = append(p.sendQueue, sr)
 	p.queuedSends.Add(1)
 	p.sendMu.Unlock()
@@ -767,10 +774,22 @@ func (p *partitionProducer) closeSends() {
 	}
 }
 
-// handleQueuedSends sends what is queued, in order, until none is.
+// handleQueuedSends sends what was queued when it began, in order, then has the loop come
+// back for what was queued since: a queue that never empties does not keep commands (a
+// close, a flush) or the batch timer waiting.
 func (p *partitionProducer) handleQueuedSends() {
-	for sr := p.nextSend(); sr != nil; sr = p.nextSend() {
+	for n := p.queuedSends.Load(); n > 0; n-- {
+		sr := p.nextSend()
+		if sr == nil {
+			return
+		}
 		p.handleSend(sr)
+	}
+	if p.queuedSends.Load() > 0 {
+		select {
+		case p.sendReady <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -276,7 +276,7 @@ func TestReadaheadRawSocketEOF(t *testing.T) {
 			if websocket.IsCloseError(err, websocket.CloseAbnormalClosure) {
 				err = nil
 			} else {
-				err = fmt.Errorf("a read after the client closed its socket: %v, want an abnormal closure (1006)", err)
+				err = fmt.Errorf("a read after the client closed its socket: %w, want an abnormal closure (1006)", err)
 			}
 		}
 		if err == nil && held(c) {

@@ -51,6 +51,17 @@ func held(c *Conn) bool {
 	return ra.buf != nil
 }
 
+// dialServer opens a WebSocket connection to hs, closed with the test.
+func dialServer(t *testing.T, hs *httptest.Server) *websocket.Conn {
+	t.Helper()
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(hs.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ws.Close() })
+	return ws
+}
+
 // readFrames reads n frames from c and reports whether each was frame(i), the i-th sent.
 func readFrames(t *testing.T, c *Conn, n int, frame func(int) []byte) bool {
 	t.Helper()
@@ -135,11 +146,7 @@ func TestReadaheadBurst(t *testing.T) {
 		hs.Close()
 		<-done
 	})
-	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(hs.URL, "http"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Close()
+	ws := dialServer(t, hs)
 	for i := range frames {
 		if err := ws.WriteMessage(websocket.BinaryMessage, frame(i)); err != nil {
 			t.Fatal(err)
@@ -237,11 +244,7 @@ func TestReadaheadRawSocket(t *testing.T) {
 		hs.Close()
 		<-done
 	})
-	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(hs.URL, "http"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.Close()
+	ws := dialServer(t, hs)
 	for i := range frames {
 		if i == frames/2 {
 			if err := ws.WriteControl(websocket.PingMessage, ping, time.Now().Add(10*time.Second)); err != nil {
@@ -285,10 +288,7 @@ func TestReadaheadRawSocketEOF(t *testing.T) {
 		result <- err
 	}))
 	defer hs.Close()
-	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(hs.URL, "http"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := dialServer(t, hs)
 	if err := ws.WriteMessage(websocket.TextMessage, []byte("last")); err != nil {
 		t.Fatal(err)
 	}

@@ -726,11 +726,28 @@ func (p *partitionProducer) queueSend(sr *sendRequest) bool {
 	p.sendQueue = append(p.sendQueue, sr)
 	p.queuedSends.Add(1)
 	p.sendMu.Unlock()
+	p.signalSendReady()
+	return true
+}
+
+// signalSendReady tells the event loop that sends are queued.
+func (p *partitionProducer) signalSendReady() {
 	select {
 	case p.sendReady <- struct{}{}:
 	default:
 	}
-	return true
+}
+
+// takeQueued hands send the sends queued when it began, in order: bounded, so that it ends
+// however fast sends are queued meanwhile.
+func (p *partitionProducer) takeQueued(send func(*sendRequest)) {
+	for n := p.queuedSends.Load(); n > 0; n-- {
+		sr := p.nextSend()
+		if sr == nil {
+			return
+		}
+		send(sr)
+	}
 }
 
 // nextSend takes the oldest queued send; nil when none is queued.
@@ -778,18 +795,9 @@ func (p *partitionProducer) closeSends() {
 // back for what was queued since: a queue that never empties does not keep commands (a
 // close, a flush) or the batch timer waiting.
 func (p *partitionProducer) handleQueuedSends() {
-	for n := p.queuedSends.Load(); n > 0; n-- {
-		sr := p.nextSend()
-		if sr == nil {
-			return
-		}
-		p.handleSend(sr)
-	}
+	p.takeQueued(p.handleSend)
 	if p.queuedSends.Load() > 0 {
-		select {
-		case p.sendReady <- struct{}{}:
-		default:
-		}
+		p.signalSendReady()
 	}
 }
 
@@ -1348,15 +1356,7 @@ func (p *partitionProducer) internalFlush(fr *flushRequest) {
 // clearPendingSendRequests makes sure to push forward previous sending requests
 // by emptying the send queue.
 func (p *partitionProducer) clearPendingSendRequests() {
-	// Bound the loop to the sends queued now, to ensure that it will eventually stop, as we
-	// only want to ensure that existing messages are flushed.
-	for n := p.queuedSends.Load(); n > 0; n-- {
-		sr := p.nextSend()
-		if sr == nil {
-			return
-		}
-		p.internalSend(sr)
-	}
+	p.takeQueued(p.internalSend)
 }
 
 func (p *partitionProducer) Send(ctx context.Context, msg *ProducerMessage) (MessageID, error) {

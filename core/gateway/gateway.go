@@ -168,8 +168,11 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		reason := "server shutting down"
 		t.closing.CompareAndSwap(nil, &reason)
 	}
-	g.mu.Unlock()
 	g.cancel()
+	for _, t := range g.live {
+		t.conn.InterruptRead()
+	}
+	g.mu.Unlock()
 	return g.Wait(ctx)
 }
 
@@ -219,13 +222,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// start runs a session on a goroutine the gateway owns, with a context of its own (so that
-// lame-duck mode can close it alone) and t registered as open until it returns. A session
-// that completes its handshake while the gateway shuts down runs on the caller's goroutine
-// instead, with its context already ended, so that it closes at once.
-func (g *Gateway) start(t *tracked, run func(ctx context.Context)) {
+// start runs a session on conn on a goroutine the gateway owns, with a context of its own (so
+// that lame-duck mode can close it alone) and t registered as open until it returns. A
+// session that completes its handshake while the gateway shuts down runs on the caller's
+// goroutine instead, with its context already ended and its read interrupted, so that it
+// closes at once.
+func (g *Gateway) start(t *tracked, conn *wsconn.Conn, run func(ctx context.Context)) {
 	ctx, cancel := context.WithCancelCause(g.ctx)
-	t.cancel = cancel
+	t.cancel, t.conn = cancel, conn
 	// The open line is written here, on the handshake's goroutine, which ends: formatting a
 	// line takes more stack than an idle session ever needs, and a goroutine keeps the stack
 	// it grew (4 KiB more per idle connection, measured).
@@ -234,7 +238,7 @@ func (g *Gateway) start(t *tracked, run func(ctx context.Context)) {
 	g.mu.Lock()
 	if g.closed.Load() {
 		g.mu.Unlock()
-		cancel(nil)
+		t.end(nil)
 		run(ctx)
 		t.logClosed()
 		return

@@ -59,7 +59,7 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 	}
 	t := g.track(wsapi.Producer, h, ep, grant.Route, grant.Gate, subscription{})
 	t.producer = p.Name()
-	g.start(t, func(ctx context.Context) { session.RunProducer(ctx, conn, p, grant, &t.tally, t.log) })
+	g.start(t, conn, func(ctx context.Context) { session.RunProducer(ctx, conn, p, grant, &t.tally, t.log) })
 }
 
 // producerOptions are the broker-side producer's options: the client's parameters, with the
@@ -155,7 +155,7 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 	t := g.track(wsapi.Consumer, h, ep, grant.Route, grant.Gate,
 		subscription{typ: string(params.SubscriptionType), mode: string(params.SubscriptionMode)})
 	eot := g.consumerEndOfTopic(ep.TopicName(), ep.Subscription, c)
-	g.start(t, func(ctx context.Context) { session.RunConsumer(ctx, conn, c, grant, eot, &t.tally, t.log) })
+	g.start(t, conn, func(ctx context.Context) { session.RunConsumer(ctx, conn, c, grant, eot, &t.tally, t.log) })
 }
 
 // consumerOptions are the broker-side consumer's options, from the client's parameters and
@@ -255,7 +255,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 		}
 		return !rd.HasNext(), nil
 	}
-	g.start(t, func(ctx context.Context) { session.RunReader(ctx, conn, rd, grant, eot, &t.tally, t.log) })
+	g.start(t, conn, func(ctx context.Context) { session.RunReader(ctx, conn, rd, grant, eot, &t.tally, t.log) })
 }
 
 func (g *Gateway) terminated(ctx context.Context, topic string) (bool, error) {

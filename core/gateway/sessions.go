@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/core/admission"
 	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/wsapi"
+	"github.com/sluicehq/sluice/core/wsconn"
 )
 
 // tracked is one open session as the gateway sees it: its description, its tally (which the
@@ -28,7 +29,10 @@ type tracked struct {
 	// writes (sessionHandler).
 	lines, log *slog.Logger
 	producer   string // a producer's name, for its lines; "" for the other kinds
-	cancel     context.CancelCauseFunc
+	// cancel ends the session's context and conn is its socket: the edge ends a session by
+	// both (end), the context saying why its read was interrupted.
+	cancel context.CancelCauseFunc
+	conn   *wsconn.Conn
 	// expires is when the gateway closes the session because its token expires; zero for
 	// never.
 	expires time.Time
@@ -255,14 +259,21 @@ func (g *Gateway) CloseGradually(ctx context.Context, d time.Duration, reason st
 // closeBy closes the session from the edge's side, with reason for its close line.
 func (t *tracked) closeBy(reason string) {
 	t.closing.CompareAndSwap(nil, &reason)
-	t.cancel(nil)
+	t.end(nil)
 }
 
 // closeWith closes the session from the edge's side with ce's close, and line for its close
 // log line.
 func (t *tracked) closeWith(line string, ce *session.CloseError) {
 	t.closing.CompareAndSwap(nil, &line)
-	t.cancel(ce)
+	t.end(ce)
+}
+
+// end ends the session's context with cause, then interrupts its read: the session stops
+// reading, answers what it has in flight and closes.
+func (t *tracked) end(cause error) {
+	t.cancel(cause)
+	t.conn.InterruptRead()
 }
 
 // Close closes the open session id as an operator asked, with reason: it stops reading,

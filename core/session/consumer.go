@@ -36,8 +36,8 @@ func (s readerSource) Close()                                               { s.
 // dropped id is resolved by decoding its bytes instead.
 const maxIDCache = 10000
 
-// RunConsumer serves one consumer socket under g until the client goes away or ctx ends. It
-// owns conn and c and closes both before returning, then releases g; unacknowledged messages
+// RunConsumer serves one consumer socket under g until the client goes away or its read is
+// interrupted, as RunProducer does. It owns conn and c and closes both before returning, then releases g; unacknowledged messages
 // are then redelivered by the broker. eot answers isEndOfTopic; nil answers false. The
 // session counts its figures into tally (nil: not counted), as RunProducer does.
 func RunConsumer(ctx context.Context, conn *wsconn.Conn, c *broker.Consumer, g ConsumerGrant, eot EndOfTopic, tally *Tally, log *slog.Logger) {
@@ -50,8 +50,8 @@ func RunConsumer(ctx context.Context, conn *wsconn.Conn, c *broker.Consumer, g C
 	g.Observer.SessionClosed(wsapi.Consumer, code)
 }
 
-// RunReader serves one reader socket under g until the client goes away or ctx ends. It owns
-// conn and r and closes both before returning, then releases g.
+// RunReader serves one reader socket under g until the client goes away or its read is
+// interrupted, as RunProducer does. It owns conn and r and closes both before returning, then releases g.
 func RunReader(ctx context.Context, conn *wsconn.Conn, r *broker.Reader, g ConsumerGrant, eot EndOfTopic, tally *Tally, log *slog.Logger) {
 	defer g.Release()
 	g.Observer = withTally(g.Observer, tally)
@@ -156,10 +156,6 @@ func newDeliverySession(conn *wsconn.Conn, g ConsumerGrant, eot EndOfTopic, log 
 func (s *deliverySession) run(ctx context.Context, src source) int {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// On the derived context: when the read is interrupted, readLoop must see that context
-	// ended (and close with 1001), which a registration on the parent would not ensure.
-	stopRead := context.AfterFunc(ctx, s.conn.InterruptRead)
-	defer stopRead()
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -464,7 +460,8 @@ func (s *deliverySession) endOfTopic(ctx context.Context) bool {
 // writeLoop writes control replies first, then messages, plus pings, pongs and the idle
 // timeout. Every frame ready when it wakes (up to maxBatch) leaves in one write.
 func (s *deliverySession) writeLoop(ctx context.Context) {
-	keep := newKeepalive(s.g.Conn, s.conn, nil)
+	keepDue := make(chan struct{}, 1)
+	keep := newKeepalive(s.g.Conn, s.conn, func() { signal(keepDue) })
 	defer keep.stop()
 	var ackTimeout <-chan time.Time
 	if s.consumer != nil && s.g.AckTimeout > 0 {
@@ -482,7 +479,10 @@ func (s *deliverySession) writeLoop(ctx context.Context) {
 		case d := <-s.out:
 			batch = append(batch, d)
 		case <-s.conn.Wake(): // a pong is due
-		case <-keep.C():
+		case <-keepDue:
+			if !keep.take() {
+				continue
+			}
 			if r := keep.tick(); r != nil {
 				s.ending.end(r, s.conn)
 				return

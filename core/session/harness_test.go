@@ -245,6 +245,9 @@ func (h *harness) serve(r *run, cc session.ConnConfig, o serveOptions, session f
 			return
 		}
 		defer close(r.done)
+		// As the gateway does: the edge ending the session also interrupts its read.
+		stop := context.AfterFunc(ctx, c.InterruptRead)
+		defer stop()
 		session(ctx, c)
 	}))
 	if o.buffer > 0 {

@@ -16,37 +16,37 @@ import (
 // so that an idle session with the defaults (no pings, a 5m idle timeout) wakes once, when the
 // timeout is reached, and a session that is not idle about once an idle timeout.
 type keepalive struct {
-	cfg      ConnConfig
-	conn     *wsconn.Conn
-	t        *time.Timer   // fires due
-	due      chan struct{} // cap 1: tick should run; nil when neither pings nor an idle timeout are configured
+	cfg  ConnConfig
+	conn *wsconn.Conn
+	// t sets due and calls wake when tick should run; nil when neither pings nor an idle
+	// timeout are configured. due is a flag, not a channel, since an idle session holds it.
+	t        *time.Timer
+	due      atomic.Bool
+	wake     func()
 	lastPing time.Time
 	// unanswered is when the oldest ping the peer has not answered (by sending any frame)
 	// was sent; zero when none is.
 	unanswered time.Time
 }
 
-// newKeepalive starts the session's keepalive timer. wake, when not nil, is called each time
-// C is signalled, for a writer that runs only while it has work.
+// newKeepalive starts the session's keepalive timer. wake is called each time tick is due
+// (after due is set), for the session's writer to take it.
 func newKeepalive(cfg ConnConfig, conn *wsconn.Conn, wake func()) *keepalive {
 	now := time.Now()
-	k := &keepalive{cfg: cfg, conn: conn, lastPing: now}
+	k := &keepalive{cfg: cfg, conn: conn, wake: wake, lastPing: now}
 	if cfg.PingInterval <= 0 {
 		k.cfg.PongTimeout = 0 // no pings, nothing to answer
 	}
 	if cfg.PingInterval > 0 || cfg.IdleTimeout > 0 {
-		k.due = make(chan struct{}, 1)
-		k.t = time.AfterFunc(k.wait(now), func() {
-			select {
-			case k.due <- struct{}{}:
-			default:
-			}
-			if wake != nil {
-				wake()
-			}
-		})
+		k.t = time.AfterFunc(k.wait(now), k.fire)
 	}
 	return k
+}
+
+// fire is the timer's: tick is due.
+func (k *keepalive) fire() {
+	k.due.Store(true)
+	k.wake()
 }
 
 // wait is how long from now until tick has something to do: the next ping, the idle timeout
@@ -66,11 +66,10 @@ func (k *keepalive) wait(now time.Time) time.Duration {
 	return max(d, 10*time.Millisecond)
 }
 
-// C is signalled when tick should run; it is nil (never signalled) when neither pings nor an
-// idle timeout are configured.
-func (k *keepalive) C() <-chan struct{} { return k.due }
+// take reports whether tick is due, and clears that.
+func (k *keepalive) take() bool { return k.due.Swap(false) }
 
-// tick sends a due ping, or finds the connection idle, after C fired; then it arms the timer
+// tick sends a due ping, or finds the connection idle, once due (take); then it arms the timer
 // for the next time. It returns nil while the session goes on; otherwise why it must end: the
 // close to send (idle), or a code of 0 when the connection is broken. Closing is the
 // session's: it closes its broker-side object before it writes the close frame, so that a

@@ -120,8 +120,10 @@ func (r *record) resetMessage() int64 {
 	return int64(cap(payload))
 }
 
-// RunProducer serves one producer socket under g until the client goes away or ctx ends. It
-// owns conn and p and closes both before returning, then releases g. Every message read from
+// RunProducer serves one producer socket under g until the client goes away or its read is
+// interrupted: the edge ends a session by ending ctx, then interrupting conn's read
+// (InterruptRead), and ctx says why the read stopped. It owns conn and p and closes both
+// before returning, then releases g. Every message read from
 // the socket gets exactly one ack, ok or error, unless the socket closes first; messages
 // already handed to the broker are still sent and their outcome logged. The session counts
 // its figures into tally (nil: not counted) as it reports them to g's observer.
@@ -141,20 +143,14 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g P
 		// Acks owed: at most MaxInflight of sends in flight plus ackHeadroom of error acks
 		// answered at once. Their fixed part is bounded so; the byte bound is on what
 		// clients choose to send (contexts) and on error texts.
-		maxSlots:   int64(g.MaxInflight + ackHeadroom),
-		maxOwed:    g.MaxOwedAckBytes + int64(g.MaxInflight+ackHeadroom)*ackBase,
-		wakeRead:   make(chan struct{}, 1),
-		nudge:      make(chan struct{}, 1),
-		stop:       make(chan struct{}),
-		writerDone: make(chan struct{}),
-		rate:       newMessageRate(g.MessageRate, g.MessageBurst),
-		room:       g.LibraryQueue,
+		maxSlots: int64(g.MaxInflight + ackHeadroom),
+		maxOwed:  g.MaxOwedAckBytes + int64(g.MaxInflight+ackHeadroom)*ackBase,
+		wakeRead: make(chan struct{}, 1),
+		nudge:    make(chan struct{}, 1),
+		rate:     newMessageRate(g.MessageRate, g.MessageBurst),
+		room:     g.LibraryQueue,
 	}
 	s.startWriter()
-	// When the edge shuts down, stop reading the socket; the acks of messages in flight are
-	// still written before the session closes.
-	stopRead := context.AfterFunc(ctx, conn.InterruptRead)
-	defer stopRead()
 	closeCode, reason := s.ending.or(s.readLoop(ctx))
 
 	// The client is gone or the edge is shutting down. Messages already handed to the broker
@@ -207,7 +203,7 @@ type producerSession struct {
 
 	// pending holds the messages in flight in send order, for the send timeout; kick tells
 	// the writer that pending went from empty to not empty, and expired, set by expiry, that
-	// the oldest may have timed out.
+	// the oldest may have timed out. The writer makes expiry when a send first can time out.
 	mu      sync.Mutex
 	pending []pendingSend
 	kick    atomic.Bool
@@ -216,19 +212,19 @@ type producerSession struct {
 
 	// The writer runs on a goroutine only while it has work: acks owed or queued, a pong due
 	// (the connection's Wake), a keepalive moment, a send-timeout moment, the session's end.
-	// Whoever gives it work signals its channel, then wakeWriter starts a writer unless one
-	// runs, or nudges the one that runs; a writer stops when it finds no work, no ack is owed
-	// and none comes for writerLinger, so that an idle session holds no writer goroutine and
-	// a busy one is not started over. writing says a writer runs or is starting: at most one
-	// does. Once the session ends (stopping), the last writer writes what is queued and
-	// closes writerDone; writing then stays set, and no writer starts again.
+	// Whoever gives it work sets its flag, then wakeWriter starts a writer unless one runs,
+	// or nudges the one that runs; a writer stops when it finds no work, no ack is owed and
+	// none comes for writerLinger, so that an idle session holds no writer goroutine and a
+	// busy one is not started over. writing says a writer runs or is starting: at most one
+	// does. Once the session ends (stopping, set after writerDone is made), the last writer
+	// writes what is queued and closes writerDone; writing then stays set, and no writer
+	// starts again.
 	writing  atomic.Bool
 	stopping atomic.Bool
 	// nudge (cap 1) wakes a waiting writer for any of its work, which it then looks for in
-	// each channel: one channel to wait on, because a select over all seven would cost every
+	// each flag: one channel to wait on, because a select over all seven would cost every
 	// message (5 % of the process's CPU at 1,000 connections, profiled).
 	nudge      chan struct{}
-	stop       chan struct{} // closed with stopping, for a writer waiting for acks
 	writerDone chan struct{}
 	keep       *keepalive
 	// The writer's own, handed from one writer to the next through writing.
@@ -594,11 +590,6 @@ func (s *producerSession) takeAcks(spare []*record) []*record {
 func (s *producerSession) startWriter() {
 	s.writing.Store(true) // no writer starts before the timers are set
 	s.keep = newKeepalive(s.g.Conn, s.conn, s.wakeWriter)
-	s.expiry = time.AfterFunc(time.Hour, func() {
-		s.expired.Store(true)
-		s.wakeWriter()
-	})
-	s.expiry.Stop()
 	s.conn.SetWakeFunc(s.wakeWriter)
 	s.writing.Store(false)
 	if s.hasWork() {
@@ -609,12 +600,14 @@ func (s *producerSession) startWriter() {
 // stopWriter has the writer write what is queued, waits for it, and stops the timers. The
 // session calls it once every send has been answered (or the producer closed).
 func (s *producerSession) stopWriter() {
+	s.writerDone = make(chan struct{})
 	s.stopping.Store(true)
-	close(s.stop)
 	s.wakeWriter()
 	<-s.writerDone
 	s.keep.stop()
-	s.expiry.Stop()
+	if s.expiry != nil {
+		s.expiry.Stop()
+	}
 }
 
 // wakeWriter starts a writer unless one runs, and otherwise nudges it. It never blocks.
@@ -660,7 +653,7 @@ func (s *producerSession) work() {
 	if ack || pong {
 		s.write() // with no acks, it writes the pong due
 	}
-	if take(s.keep.C()) {
+	if s.keep.take() {
 		s.keepTick()
 	}
 	if kicked, expired := s.kick.Swap(false), s.expired.Swap(false); kicked || expired {
@@ -685,15 +678,14 @@ func (s *producerSession) linger() bool {
 // writerLinger is how long a writer with nothing to do waits for more before it stops.
 const writerLinger = time.Second
 
-// await waits for the writer's next work (a nudge; work finds what it is) or the session's
-// end; it returns false when timeout fires first. A nudge may be left over from work already
+// await waits for a nudge, for the writer's next work or the session's end (work and
+// runWriter find which); it returns false when timeout fires first. A nudge may be left over from work already
 // done, and then the writer looks once more and finds none.
 func (s *producerSession) await(timeout <-chan time.Time) bool {
 	select {
 	case <-timeout:
 		return false
 	case <-s.nudge:
-	case <-s.stop:
 	}
 	return true
 }
@@ -711,14 +703,25 @@ func (s *producerSession) keepTick() {
 
 // expireDue answers the sends that timed out and arms the timer for the next.
 func (s *producerSession) expireDue() {
-	if wait := s.expire(time.Now()); wait > 0 {
+	wait := s.expire(time.Now())
+	switch {
+	case wait <= 0:
+	case s.expiry == nil:
+		s.expiry = time.AfterFunc(wait, s.timedOut)
+	default:
 		s.expiry.Reset(wait)
 	}
 }
 
+// timedOut is expiry's: the oldest send may have timed out.
+func (s *producerSession) timedOut() {
+	s.expired.Store(true)
+	s.wakeWriter()
+}
+
 // hasWork reports whether the writer has been given work it has not taken.
 func (s *producerSession) hasWork() bool {
-	return s.ready.Load() || len(s.conn.Wake()) > 0 || len(s.keep.C()) > 0 || s.kick.Load() ||
+	return s.ready.Load() || len(s.conn.Wake()) > 0 || s.keep.due.Load() || s.kick.Load() ||
 		s.expired.Load() || s.stopping.Load()
 }
 

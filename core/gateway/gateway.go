@@ -165,13 +165,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.mu.Lock()
 	g.closed.Store(true)
 	for _, t := range g.live {
-		reason := "server shutting down"
-		t.closing.CompareAndSwap(nil, &reason)
+		t.closeBy("server shutting down")
 	}
 	g.cancel()
-	for _, t := range g.live {
-		t.conn.InterruptRead()
-	}
 	g.mu.Unlock()
 	return g.Wait(ctx)
 }
@@ -247,8 +243,8 @@ func (g *Gateway) start(t *tracked, conn *wsconn.Conn, run func(ctx context.Cont
 	g.countGated(t, 1)
 	g.sessions.Add(1)
 	g.mu.Unlock()
-	// One timer per session whose token expires: it only cancels the session's context, and
-	// is stopped when the session ends first.
+	// One timer per session whose token expires: it only ends the session (expire), and is
+	// stopped when the session ends first.
 	var expiry *time.Timer
 	if !t.expires.IsZero() {
 		expiry = time.AfterFunc(time.Until(t.expires), func() { expire(t) })

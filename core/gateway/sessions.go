@@ -30,9 +30,10 @@ type tracked struct {
 	lines, log *slog.Logger
 	producer   string // a producer's name, for its lines; "" for the other kinds
 	// cancel ends the session's context and conn is its socket: the edge ends a session by
-	// both (end), the context saying why its read was interrupted.
+	// both (end), the context saying why its read was interrupted. ended: end has run.
 	cancel context.CancelCauseFunc
 	conn   *wsconn.Conn
+	ended  atomic.Bool
 	// expires is when the gateway closes the session because its token expires; zero for
 	// never.
 	expires time.Time
@@ -270,8 +271,13 @@ func (t *tracked) closeWith(line string, ce *session.CloseError) {
 }
 
 // end ends the session's context with cause, then interrupts its read: the session stops
-// reading, answers what it has in flight and closes.
+// reading, answers what it has in flight and closes. It does so once: a session the edge has
+// closed waits a while for its client's close (wsconn's Linger), which a second interrupt
+// would cut short, as a shutdown right after a drain would.
 func (t *tracked) end(cause error) {
+	if t.ended.Swap(true) {
+		return
+	}
 	t.cancel(cause)
 	t.conn.InterruptRead()
 }

@@ -37,8 +37,8 @@ func (s readerSource) Close()                                               { s.
 const maxIDCache = 10000
 
 // RunConsumer serves one consumer socket under g until the client goes away or its read is
-// interrupted, as RunProducer does. It owns conn and c and closes both before returning, then releases g; unacknowledged messages
-// are then redelivered by the broker. eot answers isEndOfTopic; nil answers false. The
+// interrupted, as RunProducer does. It owns conn and c and closes both before returning, then
+// releases g; unacknowledged messages are then redelivered by the broker. eot answers isEndOfTopic; nil answers false. The
 // session counts its figures into tally (nil: not counted), as RunProducer does.
 func RunConsumer(ctx context.Context, conn *wsconn.Conn, c *broker.Consumer, g ConsumerGrant, eot EndOfTopic, tally *Tally, log *slog.Logger) {
 	defer g.Release()
@@ -51,7 +51,8 @@ func RunConsumer(ctx context.Context, conn *wsconn.Conn, c *broker.Consumer, g C
 }
 
 // RunReader serves one reader socket under g until the client goes away or its read is
-// interrupted, as RunProducer does. It owns conn and r and closes both before returning, then releases g.
+// interrupted, as RunProducer does. It owns conn and r and closes both before returning,
+// then releases g.
 func RunReader(ctx context.Context, conn *wsconn.Conn, r *broker.Reader, g ConsumerGrant, eot EndOfTopic, tally *Tally, log *slog.Logger) {
 	defer g.Release()
 	g.Observer = withTally(g.Observer, tally)

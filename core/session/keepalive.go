@@ -29,8 +29,8 @@ type keepalive struct {
 	unanswered time.Time
 }
 
-// newKeepalive starts the session's keepalive timer. wake is called each time tick is due
-// (after due is set), for the session's writer to take it.
+// newKeepalive starts the session's keepalive timer. wake, never nil, is called each time
+// tick is due (after due is set), for the session's writer to take it.
 func newKeepalive(cfg ConnConfig, conn *wsconn.Conn, wake func()) *keepalive {
 	now := time.Now()
 	k := &keepalive{cfg: cfg, conn: conn, wake: wake, lastPing: now}
@@ -68,6 +68,9 @@ func (k *keepalive) wait(now time.Time) time.Duration {
 
 // take reports whether tick is due, and clears that.
 func (k *keepalive) take() bool { return k.due.Swap(false) }
+
+// isDue reports whether tick is due, leaving it so.
+func (k *keepalive) isDue() bool { return k.due.Load() }
 
 // tick sends a due ping, or finds the connection idle, once due (take); then it arms the timer
 // for the next time. It returns nil while the session goes on; otherwise why it must end: the

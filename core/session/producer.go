@@ -121,12 +121,12 @@ func (r *record) resetMessage() int64 {
 }
 
 // RunProducer serves one producer socket under g until the client goes away or its read is
-// interrupted: the edge ends a session by ending ctx, then interrupting conn's read
-// (InterruptRead), and ctx says why the read stopped. It owns conn and p and closes both
-// before returning, then releases g. Every message read from
-// the socket gets exactly one ack, ok or error, unless the socket closes first; messages
-// already handed to the broker are still sent and their outcome logged. The session counts
-// its figures into tally (nil: not counted) as it reports them to g's observer.
+// interrupted. The edge ends a session by ending ctx, then interrupting conn's read
+// (InterruptRead): ctx, ended by then, says why the read stopped. It owns conn and p and
+// closes both before returning, then releases g. Every message read from the socket gets
+// exactly one ack, ok or error, unless the socket closes first; messages already handed to
+// the broker are still sent and their outcome logged. The session counts its figures into
+// tally (nil: not counted) as it reports them to g's observer.
 func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g ProducerGrant, tally *Tally, log *slog.Logger) {
 	defer g.Release()
 	g.Observer = withTally(g.Observer, tally)
@@ -212,8 +212,8 @@ type producerSession struct {
 
 	// The writer runs on a goroutine only while it has work: acks owed or queued, a pong due
 	// (the connection's Wake), a keepalive moment, a send-timeout moment, the session's end.
-	// Whoever gives it work sets its flag, then wakeWriter starts a writer unless one runs,
-	// or nudges the one that runs; a writer stops when it finds no work, no ack is owed and
+	// Whoever gives it work sets its flag (or signals the connection's Wake), then
+	// wakeWriter starts a writer unless one runs, or nudges the one that runs; a writer stops when it finds no work, no ack is owed and
 	// none comes for writerLinger, so that an idle session holds no writer goroutine and a
 	// busy one is not started over. writing says a writer runs or is starting: at most one
 	// does. Once the session ends (stopping, set after writerDone is made), the last writer
@@ -221,9 +221,9 @@ type producerSession struct {
 	// starts again.
 	writing  atomic.Bool
 	stopping atomic.Bool
-	// nudge (cap 1) wakes a waiting writer for any of its work, which it then looks for in
-	// each flag: one channel to wait on, because a select over all seven would cost every
-	// message (5 % of the process's CPU at 1,000 connections, profiled).
+	// nudge (cap 1) wakes a waiting writer for any of its work, which it then looks for
+	// (work): one channel to wait on, because a select over a channel for each would cost
+	// every message (5 % of the process's CPU at 1,000 connections, profiled).
 	nudge      chan struct{}
 	writerDone chan struct{}
 	keep       *keepalive
@@ -257,8 +257,9 @@ func (s *producerSession) flushTimeout() time.Duration {
 	return 35 * time.Second
 }
 
-// readLoop reads frames until the socket fails or ctx ends and returns the close code to send,
-// or 0 when none should be sent.
+// readLoop reads frames until the socket fails or its read is interrupted (ctx, ended, says
+// why), and returns the close code to send, or 0 when none should be sent. An ended ctx also
+// stops it between frames.
 func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 	f := frameBuffer{mem: s.g.Memory} // reused: the decoder copies what it keeps
 	defer f.release()
@@ -586,9 +587,10 @@ func (s *producerSession) takeAcks(spare []*record) []*record {
 }
 
 // startWriter arms what wakes the writer besides the session's own hand-offs: the keepalive
-// timer, the send-timeout timer and the pongs the reader's pings call for.
+// timer and the pongs the reader's pings call for. (The writer makes the send-timeout timer
+// when a send first can time out.)
 func (s *producerSession) startWriter() {
-	s.writing.Store(true) // no writer starts before the timers are set
+	s.writing.Store(true) // no writer starts before these are set
 	s.keep = newKeepalive(s.g.Conn, s.conn, s.wakeWriter)
 	s.conn.SetWakeFunc(s.wakeWriter)
 	s.writing.Store(false)
@@ -721,7 +723,7 @@ func (s *producerSession) timedOut() {
 
 // hasWork reports whether the writer has been given work it has not taken.
 func (s *producerSession) hasWork() bool {
-	return s.ready.Load() || len(s.conn.Wake()) > 0 || s.keep.due.Load() || s.kick.Load() ||
+	return s.ready.Load() || len(s.conn.Wake()) > 0 || s.keep.isDue() || s.kick.Load() ||
 		s.expired.Load() || s.stopping.Load()
 }
 

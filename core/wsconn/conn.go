@@ -201,7 +201,7 @@ func (c *Conn) ReadingSince() time.Time {
 }
 
 // InterruptRead makes a blocked or future ReadInto return an error at once. It is safe from any
-// goroutine; sessions use it to stop reading when the edge shuts down.
+// goroutine; the edge uses it to end a session, and a session to stop its own reader.
 func (c *Conn) InterruptRead() { _ = c.ws.NetConn().SetReadDeadline(time.Now()) }
 
 // WriteText writes one text message, with any pong due.

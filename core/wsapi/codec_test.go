@@ -2,7 +2,9 @@ package wsapi
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +21,14 @@ func FuzzAppendJavaBase64Differential(f *testing.F) {
 	}
 	for _, s := range []string{"QUJD\nQUJD", "QUJD\r", "\nQQ==", "QQ==\n", "QQ\n==", "QUI=\r\n", "AAAA", "////", "QQ==QQ"} {
 		f.Add([]byte(nil), s)
+	}
+	// Long enough for the vectorized decoder: valid, padded and not, and with what it must
+	// hand back to encoding/base64 or refuse at either end and in its middle.
+	long := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("\x00\xffpayload\x7f"), 100))
+	for _, s := range []string{long, strings.TrimRight(long, "="), long[:101] + "-" + long[102:],
+		long[:100] + "\n" + long[100:], long[:64] + "=" + long[65:], long[:70] + "é" + long[72:], "-" + long[1:],
+		long[:len(long)-3] + "\r" + long[len(long)-2:]} {
+		f.Add([]byte("pre"), s)
 	}
 	f.Fuzz(func(t *testing.T, prefix []byte, s string) {
 		want, werr := DecodeJavaBase64(s)
@@ -64,6 +74,7 @@ func FuzzAppendJavaTimeDifferential(f *testing.F) {
 func FuzzConsumerMessageEncodeDifferential(f *testing.F) {
 	f.Add("CAMQADAA", []byte("Hello World"), "k", "v", "a\"b", "\x01\xff", int64(1543238579), uint32(840_000_000), int32(3600), 0, "key", true, false)
 	f.Add("", []byte{}, "", "", "", "", int64(0), uint32(0), int32(0), 3, "", false, true)
+	f.Add("CAMQADAA", bytes.Repeat([]byte("\x00\xffpayload\x7f"), 100), "k", "v", "", "", int64(1), uint32(0), int32(0), 0, "", false, true)
 	f.Fuzz(func(t *testing.T, id string, payload []byte, k1, v1, k2, v2 string, sec int64, nsec uint32, offset int32,
 		redelivery int, key string, hasKey, encrypted bool) {
 		m := ConsumerMessage{

@@ -808,6 +808,11 @@ func TestConnectionMetrics(t *testing.T) {
 		t.Fatalf("another site's origin: %d, want 403", status)
 	}
 	a := edgetest.Dial(t, url+"?producerName=a")
+	// The refused handshake's connection counts until the server has seen it close: only then
+	// is there room for the malformed one under max_connections.
+	edgetest.WaitFor(t, 20*time.Second, "the refused handshake's connection closed", func() bool {
+		return metric(scrape(t, ah), "sluice_connections_open") == 1
+	})
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

@@ -188,9 +188,9 @@ type run struct {
 	topic    string
 	obs      *recorder
 	tally    session.Tally
-	shutdown context.CancelFunc // the edge shutting down
-	done     chan struct{}      // closed when the session has returned
-	released atomic.Int32       // calls of the grant's Release
+	shutdown func()        // the edge shutting down
+	done     chan struct{} // closed when the session has returned
+	released atomic.Int32  // calls of the grant's Release
 }
 
 // dropped are the codes a session ends with when its client drops the connection without a
@@ -236,8 +236,17 @@ var smallBuffers = serveOptions{buffer: 8 << 10}
 func (h *harness) serve(r *run, cc session.ConnConfig, o serveOptions, session func(context.Context, *wsconn.Conn)) {
 	t := h.t
 	t.Helper()
+	// As the gateway does, the edge ends the session by ending its context, then interrupting
+	// its read.
 	ctx, cancel := context.WithCancel(context.Background())
-	r.shutdown, r.done = cancel, make(chan struct{})
+	var conn atomic.Pointer[wsconn.Conn]
+	r.shutdown = func() {
+		cancel()
+		if c := conn.Load(); c != nil {
+			c.InterruptRead()
+		}
+	}
+	r.done = make(chan struct{})
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		c, err := wsconn.Upgrade(w, req, cc.Options())
 		if err != nil {
@@ -245,9 +254,9 @@ func (h *harness) serve(r *run, cc session.ConnConfig, o serveOptions, session f
 			return
 		}
 		defer close(r.done)
-		// As the gateway does: the edge ending the session also interrupts its read.
-		stop := context.AfterFunc(ctx, c.InterruptRead)
-		defer stop()
+		if conn.Store(c); ctx.Err() != nil {
+			c.InterruptRead()
+		}
 		session(ctx, c)
 	}))
 	if o.buffer > 0 {
@@ -258,7 +267,7 @@ func (h *harness) serve(r *run, cc session.ConnConfig, o serveOptions, session f
 		// Whatever the test left: no fault holds the session open, the edge shuts down and
 		// the client leaves, and the session ends before its broker does.
 		h.broker.Faults().Reset()
-		cancel()
+		r.shutdown()
 		if r.client != nil { // dialed: the session runs
 			r.close()
 			select {

@@ -103,26 +103,53 @@ func DecodeJavaBase64(s string) ([]byte, error) {
 // decoded by encoding/base64 (padded or not, as java.util.Base64 accepts
 // both); only input it refuses, or input with line breaks (which
 // encoding/base64 skips and Java refuses), goes through DecodeJavaBase64 for
-// Java's error text. The result is never nil.
+// Java's error text. The result is never nil. Neither buffer escapes, so that
+// a caller may decode a short id on its stack.
 func AppendJavaBase64(dst, src []byte) ([]byte, error) {
+	enc := base64.RawStdEncoding
+	if padded(src) {
+		enc = base64.StdEncoding
+	}
+	out, n := growFor(dst, enc.DecodedLen(len(src)))
+	k, err := enc.Decode(out[n:], src)
+	return javaChecked(out[:n], k, err, src)
+}
+
+// appendPayload is AppendJavaBase64 by the vectorized decoder, for a payload. Its buffers
+// escape to the heap (the decoder's call is indirect), where a payload's are anyway.
+func appendPayload(dst, src []byte) ([]byte, error) {
 	enc := unpaddedPayloadBase64
-	if len(src) > 0 && src[len(src)-1] == '=' {
+	if padded(src) {
 		enc = payloadBase64
 	}
-	n := len(dst)
+	out, n := growFor(dst, enc.DecodedLen(len(src)))
+	k, err := enc.Decode(out[n:], src)
+	return javaChecked(out[:n], k, err, src)
+}
+
+// padded reports whether src ends with base64 padding.
+func padded(src []byte) bool { return len(src) > 0 && src[len(src)-1] == '=' }
+
+// growFor returns dst (never nil) with room for n more bytes, and its length before them.
+func growFor(dst []byte, n int) ([]byte, int) {
 	if dst == nil {
 		dst = []byte{}
 	}
-	out := growLen(dst, enc.DecodedLen(len(src)))
-	k, err := enc.Decode(out[n:], src)
+	return growLen(dst, n), len(dst)
+}
+
+// javaChecked returns dst extended by the k bytes decoded beyond it by encoding/base64's
+// rules (err their error) when Java decodes src to the same, and otherwise dst with Java's
+// decoding appended, or dst and Java's error.
+func javaChecked(dst []byte, k int, err error, src []byte) ([]byte, error) {
 	if err == nil && bytes.IndexByte(src, '\n') < 0 && bytes.IndexByte(src, '\r') < 0 {
-		return out[:n+k], nil
+		return dst[:len(dst)+k], nil
 	}
 	p, err := DecodeJavaBase64(string(src))
 	if err != nil {
-		return dst[:n], err
+		return dst, err
 	}
-	return append(dst[:n], p...), nil
+	return append(dst, p...), nil
 }
 
 // growLen returns b extended by n bytes, reallocating only if needed.

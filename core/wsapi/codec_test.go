@@ -32,22 +32,31 @@ func FuzzAppendJavaBase64Differential(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, prefix []byte, s string) {
 		want, werr := DecodeJavaBase64(s)
-		dst := append([]byte(nil), prefix...)
-		got, gerr := AppendJavaBase64(dst, []byte(s))
-		if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
-			t.Fatalf("AppendJavaBase64(%q) error = %v, DecodeJavaBase64 error = %v", s, gerr, werr)
-		}
-		if werr != nil {
-			var be *Base64Error
-			if !errors.As(gerr, &be) {
-				t.Fatalf("error %T is not a *Base64Error", gerr)
-			}
-			return
-		}
-		if got == nil || !bytes.Equal(got[:len(prefix)], prefix) || !bytes.Equal(got[len(prefix):], want) {
-			t.Fatalf("AppendJavaBase64(%q, %q) = %q, want the prefix then %q", prefix, s, got, want)
+		for _, decode := range []func(dst, src []byte) ([]byte, error){AppendJavaBase64, appendPayload} {
+			checkJavaBase64(t, decode, prefix, s, want, werr)
 		}
 	})
+}
+
+// checkJavaBase64 checks that decode appends s's decoding after prefix as DecodeJavaBase64
+// decodes it (want, werr).
+func checkJavaBase64(t *testing.T, decode func(dst, src []byte) ([]byte, error), prefix []byte, s string, want []byte, werr error) {
+	t.Helper()
+	dst := append([]byte(nil), prefix...)
+	got, gerr := decode(dst, []byte(s))
+	if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+		t.Fatalf("decoding %q: error = %v, DecodeJavaBase64 error = %v", s, gerr, werr)
+	}
+	if werr != nil {
+		var be *Base64Error
+		if !errors.As(gerr, &be) {
+			t.Fatalf("error %T is not a *Base64Error", gerr)
+		}
+		return
+	}
+	if got == nil || !bytes.Equal(got[:len(prefix)], prefix) || !bytes.Equal(got[len(prefix):], want) {
+		t.Fatalf("decoding %q after %q = %q, want the prefix then %q", s, prefix, got, want)
+	}
 }
 
 func fuzzTime(sec int64, nsec uint32, offset int32) time.Time {

@@ -439,7 +439,7 @@ func (d *producerDecoder) build() *FrameError {
 		return d.tooBig(n) // before decoding: an oversized payload is never copied
 	}
 	var err error
-	if m.Payload, err = AppendJavaBase64(m.Payload[:0], src); err != nil {
+	if m.Payload, err = appendPayload(m.Payload[:0], src); err != nil {
 		return d.code7("Invalid Base64 message-payload error=" + err.Error())
 	}
 	if n := len(m.Payload); lim.MaxPayloadBytes > 0 && n > lim.MaxPayloadBytes {

@@ -137,11 +137,9 @@ type partitionProducer struct {
 	// eventsOnDemand: with no batch timer to serve, the event loop runs only while sends are
 	// in flight or sends or commands wait for it, started by whoever queues one (wakeEvents),
 	// so that an idle producer holds no goroutine for it. eventsRunning says a loop is running
-	// or starting; pendingEmptied (cap 1) is signalled when the pending queue empties, for a
-	// loop that waits while sends are in flight to stop.
+	// or starting.
 	eventsOnDemand bool
 	eventsRunning  atomic.Bool
-	pendingEmptied chan struct{}
 	// sendTimeouts runs failTimeoutMessages when the oldest pending send may have timed out:
 	// a timer rather than a goroutine, so that a producer with a send timeout holds none
 	// while it waits. nil without a send timeout.
@@ -240,7 +238,6 @@ func newPartitionProducer(client *client, topic string, options *ProducerOptions
 	if p.options.DisableBatching || p.options.BatchingFlushWhenIdle {
 		// With BatchingFlushWhenIdle no batch is ever left waiting for the timer.
 		p.eventsOnDemand = true
-		p.pendingEmptied = make(chan struct{}, 1)
 	} else {
 		p.batchFlushTicker = time.NewTicker(batchingMaxPublishDelay)
 	}
@@ -649,41 +646,13 @@ func (p *partitionProducer) reconnectToBroker(connectionClosed *connectionClosed
 	})
 }
 
-// runEventsLoop runs the producer's sends and commands until it closes; an on-demand loop
-// returns once none waits and no send is in flight. While sends are in flight more are likely,
-// and the loop waits for them rather than have a goroutine started for each.
+// runEventsLoop runs the producer's sends and commands until it closes.
 func (p *partitionProducer) runEventsLoop() {
-	var flushTicks <-chan time.Time // nil on demand
-	if p.batchFlushTicker != nil {
-		flushTicks = p.batchFlushTicker.C
+	if p.eventsOnDemand {
+		p.runEventsOnDemand()
+		return
 	}
-	// linger bounds an on-demand loop's wait once nothing is in flight. It is the loop's own,
-	// made when first needed, so that an idle producer, which runs no loop, holds no timer.
-	var linger *time.Timer
 	for {
-		if p.eventsOnDemand && p.pendingQueue.Size() == 0 {
-			// Nothing in flight: wait eventsLinger for the next send before stopping, so that
-			// a producer sending one message at a time keeps its loop between messages.
-			if linger == nil {
-				linger = time.NewTimer(eventsLinger)
-			} else {
-				linger.Reset(eventsLinger)
-			}
-			select {
-			case <-p.sendReady:
-				p.handleQueuedSends()
-			case cmd, ok := <-p.cmdChan:
-				if !p.handleCmd(cmd, ok) {
-					return
-				}
-			case <-linger.C:
-				if !p.idleEvents() {
-					return
-				}
-			}
-			linger.Stop()
-			continue
-		}
 		select {
 		case <-p.sendReady:
 			p.handleQueuedSends()
@@ -691,21 +660,41 @@ func (p *partitionProducer) runEventsLoop() {
 			if !p.handleCmd(cmd, ok) {
 				return
 			}
-		case <-flushTicks:
+		case <-p.batchFlushTicker.C:
 			p.internalFlushCurrentBatch()
-		case <-p.pendingEmptied: // nil unless on demand: look again
 		}
 	}
 }
 
-// signalIfEmptied tells an on-demand event loop that waits while sends are in flight that the
-// pending queue is empty.
-func (p *partitionProducer) signalIfEmptied() {
-	if p.eventsOnDemand && p.pendingQueue.Size() == 0 {
+// runEventsOnDemand is an on-demand event loop: it returns once it has found, eventsLinger
+// apart, no send in flight and nothing handled in between. While sends are in flight more are
+// likely, and the loop waits for them rather than have a goroutine started for each; a
+// producer sending one message at a time keeps its loop between messages.
+//
+// The loop learns it is idle from its own timer, not from whoever empties the pending queue:
+// a receipt that empties it would otherwise wake the loop only for it to wait again, a
+// goroutine scheduled for nothing each time a producer's sends have all been answered.
+func (p *partitionProducer) runEventsOnDemand() {
+	linger := time.NewTimer(eventsLinger)
+	defer linger.Stop()
+	busy := false
+	for {
 		select {
-		case p.pendingEmptied <- struct{}{}:
-		default:
+		case <-p.sendReady:
+			p.handleQueuedSends()
+		case cmd, ok := <-p.cmdChan:
+			if !p.handleCmd(cmd, ok) {
+				return
+			}
+		case <-linger.C:
+			if !busy && p.pendingQueue.Size() == 0 && !p.idleEvents() {
+				return
+			}
+			busy = false
+			linger.Reset(eventsLinger)
+			continue
 		}
+		busy = true
 	}
 }
 
@@ -843,8 +832,8 @@ func (p *partitionProducer) handleCmd(cmd interface{}, ok bool) bool {
 	return true
 }
 
-// eventsLinger is how long an on-demand event loop with nothing in flight waits for a send
-// before it stops.
+// eventsLinger is how often an on-demand event loop looks whether it is idle: with nothing in
+// flight and no send, it stops one to two of these after its last send or receipt.
 const eventsLinger = time.Second
 
 // wakeEvents starts an on-demand event loop unless one is running. Whoever queues a send or a
@@ -1241,7 +1230,6 @@ func (p *partitionProducer) failTimedOut() time.Duration {
 	}
 	p.log.Infof("Failing %d messages on timeout %s", viewSize, p.options.SendTimeout)
 	lastViewItem := curViewItems[viewSize-1].(*pendingItem)
-	defer p.signalIfEmptied() // an on-demand event loop waits for the queue to empty
 
 	// iterate at most viewSize items
 	for i := 0; i < viewSize; i++ {
@@ -1665,7 +1653,6 @@ func (p *partitionProducer) ReceivedSendReceipt(response *pb.CommandSendReceipt)
 	if !p.pendingQueue.PollIfHead(pi) {
 		return
 	}
-	p.signalIfEmptied()
 
 	now := time.Now().UnixNano()
 
@@ -1776,7 +1763,6 @@ func (p *partitionProducer) stopBatchFlushTicker() {
 }
 
 func (p *partitionProducer) failPendingMessages(err error) {
-	defer p.signalIfEmptied()
 	curViewItems := p.pendingQueue.ReadableSlice()
 	viewSize := len(curViewItems)
 	if viewSize <= 0 {

@@ -194,19 +194,20 @@ type producerSession struct {
 	wakeRead          chan struct{}
 
 	// acks are the records whose ack is ready, in the order they were answered; ready tells
-	// the writer there are some. Queueing one never blocks a send callback. ready, kick and
-	// expired are flags the writer takes when nudged (work), not channels: an idle session
-	// holds one each.
+	// the writer there are some. Queueing one never blocks a send callback. ready and expired
+	// are flags the writer takes when nudged (work), not channels: an idle session holds one
+	// each.
 	acksMu sync.Mutex
 	acks   []*record
 	ready  atomic.Bool
 
-	// pending holds the messages in flight in send order, for the send timeout; kick tells
-	// the writer that pending went from empty to not empty, and expired, set by expiry, that
-	// the oldest may have timed out. The writer makes expiry when a send first can time out.
+	// pending holds the messages in flight in send order, for the send timeout. expiry, set
+	// under mu for the oldest of them, sets expired when it may have timed out; it is made
+	// when a send first can time out. Whoever makes a message the oldest sets it: the reader
+	// when pending was empty (track), the writer when it answers the ones that timed out
+	// (expire). So a send does not wake the writer, only a timeout does.
 	mu      sync.Mutex
 	pending []pendingSend
-	kick    atomic.Bool
 	expired atomic.Bool
 	expiry  *time.Timer
 
@@ -483,12 +484,10 @@ func (s *producerSession) track(r *record) {
 	s.mu.Lock()
 	s.trimPending()
 	s.pending = append(s.pending, p)
-	first := len(s.pending) == 1
-	s.mu.Unlock()
-	if first {
-		s.kick.Store(true)
-		s.wakeWriter()
+	if len(s.pending) == 1 {
+		s.armExpiry(time.Until(p.start.Add(s.g.SendTimeout)))
 	}
+	s.mu.Unlock()
 }
 
 // untrack drops answered messages from the front of pending, so that it holds no context of
@@ -518,8 +517,8 @@ func (s *producerSession) trimPending() {
 }
 
 // expire answers the messages in flight longer than the send timeout with an error ack, and
-// returns how long until the oldest remaining one expires (0: none is left).
-func (s *producerSession) expire(now time.Time) time.Duration {
+// sets expiry for the oldest remaining one.
+func (s *producerSession) expire(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i, wait := 0, time.Duration(0)
@@ -540,7 +539,18 @@ func (s *producerSession) expire(now time.Time) time.Duration {
 	n := copy(s.pending, s.pending[i:])
 	clear(s.pending[n:])
 	s.pending = s.pending[:n]
-	return wait
+	if wait > 0 {
+		s.armExpiry(wait)
+	}
+}
+
+// armExpiry sets expiry to fire in wait. Must hold s.mu.
+func (s *producerSession) armExpiry(wait time.Duration) {
+	if s.expiry == nil {
+		s.expiry = time.AfterFunc(wait, s.timedOut)
+		return
+	}
+	s.expiry.Reset(wait)
 }
 
 // timeoutAck queues the error ack of a message whose send timed out, as a record of its own:
@@ -607,9 +617,11 @@ func (s *producerSession) stopWriter() {
 	s.wakeWriter()
 	<-s.writerDone
 	s.keep.stop()
+	s.mu.Lock()
 	if s.expiry != nil {
 		s.expiry.Stop()
 	}
+	s.mu.Unlock()
 }
 
 // wakeWriter starts a writer unless one runs, and otherwise nudges it. It never blocks.
@@ -658,8 +670,8 @@ func (s *producerSession) work() {
 	if s.keep.take() {
 		s.keepTick()
 	}
-	if kicked, expired := s.kick.Swap(false), s.expired.Swap(false); kicked || expired {
-		s.expireDue()
+	if s.expired.Swap(false) {
+		s.expire(time.Now())
 	}
 }
 
@@ -703,18 +715,6 @@ func (s *producerSession) keepTick() {
 	}
 }
 
-// expireDue answers the sends that timed out and arms the timer for the next.
-func (s *producerSession) expireDue() {
-	wait := s.expire(time.Now())
-	switch {
-	case wait <= 0:
-	case s.expiry == nil:
-		s.expiry = time.AfterFunc(wait, s.timedOut)
-	default:
-		s.expiry.Reset(wait)
-	}
-}
-
 // timedOut is expiry's: the oldest send may have timed out.
 func (s *producerSession) timedOut() {
 	s.expired.Store(true)
@@ -723,7 +723,7 @@ func (s *producerSession) timedOut() {
 
 // hasWork reports whether the writer has been given work it has not taken.
 func (s *producerSession) hasWork() bool {
-	return s.ready.Load() || len(s.conn.Wake()) > 0 || s.keep.isDue() || s.kick.Load() ||
+	return s.ready.Load() || len(s.conn.Wake()) > 0 || s.keep.isDue() ||
 		s.expired.Load() || s.stopping.Load()
 }
 

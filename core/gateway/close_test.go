@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/sluicehq/sluice/core/internal/edgetest"
 )
 
 // A session the edge has closed waits for its client's close before it closes the connection
@@ -21,6 +23,9 @@ func TestShutdownLeavesAClosedSessionLingering(t *testing.T) {
 	}
 	defer conn.Close()
 	conn.SetCloseHandler(func(int, string) error { return nil }) // this client never closes
+	// The handshake's answer can reach the client before the gateway registers the session,
+	// and a drain closes the sessions registered when it starts.
+	edgetest.WaitFor(t, 10*time.Second, "the session registered", func() bool { return e.gw.SessionCount() == 1 })
 
 	drained := time.Now() // the linger starts after this, whenever the client reads the close
 	if err := e.gw.CloseGradually(context.Background(), 0, "draining"); err != nil {

@@ -38,8 +38,9 @@ const maxIDCache = 10000
 
 // RunConsumer serves one consumer socket under g until the client goes away or its read is
 // interrupted, as RunProducer does. It owns conn and c and closes both before returning, then
-// releases g; unacknowledged messages are then redelivered by the broker. eot answers isEndOfTopic; nil answers false. The
-// session counts its figures into tally (nil: not counted), as RunProducer does.
+// releases g; unacknowledged messages are then redelivered by the broker. eot answers
+// isEndOfTopic; nil answers false. The session counts its figures into tally (nil: not
+// counted), as RunProducer does.
 func RunConsumer(ctx context.Context, conn *wsconn.Conn, c *broker.Consumer, g ConsumerGrant, eot EndOfTopic, tally *Tally, log *slog.Logger) {
 	defer g.Release()
 	g.Observer = withTally(g.Observer, tally)

@@ -214,9 +214,9 @@ type producerSession struct {
 	// The writer runs on a goroutine only while it has work: acks owed or queued, a pong due
 	// (the connection's Wake), a keepalive moment, a send-timeout moment, the session's end.
 	// Whoever gives it work sets its flag (or signals the connection's Wake), then
-	// wakeWriter starts a writer unless one runs, or nudges the one that runs; a writer stops when it finds no work, no ack is owed and
-	// none comes for writerLinger, so that an idle session holds no writer goroutine and a
-	// busy one is not started over. writing says a writer runs or is starting: at most one
+	// wakeWriter starts a writer unless one runs, or nudges the one that runs; a writer stops
+	// when it finds no work, no ack is owed and none comes for writerLinger, so that an idle
+	// session holds no writer goroutine and a busy one is not started over. writing says a writer runs or is starting: at most one
 	// does. Once the session ends (stopping, set after writerDone is made), the last writer
 	// writes what is queued and closes writerDone; writing then stays set, and no writer
 	// starts again.
@@ -597,8 +597,8 @@ func (s *producerSession) takeAcks(spare []*record) []*record {
 }
 
 // startWriter arms what wakes the writer besides the session's own hand-offs: the keepalive
-// timer and the pongs the reader's pings call for. (The writer makes the send-timeout timer
-// when a send first can time out.)
+// timer and the pongs the reader's pings call for. (The send-timeout timer is made when a
+// send first can time out: armExpiry.)
 func (s *producerSession) startWriter() {
 	s.writing.Store(true) // no writer starts before these are set
 	s.keep = newKeepalive(s.g.Conn, s.conn, s.wakeWriter)
@@ -693,8 +693,8 @@ func (s *producerSession) linger() bool {
 const writerLinger = time.Second
 
 // await waits for a nudge, for the writer's next work or the session's end (work and
-// runWriter find which); it returns false when timeout fires first. A nudge may be left over from work already
-// done, and then the writer looks once more and finds none.
+// runWriter find which); it returns false when timeout fires first. A nudge may be left over
+// from work already done, and then the writer looks once more and finds none.
 func (s *producerSession) await(timeout <-chan time.Time) bool {
 	select {
 	case <-timeout:

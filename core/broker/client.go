@@ -59,6 +59,8 @@ type Config struct {
 	OperationTimeout time.Duration
 	// ConnectionTimeout bounds TCP connection setup; zero means 10s.
 	ConnectionTimeout time.Duration
+	// Connections is how many connections the client opens to each broker; zero means 1.
+	Connections int
 }
 
 // Client is the shared connection to one broker. It is safe for concurrent use.
@@ -128,6 +130,7 @@ func Dial(cfg Config, opts ...Option) (*Client, error) {
 		URL:                        cfg.URL,
 		OperationTimeout:           opTimeout,
 		ConnectionTimeout:          connTimeout,
+		MaxConnectionsPerBroker:    max(cfg.Connections, 1),
 		TLSTrustCertsFilePath:      cfg.TLSTrustCertsFile,
 		TLSAllowInsecureConnection: cfg.TLSAllowInsecure,
 		// The edge accounts producer memory itself (core/admission), so the client's own memory

@@ -275,6 +275,11 @@ type Broker struct {
 	// OperationTimeout bounds broker operations such as creating a
 	// producer or a consumer. Zero means 30s.
 	OperationTimeout time.Duration `koanf:"operation_timeout" json:"operation_timeout"`
+	// ConnectionsPerBroker is how many TCP connections the edge opens to each broker; its
+	// producers and consumers are spread over them, and each has its own reader of the
+	// broker's answers. Zero means 1. Pulsar's proxy opens one per processor
+	// (webSocketConnectionsPerBroker).
+	ConnectionsPerBroker int `koanf:"connections_per_broker" json:"connections_per_broker"`
 	// HealthInterval is how often the edge dials the broker to know whether it is
 	// reachable; while it is not, handshakes are refused at once with 503 instead of
 	// waiting for websocket.handshake_timeout. Zero means 1s.

@@ -19,9 +19,11 @@ const (
 	DefaultListen           = ":8080"
 	DefaultAdminListen      = "127.0.0.1:8081"
 	DefaultOperationTimeout = 30 * time.Second
-	DefaultEmbeddedListen   = "127.0.0.1:0"
-	DefaultStoreLimit       = 256 * MiB
-	DefaultMaxMessageSize   = 5 * MiB
+	// DefaultConnectionsPerBroker is pulsar-client-go's own default.
+	DefaultConnectionsPerBroker = 1
+	DefaultEmbeddedListen       = "127.0.0.1:0"
+	DefaultStoreLimit           = 256 * MiB
+	DefaultMaxMessageSize       = 5 * MiB
 	// FrameOverhead is what a text frame may hold besides its base64 payload: the
 	// default websocket.max_text_message_size is base64(max_message_size) + FrameOverhead.
 	FrameOverhead              = 1 * MiB
@@ -141,6 +143,7 @@ func (c *Config) SetDefaults() {
 	setDefault(&c.Listen, DefaultListen)
 	setDefault(&c.AdminListen, DefaultAdminListen)
 	setDefault(&c.Broker.OperationTimeout, DefaultOperationTimeout)
+	setDefault(&c.Broker.ConnectionsPerBroker, DefaultConnectionsPerBroker)
 	setDefault(&c.Broker.HealthInterval, DefaultBrokerHealth)
 	setDefault(&c.Broker.Embedded.Listen, DefaultEmbeddedListen)
 	setDefault(&c.Broker.Embedded.StoreLimit, c.Broker.Embedded.Retention)

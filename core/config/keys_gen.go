@@ -42,6 +42,7 @@ var keyDocs = map[string]string{
 	"broker":                                        "`broker` selects the Pulsar cluster, or the embedded broker.",
 	"broker.auth_token":                             "`auth_token` is a token for Pulsar token authentication. Zero means no token (unless `auth_token_file` is set). Mutually exclusive with `auth_token_file`.",
 	"broker.auth_token_file":                        "`auth_token_file` is a file holding the token. Zero means none.",
+	"broker.connections_per_broker":                 "`connections_per_broker` is how many TCP connections the edge opens to each broker; its producers and consumers are spread over them, and each has its own reader of the broker's answers. Zero means 1. Pulsar's proxy opens one per processor (webSocketConnectionsPerBroker).",
 	"broker.embedded":                               "`embedded` configures the embedded broker; it is used only when URL is empty.",
 	"broker.embedded.admin_listen":                  "`admin_listen` is the broker's HTTP admin and lookup listener. Zero means none.",
 	"broker.embedded.allow_auto_topic_creation":     "`allow_auto_topic_creation` creates topics on first use. An absent key means true; false makes unknown topics an error.",

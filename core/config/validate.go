@@ -378,6 +378,7 @@ func (b Broker) validate(v *validator) {
 	v.check(b.AuthToken == "" || b.AuthTokenFile == "", "broker.auth_token_file",
 		"set auth_token or auth_token_file, not both")
 	v.nonNegativeDuration("broker.operation_timeout", b.OperationTimeout)
+	v.nonNegative("broker.connections_per_broker", int64(b.ConnectionsPerBroker))
 	e := b.Embedded
 	v.addr("broker.embedded.listen", e.Listen, "must be host:port")
 	if e.AdminListen != "" {

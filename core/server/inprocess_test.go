@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -29,6 +30,26 @@ func TestEmbeddedBrokerInProcess(t *testing.T) {
 		if inProc := st.ConnectionsInProcess == st.ConnectionsOpen; inProc != tc.inProcess {
 			t.Fatalf("in_process %v: %d of %d broker connections in process", tc.inProcess,
 				st.ConnectionsInProcess, st.ConnectionsOpen)
+		}
+	}
+}
+
+// TestConnectionsPerBroker: broker.connections_per_broker spreads the edge's producers over
+// that many broker connections; by default they share one.
+func TestConnectionsPerBroker(t *testing.T) {
+	for _, tc := range []struct {
+		yaml  string
+		conns int64
+	}{
+		{yaml: "", conns: 1},
+		{yaml: "broker:\n  connections_per_broker: 3\n", conns: 3},
+	} {
+		srv, base := edgetest.Start(t, tc.yaml)
+		for i := range 6 {
+			publish(t, base, fmt.Sprintf("spread-%d", i), 5, 100, "m")
+		}
+		if st := srv.EmbeddedStats(); st == nil || st.ConnectionsOpen != tc.conns {
+			t.Fatalf("%q: want %d broker connections after six producers, got %+v", tc.yaml, tc.conns, st)
 		}
 	}
 }

@@ -316,6 +316,7 @@ func (s *Server) startBroker(ctx context.Context) error {
 		TLSTrustCertsFile: bc.TLSTrustCertsFile,
 		TLSAllowInsecure:  bc.TLSAllowInsecure,
 		OperationTimeout:  bc.OperationTimeout,
+		Connections:       bc.ConnectionsPerBroker,
 	}, opts...)
 	if err != nil {
 		return err

@@ -870,8 +870,6 @@ func runCallback(cb func(MessageID, *ProducerMessage, error), id MessageID, msg 
 }
 
 func (p *partitionProducer) internalSend(sr *sendRequest) {
-	p.log.Debug("Received send request: ", *sr.msg)
-
 	if sr.sendAsBatch {
 		smm := p.genSingleMessageMetadataInBatch(sr.msg, int(sr.uncompressedSize))
 		multiSchemaEnabled := !p.options.DisableMultiSchema
@@ -1488,13 +1486,14 @@ func (p *partitionProducer) updateMetaData(sr *sendRequest) {
 		sr.msg.ReplicationClusters = []string{"__local__"}
 	}
 
-	sr.mm = p.genMetadata(sr.msg, int(sr.uncompressedSize), deliverAt)
-
 	sr.sendAsBatch = !p.options.DisableBatching &&
 		sr.msg.ReplicationClusters == nil &&
 		deliverAt.UnixNano() < 0
 
+	// A message sent in a batch has its metadata in the batch's (the batch builder's) and
+	// its own single-message metadata: the message's own would be garbage at once.
 	if !sr.sendAsBatch {
+		sr.mm = p.genMetadata(sr.msg, int(sr.uncompressedSize), deliverAt)
 		// update sequence id for metadata, make the size of msgMetadata more accurate
 		// batch sending will update sequence ID in the BatchBuilder
 		p.updateMetadataSeqID(sr.mm, sr.msg)

@@ -115,7 +115,6 @@ func newBatchContainer(
 ) batchContainer {
 
 	bc := batchContainer{
-		buffer:         NewBuffer(4096),
 		numMessages:    0,
 		maxMessages:    maxMessages,
 		maxBatchSize:   maxBatchSize,
@@ -161,9 +160,40 @@ func NewBatchBuilder(
 	return &bc, nil
 }
 
+// batchBufferSize is the size a batch's buffer starts at.
+const batchBufferSize = 4096
+
+// The messages of a batch are gathered in a buffer borrowed from the buffers pool when the
+// first is added and given back once the batch is serialized, rather than in one each
+// container keeps for its life: a producer between batches holds none, and the buffer
+// serves the next batch of any producer.
+
+// batchedBytes is the size of the messages in the batch.
+func (bc *batchContainer) batchedBytes() uint32 {
+	if bc.buffer == nil {
+		return 0
+	}
+	return bc.buffer.ReadableBytes()
+}
+
+// borrowBuffer gives the batch a buffer for its messages, if it has none.
+func (bc *batchContainer) borrowBuffer() {
+	if bc.buffer == nil {
+		bc.buffer = bc.buffersPool.GetBuffer(batchBufferSize)
+	}
+}
+
+// returnBuffer gives the batch's buffer back to the pool.
+func (bc *batchContainer) returnBuffer() {
+	if bc.buffer != nil {
+		bc.buffer.Release()
+		bc.buffer = nil
+	}
+}
+
 // IsFull checks if the size in the current batch meets or exceeds the maximum size allowed by the batch
 func (bc *batchContainer) IsFull() bool {
-	return bc.numMessages >= bc.maxMessages || bc.buffer.ReadableBytes() >= uint32(bc.maxBatchSize)
+	return bc.numMessages >= bc.maxMessages || bc.batchedBytes() >= uint32(bc.maxBatchSize)
 }
 
 // hasSpace should return true if and only if the batch container can accommodate another message of length payload.
@@ -173,7 +203,7 @@ func (bc *batchContainer) hasSpace(payload []byte) bool {
 		return true
 	}
 	msgSize := uint32(len(payload))
-	expectedSize := bc.buffer.ReadableBytes() + msgSize
+	expectedSize := bc.batchedBytes() + msgSize
 	return bc.numMessages+1 <= bc.maxMessages &&
 		expectedSize <= uint32(bc.maxBatchSize) && expectedSize <= bc.maxMessageSize
 }
@@ -235,6 +265,7 @@ func (bc *batchContainer) Add(
 			bc.cmdSend.Send.TxnidLeastBits = proto.Uint64(leastSigBits)
 		}
 	}
+	bc.borrowBuffer()
 	addSingleMessageToBatch(bc.buffer, metadata, payload)
 
 	bc.numMessages++
@@ -244,7 +275,7 @@ func (bc *batchContainer) Add(
 
 func (bc *batchContainer) reset() {
 	bc.numMessages = 0
-	bc.buffer.Clear()
+	bc.returnBuffer()
 	bc.callbacks = []interface{}{}
 	bc.msgMetadata.ReplicateTo = nil
 	bc.msgMetadata.DeliverAtTime = nil

@@ -108,7 +108,7 @@ func NewKeyBasedBatchBuilder(
 
 // IsFull checks if the size in the current batch meets or exceeds the maximum size allowed by the batch
 func (bc *keyBasedBatchContainer) IsFull() bool {
-	return bc.numMessages >= bc.maxMessages || bc.buffer.ReadableBytes() >= uint32(bc.maxBatchSize)
+	return bc.numMessages >= bc.maxMessages || bc.batchedBytes() >= uint32(bc.maxBatchSize)
 }
 
 func (bc *keyBasedBatchContainer) IsMultiBatches() bool {
@@ -123,7 +123,7 @@ func (bc *keyBasedBatchContainer) hasSpace(payload []byte) bool {
 		return true
 	}
 	msgSize := uint32(len(payload))
-	return bc.numMessages+1 <= bc.maxMessages && bc.buffer.ReadableBytes()+msgSize <= uint32(bc.maxBatchSize)
+	return bc.numMessages+1 <= bc.maxMessages && bc.batchedBytes()+msgSize <= uint32(bc.maxBatchSize)
 }
 
 // Add will add single message to key-based batch with message key.
@@ -170,6 +170,7 @@ func (bc *keyBasedBatchContainer) Add(
 	if !add {
 		return false
 	}
+	bc.borrowBuffer()
 	addSingleMessageToBatch(bc.buffer, metadata, payload)
 
 	bc.numMessages++
@@ -184,7 +185,7 @@ func (bc *keyBasedBatchContainer) reset() {
 		container.reset()
 	}
 	bc.numMessages = 0
-	bc.buffer.Clear()
+	bc.returnBuffer()
 	bc.callbacks = []interface{}{}
 	bc.msgMetadata.ReplicateTo = nil
 	bc.msgMetadata.DeliverAtTime = nil

@@ -8,34 +8,35 @@ import (
 	"time"
 )
 
-// GCHeadroom is the most garbage the collector lets the heap gather, beyond what it scans
-// (the pointer-holding part of the live heap, goroutine stacks and globals), before it
-// collects. At GCPercent the headroom is four times that: little for the edge's small live
-// heap under load, where collecting seldom is what buys its CPU, but most of the resident
-// memory of a process holding many connections, whose sessions are large and which
-// allocates little (at 19,000 idle connections the heap kept at GOGC=400 was most of their
-// RSS). Past GCHeadroom the collector's target falls, so that the headroom stays
-// GCHeadroom, down to MinGCPercent. Pointer-free memory (message payloads, the embedded
-// broker's store) is not counted: marking it costs the collector little, and the memory
-// limit bounds it.
-const GCHeadroom = 64 << 20
+// GCHeadroom is the most garbage the collector lets the heap gather beyond what it counts
+// (the live heap, goroutine stacks and globals) before it collects. At GCPercent the headroom
+// is four times that: little for the edge's small live heap under load, where collecting
+// seldom is what buys its CPU, but most of the resident memory of a process holding many
+// connections, whose sessions and messages in flight are large. Past GCHeadroom the
+// collector's target falls, so that the headroom stays GCHeadroom, down to MinGCPercent. The
+// embedded broker's store is left out: the memory limit bounds it, and a full store would
+// otherwise hold the target at its floor.
+const GCHeadroom = 16 << 20
 
 // MinGCPercent is the lowest target the pacer sets: below it, a process whose sessions are
 // large collects so often that its CPU goes to marking.
 const MinGCPercent = 50
 
-// gcScanned is what the collector scans, as of the last collection.
-const gcScanned = "/gc/scan/total:bytes"
+// gcCounted are what the collector's target is a percentage of, as of the last collection:
+// the live heap, and the stacks and globals it scanned.
+var gcCounted = []string{"/gc/heap/live:bytes", "/gc/scan/stack:bytes", "/gc/scan/globals:bytes"}
 
 // gcPacer sets the collector's target after every collection: GCPercent, or lower when
-// GCPercent would let the heap grow more than GCHeadroom beyond what the collector scans.
+// GCPercent would let the heap grow more than GCHeadroom beyond what it counts.
 type gcPacer struct {
 	max, min int    // the targets' bounds, in percent
 	headroom uint64 // GCHeadroom
 	percent  int    // the target in force
 	sample   []metrics.Sample
-	stopped  atomic.Bool
-	done     chan struct{} // closed with stopped, ending the trimmer
+	// leftOut is heap memory that does not count (the embedded broker's store), nil: none.
+	leftOut atomic.Pointer[func() uint64]
+	stopped atomic.Bool
+	done    chan struct{} // closed with stopped, ending the trimmer
 }
 
 // pacing is the pacer in force: one per process, since each sets the one target.
@@ -149,7 +150,10 @@ type sentinel struct{ _ [16]byte }
 // ends the pacing and the trimming and leaves the target in force.
 func startGCPacer(maxPercent, minPercent int, headroom uint64) (stop func()) {
 	p := &gcPacer{max: maxPercent, min: minPercent, headroom: headroom, percent: maxPercent,
-		sample: []metrics.Sample{{Name: gcScanned}}, done: make(chan struct{})}
+		sample: make([]metrics.Sample, len(gcCounted)), done: make(chan struct{})}
+	for i, name := range gcCounted {
+		p.sample[i].Name = name
+	}
 	if old := pacing.Swap(p); old != nil {
 		old.stop()
 	}
@@ -171,26 +175,44 @@ func (p *gcPacer) collected(s *sentinel) {
 	if p.stopped.Load() {
 		return
 	}
-	metrics.Read(p.sample)
-	var scanned uint64
-	if v := p.sample[0].Value; v.Kind() == metrics.KindUint64 {
-		scanned = v.Uint64()
-	}
 	// A change under a tenth is left alone: each setting takes the heap lock.
-	if want := gcPercentFor(scanned, p.headroom, p.min, p.max); want*10 < p.percent*9 || want*10 > p.percent*11 {
+	if want := gcPercentFor(p.counted(), p.headroom, p.min, p.max); want*10 < p.percent*9 || want*10 > p.percent*11 {
 		p.percent = want
 		debug.SetGCPercent(want)
 	}
 	runtime.SetFinalizer(s, p.collected)
 }
 
-// gcPercentFor is the target that lets the heap grow headroom beyond what is scanned, within
+// counted is what the target is a percentage of, less what is left out.
+func (p *gcPacer) counted() uint64 {
+	metrics.Read(p.sample)
+	var n uint64
+	for _, s := range p.sample {
+		if s.Value.Kind() == metrics.KindUint64 {
+			n += s.Value.Uint64()
+		}
+	}
+	if leftOut := p.leftOut.Load(); leftOut != nil {
+		n -= min(n, (*leftOut)())
+	}
+	return n
+}
+
+// leaveOutOfPacing makes the pacer in force, if any, leave out of what it counts the heap
+// memory that held reports.
+func leaveOutOfPacing(held func() uint64) {
+	if p := pacing.Load(); p != nil {
+		p.leftOut.Store(&held)
+	}
+}
+
+// gcPercentFor is the target that lets the heap grow headroom beyond what is counted, within
 // [minPercent, maxPercent].
-func gcPercentFor(scanned, headroom uint64, minPercent, maxPercent int) int {
-	if scanned == 0 {
+func gcPercentFor(counted, headroom uint64, minPercent, maxPercent int) int {
+	if counted == 0 {
 		return maxPercent
 	}
-	percent := headroom * 100 / scanned
+	percent := headroom * 100 / counted
 	if percent >= uint64(maxPercent) { //nolint:gosec // G115: a percentage, positive
 		return maxPercent
 	}

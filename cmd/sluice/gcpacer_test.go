@@ -14,26 +14,27 @@ func TestGCPercentFor(t *testing.T) {
 	t.Parallel()
 	const mib = 1 << 20
 	for _, tc := range []struct {
-		scanned uint64
+		counted uint64
 		want    int
 	}{
 		{0, 400},
-		{8 * mib, 400},
-		{16 * mib, 400},
-		{32 * mib, 200},
-		{64 * mib, 100},
-		{200 * mib, 32},
+		{2 * mib, 400},
+		{4 * mib, 400},
+		{8 * mib, 200},
+		{16 * mib, 100},
+		{50 * mib, 32},
 		{1 << 40, 25},
 	} {
-		if got := gcPercentFor(tc.scanned, 64*mib, 25, 400); got != tc.want {
-			t.Errorf("gcPercentFor(%d MiB) = %d, want %d", tc.scanned/mib, got, tc.want)
+		if got := gcPercentFor(tc.counted, 16*mib, 25, 400); got != tc.want {
+			t.Errorf("gcPercentFor(%d MiB) = %d, want %d", tc.counted/mib, got, tc.want)
 		}
 	}
 }
 
-// TestGCPacer: a real collection with 64 MiB of live pointers and a 16 MiB cap brings the
-// collector's target down to 25 %; with them gone it returns to the maximum, though 64 MiB
-// of pointer-free data is still live.
+// TestGCPacer: a real collection with 64 MiB live and a 16 MiB cap brings the collector's
+// target down to 25 %, whether what is live holds pointers or not (payloads in flight are
+// what the headroom multiplies too); with what is live left out, or gone, it returns to the
+// maximum.
 func TestGCPacer(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	gogc := func() int {
@@ -51,23 +52,22 @@ func TestGCPacer(t *testing.T) {
 		}
 		t.Fatalf("GOGC %d, want %d", gogc(), want)
 	}
+	// Allocated before the pacer starts: a collection amid their allocation would see part
+	// of them and set a target the pacer then keeps, since it leaves changes under a tenth.
 	bytes := make([][]byte, 64)
 	for i := range bytes {
 		bytes[i] = make([]byte, 1<<20)
 	}
-	pointers := make([][]*int, 64)
-	for i := range pointers {
-		pointers[i] = make([]*int, 1<<17)
-	}
-	// Started with the pointers all live: a collection amid their allocation would see part
-	// of them and set a target the pacer then keeps, since it leaves changes under a tenth.
 	stop := startGCPacer(400, 25, 16<<20)
 	defer stop()
 	waitFor(25)
-	clear(pointers)
+	leaveOutOfPacing(func() uint64 { return 64 << 20 })
+	waitFor(400)
+	leaveOutOfPacing(func() uint64 { return 0 })
+	waitFor(25)
+	clear(bytes)
 	waitFor(400)
 	runtime.KeepAlive(bytes)
-	runtime.KeepAlive(pointers)
 }
 
 // TestHeapTrimmer: a heap that allocated much in its last period is busy and left alone;

@@ -66,6 +66,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := srv.Start(ctx, true); err != nil {
 		return err
 	}
+	if srv.EmbeddedStore() != nil {
+		leaveOutOfPacing(func() uint64 { return uint64(max(srv.EmbeddedStore().Bytes, 0)) })
+	}
 	// One write, so that a reader of the stream (a supervisor, a test) never sees the
 	// listening line without the addresses after it.
 	_, _ = io.WriteString(stdout, connectHelp(srv, cfg))

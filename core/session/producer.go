@@ -216,10 +216,10 @@ type producerSession struct {
 	// Whoever gives it work sets its flag (or signals the connection's Wake), then
 	// wakeWriter starts a writer unless one runs, or nudges the one that runs; a writer stops
 	// when it finds no work, no ack is owed and none comes for writerLinger, so that an idle
-	// session holds no writer goroutine and a busy one is not started over. writing says a writer runs or is starting: at most one
-	// does. Once the session ends (stopping, set after writerDone is made), the last writer
-	// writes what is queued and closes writerDone; writing then stays set, and no writer
-	// starts again.
+	// session holds no writer goroutine and a busy one is not started over. writing says a
+	// writer runs or is starting: at most one does. Once the session ends (stopping, set after
+	// writerDone is made), the last writer writes what is queued and closes writerDone;
+	// writing then stays set, and no writer starts again.
 	writing  atomic.Bool
 	stopping atomic.Bool
 	// nudge (cap 1) wakes a waiting writer for any of its work, which it then looks for

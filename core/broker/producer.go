@@ -293,16 +293,13 @@ func (p *Producer) Send(ctx context.Context, m *OutMessage) {
 		s.cb = s.done // a method value is made once per send, not per message
 	}
 	s.m, s.p = m, p
-	s.pm = pulsar.ProducerMessage{
-		Payload:             m.Payload,
-		Properties:          m.Properties,
-		Key:                 m.Key,
-		EmptyKey:            m.HasKey && m.Key == "",
-		EventTime:           m.EventTime,
-		ReplicationClusters: m.ReplicationClusters,
-		DeliverAt:           m.DeliverAt,
-		DeliverAfter:        m.DeliverAfter,
-	}
+	// Field by field into the pooled send, which is zero but for cb: a composite literal is
+	// built on the stack first, and this runs on a producer session's reader, whose stack
+	// stays at 4 KiB only while its deepest calls fit ("decoders" in core/wsapi).
+	pm := &s.pm
+	pm.Payload, pm.Properties, pm.Key, pm.EmptyKey = m.Payload, m.Properties, m.Key, m.HasKey && m.Key == ""
+	pm.EventTime, pm.ReplicationClusters = m.EventTime, m.ReplicationClusters
+	pm.DeliverAt, pm.DeliverAfter = m.DeliverAt, m.DeliverAfter
 	if !p.track(s) {
 		*s = send{cb: s.cb}
 		sends.Put(s)

@@ -59,7 +59,7 @@ func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *h
 	}
 	t := g.track(wsapi.Producer, h, ep, grant.Route, grant.Gate, subscription{})
 	t.producer = p.Name()
-	g.start(t, conn, func(ctx context.Context) { session.RunProducer(ctx, conn, p, grant, &t.tally, t.log) })
+	g.start(t, conn, func(ctx context.Context) { session.RunProducer(ctx, conn, p, &grant, &t.tally, t.log) })
 }
 
 // producerOptions are the broker-side producer's options: the client's parameters, with the

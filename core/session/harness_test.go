@@ -330,7 +330,7 @@ func (h *harness) startProducerWith(g session.ProducerGrant, so serveOptions) *r
 		h.t.Fatal(err)
 	}
 	h.serve(r, g.Conn, so, func(ctx context.Context, c *wsconn.Conn) {
-		session.RunProducer(ctx, c, p, g, &r.tally, discard)
+		session.RunProducer(ctx, c, p, &g, &r.tally, discard)
 	})
 	return r
 }

@@ -126,15 +126,25 @@ func (r *record) resetMessage() int64 {
 // closes both before returning, then releases g. Every message read from the socket gets
 // exactly one ack, ok or error, unless the socket closes first; messages already handed to
 // the broker are still sent and their outcome logged. The session counts its figures into
-// tally (nil: not counted) as it reports them to g's observer.
-func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g ProducerGrant, tally *Tally, log *slog.Logger) {
+// tally (nil: not counted) as it reports them to g's observer. g is passed by pointer: the
+// session's reader runs on this stack, which stays at 4 KiB only while its deepest calls fit.
+func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g *ProducerGrant, tally *Tally, log *slog.Logger) {
 	defer g.Release()
 	g.Observer = withTally(g.Observer, tally)
 	g.Observer.SessionOpened(wsapi.Producer)
-	s := &producerSession{
+	s := newProducerSession(ctx, conn, p, g, log)
+	s.startWriter()
+	closeCode, reason := s.ending.or(s.readLoop(ctx))
+	s.finish(ctx, closeCode, reason)
+}
+
+// newProducerSession and finish are RunProducer's start and end, apart so that their locals
+// are not in the frame under every call of the session's reader.
+func newProducerSession(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g *ProducerGrant, log *slog.Logger) *producerSession {
+	return &producerSession{
 		conn: conn,
 		p:    p,
-		g:    g,
+		g:    *g,
 		log:  log,
 		// Admitted messages are sent even if the session ends meanwhile: cancelling them
 		// would turn a message the client may already consider sent into a lost one.
@@ -150,9 +160,11 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g P
 		rate:     newMessageRate(g.MessageRate, g.MessageBurst),
 		room:     g.LibraryQueue,
 	}
-	s.startWriter()
-	closeCode, reason := s.ending.or(s.readLoop(ctx))
+}
 
+// finish ends the session once its reader has stopped, with closeCode and reason (none when
+// closeCode is 0).
+func (s *producerSession) finish(ctx context.Context, closeCode int, reason string) {
 	// The client is gone or the edge is shutting down. Messages already handed to the broker
 	// go on: wait until each is answered (by the broker or the send timeout), bounded, before
 	// closing the producer, so that each ack can still be written. Closing the producer fails
@@ -160,18 +172,18 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g P
 	// other sessions waits for the broker's answers instead, since it may still publish them.
 	flushCtx, flushCancel := context.WithTimeout(context.Background(), s.flushTimeout())
 	if err := waitGroup(flushCtx, &s.unanswered); err != nil {
-		log.Warn("closing producer with sends outstanding", "err", err)
+		s.log.Warn("closing producer with sends outstanding", "err", err)
 	}
 	flushCancel()
-	p.Close()
+	s.p.Close()
 	s.stopWriter()
 	if closeCode > 0 {
-		_ = conn.WriteClose(closeCode, reason)
+		_ = s.conn.WriteClose(closeCode, reason)
 	}
 	// The edge ending the session (a drain, lame duck) lingers for a client still sending; a
 	// keepalive close is for a peer that sends nothing.
-	closeConn(conn, s.readErr, closeCode > 0 && ctx.Err() != nil)
-	g.Observer.SessionClosed(wsapi.Producer, endCode(closeCode, s.readErr))
+	closeConn(s.conn, s.readErr, closeCode > 0 && ctx.Err() != nil)
+	s.g.Observer.SessionClosed(wsapi.Producer, endCode(closeCode, s.readErr))
 }
 
 type producerSession struct {
@@ -282,10 +294,10 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 		r := newRecord(s, len(data))
 		switch {
 		case isRefused:
-			s.reply(r, wsapi.AckError(wsapi.ErrorUnknown, refused.Error(), nil), ResultNoMemory)
+			s.replyError(r, wsapi.ErrorUnknown, refused.Error(), nil, ResultNoMemory)
 		case typ != wsconn.Text:
-			s.reply(r, wsapi.AckError(wsapi.ErrorFailedToDeserializeFromJSON,
-				"binary frames are not supported: send each message as a JSON text frame", nil), ResultInvalid)
+			s.replyError(r, wsapi.ErrorFailedToDeserializeFromJSON,
+				"binary frames are not supported: send each message as a JSON text frame", nil, ResultInvalid)
 		default:
 			s.handle(ctx, r, data)
 		}
@@ -300,17 +312,17 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 func (s *producerSession) handle(ctx context.Context, r *record, frame []byte) {
 	if !s.rateAfterDecode {
 		if err := s.admitRate(ctx, 0); err != nil {
-			s.reply(r, wsapi.AckError(wsapi.ErrorUnknown, err.Error(), wsapi.ProducerContext(frame, s.g.Limits)), ResultRateLimited)
+			s.replyError(r, wsapi.ErrorUnknown, err.Error(), wsapi.ProducerContext(frame, s.g.Limits), ResultRateLimited)
 			return
 		}
 	}
 	if ferr := r.msg.Decode(frame, s.g.Limits); ferr != nil {
-		s.reply(r, ferr.Ack(), ResultInvalid)
+		s.replyError(r, ferr.Code, ferr.Msg, ferr.Context, ResultInvalid)
 		return
 	}
 	if s.rateAfterDecode {
 		if err := s.admitRate(ctx, len(r.msg.Payload)); err != nil {
-			s.reply(r, wsapi.AckError(wsapi.ErrorUnknown, err.Error(), r.msg.Context), ResultRateLimited)
+			s.replyError(r, wsapi.ErrorUnknown, err.Error(), r.msg.Context, ResultRateLimited)
 			return
 		}
 	}
@@ -343,7 +355,7 @@ func (s *producerSession) full() bool {
 func (s *producerSession) publish(ctx context.Context, r *record) {
 	m := &r.msg
 	if res, err := s.admit(ctx, r); err != nil {
-		s.reply(r, wsapi.AckError(wsapi.ErrorUnknown, err.Error(), m.Context), res)
+		s.replyError(r, wsapi.ErrorUnknown, err.Error(), m.Context, res)
 		return
 	}
 	out := &r.out
@@ -568,6 +580,13 @@ func (s *producerSession) timeoutAck(p pendingSend) {
 
 // reply queues an immediate ack (an error for a frame that was not sent) in r. The ack is
 // held, not admitted: the frame has been read and must be answered.
+// replyError answers r with an error ack. The ack is built here, not in the reader's loop:
+// its temporaries would be in every frame of the reader's path to the client library, and the
+// reader's stack stays at 4 KiB only while that path fits ("decoders" in core/wsapi).
+func (s *producerSession) replyError(r *record, code int, text string, context *string, result Result) {
+	s.reply(r, wsapi.AckError(code, text, context), result)
+}
+
 func (s *producerSession) reply(r *record, a wsapi.ProducerAck, result Result) {
 	s.g.Observer.Published(result, r.size, 0)
 	r.ack = a.AppendJSON(r.ack[:0])

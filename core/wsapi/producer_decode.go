@@ -3,6 +3,7 @@ package wsapi
 import (
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // FrameLimits bounds what one producer frame may make the edge hold. Zero
@@ -223,10 +224,11 @@ func DecodeProducerMessage(frame []byte) (ProducerMessage, *FrameError) {
 func (m *ProducerMessage) Decode(frame []byte, lim FrameLimits) *FrameError {
 	buf := m.Payload[:0]
 	*m = ProducerMessage{Payload: buf}
-	d := producerDecoder{m: m, fs: frameScan{
-		s: newScanner(frame), objField: pfProperties, lim: lim,
-	}}
+	d := decoders.Get().(*producerDecoder) // zero: each is zeroed before it goes back
+	d.m, d.fs.s, d.fs.objField, d.fs.lim = m, newScanner(frame), pfProperties, lim
 	ferr := d.decode()
+	*d = producerDecoder{}
+	decoders.Put(d)
 	if ferr != nil {
 		if cap(m.Payload) > cap(buf) {
 			buf = m.Payload[:0]
@@ -252,6 +254,13 @@ func ProducerContext(frame []byte, lim FrameLimits) *string {
 	}
 	return ptr(v.text())
 }
+
+// decoders keeps producerDecoders between frames, off the stack. A decoder is about 700
+// bytes of scan state; on the stack of a producer session's reader, which then hands the
+// message to the client library, it took the reader's deepest calls past what a 4 KiB stack
+// holds, and a busy session's reader kept the 8 KiB stack it grew to for as long as it lived
+// (docs/benchmarks.md, "A busy reader's stack").
+var decoders = sync.Pool{New: func() any { return new(producerDecoder) }}
 
 type producerDecoder struct {
 	m  *ProducerMessage

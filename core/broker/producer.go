@@ -98,11 +98,17 @@ type OutMessage struct {
 	// before Send returns and otherwise on the client library's connection goroutine: it
 	// must not block.
 	Done func(MessageID, error)
+	// PayloadCopied, when set, is called at most once per Send, before Done, once the client
+	// library has copied Payload into what it sends and reads it no more: the caller may
+	// then reuse Payload's buffer while the message waits for the broker. It runs on the
+	// library's goroutine and must not block. A message sent in chunks, one that fails
+	// before it is copied and one that Close answers get no call.
+	PayloadCopied func()
 }
 
-// Reset clears the message for the next one, keeping Done.
+// Reset clears the message for the next one, keeping Done and PayloadCopied.
 func (m *OutMessage) Reset() {
-	*m = OutMessage{Done: m.Done}
+	*m = OutMessage{Done: m.Done, PayloadCopied: m.PayloadCopied}
 }
 
 // send is one message in the client library's hands: the library's message and the callback
@@ -110,10 +116,11 @@ func (m *OutMessage) Reset() {
 // when the library never calls it, by Producer.Close. One that Close answered is left to the
 // collector, not pooled, since the library may still hold it and call it back late.
 type send struct {
-	pm pulsar.ProducerMessage
-	m  *OutMessage
-	p  *Producer
-	cb func(pulsar.MessageID, *pulsar.ProducerMessage, error) // s.done, made once per send
+	pm     pulsar.ProducerMessage
+	m      *OutMessage
+	p      *Producer
+	cb     func(pulsar.MessageID, *pulsar.ProducerMessage, error) // s.done, made once per send
+	copied func()                                                 // s.payloadCopied, likewise
 }
 
 var sends = sync.Pool{New: func() any { return new(send) }}
@@ -131,7 +138,7 @@ func (s *send) done(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 		return // answered by Close
 	}
 	m := s.m
-	*s = send{cb: s.cb}
+	*s = send{cb: s.cb, copied: s.copied}
 	sends.Put(s)
 	if err != nil {
 		if p.share != nil && closedByLibrary(err) {
@@ -141,6 +148,20 @@ func (s *send) done(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 		return
 	}
 	m.Done(MessageID{id: id, partitioned: p.partitioned}, nil)
+}
+
+// payloadCopied is the library's word that it no longer reads the payload: the send lets go
+// of it and tells the sender. That is only while the send is unanswered, under the lock Close
+// takes to answer sends itself: once answered, the sender may have reused its buffer for
+// another message.
+func (s *send) payloadCopied() {
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, unanswered := p.inflight[s]; unanswered {
+		s.pm.Payload = nil
+		s.m.PayloadCopied()
+	}
 }
 
 // Producer publishes to one topic. SendAsync may be called from one goroutine at a time per
@@ -290,7 +311,7 @@ func (p *Producer) Name() string { return p.name }
 func (p *Producer) Send(ctx context.Context, m *OutMessage) {
 	s := sends.Get().(*send)
 	if s.cb == nil {
-		s.cb = s.done // a method value is made once per send, not per message
+		s.cb, s.copied = s.done, s.payloadCopied // method values made once per send, not per message
 	}
 	s.m, s.p = m, p
 	// Field by field into the pooled send, which is zero but for cb: a composite literal is
@@ -300,8 +321,11 @@ func (p *Producer) Send(ctx context.Context, m *OutMessage) {
 	pm.Payload, pm.Properties, pm.Key, pm.EmptyKey = m.Payload, m.Properties, m.Key, m.HasKey && m.Key == ""
 	pm.EventTime, pm.ReplicationClusters = m.EventTime, m.ReplicationClusters
 	pm.DeliverAt, pm.DeliverAfter = m.DeliverAt, m.DeliverAfter
+	if m.PayloadCopied != nil {
+		pm.PayloadCopied = s.copied
+	}
 	if !p.track(s) {
-		*s = send{cb: s.cb}
+		*s = send{cb: s.cb, copied: s.copied}
 		sends.Put(s)
 		m.Done(MessageID{}, fmt.Errorf("%w: sent after it was closed", pulsar.ErrProducerClosed))
 		return

@@ -91,8 +91,8 @@ func ProducerCharge(payload int) int64 {
 }
 
 // MessageCharge is what a decoded producer message is charged until the broker answers. Its
-// decoded payload is charged at its buffer's capacity: a pooled record reuses a small buffer
-// (maxPooledPayload) that may be larger than this payload.
+// decoded payload is charged at its buffer's capacity: a pooled buffer (maxPooledPayload) may
+// be larger than this payload.
 func MessageCharge(m *wsapi.ProducerMessage) int64 {
 	n := ProducerCharge(len(m.Payload)) + int64(cap(m.Payload)-len(m.Payload))
 	if m.Key != nil {

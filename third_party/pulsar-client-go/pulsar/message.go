@@ -26,6 +26,14 @@ type ProducerMessage struct {
 	// Payload for the message
 	Payload []byte
 
+	// PayloadCopied, when set, is called once the producer has copied Payload into the
+	// message's frame or its batch, before the send can be answered, and reads it no more:
+	// the caller may then reuse the payload's buffer, or drop it (and set Payload to nil),
+	// while the message waits for the broker's receipt. It runs on the producer's goroutine
+	// and must not block. It is not called for a message sent in chunks, nor for one that
+	// fails before it is copied.
+	PayloadCopied func()
+
 	// Value and payload is mutually exclusive, `Value interface{}` for schema message.
 	Value interface{}
 

@@ -892,6 +892,7 @@ func (p *partitionProducer) internalSend(sr *sendRequest) {
 			}
 		}
 
+		sr.payloadCopied()
 		if sr.flushImmediately {
 			p.internalFlushCurrentBatch()
 		}
@@ -1095,6 +1096,9 @@ func (p *partitionProducer) internalSingleSend(
 		return
 	}
 
+	if sr.totalChunks <= 1 {
+		sr.payloadCopied() // before writeData: once written, the send may be answered
+	}
 	p.writeData(buffer, sid, []interface{}{sr})
 }
 
@@ -1930,6 +1934,15 @@ type sendRequest struct {
 	mm                  *pb.MessageMetadata
 	deliverAt           time.Time
 	maxMessageSize      int32
+}
+
+// payloadCopied lets go of the message's payload, now copied, and tells its sender, which may
+// then reuse the buffer: the request itself waits on for the broker's receipt.
+func (sr *sendRequest) payloadCopied() {
+	sr.uncompressedPayload, sr.compressedPayload = nil, nil
+	if sr.msg != nil && sr.msg.PayloadCopied != nil {
+		sr.msg.PayloadCopied()
+	}
 }
 
 func (sr *sendRequest) done(msgID MessageID, err error) {

@@ -314,7 +314,7 @@ func (p *Producer) Send(ctx context.Context, m *OutMessage) {
 		s.cb, s.copied = s.done, s.payloadCopied // method values made once per send, not per message
 	}
 	s.m, s.p = m, p
-	// Field by field into the pooled send, which is zero but for cb: a composite literal is
+	// Field by field into the pooled send, zero but for its callbacks: a composite literal is
 	// built on the stack first, and this runs on a producer session's reader, whose stack
 	// stays at 4 KiB only while its deepest calls fit ("decoders" in core/wsapi).
 	pm := &s.pm

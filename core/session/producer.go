@@ -606,8 +606,6 @@ func (s *producerSession) timeoutAck(p pendingSend) {
 	s.unanswered.Done()
 }
 
-// reply queues an immediate ack (an error for a frame that was not sent) in r. The ack is
-// held, not admitted: the frame has been read and must be answered.
 // replyError answers r with an error ack. The ack is built here, not in the reader's loop:
 // its temporaries would be in every frame of the reader's path to the client library, and the
 // reader's stack stays at 4 KiB only while that path fits ("decoders" in core/wsapi).
@@ -615,6 +613,8 @@ func (s *producerSession) replyError(r *record, code int, text string, context *
 	s.reply(r, wsapi.AckError(code, text, context), result)
 }
 
+// reply queues an immediate ack (an error for a frame that was not sent) in r. The ack is
+// held, not admitted: the frame has been read and must be answered.
 func (s *producerSession) reply(r *record, a wsapi.ProducerAck, result Result) {
 	s.g.Observer.Published(result, r.size, 0)
 	r.ack = a.AppendJSON(r.ack[:0])

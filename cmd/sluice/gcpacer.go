@@ -83,10 +83,7 @@ type heapTrimmer struct {
 }
 
 func newHeapTrimmer() *heapTrimmer {
-	t := &heapTrimmer{sample: make([]metrics.Sample, len(trimSamples)), since: trimSpacing, spacing: trimSpacing}
-	for i, name := range trimSamples {
-		t.sample[i].Name = name
-	}
+	t := &heapTrimmer{sample: newSamples(trimSamples), since: trimSpacing, spacing: trimSpacing}
 	t.allocs, _, _ = t.read()
 	return t
 }
@@ -94,12 +91,7 @@ func newHeapTrimmer() *heapTrimmer {
 // read returns what was allocated so far, what is live, and what the heap holds beyond it.
 func (t *heapTrimmer) read() (allocs, live, beyondLive uint64) {
 	metrics.Read(t.sample)
-	v := func(i int) uint64 {
-		if s := t.sample[i].Value; s.Kind() == metrics.KindUint64 {
-			return s.Uint64()
-		}
-		return 0
-	}
+	v := func(i int) uint64 { return sampled(t.sample[i]) }
 	allocs, live = v(0), v(1)
 	if held := v(2) + v(3) + v(4); held > live {
 		beyondLive = held - live
@@ -150,10 +142,7 @@ type sentinel struct{ _ [16]byte }
 // ends the pacing and the trimming and leaves the target in force.
 func startGCPacer(maxPercent, minPercent int, headroom uint64) (stop func()) {
 	p := &gcPacer{max: maxPercent, min: minPercent, headroom: headroom, percent: maxPercent,
-		sample: make([]metrics.Sample, len(gcCounted)), done: make(chan struct{})}
-	for i, name := range gcCounted {
-		p.sample[i].Name = name
-	}
+		sample: newSamples(gcCounted), done: make(chan struct{})}
 	if old := pacing.Swap(p); old != nil {
 		old.stop()
 	}
@@ -188,9 +177,7 @@ func (p *gcPacer) counted() uint64 {
 	metrics.Read(p.sample)
 	var n uint64
 	for _, s := range p.sample {
-		if s.Value.Kind() == metrics.KindUint64 {
-			n += s.Value.Uint64()
-		}
+		n += sampled(s)
 	}
 	if leftOut := p.leftOut.Load(); leftOut != nil {
 		n -= min(n, (*leftOut)())
@@ -217,4 +204,21 @@ func gcPercentFor(counted, headroom uint64, minPercent, maxPercent int) int {
 		return maxPercent
 	}
 	return max(int(percent), minPercent) //nolint:gosec // G115: below maxPercent, an int
+}
+
+// newSamples are samples of the runtime metrics named, for metrics.Read.
+func newSamples(names []string) []metrics.Sample {
+	s := make([]metrics.Sample, len(names))
+	for i, name := range names {
+		s[i].Name = name
+	}
+	return s
+}
+
+// sampled is a sample's value, or 0 when the runtime does not have the metric.
+func sampled(s metrics.Sample) uint64 {
+	if s.Value.Kind() == metrics.KindUint64 {
+		return s.Value.Uint64()
+	}
+	return 0
 }

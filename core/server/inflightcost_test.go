@@ -21,7 +21,6 @@ import (
 // what a message holds (0.6). Holding the decoded payload as well, they grew it by 4.6.
 func TestInflightPayloadHeldOnce(t *testing.T) {
 	srv, base := edgetest.Start(t, "memory: { session_limit: 1GiB }\n")
-	srv.Embedded().Faults().DelayReceipts(time.Minute)
 	t.Cleanup(func() { srv.Embedded().Faults().DelayReceipts(0) })
 	const conns, perConn, size = 8, 100, 4 << 10 // within maxPooledPayload: pooled buffers
 	frame := fmt.Appendf(nil, `{"payload":%q}`, base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{'p'}, size)))
@@ -41,7 +40,6 @@ func TestInflightPayloadHeldOnce(t *testing.T) {
 		cs[i] = dial(i)
 	}
 	// A first round sent and answered warms what every message shares (pools, queues).
-	srv.Embedded().Faults().DelayReceipts(0)
 	for _, c := range cs {
 		if err := c.WriteMessage(websocket.TextMessage, frame); err != nil {
 			t.Fatal(err)

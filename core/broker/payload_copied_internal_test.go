@@ -29,19 +29,9 @@ func TestPayloadCopied(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			topic := "persistent://public/default/payload-copied-" + tc.name
-			cons, err := c.pc.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cons.Close()
 			opts := tc.opts
-			opts.Topic = topic
-			p, err := c.CreateProducer(ctx, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
+			opts.Topic = "persistent://public/default/payload-copied-" + tc.name
+			p, cons := produceAndConsume(ctx, t, c, opts)
 
 			const sends, window = 500, 50
 			var mu sync.Mutex
@@ -109,4 +99,21 @@ func TestPayloadCopiedNotAfterClose(t *testing.T) {
 	if copied != [2]int{1, 0} {
 		t.Fatalf("PayloadCopied passed on %v times, want [1 0]: once while unanswered, not after Close", copied)
 	}
+}
+
+// produceAndConsume subscribes to opts.Topic, then creates a producer on it, both closed when
+// the test ends.
+func produceAndConsume(ctx context.Context, t *testing.T, c *Client, opts ProducerOptions) (*Producer, pulsar.Consumer) {
+	t.Helper()
+	cons, err := c.pc.Subscribe(pulsar.ConsumerOptions{Topic: opts.Topic, SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cons.Close)
+	p, err := c.CreateProducer(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p, cons
 }

@@ -73,6 +73,11 @@ var (
 
 	buffersPool     internal.BuffersPool
 	sendRequestPool *sync.Pool
+
+	// singleMetadata is the metadata of messages sent on their own, reset. The frame a
+	// message's metadata is serialized into is all that is kept of it, unless the message
+	// goes in chunks, whose metadata is left to the collector.
+	singleMetadata = sync.Pool{New: func() any { return new(pb.MessageMetadata) }}
 )
 
 const (
@@ -900,7 +905,11 @@ func (p *partitionProducer) internalSend(sr *sendRequest) {
 	}
 
 	if sr.totalChunks <= 1 {
-		p.internalSingleSend(sr.mm, sr.compressedPayload, sr, uint32(sr.maxMessageSize))
+		mm := sr.mm
+		sr.mm = nil // serialized into the frame below, and then back to the pool
+		p.internalSingleSend(mm, sr.compressedPayload, sr, uint32(sr.maxMessageSize))
+		mm.Reset()
+		singleMetadata.Put(mm)
 		return
 	}
 
@@ -974,12 +983,11 @@ func addRequestToBatch(smm *pb.SingleMessageMetadata, p *partitionProducer,
 func (p *partitionProducer) genMetadata(msg *ProducerMessage,
 	uncompressedSize int,
 	deliverAt time.Time) (mm *pb.MessageMetadata) {
-	mm = &pb.MessageMetadata{
-		ProducerName:     &p.producerName,
-		PublishTime:      proto.Uint64(internal.TimestampMillis(time.Now())),
-		ReplicateTo:      msg.ReplicationClusters,
-		UncompressedSize: proto.Uint32(uint32(uncompressedSize)),
-	}
+	mm = singleMetadata.Get().(*pb.MessageMetadata)
+	mm.ProducerName = &p.producerName
+	mm.PublishTime = proto.Uint64(internal.TimestampMillis(time.Now()))
+	mm.ReplicateTo = msg.ReplicationClusters
+	mm.UncompressedSize = proto.Uint32(uint32(uncompressedSize))
 
 	if !msg.EventTime.IsZero() {
 		mm.EventTime = proto.Uint64(internal.TimestampMillis(msg.EventTime))

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// startProfile begins a CPU profile of t's serve process covering round r (-profile), and
+// startProfile begins a CPU profile of t's serve process covering round r's load (-profile), and
 // returns the function that waits for it and writes it to DIR/NAME-roundR.pprof, followed by
 // a heap profile taken as the load ends (DIR/NAME-roundR.heap.pprof: what the process holds
 // under load, in use and allocated). Targets without a serve process, or a run without
@@ -18,9 +18,9 @@ func (o *tpOptions) startProfile(ctx context.Context, t *target, r int) func() e
 	if o.profile == "" || t.edge == 0 || t.adminURL == "" {
 		return func() error { return nil }
 	}
-	// The profile starts with the round's connections still opening: a second less than the
-	// round keeps it inside the load.
-	secs := max(int((o.round-time.Second)/time.Second), 1)
+	// The profile starts once the round's connections are open and lasts the round's whole
+	// seconds, so that it ends before the drain.
+	secs := max(int(o.round/time.Second), 1)
 	base := filepath.Join(o.profile, fmt.Sprintf("%s-round%d", strings.ReplaceAll(t.name, "@", "-"), r))
 	done := make(chan error, 1)
 	go func() {

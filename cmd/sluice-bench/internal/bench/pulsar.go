@@ -200,8 +200,11 @@ func parsePulsarKinds(s string) ([]string, error) {
 // startPulsarTarget starts what a configuration needs (only sluice serve: Pulsar's
 // processes run already) and says where the load goes and whose CPU time counts. pprof
 // turns sluice serve's admin_pprof on.
-func startPulsarTarget(ctx context.Context, f *fleet, c *common, p *pulsarInstance, kind string, pprof bool) (*target, error) {
+func startPulsarTarget(ctx context.Context, f *fleet, p *pulsarInstance, kind string, b *binSet, pprof bool) (*target, error) {
 	t := &target{name: kind, kind: kind, note: pulsarKindNote(kind), brokerURL: p.serviceURL}
+	if strings.HasPrefix(kind, "sluice") {
+		t.name, t.bin = kind+b.suffix(), b.label
+	}
 	switch kind {
 	case "pulsar-proxy":
 		if p.proxyWS == "" {
@@ -218,7 +221,7 @@ func startPulsarTarget(ctx context.Context, f *fleet, c *common, p *pulsarInstan
 			r.Batching = map[string]string{"batched": "auto", "shared": "shared"}[batching]
 			cfg.Routes = []routeConfig{r}
 		}
-		s, err := f.startServe(ctx, "serve-"+kind, c.serveBin, cfg, p.serviceURL)
+		s, err := f.startServe(ctx, "serve-"+t.name, b.serve, cfg, p.serviceURL)
 		if err != nil {
 			return nil, err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -56,13 +58,20 @@ func benchPulsar(ctx context.Context, args []string, env Env) error {
 	state := fs.String("pulsar-state", defaultPulsarState(), "the state directory of scripts/pulsar/pulsar.sh (its env file and pid files)")
 	every := fs.Duration("sample", 250*time.Millisecond, "how often the proxy processes' RSS is read")
 	fs.StringVar(&o.profile, "profile", "", "write a CPU profile and a heap profile of each sluice serve process for each measured round into this directory (turns admin_pprof on)")
+	fs.StringVar(&o.compare, "compare", "", "also run every sluice configuration with this sluice binary, paired round by round")
+	fs.StringVar(&o.newLabel, "label", "new", "with -compare, the label of the -serve-bin binary")
+	fs.StringVar(&o.oldLabel, "compare-label", "old", "with -compare, the label of the -compare binary")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if o.rounds < 1 || o.round <= 0 || o.conns < 1 || o.size < 1 || o.window < 1 || o.interval <= 0 || *every <= 0 {
 		return errors.New("-rounds, -round, -conns, -window, -size, -interval and -sample must be positive")
 	}
-	p, prog, targets, end, err := startPulsarTargets(ctx, &c, env, *configs, *state, o.profile != "")
+	sets, err := binSets(&c, o.compare, o.newLabel, o.oldLabel)
+	if err != nil {
+		return err
+	}
+	p, prog, targets, end, err := startPulsarTargets(ctx, &c, env, *configs, *state, sets, o.profile != "")
 	if err != nil {
 		return err
 	}
@@ -89,7 +98,7 @@ func benchPulsar(ctx context.Context, args []string, env Env) error {
 		}
 		results[i] = pr
 	}
-	pairPulsar(results)
+	pairPulsar(results, sets)
 	rep := c.newReport(pulsarSettings{
 		throughputSettings: throughputSettings{
 			Connections: o.conns, Window: o.window, Size: o.size, Rounds: o.rounds, RoundS: seconds(o.round),
@@ -97,7 +106,7 @@ func benchPulsar(ctx context.Context, args []string, env Env) error {
 		},
 		Topics: o.topics, PulsarState: p.state, Broker: p.serviceURL,
 	})
-	rep.Machine.Binaries = binaryReports(ctx, []*binSet{{serve: c.serveBin, broker: c.serveBin}})
+	rep.Machine.Binaries = binaryReports(ctx, sets)
 	rep.Results = results
 	loadDesc := fmt.Sprintf("%d connections × window %d, %d B messages, closed loop", o.conns, o.window, o.size)
 	if o.topics > 0 {
@@ -120,14 +129,19 @@ func benchPulsar(ctx context.Context, args []string, env Env) error {
 	return c.emit(rep, env)
 }
 
-// pairPulsar sets each result's paired ratios against pulsar-proxy and direct, round by round.
-func pairPulsar(results []*pulsarResult) {
+// pairPulsar sets each result's paired ratios against pulsar-proxy and direct, and with
+// -compare against the same configuration of the other binary, round by round.
+func pairPulsar(results []*pulsarResult, sets []*binSet) {
 	byName := map[string]*pulsarResult{}
 	for _, r := range results {
 		byName[r.Name] = r
 	}
 	for _, r := range results {
-		for _, ref := range []string{"pulsar-proxy", "direct"} {
+		refs := []string{"pulsar-proxy", "direct"}
+		if len(sets) > 1 && r.Binary == sets[0].label {
+			refs = append(refs, r.Kind+sets[1].suffix())
+		}
+		for _, ref := range refs {
 			other, ok := byName[ref]
 			if !ok || ref == r.Name {
 				continue
@@ -155,10 +169,8 @@ func pulsarTable(results []*pulsarResult, title string) *table {
 			rss = mib(r.RSSBefore) + " → " + mib(r.PeakRSS)
 		}
 		var paired []string
-		for _, ref := range []string{"pulsar-proxy", "direct"} {
-			if v, ok := r.Paired[ref]; ok {
-				paired = append(paired, fmt.Sprintf("%.2f vs %s", v, ref))
-			}
+		for _, ref := range slices.Sorted(maps.Keys(r.Paired)) {
+			paired = append(paired, fmt.Sprintf("%.2f vs %s", r.Paired[ref], ref))
 		}
 		ps := strings.Join(paired, ", ")
 		if ps == "" {
@@ -171,14 +183,14 @@ func pulsarTable(results []*pulsarResult, title string) *table {
 }
 
 // pulsarRatios is Sluice over Pulsar's proxy, when both ran: the figures that say what a
-// user of the proxy gains.
+// user of the proxy gains. With -compare, Sluice is the -serve-bin binary, the first.
 func pulsarRatios(results []*pulsarResult) *table {
 	var s, p *pulsarResult
 	for _, r := range results {
-		switch r.Name {
-		case "sluice":
+		switch {
+		case r.Kind == "sluice" && s == nil:
 			s = r
-		case "pulsar-proxy":
+		case r.Kind == "pulsar-proxy":
 			p = r
 		}
 	}
@@ -261,7 +273,8 @@ func benchPulsarFlood(ctx context.Context, args []string, env Env) error {
 	if *namespace != "public/default" {
 		return errors.New("-namespace: the load generator publishes to public/default only")
 	}
-	p, prog, targets, end, err := startPulsarTargets(ctx, &c, env, *configs, *state, false)
+	sets := []*binSet{{serve: c.serveBin, broker: c.serveBin}}
+	p, prog, targets, end, err := startPulsarTargets(ctx, &c, env, *configs, *state, sets, false)
 	if err != nil {
 		return err
 	}
@@ -328,7 +341,7 @@ func benchPulsarFlood(ctx context.Context, args []string, env Env) error {
 		Connections: *conns, Window: *window, Size: int(size), Topics: *topics, DurationS: seconds(*duration),
 		DrainS: seconds(*drain), PublishRate: *rateMsgs, Namespace: *namespace, Configs: targetKinds(targets), PulsarState: p.state,
 	})
-	rep.Machine.Binaries = binaryReports(ctx, []*binSet{{serve: c.serveBin, broker: c.serveBin}})
+	rep.Machine.Binaries = binaryReports(ctx, sets)
 	rep.Results = results
 	tb := &table{
 		title: fmt.Sprintf("flood under a namespace publish rate of %d msgs/s: %d producers × window %d, %s messages, %d topic(s), %s, then %s for answers",
@@ -362,7 +375,7 @@ func benchPulsarFlood(ctx context.Context, args []string, env Env) error {
 // startPulsarTargets starts the configurations named by configs (pulsarKinds) in front of the
 // Pulsar whose state directory is state, the servers pinned as c says. end stops them and
 // unpins Pulsar's processes. pprof turns the sluice serve processes' admin_pprof on.
-func startPulsarTargets(ctx context.Context, c *common, env Env, configs, state string, pprof bool) (p *pulsarInstance, prog *progress, targets []*target, end func(), err error) {
+func startPulsarTargets(ctx context.Context, c *common, env Env, configs, state string, sets []*binSet, pprof bool) (p *pulsarInstance, prog *progress, targets []*target, end func(), err error) {
 	kinds, err := parsePulsarKinds(configs)
 	if err != nil {
 		return nil, nil, nil, nil, err
@@ -381,12 +394,17 @@ func startPulsarTargets(ctx context.Context, c *common, env Env, configs, state 
 	}
 	end = func() { unpin(); endFleet() }
 	for _, k := range kinds {
-		t, err := startPulsarTarget(ctx, f, c, p, k, pprof)
-		if err != nil {
-			end()
-			return nil, nil, nil, nil, err
+		for _, b := range sets {
+			t, err := startPulsarTarget(ctx, f, p, k, b, pprof)
+			if err != nil {
+				end()
+				return nil, nil, nil, nil, err
+			}
+			targets = append(targets, t)
+			if !strings.HasPrefix(k, "sluice") {
+				break // one binary's: nothing of Sluice's runs in it
+			}
 		}
-		targets = append(targets, t)
 	}
 	return p, prog, targets, end, nil
 }

@@ -280,11 +280,8 @@ func (o *tpOptions) run(ctx context.Context, targets []*target, prog *progress) 
 			}
 			prev = t
 			label := fmt.Sprintf("round %d/%d %s", r+1, o.rounds, t.name)
-			stop := o.startProfile(ctx, t, r+1)
-			rr, res, err := o.roundWithRetries(ctx, t, label, prog, func(acked *atomic.Int64) loadgen.ProducerConfig { return load(t, o.round, acked) })
-			if perr := stop(); err == nil {
-				err = perr
-			}
+			profile := func() func() error { return o.startProfile(ctx, t, r+1) }
+			rr, res, err := o.roundWithRetries(ctx, t, label, prog, profile, func(acked *atomic.Int64) loadgen.ProducerConfig { return load(t, o.round, acked) })
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", t.name, err)
 			}
@@ -302,13 +299,14 @@ func (o *tpOptions) run(ctx context.Context, targets []*target, prog *progress) 
 }
 
 // roundWithRetries runs one round, again (at most three times in all) while other work used
-// more than -retry-noisy CPUs during it.
+// more than -retry-noisy CPUs during it. profile starts what watches the load of each try
+// (-profile) and returns what ends it.
 func (o *tpOptions) roundWithRetries(ctx context.Context, t *target, label string, prog *progress,
-	load func(*atomic.Int64) loadgen.ProducerConfig) (tpRound, *loadgen.ProducerResult, error) {
+	profile func() func() error, load func(*atomic.Int64) loadgen.ProducerConfig) (tpRound, *loadgen.ProducerResult, error) {
 	for try := 0; ; try++ {
 		var acked atomic.Int64
 		prog.step(label, o.round, &acked, "acked")
-		rr, res, err := throughputRound(ctx, t, load(&acked))
+		rr, res, err := throughputRound(ctx, t, load(&acked), profile)
 		if err != nil {
 			return rr, nil, err
 		}
@@ -331,8 +329,9 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 }
 
 // throughputRound runs one round against t, reading CPU times around the load (after the
-// connections are open, and after the drain) so that handshakes are not counted.
-func throughputRound(ctx context.Context, t *target, cfg loadgen.ProducerConfig) (tpRound, *loadgen.ProducerResult, error) {
+// connections are open, and after the drain) so that handshakes are not counted. profile,
+// when not nil, starts once the connections are open, and is waited for after the load.
+func throughputRound(ctx context.Context, t *target, cfg loadgen.ProducerConfig, profile func() func() error) (tpRound, *loadgen.ProducerResult, error) {
 	p, err := loadgen.DialProducers(ctx, cfg)
 	if err != nil {
 		return tpRound{}, nil, err
@@ -342,8 +341,15 @@ func throughputRound(ctx context.Context, t *target, cfg loadgen.ProducerConfig)
 	if err != nil {
 		return tpRound{}, nil, err
 	}
+	stopProfile := func() error { return nil }
+	if profile != nil {
+		stopProfile = profile()
+	}
 	res := p.Run(ctx)
 	after, err := t.sampleCPU()
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
 	if err != nil {
 		return tpRound{}, nil, err
 	}

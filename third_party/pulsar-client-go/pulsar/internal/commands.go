@@ -21,6 +21,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal/compression"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal/crypto"
@@ -347,25 +348,40 @@ func SingleSend(wb Buffer,
 	useTxn bool,
 	mostSigBits uint64,
 	leastSigBits uint64) error {
-	cmdSend := baseCommand(
-		pb.BaseCommand_SEND,
-		&pb.CommandSend{
-			ProducerId: &producerID,
-		},
-	)
-	cmdSend.Send.SequenceId = &sequenceID
+	c := sendCommands.Get().(*sendCommand)
+	c.typ, c.producerID, c.sequenceID = pb.BaseCommand_SEND, producerID, sequenceID
+	c.send.Reset()
+	c.send.ProducerId, c.send.SequenceId = &c.producerID, &c.sequenceID
 	if msgMetadata.GetTotalChunkMsgSize() > 1 {
-		isChunk := true
-		cmdSend.Send.IsChunk = &isChunk
+		c.isChunk = true
+		c.send.IsChunk = &c.isChunk
 	}
 	if useTxn {
-		cmdSend.Send.TxnidMostBits = proto.Uint64(mostSigBits)
-		cmdSend.Send.TxnidLeastBits = proto.Uint64(leastSigBits)
+		c.txnMostBits, c.txnLeastBits = mostSigBits, leastSigBits
+		c.send.TxnidMostBits, c.send.TxnidLeastBits = &c.txnMostBits, &c.txnLeastBits
 	}
+	c.cmd.Reset()
+	c.cmd.Type, c.cmd.Send = &c.typ, &c.send
 	// payload has been compressed so compressionProvider can be nil
-	return serializeMessage(wb, cmdSend, msgMetadata, compressedPayload,
+	err := serializeMessage(wb, &c.cmd, msgMetadata, compressedPayload,
 		nil, encryptor, maxMassageSize, false)
+	sendCommands.Put(c)
+	return err
 }
+
+// sendCommand is a SEND command with the values it points to. SingleSend serializes it into
+// the frame at once and nothing keeps it, so it is pooled: a message sent on its own would
+// otherwise leave a few hundred bytes of garbage.
+type sendCommand struct {
+	cmd                       pb.BaseCommand
+	send                      pb.CommandSend
+	typ                       pb.BaseCommand_Type
+	producerID, sequenceID    uint64
+	isChunk                   bool
+	txnMostBits, txnLeastBits uint64
+}
+
+var sendCommands = sync.Pool{New: func() any { return new(sendCommand) }}
 
 // ConvertFromStringMap convert a string map to a KeyValue []byte
 func ConvertFromStringMap(m map[string]string) []*pb.KeyValue {

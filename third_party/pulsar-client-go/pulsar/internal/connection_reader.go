@@ -28,6 +28,9 @@ import (
 type connectionReader struct {
 	cnx    *connection
 	buffer Buffer
+	// receipt is the last send receipt read, to be read into again: receivedCommand handles a
+	// receipt before it returns and keeps nothing of it, where other commands are handed on.
+	receipt *pb.BaseCommand
 }
 
 func newConnectionReader(cnx *connection) *connectionReader {
@@ -48,13 +51,10 @@ func (r *connectionReader) readFromConnection() {
 			break
 		}
 
-		// Process
-		var payloadLen uint32
-		if headersAndPayload != nil {
-			payloadLen = headersAndPayload.ReadableBytes()
-		}
-		r.cnx.log.Debug("Got command! ", cmd, " with payload size: ", payloadLen, " maxMsgSize: ", r.cnx.maxMessageSize)
 		r.cnx.receivedCommand(cmd, headersAndPayload)
+		if cmd.GetType() == pb.BaseCommand_SEND_RECEIPT {
+			r.receipt = cmd
+		}
 	}
 }
 
@@ -134,8 +134,12 @@ func (r *connectionReader) readAtLeast(size uint32) error {
 }
 
 func (r *connectionReader) deserializeCmd(data []byte) (*pb.BaseCommand, error) {
-	cmd := &pb.BaseCommand{}
-	err := proto.Unmarshal(data, cmd)
+	cmd := r.receipt
+	r.receipt = nil
+	if cmd == nil {
+		cmd = &pb.BaseCommand{}
+	}
+	err := proto.Unmarshal(data, cmd) // resets cmd first
 	if err != nil {
 		r.cnx.log.WithError(err).Warn("Failed to parse protobuf command")
 		r.cnx.Close()

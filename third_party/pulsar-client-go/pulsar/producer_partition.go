@@ -460,7 +460,7 @@ func (p *partitionProducer) grabCnx(assignedBrokerURL string) error {
 		pi.sentAt = time.Now()
 		pi.Unlock()
 		pi.buffer.Retain() // Retain for writing to the connection
-		p._getConn().WriteData(pi.ctx, pi.buffer)
+		p._getConn().WriteData(&pi.write, pi.buffer)
 	})
 
 	if !p.casProducerState(producerConnecting, producerReady) && p.isClosingOrClosed() {
@@ -1112,8 +1112,7 @@ func (p *partitionProducer) internalSingleSend(
 
 type pendingItem struct {
 	sync.Mutex
-	ctx            context.Context
-	cancel         context.CancelFunc
+	write          writeContext
 	buffer         internal.Buffer
 	sequenceID     uint64
 	createdAt      time.Time
@@ -1173,7 +1172,13 @@ func (p *partitionProducer) writeData(buffer internal.Buffer, sequenceID uint64,
 		return
 	default:
 		now := time.Now()
-		ctx, cancel := context.WithCancel(context.Background())
+		pi := &pendingItem{
+			createdAt:    now,
+			sentAt:       now,
+			buffer:       buffer,
+			sequenceID:   sequenceID,
+			sendRequests: callbacks,
+		}
 		buffer.Retain()
 		p.pendingQueue.Lock()
 		defer p.pendingQueue.Unlock()
@@ -1181,19 +1186,11 @@ func (p *partitionProducer) writeData(buffer internal.Buffer, sequenceID uint64,
 		if p.getProducerState() == producerReady {
 			// If the producer is reconnecting, we should not write to the connection.
 			// We just need to push the buffer to the pending queue, it will be sent during the reconnecting.
-			conn.WriteData(ctx, buffer)
+			conn.WriteData(&pi.write, buffer)
 		} else {
 			p.log.Debug("Skipping write to connection, producer state: ", p.getProducerState())
 		}
-		p.pendingQueue.PutUnsafe(&pendingItem{
-			ctx:          ctx,
-			cancel:       cancel,
-			createdAt:    now,
-			sentAt:       now,
-			buffer:       buffer,
-			sequenceID:   sequenceID,
-			sendRequests: callbacks,
-		})
+		p.pendingQueue.PutUnsafe(pi)
 	}
 }
 
@@ -2096,9 +2093,7 @@ func (i *pendingItem) done(err error) {
 		callback(err)
 	}
 
-	if i.cancel != nil {
-		i.cancel()
-	}
+	i.write.cancel()
 }
 
 // _setConn sets the internal connection field of this partition producer atomically.
@@ -2145,4 +2140,44 @@ func toProtoProducerAccessMode(accessMode ProducerAccessMode) pb.ProducerAccessM
 	}
 
 	return pb.ProducerAccessMode_Shared
+}
+
+// writeContext is the context of a pending item's writes, done when the item is, so that a
+// write still queued on the connection is skipped. It is what context.WithCancel gives less its
+// two allocations per item, and it makes its channel only for a write that waits for room.
+type writeContext struct {
+	done atomic.Bool
+	mu   sync.Mutex
+	ch   chan struct{}
+}
+
+func (c *writeContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+func (c *writeContext) Value(any) any { return nil }
+
+func (c *writeContext) Err() error {
+	if c.done.Load() {
+		return context.Canceled
+	}
+	return nil
+}
+
+func (c *writeContext) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ch == nil {
+		c.ch = make(chan struct{})
+		if c.done.Load() {
+			close(c.ch)
+		}
+	}
+	return c.ch
+}
+
+func (c *writeContext) cancel() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.done.Swap(true) && c.ch != nil {
+		close(c.ch)
+	}
 }

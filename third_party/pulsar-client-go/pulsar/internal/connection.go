@@ -518,13 +518,16 @@ func (c *connection) WriteData(ctx context.Context, data Buffer) {
 			data.Release()
 		}
 	}()
+	// ctx.Err, not ctx.Done, until the write has to wait: a context makes its done channel
+	// when it is first asked for it, and most writes never wait.
+	if ctx.Err() != nil {
+		c.log.Debug("Write data context cancelled")
+		return
+	}
 	select {
 	case c.writeRequestsCh <- &dataRequest{ctx: ctx, data: data}:
 		// Channel is not full
 		writeToQueue = true
-		return
-	case <-ctx.Done():
-		c.log.Debug("Write data context cancelled")
 		return
 	case <-c.closeCh:
 		c.log.Debug("Write data connection closed")

@@ -28,9 +28,9 @@ import (
 type connectionReader struct {
 	cnx    *connection
 	buffer Buffer
-	// receipt is the last send receipt read, to be read into again: receivedCommand handles a
-	// receipt before it returns and keeps nothing of it, where other commands are handed on.
-	receipt *pb.BaseCommand
+	// receipt is what every send receipt is read into: receivedCommand handles a receipt
+	// before it returns and keeps nothing of it, where other commands are handed on.
+	receipt sendReceipt
 }
 
 func newConnectionReader(cnx *connection) *connectionReader {
@@ -52,9 +52,6 @@ func (r *connectionReader) readFromConnection() {
 		}
 
 		r.cnx.receivedCommand(cmd, headersAndPayload)
-		if cmd.GetType() == pb.BaseCommand_SEND_RECEIPT {
-			r.receipt = cmd
-		}
 	}
 }
 
@@ -134,12 +131,11 @@ func (r *connectionReader) readAtLeast(size uint32) error {
 }
 
 func (r *connectionReader) deserializeCmd(data []byte) (*pb.BaseCommand, error) {
-	cmd := r.receipt
-	r.receipt = nil
-	if cmd == nil {
-		cmd = &pb.BaseCommand{}
+	if r.receipt.decode(data) {
+		return &r.receipt.cmd, nil
 	}
-	err := proto.Unmarshal(data, cmd) // resets cmd first
+	cmd := &pb.BaseCommand{}
+	err := proto.Unmarshal(data, cmd)
 	if err != nil {
 		r.cnx.log.WithError(err).Warn("Failed to parse protobuf command")
 		r.cnx.Close()

@@ -77,11 +77,17 @@ func ParseRelativeTimeInSeconds(relativeTime string) (time.Duration, error) {
 	}
 }
 
+// MarshalToSizedBuffer serializes m into out, which its caller has just sized with
+// proto.Size(m): in place and with the sizes proto.Size cached, where proto.Marshal would size
+// m again and make a slice to copy from, twice for every message sent.
 func MarshalToSizedBuffer(m proto.Message, out []byte) error {
-	b, err := proto.Marshal(m)
+	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(out[:0], m)
 	if err != nil {
 		return err
 	}
-	copy(out, b[:len(out)])
+	if len(b) != len(out) {
+		return errors.Errorf("serialized %d bytes into a buffer of %d: the message changed after it was sized",
+			len(b), len(out))
+	}
 	return nil
 }

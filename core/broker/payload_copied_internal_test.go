@@ -36,46 +36,27 @@ func TestPayloadCopied(t *testing.T) {
 			const sends, window = 500, 50
 			var mu sync.Mutex
 			copied := make([]int, sends)
-			var failures []string
-			var acked sync.WaitGroup
-			for i := range sends {
-				m := &OutMessage{Payload: fmt.Appendf(nil, "message %04d", i)}
+			sendInWindows(ctx, t, p, sends, window, func(i int) *OutMessage {
+				m := &OutMessage{Payload: numbered(i)}
 				m.PayloadCopied = func() {
 					clear(m.Payload) // what reusing the buffer for another message would do
 					mu.Lock()
 					copied[i]++
 					mu.Unlock()
 				}
-				m.Done = func(_ MessageID, err error) {
-					defer acked.Done()
-					mu.Lock()
-					defer mu.Unlock()
-					switch {
-					case err != nil:
-						failures = append(failures, fmt.Sprintf("message %d: %v", i, err))
-					case copied[i] != 1:
-						failures = append(failures, fmt.Sprintf("message %d answered after %d PayloadCopied calls, want 1", i, copied[i]))
-					}
+				return m
+			}, func(i int, _ MessageID, err error) string {
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil:
+					return fmt.Sprintf("message %d: %v", i, err)
+				case copied[i] != 1:
+					return fmt.Sprintf("message %d answered after %d PayloadCopied calls, want 1", i, copied[i])
 				}
-				acked.Add(1)
-				p.Send(ctx, m)
-				if i%window == window-1 {
-					acked.Wait() // within the smallest queue, so that none is refused
-				}
-			}
-			acked.Wait()
-			for _, f := range failures {
-				t.Error(f)
-			}
-			for i := range sends {
-				m, err := cons.Receive(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got, want := string(m.Payload()), fmt.Sprintf("message %04d", i); got != want {
-					t.Fatalf("received %q, want %q", got, want)
-				}
-			}
+				return ""
+			})
+			receiveInOrder(ctx, t, cons, sends, nil)
 		})
 	}
 }
@@ -116,4 +97,56 @@ func produceAndConsume(ctx context.Context, t *testing.T, c *Client, opts Produc
 	}
 	t.Cleanup(p.Close)
 	return p, cons
+}
+
+// numbered is the payload of the i-th message a test sends.
+func numbered(i int) []byte { return fmt.Appendf(nil, "message %04d", i) }
+
+// sendInWindows sends n messages that msg makes on p, window at a time, waiting for each
+// window's answers (within the producer's queue, so that none is refused), and fails t with
+// what answered says of each answer.
+func sendInWindows(ctx context.Context, t *testing.T, p *Producer, n, window int,
+	msg func(i int) *OutMessage, answered func(i int, id MessageID, err error) string) {
+	var acked sync.WaitGroup
+	var mu sync.Mutex
+	var failures []string
+	for i := range n {
+		m := msg(i)
+		m.Done = func(id MessageID, err error) {
+			defer acked.Done()
+			if f := answered(i, id, err); f != "" {
+				mu.Lock()
+				failures = append(failures, f)
+				mu.Unlock()
+			}
+		}
+		acked.Add(1)
+		p.Send(ctx, m)
+		if i%window == window-1 {
+			acked.Wait()
+		}
+	}
+	acked.Wait()
+	for _, f := range failures {
+		t.Error(f)
+	}
+}
+
+// receiveInOrder receives n messages from cons and fails t unless each has the payload of the
+// message sent in its place (numbered); check, when not nil, looks at each further.
+func receiveInOrder(ctx context.Context, t *testing.T, cons pulsar.Consumer, n int, check func(i int, m pulsar.Message)) {
+	for i := range n {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if got, want := string(m.Payload()), string(numbered(i)); got != want {
+			t.Errorf("received %q, want %q", got, want)
+			return
+		}
+		if check != nil {
+			check(i, m)
+		}
+	}
 }

@@ -31,12 +31,10 @@ type sendReceipt struct {
 	receipt pb.CommandSendReceipt
 	id      pb.MessageIdData
 
-	typ                                   pb.BaseCommand_Type
-	producerID, sequenceID, highestSeqID  uint64
-	ledgerID, entryID                     uint64
-	partition, batchIndex, batchSize      int32
-	hasHighestSeqID                       bool
-	hasPartition, hasBatchIndex, hasBatch bool
+	typ                                  pb.BaseCommand_Type
+	producerID, sequenceID, highestSeqID uint64
+	ledgerID, entryID                    uint64
+	partition, batchIndex, batchSize     int32
 }
 
 // decode reads data into r when it is a send receipt of the shape brokers send: the fields
@@ -79,8 +77,7 @@ func (r *sendReceipt) decode(data []byte) bool {
 
 func (r *sendReceipt) decodeReceipt(data []byte) bool {
 	var id []byte
-	hasProducer, hasSequence := false, false
-	r.hasHighestSeqID = false
+	hasProducer, hasSequence, hasHighest := false, false, false
 	for len(data) > 0 {
 		num, typ, n := protowire.ConsumeTag(data)
 		if n < 0 {
@@ -109,7 +106,7 @@ func (r *sendReceipt) decodeReceipt(data []byte) bool {
 		case 2:
 			r.sequenceID, hasSequence = v, true
 		case 4:
-			r.highestSeqID, r.hasHighestSeqID = v, true
+			r.highestSeqID, hasHighest = v, true
 		default:
 			return false
 		}
@@ -119,7 +116,7 @@ func (r *sendReceipt) decodeReceipt(data []byte) bool {
 	}
 	r.receipt.ProducerId = &r.producerID
 	r.receipt.SequenceId = &r.sequenceID
-	r.receipt.HighestSequenceId = present(&r.highestSeqID, r.hasHighestSeqID)
+	r.receipt.HighestSequenceId = present(&r.highestSeqID, hasHighest)
 	r.receipt.MessageId = nil
 	if id == nil {
 		return true
@@ -133,7 +130,7 @@ func (r *sendReceipt) decodeReceipt(data []byte) bool {
 
 func (r *sendReceipt) decodeID(data []byte) bool {
 	hasLedger, hasEntry := false, false
-	r.hasPartition, r.hasBatchIndex, r.hasBatch = false, false, false
+	hasPartition, hasBatchIndex, hasBatchSize := false, false, false
 	for len(data) > 0 {
 		num, typ, n := protowire.ConsumeTag(data)
 		if n < 0 || typ != protowire.VarintType {
@@ -151,11 +148,11 @@ func (r *sendReceipt) decodeID(data []byte) bool {
 		case 2:
 			r.entryID, hasEntry = v, true
 		case 3:
-			r.partition, r.hasPartition = int32(v), true
+			r.partition, hasPartition = int32(v), true
 		case 4:
-			r.batchIndex, r.hasBatchIndex = int32(v), true
+			r.batchIndex, hasBatchIndex = int32(v), true
 		case 6:
-			r.batchSize, r.hasBatch = int32(v), true
+			r.batchSize, hasBatchSize = int32(v), true
 		default: // ack_set and first_chunk_message_id among them
 			return false
 		}
@@ -165,9 +162,9 @@ func (r *sendReceipt) decodeID(data []byte) bool {
 	}
 	r.id.LedgerId = &r.ledgerID
 	r.id.EntryId = &r.entryID
-	r.id.Partition = present(&r.partition, r.hasPartition)
-	r.id.BatchIndex = present(&r.batchIndex, r.hasBatchIndex)
-	r.id.BatchSize = present(&r.batchSize, r.hasBatch)
+	r.id.Partition = present(&r.partition, hasPartition)
+	r.id.BatchIndex = present(&r.batchIndex, hasBatchIndex)
+	r.id.BatchSize = present(&r.batchSize, hasBatchSize)
 	return true
 }
 

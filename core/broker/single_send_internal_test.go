@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,21 +20,45 @@ import (
 // with.
 func TestSingleSendsKeepNothingOfEachOther(t *testing.T) {
 	t.Parallel()
+	if batched := sendAtOnce(t, ProducerOptions{Topic: "persistent://public/default/single-sends"}); batched != 0 {
+		t.Errorf("%d messages arrived in batches from producers that do not batch", batched)
+	}
+}
+
+// TestBatchedSendsKeepNothingOfEachOther is the same with batching producers: the library
+// reuses each message's metadata in a batch once it is serialized, so each message in a batch
+// must arrive with its own fields, and be answered with its own place in the batch.
+func TestBatchedSendsKeepNothingOfEachOther(t *testing.T) {
+	t.Parallel()
+	opts := ProducerOptions{Topic: "persistent://public/default/batched-sends", Batching: true, BatchingMaxMessages: 7}
+	if sendAtOnce(t, opts) == 0 {
+		t.Error("no message arrived in a batch with others")
+	}
+}
+
+// sendAtOnce has three producers like opts (on topics named after opts.Topic) send at once
+// on one connection to the embedded broker, checks what arrives (checkSends), and returns how
+// many messages arrived after another message of their batch.
+func sendAtOnce(t *testing.T, opts ProducerOptions) int {
 	_, c := startEmbedded(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const producers, sends, window = 3, 300, 30
 	var run sync.WaitGroup
+	var batched atomic.Int64
 	for n := range producers {
-		p, cons := produceAndConsume(ctx, t, c, ProducerOptions{
-			Topic: fmt.Sprintf("persistent://public/default/single-sends-%d", n), MaxPendingMessages: 2 * window})
-		run.Go(func() { checkSingleSends(ctx, t, p, cons, sends, window) })
+		o := opts
+		o.Topic, o.MaxPendingMessages = fmt.Sprintf("%s-%d", opts.Topic, n), 2*window
+		p, cons := produceAndConsume(ctx, t, c, o)
+		run.Go(func() { batched.Add(int64(checkSends(ctx, t, p, cons, sends, window))) })
 	}
 	run.Wait()
+	return int(batched.Load())
 }
 
-// checkSingleSends sends on p, window messages at a time, then receives them from cons.
-func checkSingleSends(ctx context.Context, t *testing.T, p *Producer, cons pulsar.Consumer, sends, window int) {
+// checkSends sends on p, window messages at a time, then receives them from cons. It returns
+// how many arrived after another message of their batch.
+func checkSends(ctx context.Context, t *testing.T, p *Producer, cons pulsar.Consumer, sends, window int) (batched int) {
 	ids := make([]MessageID, sends)
 	sendInWindows(ctx, t, p, sends, window, func(i int) *OutMessage {
 		m := &OutMessage{Payload: numbered(i)}
@@ -61,8 +86,13 @@ func checkSingleSends(ctx context.Context, t *testing.T, p *Producer, cons pulsa
 			t.Errorf("message %d arrived with key %q, properties %v, event time %d ms; want %q, %v, %d ms",
 				i, m.Key(), m.Properties(), m.EventTime().UnixMilli(), key, props, event)
 		}
-		if got, want := ids[i].id, m.ID(); got.LedgerID() != want.LedgerID() || got.EntryID() != want.EntryID() {
+		if got, want := ids[i].id, m.ID(); got.LedgerID() != want.LedgerID() || got.EntryID() != want.EntryID() ||
+			got.BatchIdx() != want.BatchIdx() {
 			t.Errorf("message %d answered with %v, arrived as %v", i, got, want)
 		}
+		if m.ID().BatchIdx() > 0 {
+			batched++
+		}
 	})
+	return batched
 }

@@ -66,6 +66,12 @@ func BenchmarkProducerAllocsPause(b *testing.B) {
 	benchProducerAllocs(b, "routes: [{ name: p, match: /ws/**, strategy: { name: hybrid }, on_full: pause }]\n")
 }
 
+// BenchmarkProducerAllocsShared is the same on a route whose sessions share a batching
+// producer (batching: shared).
+func BenchmarkProducerAllocsShared(b *testing.B) {
+	benchProducerAllocs(b, "routes: [{ name: p, match: /ws/**, strategy: { name: bytes }, batching: shared }]\n")
+}
+
 func benchProducerAllocs(b *testing.B, yaml string) {
 	b.ReportMetric(producerAllocs(b, yaml, b.N, b.ResetTimer, b.StopTimer), "sluice-allocs/msg")
 }

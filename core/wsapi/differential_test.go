@@ -53,6 +53,15 @@ var adversarialFrames = []string{
 	`{"payload":false}`, `{"payload":"QUJ\u00e9"}`, `{"payload":"QUJ\u20ac"}`, "{\"payload\":\"QUJ\xff\"}",
 	`{"payload":"-_-_"}`, `{"payload":"QQ","payload":"QUI"}`, `{"payload":"QQ","payload":null}`,
 	`{"payload":null,"payload":"QQ"}`, `{"payload":{},"payload":"QQ"}`, `{"payload":"QQ","payload":{}}`,
+	// Payload strings without escapes, whose bytes the payload's decoding checks: control
+	// bytes, bytes above 0x7f, a repeated payload, a fault after them.
+	"{\"payload\":\"QUJD\nQUJD\"}", "{\"payload\":\"QUJD\rQUJD\"}", "{\"payload\":\"QU\x01JD\"}",
+	"{\"payload\":\"QQ\x00\"}", "{\"payload\":\"\x1f\"}", "{\"payload\":\"QUJ\xc3\xa9\"}",
+	"{\"payload\":\"QU\x01JD\",\"context\":\"c\",\"eventTime\":\"x\"}", "{\"payload\":\"QU\x01JD\",\"x\":tru}",
+	"{\"payload\":\"QU\x01JD\",\"payload\":\"QQ\"}", "{\"payload\":\"QQ\",\"payload\":\"QU\x01JD\"}",
+	"{\"payload\":\"Q\xffQ\",\"deliverAt\":\"x\"}", "{\"payload\":\"Q\xffQ\",\"key\":\"\x02\"}",
+	`{"payload":"QQ==","payload":"QUI="}`, `{"payload":"QQ==","context":"c","payload":"QQ\u003d\u003d"}`,
+	`{"payload":"QQ=="`, `{"payload":"QQ==}`, `{"payload":"QQ==\"}`,
 	// Numbers for string fields keep their text; numbers for integer fields.
 	`{"payload":"","context":1.50e3,"key":-0}`, `{"payload":"","context":1E+400}`, `{"payload":"","context":-0.0}`,
 	`{"payload":"","deliverAt":9223372036854775807}`, `{"payload":"","deliverAt":9223372036854775808}`,

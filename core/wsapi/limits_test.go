@@ -152,6 +152,10 @@ func TestFrameLimitsKeepShapeErrors(t *testing.T) {
 		`{"payload":"QQ","properties":{"a":"1","b":"2"},"x":[1,}`,
 		`{"payload":"QQ","properties":{"a":"1","b":"2","c":{}`,
 		`{"payload":"QQ","context":"too long","key":[]}`,
+		// A payload string the scan leaves to the payload's decoding still faults first.
+		"{\"payload\":\"Q\x01Q\",\"context\":\"too long\"}",
+		"{\"payload\":\"QQ\",\"properties\":{\"a\":\"1\",\"b\":\"2\"},\"payload\":\"Q\nQ\"}",
+		"{\"payload\":\"Q\nQ\",\"payload\":\"QQ\",\"context\":\"too long\"}",
 	} {
 		var m ProducerMessage
 		ferr := m.Decode([]byte(frame), lim)

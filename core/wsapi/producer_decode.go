@@ -225,17 +225,29 @@ func (m *ProducerMessage) Decode(frame []byte, lim FrameLimits) *FrameError {
 	buf := m.Payload[:0]
 	*m = ProducerMessage{Payload: buf}
 	d := decoders.Get().(*producerDecoder) // zero: each is zeroed before it goes back
-	d.m, d.fs.s, d.fs.objField, d.fs.lim = m, newScanner(frame), pfProperties, lim
-	ferr := d.decode()
+	ferr := d.decode(m, frame, lim, true)
+	if d.fs.repeated || ferr != nil && d.fs.unchecked && !d.fs.checkedPayload() {
+		// The payload read unchecked may hide the frame's first fault: decoded again with
+		// every check, the frame gets the error the full scan finds first.
+		buf = keepLarger(buf, m.Payload)
+		*m = ProducerMessage{Payload: buf}
+		*d = producerDecoder{}
+		ferr = d.decode(m, frame, lim, false)
+	}
 	*d = producerDecoder{}
 	decoders.Put(d)
 	if ferr != nil {
-		if cap(m.Payload) > cap(buf) {
-			buf = m.Payload[:0]
-		}
-		*m = ProducerMessage{Payload: buf}
+		*m = ProducerMessage{Payload: keepLarger(buf, m.Payload)}
 	}
 	return ferr
+}
+
+// keepLarger returns whichever of two buffers has more capacity, emptied.
+func keepLarger(a, b []byte) []byte {
+	if cap(b) > cap(a) {
+		return b[:0]
+	}
+	return a[:0]
 }
 
 // ProducerContext returns the context of a producer frame as Decode decodes it, or nil when
@@ -278,7 +290,10 @@ func (d *producerDecoder) code7(msg string) *FrameError {
 	return &FrameError{Code: ErrorPayloadEncoding, Msg: msg, Context: d.m.Context}
 }
 
-func (d *producerDecoder) decode() *FrameError {
+// decode decodes frame into m; with payloadUnchecked, the payload string's bytes are left to
+// its base64 decoding (frameScan.payloadUnchecked).
+func (d *producerDecoder) decode(m *ProducerMessage, frame []byte, lim FrameLimits, payloadUnchecked bool) *FrameError {
+	d.m, d.fs.s, d.fs.objField, d.fs.lim, d.fs.payloadUnchecked = m, newScanner(frame), pfProperties, lim, payloadUnchecked
 	fs := &d.fs
 	switch fs.scan() {
 	case frameBlank:

@@ -78,7 +78,25 @@ var (
 	// message's metadata is serialized into is all that is kept of it, unless the message
 	// goes in chunks, whose metadata is left to the collector.
 	singleMetadata = sync.Pool{New: func() any { return new(pb.MessageMetadata) }}
+
+	// batchedMetadata is the metadata of messages added to a batch, which serializes it into
+	// its buffer at once: the metadata and its size and sequence id are reused. The batch's
+	// own metadata takes only values, and pointers the message's metadata lets go of.
+	batchedMetadata = sync.Pool{New: func() any { return new(messageInBatch) }}
 )
+
+// messageInBatch is a message's metadata in a batch, with the storage of its two numbers.
+type messageInBatch struct {
+	smm         pb.SingleMessageMetadata
+	payloadSize int32
+	sequenceID  uint64
+}
+
+// release resets m and puts it back in the pool.
+func (m *messageInBatch) release() {
+	m.smm.Reset()
+	batchedMetadata.Put(m)
+}
 
 const (
 	errMsgTopicNotFound                         = "TopicNotFound"
@@ -876,7 +894,9 @@ func runCallback(cb func(MessageID, *ProducerMessage, error), id MessageID, msg 
 
 func (p *partitionProducer) internalSend(sr *sendRequest) {
 	if sr.sendAsBatch {
-		smm := p.genSingleMessageMetadataInBatch(sr.msg, int(sr.uncompressedSize))
+		mb := p.genSingleMessageMetadataInBatch(sr.msg, int(sr.uncompressedSize))
+		defer mb.release() // serialized into the batch or failed: not read again
+		smm := &mb.smm
 		multiSchemaEnabled := !p.options.DisableMultiSchema
 
 		added := addRequestToBatch(
@@ -1020,21 +1040,14 @@ func (p *partitionProducer) updateMetadataSeqID(mm *pb.MessageMetadata, msg *Pro
 	}
 }
 
-func (p *partitionProducer) updateSingleMessageMetadataSeqID(smm *pb.SingleMessageMetadata, msg *ProducerMessage) {
-	if msg.SequenceID != nil {
-		smm.SequenceId = proto.Uint64(uint64(*msg.SequenceID))
-	} else {
-		smm.SequenceId = proto.Uint64(internal.GetAndAdd(p.sequenceIDGenerator, 1))
-	}
-}
-
 func (p *partitionProducer) genSingleMessageMetadataInBatch(
 	msg *ProducerMessage,
 	uncompressedSize int,
-) (smm *pb.SingleMessageMetadata) {
-	smm = &pb.SingleMessageMetadata{
-		PayloadSize: proto.Int32(int32(uncompressedSize)),
-	}
+) *messageInBatch {
+	mb := batchedMetadata.Get().(*messageInBatch)
+	smm := &mb.smm
+	mb.payloadSize = int32(uncompressedSize)
+	smm.PayloadSize = &mb.payloadSize
 
 	if !msg.EventTime.IsZero() {
 		smm.EventTime = proto.Uint64(internal.TimestampMillis(msg.EventTime))
@@ -1052,9 +1065,13 @@ func (p *partitionProducer) genSingleMessageMetadataInBatch(
 		smm.Properties = internal.ConvertFromStringMap(msg.Properties)
 	}
 
-	p.updateSingleMessageMetadataSeqID(smm, msg)
-
-	return
+	if msg.SequenceID != nil {
+		mb.sequenceID = uint64(*msg.SequenceID)
+	} else {
+		mb.sequenceID = internal.GetAndAdd(p.sequenceIDGenerator, 1)
+	}
+	smm.SequenceId = &mb.sequenceID
+	return mb
 }
 
 func (p *partitionProducer) internalSingleSend(

@@ -124,6 +124,10 @@ func (w *centrifugoProducer) readReplies() {
 }
 
 func (w *centrifugoProducer) reply(line []byte, now time.Time) {
+	if id, ok := publishReply(line); ok {
+		w.answered(id, nil, now)
+		return
+	}
 	var r centrifugoReply
 	if err := json.Unmarshal(line, &r); err != nil {
 		w.rec.unmatched()
@@ -137,18 +141,40 @@ func (w *centrifugoProducer) reply(line []byte, now time.Time) {
 		}
 		return
 	}
-	seq := r.ID - centrifugoConnectID - 1
-	t, ok := w.sent.take(seq)
+	var failure *string
+	if r.Error != nil {
+		failure = &r.Error.Message
+	}
+	w.answered(r.ID, failure, now)
+}
+
+// answered records the outcome of the publish command id: failed when failure is set.
+func (w *centrifugoProducer) answered(id uint64, failure *string, now time.Time) {
+	t, ok := w.sent.take(id - centrifugoConnectID - 1)
 	switch {
 	case !ok:
 		w.rec.unmatched()
-	case r.Error == nil:
+	case failure == nil:
 		w.rec.record(outcomeOK, t, now)
-	case strings.Contains(r.Error.Message, "limit"):
+	case strings.Contains(*failure, "limit"):
 		w.rec.record(outcomeRejected, t, now)
 	default:
 		w.rec.record(outcomeError, t, now)
 	}
+}
+
+// publishReply returns the id of a publish command's plain success reply,
+// {"id":N,"publish":{}}, found by a scan; anything else is left to the JSON decoder.
+func publishReply(line []byte) (uint64, bool) {
+	rest, ok := bytes.CutPrefix(line, []byte(`{"id":`))
+	if !ok {
+		return 0, false
+	}
+	digits, ok := bytes.CutSuffix(rest, []byte(`,"publish":{}}`))
+	if !ok {
+		return 0, false
+	}
+	return parseSeq(digits)
 }
 
 func (w *centrifugoProducer) begin(end time.Time) { _ = w.c.SetWriteDeadline(end) }

@@ -148,15 +148,9 @@ func okAck(data []byte) (uint64, bool) {
 
 // parseSeq parses a decimal sequence number.
 func parseSeq(b []byte) (uint64, bool) {
-	if len(b) == 0 || len(b) > 19 {
+	n, err := strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
 		return 0, false
-	}
-	var n uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + uint64(c-'0')
 	}
 	return n, true
 }

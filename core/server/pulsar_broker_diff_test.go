@@ -70,6 +70,15 @@ func bdMsg(m pulsar.Message) string {
 	return fmt.Sprintf("payload %q key %q props %v eventTime %s redelivery %d %s", m.Payload(), m.Key(), m.Properties(), et, m.RedeliveryCount(), bdID(m.ID()))
 }
 
+// bdRead is a reader's next message as its payload, or the error that came instead.
+func bdRead(ctx context.Context, r pulsar.Reader) string {
+	m, err := r.Next(ctx)
+	if err != nil {
+		return bdErr(err)
+	}
+	return "ok " + string(m.Payload())
+}
+
 // bdProducer is a producer without batching on topic; the caller closes it.
 func bdProducer(t *testing.T, b bdBroker, topic string) pulsar.Producer {
 	t.Helper()
@@ -259,20 +268,20 @@ var bdFlows = []bdFlow{
 				t.Fatal(err)
 			}
 			defer r.Close()
-			m, err := r.Next(ctx)
-			obs("first after m1", "%s %s", bdErr(err), string(m.Payload()))
+			obs("first after m1", "%s", bdRead(ctx, r))
 			r2, err := b.client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: ids[1], StartMessageIDInclusive: true})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer r2.Close()
-			m, err = r2.Next(ctx)
-			obs("first from m1 inclusive", "%s %s", bdErr(err), string(m.Payload()))
+			obs("first from m1 inclusive", "%s", bdRead(ctx, r2))
 			obs("seek to m0", "%s", bdErr(r.Seek(ids[0])))
-			m, err = r.Next(ctx)
-			obs("first after the seek", "%s %s", bdErr(err), string(m.Payload()))
-			last, err := r.GetLastMessageID()
-			obs("last message id", "%s %s", bdErr(err), bdID(last))
+			obs("first after the seek", "%s", bdRead(ctx, r))
+			if last, err := r.GetLastMessageID(); err != nil {
+				obs("last message id", "%s", bdErr(err))
+			} else {
+				obs("last message id", "ok %s", bdID(last))
+			}
 		},
 	},
 	{

@@ -22,13 +22,7 @@ import (
 
 func frame(t testing.TB, cmd *pulsarpb.BaseCommand) []byte {
 	t.Helper()
-	body, err := proto.Marshal(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := binary.BigEndian.AppendUint32(nil, uint32(4+len(body)))
-	out = binary.BigEndian.AppendUint32(out, uint32(len(body)))
-	return append(out, body...)
+	return commandFrame(cmd)
 }
 
 func payloadFrame(t testing.TB, cmd *pulsarpb.BaseCommand, md *pulsarpb.MessageMetadata, payload []byte, corrupt bool) []byte {

@@ -2333,10 +2333,24 @@ func (pc *partitionConsumer) grabConn(assignedBrokerURL string) error {
 		cmdSubscribe.ForceTopicCreation = proto.Bool(false)
 	}
 
-	res, err := pc.client.rpcClient.RequestWithCnxKeySuffix(lr.LogicalAddr, lr.PhysicalAddr, pc.cnxKeySuffix, requestID,
-		pb.BaseCommand_SUBSCRIBE, cmdSubscribe)
+	cnx, err := pc.client.cnxPool.GetConnection(lr.LogicalAddr, lr.PhysicalAddr, pc.cnxKeySuffix)
+	if err != nil {
+		pc.log.WithError(err).Error("Failed to get connection")
+		return err
+	}
+	// The handler goes in before the request, as the producer's listener does: the broker may
+	// close the consumer again before it answers (a non-durable subscription whose cursor is
+	// still being closed after a seek takes the new consumer down with it), and a close that
+	// finds no handler is lost, leaving a consumer that the broker no longer serves.
+	if err := cnx.AddConsumeHandler(pc.consumerID, pc); err != nil {
+		pc.log.WithError(err).Error("Failed to add consumer handler")
+		return err
+	}
+
+	res, err := pc.client.rpcClient.RequestOnCnx(cnx, requestID, pb.BaseCommand_SUBSCRIBE, cmdSubscribe)
 
 	if err != nil {
+		cnx.DeleteConsumeHandler(pc.consumerID)
 		pc.log.WithError(err).Error("Failed to create consumer")
 		if err == internal.ErrRequestTimeOut {
 			requestID := pc.client.rpcClient.NewRequestID()
@@ -2344,8 +2358,7 @@ func (pc *partitionConsumer) grabConn(assignedBrokerURL string) error {
 				ConsumerId: proto.Uint64(pc.consumerID),
 				RequestId:  proto.Uint64(requestID),
 			}
-			_, _ = pc.client.rpcClient.RequestWithCnxKeySuffix(lr.LogicalAddr, lr.PhysicalAddr, pc.cnxKeySuffix, requestID,
-				pb.BaseCommand_CLOSE_CONSUMER, cmdClose)
+			_, _ = pc.client.rpcClient.RequestOnCnx(cnx, requestID, pb.BaseCommand_CLOSE_CONSUMER, cmdClose)
 		}
 		return err
 	}
@@ -2356,11 +2369,6 @@ func (pc *partitionConsumer) grabConn(assignedBrokerURL string) error {
 
 	pc._setConn(res.Cnx)
 	pc.log.Info("Connected consumer")
-	err = pc._getConn().AddConsumeHandler(pc.consumerID, pc)
-	if err != nil {
-		pc.log.WithError(err).Error("Failed to add consumer handler")
-		return err
-	}
 
 	msgType := res.Response.GetType()
 

@@ -107,6 +107,10 @@ func (l *libLogger) printf(level slog.Level, format string, args []any) {
 	}
 }
 
+// DebugEnabled tells the library whether to build a debug entry at all (plog.DebugEnabled): on
+// its per-message paths the arguments alone cost an allocation.
+func (l *libLogger) DebugEnabled() bool { return l.enabled(slog.LevelDebug) }
+
 func (l *libLogger) SubLogger(fields plog.Fields) plog.Logger { return l.with(fields) }
 func (l *libLogger) WithFields(fields plog.Fields) plog.Entry {
 	return &libEntry{base: l, fields: fields}

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	plog "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
 // The library's lines carry each key once, scalar values only, and its Info chatter is at
@@ -76,5 +78,30 @@ func TestLibEntryBelowLevelIsCheap(t *testing.T) {
 	}
 	if buf.Len() != 0 {
 		t.Errorf("a Debug line written at Info: %s", buf.String())
+	}
+}
+
+// The library asks whether debug entries are written before it builds one on a per-message
+// path (plog.DebugEnabled), and the answer follows the handler's level; a library logger that
+// cannot say is asked nothing and logs as before.
+func TestLibLoggerDebugEnabled(t *testing.T) {
+	t.Parallel()
+	var level slog.LevelVar
+	level.Set(slog.LevelInfo)
+	var buf bytes.Buffer
+	l := newLibLogger(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: &level})))
+	sub := l.SubLogger(map[string]any{"topic": "t1"})
+	if plog.DebugEnabled(sub) {
+		t.Error("debug enabled at Info")
+	}
+	level.Set(slog.LevelDebug)
+	if !plog.DebugEnabled(sub) {
+		t.Error("debug not enabled at Debug")
+	}
+	if plog.DebugEnabled(plog.DefaultNopLogger()) {
+		t.Error("debug enabled for the library's nop logger")
+	}
+	if !plog.DebugEnabled(plog.NewLoggerWithSlog(slog.New(slog.NewJSONHandler(&buf, nil)))) {
+		t.Error("a logger that cannot say is taken as not writing debug entries")
 	}
 }

@@ -44,6 +44,7 @@ import (
 	"html"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -836,6 +837,20 @@ type dfRun struct {
 var dfVar = regexp.MustCompile(`\{([a-zA-Z0-9_]+)(\+[0-9]+)?\}`)
 
 func (r *dfRun) expand(s string) string {
+	return r.expandWith(s, func(v string) string { return v })
+}
+
+// expandURL expands a path and query, the values in the query escaped as a client escapes
+// them: a message id's base64 may hold a '+', which a query would read as a space.
+func (r *dfRun) expandURL(s string) string {
+	path, query, ok := strings.Cut(s, "?")
+	if !ok {
+		return r.expand(s)
+	}
+	return r.expand(path) + "?" + r.expandWith(query, url.QueryEscape)
+}
+
+func (r *dfRun) expandWith(s string, escape func(string) string) string {
 	return dfVar.ReplaceAllStringFunc(s, func(m string) string {
 		sub := dfVar.FindStringSubmatch(m)
 		if sub[1] == "now" {
@@ -843,7 +858,7 @@ func (r *dfRun) expand(s string) string {
 			return strconv.FormatInt(time.Now().UnixMilli()+add, 10)
 		}
 		if v, ok := r.vars[sub[1]]; ok {
-			return v
+			return escape(v)
 		}
 		return m
 	})
@@ -858,7 +873,7 @@ func (r *dfRun) run() {
 	for _, s := range r.flow.steps {
 		switch s.op {
 		case dfDial:
-			u := r.target.base + r.expand(s.text)
+			u := r.target.base + r.expandURL(s.text)
 			c, status, body := dfDialConn(t, u, r.target.header)
 			if c != nil {
 				r.conns[s.conn] = c

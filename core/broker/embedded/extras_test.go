@@ -1,6 +1,7 @@
 package embedded_test
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,5 +106,39 @@ func TestChunking(t *testing.T) {
 	}
 	if st := b.Stats(); st.EntriesStored < 10 {
 		t.Fatalf("%d entries stored, want one per chunk", st.EntriesStored)
+	}
+
+	// A chunked message's requests share its callback, which runs once.
+	var calls atomic.Int32
+	done := make(chan error, 2)
+	p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: big}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+		calls.Add(1)
+		done <- err
+	})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	receiveN(t, cons, 1, 5*time.Second, true)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("callback ran %d times for one chunked message", n)
+	}
+}
+
+// A message's publish time is when it was sent: between the call and its answer.
+func TestPublishTimeIsSendTime(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{})
+	c := newClient(t, b, nil)
+	topic := uniqueTopic("publish-time")
+	cons := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	before := time.Now().Truncate(time.Millisecond) // publish times are in whole milliseconds
+	if _, err := p.Send(ctxT(t, 5*time.Second), &pulsar.ProducerMessage{Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	got := receiveN(t, cons, 1, 5*time.Second, true)[0].PublishTime()
+	if got.Before(before) || got.After(after) {
+		t.Fatalf("publish time %v, want between %v and %v", got, before, after)
 	}
 }

@@ -939,6 +939,9 @@ func (p *partitionProducer) internalSend(sr *sendRequest) {
 	sr.mm.NumChunksFromMsg = proto.Int32(int32(sr.totalChunks))
 	sr.mm.TotalChunkMsgSize = proto.Int32(int32(sr.compressedSize))
 	cr := newChunkRecorder()
+	// The chunks' requests share one Once, so that the message's callback runs once however
+	// they end. A message sent whole has one request, and no Once.
+	sr.callbackOnce = &sync.Once{}
 	for chunkID := 0; chunkID < sr.totalChunks; chunkID++ {
 		lhs = chunkID * sr.payloadChunkSize
 		if rhs = lhs + sr.payloadChunkSize; rhs > sr.compressedSize {
@@ -1002,10 +1005,11 @@ func addRequestToBatch(smm *pb.SingleMessageMetadata, p *partitionProducer,
 
 func (p *partitionProducer) genMetadata(msg *ProducerMessage,
 	uncompressedSize int,
-	deliverAt time.Time) (mm *pb.MessageMetadata) {
+	deliverAt time.Time,
+	publishTime time.Time) (mm *pb.MessageMetadata) {
 	mm = singleMetadata.Get().(*pb.MessageMetadata)
 	mm.ProducerName = &p.producerName
-	mm.PublishTime = proto.Uint64(internal.TimestampMillis(time.Now()))
+	mm.PublishTime = proto.Uint64(internal.TimestampMillis(publishTime))
 	mm.ReplicateTo = msg.ReplicationClusters
 	mm.UncompressedSize = proto.Uint32(uint32(uncompressedSize))
 
@@ -1084,9 +1088,8 @@ func (p *partitionProducer) internalSingleSend(
 	payloadBuf := internal.NewBufferWrapper(compressedPayload)
 
 	buffer := buffersPool.GetBuffer(int(payloadBuf.ReadableBytes() * 3 / 2))
-	bufferCount := p.client.metrics.SendingBuffersCount
-	bufferCount.Inc()
-	buffer.SetReleaseCallback(func() { bufferCount.Dec() })
+	p.client.metrics.SendingBuffersCount.Inc()
+	buffer.SetReleaseCallback(p.client.metrics.SendingBufferReleased)
 
 	sid := *mm.SequenceId
 	var useTxn bool
@@ -1124,7 +1127,7 @@ func (p *partitionProducer) internalSingleSend(
 	if sr.totalChunks <= 1 {
 		sr.payloadCopied() // before writeData: once written, the send may be answered
 	}
-	p.writeData(buffer, sid, []interface{}{sr})
+	p.writeSingle(buffer, sid, sr)
 }
 
 type pendingItem struct {
@@ -1135,6 +1138,7 @@ type pendingItem struct {
 	createdAt      time.Time
 	sentAt         time.Time
 	sendRequests   []interface{}
+	single         [1]interface{} // sendRequests of a single message's item (writeSingle)
 	isDone         bool
 	flushCallbacks []func(err error)
 }
@@ -1178,24 +1182,35 @@ func (p *partitionProducer) internalFlushCurrentBatch() {
 }
 
 func (p *partitionProducer) writeData(buffer internal.Buffer, sequenceID uint64, callbacks []interface{}) {
+	p.writePending(&pendingItem{sendRequests: callbacks}, buffer, sequenceID, time.Now())
+}
+
+// writeSingle is writeData for a single message's request, which its pending item holds
+// itself rather than in a slice of its own.
+func (p *partitionProducer) writeSingle(buffer internal.Buffer, sequenceID uint64, sr *sendRequest) {
+	pi := &pendingItem{}
+	pi.single[0] = sr
+	pi.sendRequests = pi.single[:]
+	// The send timeout counts from the request, as in the Java client: no second clock reading.
+	p.writePending(pi, buffer, sequenceID, sr.publishTime)
+}
+
+// writePending writes buffer and queues pi, which holds its requests and was created at
+// createdAt, for the broker's receipt.
+func (p *partitionProducer) writePending(pi *pendingItem, buffer internal.Buffer, sequenceID uint64,
+	createdAt time.Time) {
 	select {
 	case <-p.ctx.Done():
 		buffer.Release()
-		for _, cb := range callbacks {
+		for _, cb := range pi.sendRequests {
 			if sr, ok := cb.(*sendRequest); ok {
 				sr.done(nil, ErrProducerClosed)
 			}
 		}
 		return
 	default:
-		now := time.Now()
-		pi := &pendingItem{
-			createdAt:    now,
-			sentAt:       now,
-			buffer:       buffer,
-			sequenceID:   sequenceID,
-			sendRequests: callbacks,
-		}
+		pi.createdAt, pi.sentAt = createdAt, createdAt
+		pi.buffer, pi.sequenceID = buffer, sequenceID
 		buffer.Retain()
 		p.pendingQueue.Lock()
 		defer p.pendingQueue.Unlock()
@@ -1519,7 +1534,8 @@ func (p *partitionProducer) updateMetaData(sr *sendRequest) {
 	// A message sent in a batch has its metadata in the batch's (the batch builder's) and
 	// its own single-message metadata: the message's own would be garbage at once.
 	if !sr.sendAsBatch {
-		sr.mm = p.genMetadata(sr.msg, int(sr.uncompressedSize), deliverAt)
+		// The publish time is when the message was sent (the request's), as in the Java client.
+		sr.mm = p.genMetadata(sr.msg, int(sr.uncompressedSize), deliverAt, sr.publishTime)
 		// update sequence id for metadata, make the size of msgMetadata more accurate
 		// batch sending will update sequence ID in the BatchBuilder
 		p.updateMetadataSeqID(sr.mm, sr.msg)
@@ -1535,9 +1551,8 @@ func (p *partitionProducer) updateChunkInfo(sr *sendRequest) error {
 		sr.compressedSize = len(sr.compressedPayload)
 
 		// set the compress type in msgMetaData
-		compressionType := pb.CompressionType(p.options.CompressionType)
-		if compressionType != pb.CompressionType_NONE {
-			sr.mm.Compression = &compressionType
+		if compressionType := pb.CompressionType(p.options.CompressionType); compressionType != pb.CompressionType_NONE {
+			sr.mm.Compression = compressionType.Enum()
 		}
 
 		checkSize = int64(sr.compressedSize)
@@ -1595,7 +1610,6 @@ func (p *partitionProducer) internalSendAsync(
 		msg:              msg,
 		producer:         p,
 		callback:         callback,
-		callbackOnce:     &sync.Once{},
 		flushImmediately: flushImmediately,
 		publishTime:      time.Now(),
 		chunkID:          -1,
@@ -1726,7 +1740,7 @@ func (p *partitionProducer) ReceivedSendReceipt(response *pb.CommandSendReceipt)
 			}
 		}
 
-		sr.done(msgID, nil)
+		sr.doneAt(msgID, nil, now)
 	}
 
 	// Mark this pending item as done
@@ -1927,7 +1941,7 @@ type sendRequest struct {
 	msg              *ProducerMessage
 	producer         *partitionProducer
 	callback         func(MessageID, *ProducerMessage, error)
-	callbackOnce     *sync.Once
+	callbackOnce     *sync.Once // shared by a chunked message's requests; nil otherwise
 	publishTime      time.Time
 	flushImmediately bool
 	totalChunks      int
@@ -1968,8 +1982,18 @@ func (sr *sendRequest) payloadCopied() {
 }
 
 func (sr *sendRequest) done(msgID MessageID, err error) {
+	var now int64
 	if err == nil {
-		sr.producer.metrics.PublishLatency.Observe(float64(time.Now().UnixNano()-sr.publishTime.UnixNano()) / 1.0e9)
+		now = time.Now().UnixNano()
+	}
+	sr.doneAt(msgID, err, now)
+}
+
+// doneAt is done with the time of the answer, in Unix nanoseconds, which a receipt has read
+// already.
+func (sr *sendRequest) doneAt(msgID MessageID, err error, now int64) {
+	if err == nil {
+		sr.producer.metrics.PublishLatency.Observe(float64(now-sr.publishTime.UnixNano()) / 1.0e9)
 		sr.producer.metrics.MessagesPublished.Inc()
 		sr.producer.metrics.BytesPublished.Add(float64(sr.reservedMem))
 
@@ -2006,9 +2030,13 @@ func (sr *sendRequest) done(msgID MessageID, err error) {
 
 	// sr.chunkID == -1 means a chunked message is not yet prepared, so that we should fail it immediately
 	if sr.totalChunks <= 1 || sr.chunkID == -1 || sr.chunkID == sr.totalChunks-1 {
-		sr.callbackOnce.Do(func() {
+		if sr.callbackOnce != nil {
+			sr.callbackOnce.Do(func() {
+				runCallback(sr.callback, msgID, sr.msg, err)
+			})
+		} else {
 			runCallback(sr.callback, msgID, sr.msg, err)
-		})
+		}
 
 		if sr.transaction != nil {
 			sr.transaction.endSendOrAckOp(err)

@@ -299,9 +299,8 @@ func (bc *batchContainer) Flush() *FlushBatch {
 	bc.msgMetadata.UncompressedSize = &uncompressedSize
 
 	buffer := bc.buffersPool.GetBuffer(int(uncompressedSize * 3 / 2))
-	bufferCount := bc.metrics.SendingBuffersCount
-	bufferCount.Inc()
-	buffer.SetReleaseCallback(func() { bufferCount.Dec() })
+	bc.metrics.SendingBuffersCount.Inc()
+	buffer.SetReleaseCallback(bc.metrics.SendingBufferReleased)
 
 	sequenceID := uint64(0)
 	var err error

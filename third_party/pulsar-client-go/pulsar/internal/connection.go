@@ -130,6 +130,8 @@ type request struct {
 	callback func(command *pb.BaseCommand, err error)
 }
 
+// dataRequest is a buffer queued for writing, passed by value so that queuing it allocates
+// nothing; the one with no data ends the run loop.
 type dataRequest struct {
 	ctx  context.Context
 	data Buffer
@@ -154,8 +156,10 @@ type connection struct {
 	writeBuffer     Buffer
 	reader          *connectionReader
 
-	lastDataReceivedLock sync.Mutex
-	lastDataReceivedTime time.Time
+	// dataReceived is set by every command read and taken by the ping check (runPingCheck):
+	// a flag per command rather than a clock reading and a lock, since the check works in
+	// whole intervals.
+	dataReceived atomic.Bool
 
 	log log.Logger
 
@@ -163,9 +167,9 @@ type connection struct {
 	incomingRequestsCh chan *request
 	closeCh            chan struct{}
 	readyCh            chan struct{}
-	writeRequestsCh    chan *dataRequest
+	writeRequestsCh    chan dataRequest
 	// queued and queuedBufs are reused by writeQueued: the requests of one write and their bytes.
-	queued     []*dataRequest
+	queued     []dataRequest
 	queuedBufs net.Buffers
 
 	pendingLock sync.Mutex
@@ -200,17 +204,16 @@ type connectionOptions struct {
 
 func newConnection(opts connectionOptions) *connection {
 	cnx := &connection{
-		connectionTimeout:    opts.connectionTimeout,
-		dialer:               opts.dialer,
-		keepAliveInterval:    opts.keepAliveInterval,
-		logicalAddr:          opts.logicalAddr,
-		physicalAddr:         opts.physicalAddr,
-		writeBuffer:          NewBuffer(4096),
-		log:                  opts.logger.SubLogger(log.Fields{"remote_addr": opts.physicalAddr}),
-		pendingReqs:          make(map[uint64]*request),
-		lastDataReceivedTime: time.Now(),
-		tlsOptions:           opts.tls,
-		auth:                 opts.auth,
+		connectionTimeout: opts.connectionTimeout,
+		dialer:            opts.dialer,
+		keepAliveInterval: opts.keepAliveInterval,
+		logicalAddr:       opts.logicalAddr,
+		physicalAddr:      opts.physicalAddr,
+		writeBuffer:       NewBuffer(4096),
+		log:               opts.logger.SubLogger(log.Fields{"remote_addr": opts.physicalAddr}),
+		pendingReqs:       make(map[uint64]*request),
+		tlsOptions:        opts.tls,
+		auth:              opts.auth,
 
 		closeCh:            make(chan struct{}),
 		readyCh:            make(chan struct{}),
@@ -221,7 +224,7 @@ func newConnection(opts connectionOptions) *connection {
 		// partition produces writing on a single connection. In general it's
 		// good to keep this above the number of partition producers assigned
 		// to a single connection.
-		writeRequestsCh:  make(chan *dataRequest, 256),
+		writeRequestsCh:  make(chan dataRequest, 256),
 		listeners:        make(map[uint64]ConnectionListener),
 		consumerHandlers: make(map[uint64]ConsumerHandler),
 		metrics:          opts.metrics,
@@ -391,7 +394,6 @@ func (c *connection) doHandshake() bool {
 		c.maxMessageSize = MaxMessageSize
 	}
 	c.log.Info("Connection is ready")
-	c.setLastDataReceived(time.Now())
 	c.setStateReady()
 	close(c.readyCh) // broadcast the readiness of the connection.
 	return true
@@ -434,7 +436,7 @@ func (c *connection) failLeftRequestsWhenClose() {
 		// if other requests come in after the nil message
 		// then the RPC client will time out
 		ch <- nil
-		c.writeRequestsCh <- nil
+		c.writeRequestsCh <- dataRequest{}
 	}()
 	for req := range ch {
 		if nil == req {
@@ -443,7 +445,7 @@ func (c *connection) failLeftRequestsWhenClose() {
 		c.internalSendRequest(req)
 	}
 	for req := range c.writeRequestsCh {
-		if nil == req {
+		if req.data == nil {
 			break
 		}
 		req.data.Release()
@@ -484,7 +486,7 @@ func (c *connection) run() {
 			}
 			c.internalSendRequest(req)
 		case req := <-c.writeRequestsCh:
-			if req == nil || c.writeQueued(req) {
+			if req.data == nil || c.writeQueued(req) {
 				return
 			}
 
@@ -495,12 +497,19 @@ func (c *connection) run() {
 }
 
 func (c *connection) runPingCheck(pingCheckTicker *time.Ticker) {
+	// The connection is stale when two checks in a row find that nothing came since the
+	// check before: nothing for two keepalive intervals, as when it was timed.
+	silent := 0
 	for {
 		select {
 		case <-c.closeCh:
 			return
 		case <-pingCheckTicker.C:
-			if c.lastDataReceived().Add(2 * c.keepAliveInterval).Before(time.Now()) {
+			if c.dataReceived.Swap(false) {
+				silent = 0
+				continue
+			}
+			if silent++; silent >= 2 {
 				// We have not received a response to the previous Ping request, the
 				// connection to broker is stale
 				c.log.Warn("Detected stale connection to broker")
@@ -525,7 +534,7 @@ func (c *connection) WriteData(ctx context.Context, data Buffer) {
 		return
 	}
 	select {
-	case c.writeRequestsCh <- &dataRequest{ctx: ctx, data: data}:
+	case c.writeRequestsCh <- dataRequest{ctx: ctx, data: data}:
 		// Channel is not full
 		writeToQueue = true
 		return
@@ -538,7 +547,7 @@ func (c *connection) WriteData(ctx context.Context, data Buffer) {
 
 	for {
 		select {
-		case c.writeRequestsCh <- &dataRequest{ctx: ctx, data: data}:
+		case c.writeRequestsCh <- dataRequest{ctx: ctx, data: data}:
 			// Successfully wrote on the channel
 			writeToQueue = true
 			return
@@ -568,14 +577,14 @@ const maxQueuedWrites = 64
 
 // writeQueued writes first and the data requests queued behind it, up to maxQueuedWrites, with
 // one write (writev on TCP) instead of one each; a lone request is written at once. It reports
-// whether it took the nil request that ends the run loop.
-func (c *connection) writeQueued(first *dataRequest) (stop bool) {
+// whether it took the empty request that ends the run loop.
+func (c *connection) writeQueued(first dataRequest) (stop bool) {
 	reqs := append(c.queued[:0], first)
 gather:
 	for len(reqs) < maxQueuedWrites {
 		select {
 		case req := <-c.writeRequestsCh:
-			if req == nil {
+			if req.data == nil {
 				stop = true
 				break gather
 			}
@@ -603,7 +612,7 @@ gather:
 	}
 	for i, req := range reqs {
 		req.data.Release()
-		reqs[i] = nil
+		reqs[i] = dataRequest{}
 	}
 	clear(c.queuedBufs[:cap(c.queuedBufs)])
 	c.queued = reqs[:0]
@@ -651,8 +660,10 @@ func (c *connection) writeCommand(cmd *pb.BaseCommand) {
 }
 
 func (c *connection) receivedCommand(cmd *pb.BaseCommand, headersAndPayload Buffer) {
-	c.log.Debugf("Received command: %s -- payload: %v", cmd, headersAndPayload)
-	c.setLastDataReceived(time.Now())
+	if log.DebugEnabled(c.log) {
+		c.log.Debugf("Received command: %s -- payload: %v", cmd, headersAndPayload)
+	}
+	c.dataReceived.Store(true)
 
 	switch *cmd.Type {
 	case pb.BaseCommand_SUCCESS:
@@ -929,19 +940,6 @@ func (c *connection) failPendingRequests(err error) bool {
 		delete(c.pendingReqs, id)
 	}
 	return true
-}
-
-func (c *connection) lastDataReceived() time.Time {
-	c.lastDataReceivedLock.Lock()
-	defer c.lastDataReceivedLock.Unlock()
-	t := c.lastDataReceivedTime
-	return t
-}
-
-func (c *connection) setLastDataReceived(t time.Time) {
-	c.lastDataReceivedLock.Lock()
-	defer c.lastDataReceivedLock.Unlock()
-	c.lastDataReceivedTime = t
 }
 
 func (c *connection) sendPing() {

@@ -34,6 +34,9 @@ type Metrics struct {
 	publishLatency      *prometheus.HistogramVec
 	publishRPCLatency   *prometheus.HistogramVec
 	SendingBuffersCount prometheus.Gauge
+	// SendingBufferReleased counts a sending buffer back (SendingBuffersCount.Dec), made once
+	// so that a buffer's release callback allocates nothing per message.
+	SendingBufferReleased func()
 
 	messagesReceived   *prometheus.CounterVec
 	bytesReceived      *prometheus.CounterVec
@@ -544,6 +547,7 @@ func NewMetricsProvider(metricsCardinality int, userDefinedLabels map[string]str
 		}
 	}
 	_ = registerer.Register(metrics.SendingBuffersCount)
+	metrics.SendingBufferReleased = metrics.SendingBuffersCount.Dec
 	if metricsCardinality == 1 {
 		metrics.unlabelled = metrics.leveled(map[string]string{})
 	}

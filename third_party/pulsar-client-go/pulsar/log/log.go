@@ -22,7 +22,19 @@ func DefaultNopLogger() Logger {
 	return nopLogger{}
 }
 
+// DebugEnabled reports whether l writes debug entries: what its DebugEnabled method says, when
+// it has one, and true otherwise. Code that runs for every message asks before it logs at debug
+// level, since building a call's arguments allocates whether the entry is written or not.
+func DebugEnabled(l Logger) bool {
+	if d, ok := l.(interface{ DebugEnabled() bool }); ok {
+		return d.DebugEnabled()
+	}
+	return true
+}
+
 type nopLogger struct{}
+
+func (l nopLogger) DebugEnabled() bool { return false }
 
 func (l nopLogger) SubLogger(_ Fields) Logger               { return l }
 func (l nopLogger) WithFields(_ Fields) Entry               { return nopEntry{} }

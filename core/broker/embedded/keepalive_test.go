@@ -19,7 +19,7 @@ import (
 // and its check each interval stands in for the time.
 func TestClientKeepalive(t *testing.T) {
 	t.Parallel()
-	const interval = 250 * time.Millisecond
+	const interval = 400 * time.Millisecond
 	b := startBroker(t, embedded.Config{})
 	var dials atomic.Int32
 	var mute atomic.Bool // the broker's side of every connection is dropped from then on

@@ -53,5 +53,5 @@ func startCentrifugoTarget(ctx context.Context, f *fleet, binPath string) (*targ
 	}
 	return &target{name: "centrifugo", kind: "centrifugo",
 		note: "Centrifugo v6.9.1, memory broker, JSON protocol over WebSocket, client publish",
-		url:  "centrifugo://" + addr, server: []int{p.pid()}}, nil
+		url:  "centrifugo://" + addr, server: []int{p.pid()}, front: p.pid()}, nil
 }

@@ -109,5 +109,5 @@ func startNatsTarget(ctx context.Context, f *fleet, binPath string) (*target, er
 	}
 	return &target{name: "nats", kind: "nats",
 		note: "nats-server v2.15.2, JetStream memory stream, NATS protocol over WebSocket, one PubAck per message",
-		url:  url, server: []int{p.pid()}}, nil
+		url:  url, server: []int{p.pid()}, front: p.pid()}, nil
 }

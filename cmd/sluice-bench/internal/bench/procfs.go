@@ -61,6 +61,45 @@ func cpuOf(pids []int) (time.Duration, error) {
 	return sum, nil
 }
 
+// ioCalls are a process's read and write system calls so far (syscr and syscw of
+// /proc/PID/io): the read, readv, recvmsg… and write, writev, sendmsg… calls of all its
+// threads, whatever they read or wrote.
+type ioCalls struct{ reads, writes int64 }
+
+func parseIOCalls(data []byte) (ioCalls, error) {
+	var c ioCalls
+	var found int
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || (k != "syscr" && k != "syscw") {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return c, fmt.Errorf("proc io %s: %w", k, err)
+		}
+		if k == "syscr" {
+			c.reads = n
+		} else {
+			c.writes = n
+		}
+		found++
+	}
+	if found != 2 {
+		return c, errors.New("proc io: no syscr and syscw")
+	}
+	return c, nil
+}
+
+func procIOCalls(pid int) (ioCalls, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return ioCalls{}, fmt.Errorf("reading system calls of %d: %w", pid, err)
+	}
+	return parseIOCalls(b)
+}
+
 // procStatus is what the benchmarks read from /proc/PID/status.
 type procStatus struct {
 	RSS     int64  // VmRSS, bytes

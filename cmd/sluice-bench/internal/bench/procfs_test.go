@@ -88,3 +88,50 @@ func TestParseMachineBusy(t *testing.T) {
 		t.Error("accepted /proc/stat without a cpu line")
 	}
 }
+
+func TestParseIOCalls(t *testing.T) {
+	t.Parallel()
+	in := "rchar: 9000\nwchar: 800\nsyscr: 120\nsyscw: 45\nread_bytes: 0\nwrite_bytes: 4096\n"
+	got, err := parseIOCalls([]byte(in))
+	if want := (ioCalls{reads: 120, writes: 45}); err != nil || got != want {
+		t.Errorf("parseIOCalls = %+v, %v; want %+v", got, err, want)
+	}
+	for name, bad := range map[string]string{
+		"no syscw":     "syscr: 120\n",
+		"not a number": "syscr: 120\nsyscw: many\n",
+	} {
+		if _, err := parseIOCalls([]byte(bad)); err == nil {
+			t.Errorf("%s: accepted %q", name, bad)
+		}
+	}
+}
+
+// A write to a pipe is one more write system call of this process in /proc/PID/io.
+func TestProcIOCallsOfSelf(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs /proc")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	before, err := procIOCalls(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	for range n {
+		if _, err := w.Write([]byte{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := procIOCalls(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after.writes - before.writes; got < n {
+		t.Errorf("%d write calls counted for %d writes", got, n)
+	}
+}

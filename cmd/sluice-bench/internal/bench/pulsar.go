@@ -210,7 +210,7 @@ func startPulsarTarget(ctx context.Context, f *fleet, p *pulsarInstance, kind st
 		if p.proxyWS == "" {
 			return nil, fmt.Errorf("pulsar-proxy: Pulsar's WebSocket proxy is not running (scripts/pulsar/pulsar.sh proxy-start, state %s)", p.state)
 		}
-		t.url, t.edge, t.server = p.proxyWS, p.proxyPID, []int{p.proxyPID, p.brokerPID}
+		t.url, t.edge, t.front, t.server = p.proxyWS, p.proxyPID, p.proxyPID, []int{p.proxyPID, p.brokerPID}
 	case "sluice", "sluice-batched", "sluice-shared":
 		cfg := serveConfig{AdminPprof: pprof}
 		if p.token != "" {
@@ -225,7 +225,7 @@ func startPulsarTarget(ctx context.Context, f *fleet, p *pulsarInstance, kind st
 		if err != nil {
 			return nil, err
 		}
-		t.url, t.adminURL, t.edge, t.server = s.wsURL, s.adminURL, s.pid(), []int{s.pid(), p.brokerPID}
+		t.url, t.adminURL, t.edge, t.front, t.server = s.wsURL, s.adminURL, s.pid(), s.pid(), []int{s.pid(), p.brokerPID}
 	case "direct":
 		t.url, t.token, t.server = p.serviceURL, p.token, []int{p.brokerPID}
 	case "broker-ws":

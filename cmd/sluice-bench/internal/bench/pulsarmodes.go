@@ -118,6 +118,9 @@ func benchPulsar(ctx context.Context, args []string, env Env) error {
 	if rt := pulsarRatios(results); rt != nil {
 		rep.tables = append(rep.tables, rt)
 	}
+	if st := syscallTable(tps); st != nil {
+		rep.tables = append(rep.tables, st)
+	}
 	rep.notes = append(throughputNotes(c.pins),
 		"Here the server processes are the proxy (pulsar-proxy: Pulsar's WebSocket proxy; sluice: sluice serve) and the",
 		"Pulsar broker; \"proxy CPU-s\" is the proxy process's utime+stime over every round and \"per proxy CPU-s\" the",

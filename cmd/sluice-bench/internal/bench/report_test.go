@@ -220,3 +220,35 @@ func TestRoundOrder(t *testing.T) {
 		}
 	}
 }
+
+// The system calls of the front process are summed over rounds and divided by every ok ack;
+// a configuration without a front process (direct) has no row.
+func TestSyscallTable(t *testing.T) {
+	t.Parallel()
+	mk := func(name string, rounds ...roundCPU) *tpResult {
+		r := &tpResult{Name: name, hist: loadgen.NewHistogram()}
+		for _, c := range rounds {
+			r.Rounds = append(r.Rounds, tpRound{Rate: 1, OK: 1000, roundCPU: c})
+		}
+		r.summarise()
+		return r
+	}
+	single := mk("single", roundCPU{FrontReads: 300, FrontWrites: 100}, roundCPU{FrontReads: 500, FrontWrites: 150})
+	direct := mk("direct", roundCPU{}, roundCPU{})
+	if single.ReadsPerMsg != 0.4 || single.WritesPerMsg != 0.125 {
+		t.Fatalf("per message %v reads, %v writes; want 0.4 and 0.125", single.ReadsPerMsg, single.WritesPerMsg)
+	}
+	if direct.WritesPerMsg != 0 {
+		t.Fatalf("direct: %v writes per message without a front process", direct.WritesPerMsg)
+	}
+	tab := syscallTable([]*tpResult{single, direct})
+	if tab == nil || len(tab.rows) != 1 {
+		t.Fatalf("table %+v, want one row", tab)
+	}
+	if got, want := strings.Join(tab.rows[0], " "), "single 0.400 0.125 8.0"; got != want {
+		t.Errorf("row %q, want %q", got, want)
+	}
+	if syscallTable([]*tpResult{direct}) != nil {
+		t.Error("a table without any front process")
+	}
+}

@@ -72,7 +72,11 @@ type target struct {
 	brokerURL string
 	server    []int // the processes whose CPU time is the server's
 	edge      int   // the serve process, 0 when the target has none
-	adminURL  string
+	// front is the process the load's connections end in (serve, the Java proxy, a peer
+	// server, the ceiling), whose system calls are counted; 0: none (the load goes straight
+	// to a broker).
+	front    int
+	adminURL string
 }
 
 // edgeKinds are the configurations made of a `sluice serve` process: the default single
@@ -184,7 +188,7 @@ func startEdgeTarget(ctx context.Context, f *fleet, b *binSet, kind, pluginPath 
 	if err != nil {
 		return nil, err
 	}
-	t.url, t.adminURL, t.edge = s.wsURL, s.adminURL, s.pid()
+	t.url, t.adminURL, t.edge, t.front = s.wsURL, s.adminURL, s.pid(), s.pid()
 	t.server = append([]int{s.pid()}, t.server...)
 	t.brokerURL = brokerURL
 	if strings.HasPrefix(s.brokerURL, "pulsar://") {
@@ -212,7 +216,7 @@ func startCeilingTarget(ctx context.Context, f *fleet, self string) (*target, er
 	}
 	return &target{name: "ceiling", kind: "ceiling",
 		note: "bare gorilla server: the same decode and ack encoding, coalesced writes, no broker",
-		url:  cp.wsURL, server: []int{cp.pid()}}, nil
+		url:  cp.wsURL, server: []int{cp.pid()}, front: cp.pid()}, nil
 }
 
 // cpuSample is the CPU time of a target's processes, of this process and of the whole
@@ -223,6 +227,7 @@ type cpuSample struct {
 	server, edge time.Duration
 	load         time.Duration
 	machine      time.Duration
+	front        ioCalls
 }
 
 // pairedRatio is the median over rounds of a configuration's rate divided by a reference's
@@ -252,6 +257,10 @@ type roundCPU struct {
 	EdgeCPUS   float64 `json:"edge_cpu_s,omitempty"`
 	LoadCPUS   float64 `json:"load_cpu_s"`
 	OtherCPUS  float64 `json:"other_cpu_s"`
+	// FrontReads and FrontWrites are the read and write system calls of the target's front
+	// process (read, readv, recvmsg…; write, writev, sendmsg…), zero without one.
+	FrontReads  int64 `json:"front_read_calls,omitempty"`
+	FrontWrites int64 `json:"front_write_calls,omitempty"`
 }
 
 // until is what the round between s and later took.
@@ -259,7 +268,8 @@ func (s cpuSample) until(later cpuSample) roundCPU {
 	return roundCPU{
 		WallS: later.at.Sub(s.at).Seconds(), ServerCPUS: (later.server - s.server).Seconds(),
 		EdgeCPUS: (later.edge - s.edge).Seconds(), LoadCPUS: (later.load - s.load).Seconds(),
-		OtherCPUS: s.others(later).Seconds(),
+		OtherCPUS:  s.others(later).Seconds(),
+		FrontReads: later.front.reads - s.front.reads, FrontWrites: later.front.writes - s.front.writes,
 	}
 }
 
@@ -270,6 +280,8 @@ func (c *roundCPU) add(o roundCPU) {
 	c.EdgeCPUS += o.EdgeCPUS
 	c.LoadCPUS += o.LoadCPUS
 	c.OtherCPUS += o.OtherCPUS
+	c.FrontReads += o.FrontReads
+	c.FrontWrites += o.FrontWrites
 }
 
 // shares are the CPUs the server processes, the load generator and the rest of the machine
@@ -295,6 +307,11 @@ func (t *target) sampleCPU() (cpuSample, error) {
 	}
 	if t.edge != 0 {
 		if s.edge, err = procCPU(t.edge); err != nil {
+			return s, err
+		}
+	}
+	if t.front != 0 {
+		if s.front, err = procIOCalls(t.front); err != nil {
 			return s, err
 		}
 	}

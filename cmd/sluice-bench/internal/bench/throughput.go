@@ -61,13 +61,18 @@ type tpResult struct {
 	LoadCPU      float64 `json:"load_cpu_per_second"`
 	// OtherCPU is the CPU-seconds per second the rest of the machine used meanwhile (other
 	// processes, and this run's idle servers): high, and the rounds were contended.
-	OtherCPU float64            `json:"other_cpu_per_second"`
-	Paired   map[string]float64 `json:"paired_ratio,omitempty"`
-	OK       int64              `json:"ok"`
-	Rejected int64              `json:"rejected"`
-	Errors   int64              `json:"errors"`
-	Rounds   []tpRound          `json:"rounds"`
-	Series   []seriesPoint      `json:"series,omitempty"`
+	OtherCPU float64 `json:"other_cpu_per_second"`
+	// ReadsPerMsg and WritesPerMsg are the front process's read and write system calls per
+	// ok ack over all rounds (zero without a front process): a server that answers in larger
+	// writes costs itself and its clients fewer calls a message.
+	ReadsPerMsg  float64            `json:"front_reads_per_message,omitempty"`
+	WritesPerMsg float64            `json:"front_writes_per_message,omitempty"`
+	Paired       map[string]float64 `json:"paired_ratio,omitempty"`
+	OK           int64              `json:"ok"`
+	Rejected     int64              `json:"rejected"`
+	Errors       int64              `json:"errors"`
+	Rounds       []tpRound          `json:"rounds"`
+	Series       []seriesPoint      `json:"series,omitempty"`
 
 	hist *hdrhistogram.Histogram
 }
@@ -188,6 +193,9 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 		loadDesc = fmt.Sprintf("%d connections, open loop at %.0f msgs/s (window %d), %d B messages", o.conns, o.rate, o.window, o.size)
 	}
 	rep.tables = []*table{throughputTable(results, fmt.Sprintf("throughput: %s; %d rounds × %s, configurations interleaved", loadDesc, o.rounds, o.round))}
+	if st := syscallTable(results); st != nil {
+		rep.tables = append(rep.tables, st)
+	}
 	rep.notes = throughputNotes(c.pins)
 	rep.chart = throughputChart(results, loadDesc)
 	return c.emit(rep, env)
@@ -408,6 +416,9 @@ func (r *tpResult) summarise() {
 	r.MaxMs = float64(r.hist.Max()) / 1000
 	r.PerServerCPU, r.PerEdgeCPU = perCPU(r.OK, cpu.ServerCPUS), perCPU(r.OK, cpu.EdgeCPUS)
 	r.ServerCPU, r.LoadCPU, r.OtherCPU = cpu.shares()
+	if r.OK > 0 {
+		r.ReadsPerMsg, r.WritesPerMsg = float64(cpu.FrontReads)/float64(r.OK), float64(cpu.FrontWrites)/float64(r.OK)
+	}
 }
 
 // pairResults sets each result's paired ratios: its rate over a reference's in the same
@@ -473,6 +484,23 @@ func throughputTable(results []*tpResult, title string) *table {
 	return t
 }
 
+// syscallTable is the front processes' read and write system calls per ok ack, nil when no
+// configuration has a front process.
+func syscallTable(results []*tpResult) *table {
+	t := &table{title: "system calls of the process the connections end in, per acked message",
+		header: []string{"configuration", "reads", "writes", "acked per write"}}
+	for _, r := range results {
+		if r.WritesPerMsg <= 0 {
+			continue
+		}
+		t.add(r.Name, fmt.Sprintf("%.3f", r.ReadsPerMsg), fmt.Sprintf("%.3f", r.WritesPerMsg), fmt.Sprintf("%.1f", 1/r.WritesPerMsg))
+	}
+	if len(t.rows) == 0 {
+		return nil
+	}
+	return t
+}
+
 func throughputNotes(p pinning) []string {
 	notes := []string{
 		"acked msgs/s counts ok acks that arrived within each round (median over rounds, with the lowest and highest);",
@@ -484,6 +512,8 @@ func throughputNotes(p pinning) []string {
 		"system and steal time from /proc/stat, less the above; interrupts are left out): well above zero, other work",
 		"competed for the CPUs (this run's idle servers count here too) and the round's figures are suspect. \"paired",
 		"ratio\" is the median over rounds of the rate divided by the named configuration's rate in the same round.",
+		"The system calls are syscr and syscw of /proc/PID/io of the process the connections end in, read before and",
+		"after each round, over all ok acks; \"acked per write\" is ok acks per write call, the answers a write carried.",
 	}
 	if !p.enabled() {
 		notes = append(notes, "Unpinned: servers and load generator share the CPUs, so CPU figures include their contention.")

@@ -252,3 +252,19 @@ func TestSyscallTable(t *testing.T) {
 		t.Error("a table without any front process")
 	}
 }
+
+// A round counts the front process's system calls only when both of its samples read them:
+// a process whose /proc/PID/io may not be read leaves the counts out, not negative.
+func TestUntilFrontCalls(t *testing.T) {
+	t.Parallel()
+	at := time.Now()
+	before := cpuSample{at: at, front: &ioCalls{reads: 10, writes: 4}}
+	after := cpuSample{at: at.Add(time.Second), front: &ioCalls{reads: 110, writes: 29}}
+	if c := before.until(after); c.FrontReads != 100 || c.FrontWrites != 25 {
+		t.Errorf("counted %d reads and %d writes, want 100 and 25", c.FrontReads, c.FrontWrites)
+	}
+	unread := cpuSample{at: at.Add(time.Second)}
+	if c := before.until(unread); c.FrontReads != 0 || c.FrontWrites != 0 {
+		t.Errorf("counted %d reads and %d writes without the second sample", c.FrontReads, c.FrontWrites)
+	}
+}

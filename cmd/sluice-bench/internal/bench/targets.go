@@ -227,7 +227,10 @@ type cpuSample struct {
 	server, edge time.Duration
 	load         time.Duration
 	machine      time.Duration
-	front        ioCalls
+	// front is the front process's system calls; nil when there is none, or when its
+	// /proc/PID/io may not be read (another user's process, a ptrace policy), which leaves
+	// the counts out rather than fail the run.
+	front *ioCalls
 }
 
 // pairedRatio is the median over rounds of a configuration's rate divided by a reference's
@@ -265,12 +268,15 @@ type roundCPU struct {
 
 // until is what the round between s and later took.
 func (s cpuSample) until(later cpuSample) roundCPU {
-	return roundCPU{
+	c := roundCPU{
 		WallS: later.at.Sub(s.at).Seconds(), ServerCPUS: (later.server - s.server).Seconds(),
 		EdgeCPUS: (later.edge - s.edge).Seconds(), LoadCPUS: (later.load - s.load).Seconds(),
-		OtherCPUS:  s.others(later).Seconds(),
-		FrontReads: later.front.reads - s.front.reads, FrontWrites: later.front.writes - s.front.writes,
+		OtherCPUS: s.others(later).Seconds(),
 	}
+	if s.front != nil && later.front != nil {
+		c.FrontReads, c.FrontWrites = later.front.reads-s.front.reads, later.front.writes-s.front.writes
+	}
+	return c
 }
 
 // add sums o into c, for a configuration's rounds together.
@@ -311,8 +317,8 @@ func (t *target) sampleCPU() (cpuSample, error) {
 		}
 	}
 	if t.front != 0 {
-		if s.front, err = procIOCalls(t.front); err != nil {
-			return s, err
+		if calls, err := procIOCalls(t.front); err == nil {
+			s.front = &calls
 		}
 	}
 	if s.load, err = procCPU(selfPID); err != nil {

@@ -133,8 +133,10 @@ pulsar-status:
 # The edge against real Pulsar (core/server/pulsar_real_test.go, build tag pulsar), and the
 # differential conformance run (core/server/pulsar_diff_test.go: Pulsar's own WebSocket service,
 # its WebSocket proxy, Sluice in front of the same Pulsar and Sluice on its embedded broker, frame
-# by frame). Without SLUICE_PULSAR_URL it uses the Pulsar of `make pulsar` and its proxy, starting
-# them first when they are not running and stopping them at the end if it started them.
+# by frame), and sluice-bench's pulsar and deliveries modes in front of it (brief end-to-end runs
+# against the proxy and sluice serve). Without SLUICE_PULSAR_URL it uses the Pulsar of `make
+# pulsar` and its proxy, starting them first when they are not running and stopping them at the
+# end if it started them.
 test-pulsar:
 	@set -e; \
 	if [ -z "$$SLUICE_PULSAR_URL" ]; then \
@@ -142,7 +144,7 @@ test-pulsar:
 	  eval "$$($(PULSAR) start)"; \
 	  eval "$$($(PULSAR) proxy-start)"; \
 	fi; \
-	$(GO) test -race -tags pulsar -count 1 -v -timeout 20m -run '^(TestRealPulsar|TestPulsar.*|TestEmptyPayloadDelivered)$$' ./core/server/
+	$(GO) test -race -tags pulsar -count 1 -v -timeout 20m -run '^(TestRealPulsar|TestPulsar.*|TestEmptyPayloadDelivered)$$' ./core/server/ ./cmd/sluice-bench/internal/bench/
 
 # The dashboard in headless Chromium against an edge under load (needs Debian's chromium and
 # chromium-driver; .ci/run installs them). `make screenshot` also writes docs/dashboard.png.
@@ -259,8 +261,9 @@ bench-peers: build-bench
 # Pulsar's WebSocket proxy side by side with Sluice in front of the same real Apache Pulsar
 # (docs/benchmarks.md): a Pulsar of the benchmark's own on ports apart from the default one
 # that tests start and kill (its state in BENCH_PULSAR_STATE), started through
-# scripts/pulsar/pulsar.sh; then 16 × 64 and 1,000 × 4 with the direct reference, and the flood
-# under a namespace publish rate, each against a freshly started Pulsar WebSocket proxy (so that
+# scripts/pulsar/pulsar.sh; then 16 × 64 and 1,000 × 4 with the direct reference, consumers
+# reading a backlog, and the flood under a namespace publish rate, each against a freshly
+# started Pulsar WebSocket proxy (so that
 # its memory is that run's, as sluice serve's is). At the end Pulsar is stopped and its data
 # removed (the bookie keeps several GiB from one run) unless BENCH_PULSAR_KEEP=1; then make
 # bench-pulsar-stop stops it, keeping the data.
@@ -278,6 +281,7 @@ bench-pulsar: build-bench
 	    SLUICE_PULSAR_STATE=$(BENCH_PULSAR_STATE) flock /tmp/sluice-bench.lock $(BIN)/sluice-bench "$$@" $(BENCH_FLAGS); }; \
 	  run pulsar -rounds $(BENCH_PULSAR_ROUNDS) -round $(BENCH_PULSAR_ROUND) -conns 16 -window 64 $(BENCH_PIN); \
 	  run pulsar -rounds $(BENCH_PULSAR_ROUNDS) -round $(BENCH_PULSAR_ROUND) -conns 1000 -window 4 -topics 100 $(BENCH_PIN); \
+	  run deliveries -pulsar-state $(BENCH_PULSAR_STATE) -rounds $(BENCH_PULSAR_ROUNDS) $(BENCH_PIN); \
 	  run pulsar-flood $(BENCH_PIN)
 
 bench-pulsar-stop:

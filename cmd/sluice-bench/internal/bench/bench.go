@@ -158,16 +158,8 @@ func (c *common) begin(env Env) (f *fleet, prog *progress, end func(), err error
 // setup resolves the flags after parsing: binaries, pinning (this process moves to the load
 // CPUs at once) and the run directory. The returned cleanup undoes all of it.
 func (c *common) setup(env Env) (cleanup func(), err error) {
-	if c.serveBin == "" {
-		c.serveBin = env.Sluice
-	}
-	if c.brokerBin == "" {
-		c.brokerBin = env.Sluice
-	}
-	for _, b := range []*string{&c.serveBin, &c.brokerBin} {
-		if *b, err = absBinary(*b); err != nil {
-			return nil, err
-		}
+	if err := c.resolveBinaries(env); err != nil {
+		return nil, err
 	}
 	if c.pins, err = parsePinning(c.cpusFlag, runtime.NumCPU()); err != nil {
 		return nil, err
@@ -189,6 +181,24 @@ func (c *common) setup(env Env) (cleanup func(), err error) {
 		}
 		_ = os.RemoveAll(c.dir)
 	}, nil
+}
+
+// resolveBinaries makes -serve-bin and -broker-bin absolute paths, env.Sluice where they were
+// not given. Resolving them again changes nothing.
+func (c *common) resolveBinaries(env Env) error {
+	if c.serveBin == "" {
+		c.serveBin = env.Sluice
+	}
+	if c.brokerBin == "" {
+		c.brokerBin = env.Sluice
+	}
+	for _, b := range []*string{&c.serveBin, &c.brokerBin} {
+		var err error
+		if *b, err = absBinary(*b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // defaultSluice is the sluice binary beside self (make builds both into bin/), else the one

@@ -25,6 +25,8 @@ type deliveriesSettings struct {
 	TimeoutS  float64 `json:"round_timeout_s"`
 	Configs   string  `json:"configs"`
 	Compare   string  `json:"compare,omitempty"`
+	// PulsarState is the Pulsar the run was in front of; empty: Sluice's own brokers.
+	PulsarState string `json:"pulsar_state,omitempty"`
 }
 
 type dlResult struct {
@@ -65,7 +67,8 @@ func benchDeliveries(ctx context.Context, args []string, env Env) error {
 	rounds := fs.Int("rounds", 3, "measured rounds; each runs every configuration once, in turn")
 	timeout := fs.Duration("round", 60*time.Second, "the longest a round's consumers may take to read the backlog")
 	warmup := fs.Bool("warmup", true, "run a quarter backlog per configuration before the rounds")
-	configs := fs.String("configs", "edge", "configurations: edge (sluice serve --broker to a separate sluice broker), single (sluice serve, embedded broker)")
+	configs := fs.String("configs", "", "configurations: edge (sluice serve --broker to a separate sluice broker) and single (sluice serve, embedded broker); with -pulsar-state, pulsar-proxy and sluice (as pulsar's) (default edge, or pulsar-proxy,sluice)")
+	state := fs.String("pulsar-state", "", "run in front of the Pulsar of this state directory of scripts/pulsar/pulsar.sh rather than Sluice's own brokers")
 	compare := fs.String("compare", "", "also run every configuration with this sluice binary, as its own column")
 	newLabel := fs.String("label", "new", "with -compare, the label of this invocation's binaries")
 	oldLabel := fs.String("compare-label", "old", "with -compare, the label of the -compare binary")
@@ -77,36 +80,25 @@ func benchDeliveries(ctx context.Context, args []string, env Env) error {
 	if *consumers < 1 || *backlog < *consumers || *rounds < 1 || *size < 1 {
 		return errors.New("need -conns >= 1, -backlog >= -conns, -rounds >= 1 and -size >= 1")
 	}
-	kinds, err := parseKinds(*configs, "", false)
+	sets, err := binSets(&c, env, *compare, *newLabel, *oldLabel)
 	if err != nil {
 		return err
 	}
-	for _, k := range kinds {
-		if k != "edge" && k != "single" {
-			return fmt.Errorf("-configs: %q: deliveries runs edge and single", k)
-		}
+	var prog *progress
+	var targets []*target
+	var end func()
+	if *state != "" {
+		prog, targets, end, err = pulsarDeliveryTargets(ctx, &c, env, *configs, *state, sets)
+	} else {
+		prog, targets, end, err = edgeDeliveryTargets(ctx, &c, env, *configs, sets, int64(retention))
 	}
-	f, prog, end, err := c.begin(env)
 	if err != nil {
 		return err
 	}
 	defer end()
-	sets, err := binSets(&c, *compare, *newLabel, *oldLabel)
-	if err != nil {
-		return err
-	}
-
-	var targets []*target
-	for _, k := range kinds {
-		for _, b := range sets {
-			t, err := startEdgeTarget(ctx, f, b, k, "", int64(retention))
-			if err != nil {
-				return err
-			}
-			if t.brokerURL == "" {
-				return fmt.Errorf("%s: cannot tell which broker it uses", t.name)
-			}
-			targets = append(targets, t)
+	for _, t := range targets {
+		if t.brokerURL == "" {
+			return fmt.Errorf("%s: cannot tell which broker it uses", t.name)
 		}
 	}
 	id := runID()
@@ -115,7 +107,7 @@ func benchDeliveries(ctx context.Context, args []string, env Env) error {
 		for j := range *consumers {
 			topics[i] = append(topics[i], fmt.Sprintf("dl-%s-%s-%d", id, strings.ReplaceAll(t.name, "@", "-"), j))
 		}
-		if err := loadgen.Subscribe(ctx, t.brokerURL, topics[i], "bench"); err != nil {
+		if err := loadgen.Subscribe(ctx, t.brokerURL, t.brokerToken, topics[i], "bench"); err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
 	}
@@ -123,7 +115,7 @@ func benchDeliveries(ctx context.Context, args []string, env Env) error {
 	run := func(i int, n int, label string) (dlRound, error) {
 		t := targets[i]
 		prog.step(label+": filling", 0, nil, "")
-		if err := loadgen.Fill(ctx, t.brokerURL, topics[i], n, *size); err != nil {
+		if err := loadgen.Fill(ctx, t.brokerURL, t.brokerToken, topics[i], n, *size); err != nil {
 			return dlRound{}, fmt.Errorf("%s: %w", t.name, err)
 		}
 		var acked atomic.Int64
@@ -162,7 +154,7 @@ func benchDeliveries(ctx context.Context, args []string, env Env) error {
 	pairDeliveries(results, sets)
 
 	rep := c.newReport(deliveriesSettings{Consumers: *consumers, Backlog: perTopic * *consumers, Size: *size, Rounds: *rounds,
-		TimeoutS: seconds(*timeout), Configs: strings.Join(kinds, ","), Compare: *compare})
+		TimeoutS: seconds(*timeout), Configs: targetKinds(targets), Compare: *compare, PulsarState: *state})
 	rep.Machine.Binaries = binaryReports(ctx, sets)
 	rep.Results = results
 	tb := &table{
@@ -192,8 +184,64 @@ func benchDeliveries(ctx context.Context, args []string, env Env) error {
 		"CPU-s\" divides them by the serve process's CPU time (utime+stime from /proc) over the round, \"per server CPU-s\" by",
 		"serve plus the separate broker; CPU columns as in throughput. \"missing\" counts messages not read before the round's timeout.",
 	}
+	if *state != "" {
+		rep.notes = append(rep.notes, "In front of Pulsar the edge is the proxy process (Pulsar's WebSocket proxy, or sluice serve) and the server",
+			"processes are the proxy and the Pulsar broker; with -cpus the broker's and the Java proxy's threads are moved to the server CPUs.")
+	}
 	rep.chart = &chart{title: "sluice-bench deliveries", xLabel: "round", panels: []panel{chartP}}
 	return c.emit(rep, env)
+}
+
+// edgeDeliveryTargets starts the edge and single configurations: sluice serve in front of
+// a separate sluice broker, or with its embedded one.
+func edgeDeliveryTargets(ctx context.Context, c *common, env Env, configs string, sets []*binSet, retention int64) (*progress, []*target, func(), error) {
+	if configs == "" {
+		configs = "edge"
+	}
+	kinds, err := parseKinds(configs, "", false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, k := range kinds {
+		if k != "edge" && k != "single" {
+			return nil, nil, nil, fmt.Errorf("-configs: %q: deliveries runs edge and single, or in front of Pulsar (-pulsar-state) pulsar-proxy and sluice", k)
+		}
+	}
+	f, prog, end, err := c.begin(env)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var targets []*target
+	for _, k := range kinds {
+		for _, b := range sets {
+			t, err := startEdgeTarget(ctx, f, b, k, "", retention)
+			if err != nil {
+				end()
+				return nil, nil, nil, err
+			}
+			targets = append(targets, t)
+		}
+	}
+	return prog, targets, end, nil
+}
+
+// pulsarDeliveryTargets starts the configurations that consume over WebSocket in front of a
+// running Pulsar, as the pulsar mode does: Pulsar's proxy and sluice serve.
+func pulsarDeliveryTargets(ctx context.Context, c *common, env Env, configs, state string, sets []*binSet) (*progress, []*target, func(), error) {
+	if configs == "" {
+		configs = "pulsar-proxy,sluice"
+	}
+	kinds, err := parsePulsarKinds(configs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, k := range kinds {
+		if k != "pulsar-proxy" && k != "sluice" {
+			return nil, nil, nil, fmt.Errorf("-configs: %q: deliveries in front of Pulsar runs pulsar-proxy and sluice", k)
+		}
+	}
+	_, prog, targets, end, err := startPulsarTargets(ctx, c, env, configs, state, sets, false)
+	return prog, targets, end, err
 }
 
 // deliveriesRound starts one consumer per topic, each reading n messages, and waits for all.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -226,5 +227,68 @@ func TestConsumersEndToEnd(t *testing.T) {
 	runMode(t, &r, "consumers", "-duration", "2s", "-warmup", "500ms", "-consumers", "3", "-slow", "1", "-rate", "50", "-max-size", "4096")
 	if len(r.Groups) != 2 || r.PublishedOK == 0 || r.Groups[0].Name != "healthy" || r.Groups[0].Received == 0 || r.Samples == 0 {
 		t.Errorf("results %+v", r)
+	}
+}
+
+// runningPulsar is the state directory of the Pulsar that make test-pulsar starts, and
+// configs prefixed with pulsar-proxy when its WebSocket proxy runs; the test is skipped when
+// no Pulsar runs.
+func runningPulsar(t *testing.T, configs string) (state, all string) {
+	t.Helper()
+	state = defaultPulsarState()
+	p, err := openPulsar(state)
+	if err != nil {
+		t.Skipf("no Pulsar running (%v); make test-pulsar starts one", err)
+	}
+	if p.proxyWS == "" {
+		return state, configs
+	}
+	return state, "pulsar-proxy," + configs
+}
+
+// In front of a running Pulsar, Pulsar's WebSocket proxy and sluice serve each deliver the
+// whole backlog the tool published with the broker's token. Unpinned: the Pulsar tests of
+// other packages share the broker meanwhile.
+func TestPulsarDeliveriesEndToEnd(t *testing.T) {
+	state, configs := runningPulsar(t, "sluice")
+	var results []dlResult
+	runMode(t, &results, "deliveries", "-pulsar-state", state, "-conns", "2", "-backlog", "400", "-rounds", "1",
+		"-warmup=false", "-configs", configs)
+	if len(results) != strings.Count(configs, ",")+1 {
+		t.Fatalf("%d results for %s", len(results), configs)
+	}
+	for _, r := range results {
+		if r.Delivered != 400 || r.Missing != 0 || r.Rate <= 0 || r.PerEdgeCPU <= 0 {
+			t.Errorf("%s: delivered %d, missing %d, %v/s, %v per proxy CPU-s", r.Name, r.Delivered, r.Missing, r.Rate, r.PerEdgeCPU)
+		}
+	}
+}
+
+// The pulsar mode, with sluice serve the binary beside sluice-bench (no -serve-bin), in front
+// of a running Pulsar: every configuration gets acks for what it sent, and the proxies their
+// CPU figures and their system calls.
+func TestPulsarThroughputEndToEnd(t *testing.T) {
+	state, configs := runningPulsar(t, "sluice,direct")
+	// pulsarResult embeds an unexported pointer, which JSON cannot fill: the fields read here.
+	var results []struct {
+		Name         string  `json:"name"`
+		Kind         string  `json:"kind"`
+		OK           int64   `json:"ok"`
+		Errors       int64   `json:"errors"`
+		ProxyCPUS    float64 `json:"proxy_cpu_s"`
+		WritesPerMsg float64 `json:"front_writes_per_message"`
+	}
+	runMode(t, &results, "pulsar", "-pulsar-state", state, "-conns", "2", "-window", "4", "-rounds", "1", "-round", "1s",
+		"-warmup", "0", "-configs", configs)
+	if len(results) != strings.Count(configs, ",")+1 {
+		t.Fatalf("%d results for %s", len(results), configs)
+	}
+	for _, r := range results {
+		if r.OK == 0 || r.Errors != 0 {
+			t.Errorf("%s: ok %d, errors %d", r.Name, r.OK, r.Errors)
+		}
+		if r.Kind != "direct" && (r.ProxyCPUS <= 0 || r.WritesPerMsg <= 0) {
+			t.Errorf("%s: proxy CPU %v s, %v writes a message", r.Name, r.ProxyCPUS, r.WritesPerMsg)
+		}
 	}
 }

@@ -201,7 +201,7 @@ func parsePulsarKinds(s string) ([]string, error) {
 // processes run already) and says where the load goes and whose CPU time counts. pprof
 // turns sluice serve's admin_pprof on.
 func startPulsarTarget(ctx context.Context, f *fleet, p *pulsarInstance, kind string, b *binSet, pprof bool) (*target, error) {
-	t := &target{name: kind, kind: kind, note: pulsarKindNote(kind), brokerURL: p.serviceURL}
+	t := &target{name: kind, kind: kind, note: pulsarKindNote(kind), brokerURL: p.serviceURL, brokerToken: p.token}
 	if strings.HasPrefix(kind, "sluice") {
 		t.name, t.bin = kind+b.suffix(), b.label
 	}

@@ -67,7 +67,7 @@ func benchPulsar(ctx context.Context, args []string, env Env) error {
 	if o.rounds < 1 || o.round <= 0 || o.conns < 1 || o.size < 1 || o.window < 1 || o.interval <= 0 || *every <= 0 {
 		return errors.New("-rounds, -round, -conns, -window, -size, -interval and -sample must be positive")
 	}
-	sets, err := binSets(&c, o.compare, o.newLabel, o.oldLabel)
+	sets, err := binSets(&c, env, o.compare, o.newLabel, o.oldLabel)
 	if err != nil {
 		return err
 	}
@@ -276,7 +276,10 @@ func benchPulsarFlood(ctx context.Context, args []string, env Env) error {
 	if *namespace != "public/default" {
 		return errors.New("-namespace: the load generator publishes to public/default only")
 	}
-	sets := []*binSet{{serve: c.serveBin, broker: c.serveBin}}
+	sets, err := binSets(&c, env, "", "", "")
+	if err != nil {
+		return err
+	}
 	p, prog, targets, end, err := startPulsarTargets(ctx, &c, env, *configs, *state, sets, false)
 	if err != nil {
 		return err

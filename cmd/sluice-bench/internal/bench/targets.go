@@ -19,7 +19,10 @@ type binSet struct {
 }
 
 // binSets returns the sets a mode runs: the main one and, with compare, the old binary's.
-func binSets(c *common, compare, newLabel, oldLabel string) ([]*binSet, error) {
+func binSets(c *common, env Env, compare, newLabel, oldLabel string) ([]*binSet, error) {
+	if err := c.resolveBinaries(env); err != nil {
+		return nil, err
+	}
 	sets := []*binSet{{serve: c.serveBin, broker: c.brokerBin}}
 	if compare == "" {
 		return sets, nil
@@ -69,9 +72,11 @@ type target struct {
 	// token authenticates a pulsar:// load to the broker; empty: none.
 	token string
 	// brokerURL is the broker behind an edge: its --broker, or its embedded broker.
-	brokerURL string
-	server    []int // the processes whose CPU time is the server's
-	edge      int   // the serve process, 0 when the target has none
+	// brokerToken authenticates the tool's own publishing and subscribing there (a
+	// delivery run's backlog); empty: none.
+	brokerURL, brokerToken string
+	server                 []int // the processes whose CPU time is the server's
+	edge                   int   // the serve process, 0 when the target has none
 	// front is the process the load's connections end in (serve, the Java proxy, a peer
 	// server, the ceiling), whose system calls are counted; 0: none (the load goes straight
 	// to a broker).

@@ -168,7 +168,7 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	defer end()
-	sets, err := binSets(&c, o.compare, o.newLabel, o.oldLabel)
+	sets, err := binSets(&c, env, o.compare, o.newLabel, o.oldLabel)
 	if err != nil {
 		return err
 	}

@@ -88,12 +88,13 @@ func (d *directProducer) finish() error {
 }
 
 // Fill publishes n messages of size bytes to each topic straight to the broker at url
-// (pulsar://…) and waits until every one is acknowledged: the backlog for a delivery run.
-func Fill(ctx context.Context, url string, topics []string, n, size int) error {
+// (pulsar://…, authenticated with token when it is set) and waits until every one is
+// acknowledged: the backlog for a delivery run.
+func Fill(ctx context.Context, url, token string, topics []string, n, size int) error {
 	if err := checkLoopback(url); err != nil {
 		return err
 	}
-	client, err := newPulsarClient(url, "")
+	client, err := newPulsarClient(url, token)
 	if err != nil {
 		return err
 	}
@@ -154,13 +155,14 @@ func fillTopic(ctx context.Context, client pulsar.Client, topic string, n int, p
 	}
 }
 
-// Subscribe creates a durable subscription named sub on each topic (at the broker at url)
-// and closes its consumers, so that messages published afterwards wait in its backlog.
-func Subscribe(ctx context.Context, url string, topics []string, sub string) error {
+// Subscribe creates a durable subscription named sub on each topic (at the broker at url,
+// authenticated with token when it is set) and closes its consumers, so that messages
+// published afterwards wait in its backlog.
+func Subscribe(ctx context.Context, url, token string, topics []string, sub string) error {
 	if err := checkLoopback(url); err != nil {
 		return err
 	}
-	client, err := newPulsarClient(url, "")
+	client, err := newPulsarClient(url, token)
 	if err != nil {
 		return err
 	}

@@ -54,6 +54,7 @@ func benchPulsar(ctx context.Context, args []string, env Env) error {
 	fs.IntVar(&o.window, "window", 64, "in-flight messages per connection (a closed loop)")
 	fs.IntVar(&o.size, "size", 1024, "payload bytes")
 	fs.IntVar(&o.topics, "topics", 0, "spread the connections over this many topics (0: one topic per connection)")
+	fs.BoolVar(&o.coalesce, "coalesce", false, coalesceUsage)
 	configs := fs.String("configs", "pulsar-proxy,sluice,direct", "configurations: "+strings.Join(pulsarKinds, ", "))
 	state := fs.String("pulsar-state", defaultPulsarState(), "the state directory of scripts/pulsar/pulsar.sh (its env file and pid files)")
 	every := fs.Duration("sample", 250*time.Millisecond, "how often the proxy processes' RSS is read")
@@ -102,16 +103,13 @@ func benchPulsar(ctx context.Context, args []string, env Env) error {
 	rep := c.newReport(pulsarSettings{
 		throughputSettings: throughputSettings{
 			Connections: o.conns, Window: o.window, Size: o.size, Rounds: o.rounds, RoundS: seconds(o.round),
-			WarmupS: seconds(o.warmup), IntervalS: seconds(o.interval), Configs: targetKinds(targets),
+			WarmupS: seconds(o.warmup), IntervalS: seconds(o.interval), Configs: targetKinds(targets), Coalesce: o.coalesce,
 		},
 		Topics: o.topics, PulsarState: p.state, Broker: p.serviceURL,
 	})
 	rep.Machine.Binaries = binaryReports(ctx, sets)
 	rep.Results = results
-	loadDesc := fmt.Sprintf("%d connections × window %d, %d B messages, closed loop", o.conns, o.window, o.size)
-	if o.topics > 0 {
-		loadDesc += fmt.Sprintf(", %d topics", o.topics)
-	}
+	loadDesc := o.describeLoad()
 	rep.tables = []*table{
 		pulsarTable(results, fmt.Sprintf("in front of Pulsar (%s): %s; %d rounds × %s, configurations interleaved", p.serviceURL, loadDesc, o.rounds, o.round)),
 	}

@@ -34,6 +34,7 @@ type throughputSettings struct {
 	Compare     string  `json:"compare,omitempty"`
 	Retention   int64   `json:"broker_retention_bytes"`
 	RetryNoisy  float64 `json:"retry_noisy,omitempty"`
+	Coalesce    bool    `json:"coalesce,omitempty"`
 }
 
 // tpResult is one target's outcome over all rounds.
@@ -109,7 +110,7 @@ type tpOptions struct {
 	conns, window, size         int
 	rate, noisy                 float64
 	kinds                       []string
-	ceiling, direct             bool
+	ceiling, direct, coalesce   bool
 	compare, newLabel, oldLabel string
 	plugin                      string
 	centrifugo                  string // -centrifugo
@@ -133,6 +134,7 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	fs.IntVar(&o.size, "size", 1024, "payload bytes")
 	fs.IntVar(&o.topics, "topics", 0, "spread the connections over this many topics (0: one topic per connection; a sluice broker holds at most 512 per namespace)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: total msgs/s, latency from each message's scheduled send time (0: closed loop)")
+	fs.BoolVar(&o.coalesce, "coalesce", false, coalesceUsage)
 	configs := fs.String("configs", "single,edge", "configurations: "+strings.Join(append(edgeKinds, peerKinds...), ", "))
 	fs.StringVar(&o.centrifugo, "centrifugo", "", "the centrifugo binary for the centrifugo configuration (default: "+centrifugoModule+", installed once into the user cache directory)")
 	fs.StringVar(&o.nats, "nats", "", "the nats-server binary for the nats configuration (default: "+natsModule+", installed once into the user cache directory)")
@@ -184,14 +186,11 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	rep := c.newReport(throughputSettings{
 		Connections: o.conns, Window: o.window, Size: o.size, Rate: o.rate, Rounds: o.rounds, RoundS: seconds(o.round),
 		WarmupS: seconds(o.warmup), IntervalS: seconds(o.interval), Configs: strings.Join(o.kinds, ","), Ceiling: o.ceiling,
-		Direct: o.direct, Compare: o.compare, Retention: o.retention, RetryNoisy: o.noisy,
+		Direct: o.direct, Compare: o.compare, Retention: o.retention, RetryNoisy: o.noisy, Coalesce: o.coalesce,
 	})
 	rep.Machine.Binaries = binaryReports(ctx, sets)
 	rep.Results = results
-	loadDesc := fmt.Sprintf("%d connections × window %d, %d B messages, closed loop", o.conns, o.window, o.size)
-	if o.rate > 0 {
-		loadDesc = fmt.Sprintf("%d connections, open loop at %.0f msgs/s (window %d), %d B messages", o.conns, o.rate, o.window, o.size)
-	}
+	loadDesc := o.describeLoad()
 	rep.tables = []*table{throughputTable(results, fmt.Sprintf("throughput: %s; %d rounds × %s, configurations interleaved", loadDesc, o.rounds, o.round))}
 	if st := syscallTable(results); st != nil {
 		rep.tables = append(rep.tables, st)
@@ -199,6 +198,24 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	rep.notes = throughputNotes(c.pins)
 	rep.chart = throughputChart(results, loadDesc)
 	return c.emit(rep, env)
+}
+
+// coalesceUsage is the -coalesce flag's usage.
+const coalesceUsage = "closed loop: write the frames a connection's window lets go together in one system call, not one call each"
+
+// describeLoad is the producer load in words, for tables and charts.
+func (o *tpOptions) describeLoad() string {
+	if o.rate > 0 {
+		return fmt.Sprintf("%d connections, open loop at %.0f msgs/s (window %d), %d B messages", o.conns, o.rate, o.window, o.size)
+	}
+	d := fmt.Sprintf("%d connections × window %d, %d B messages, closed loop", o.conns, o.window, o.size)
+	if o.topics > 0 {
+		d += fmt.Sprintf(", %d topics", o.topics)
+	}
+	if o.coalesce {
+		d += ", frames written together"
+	}
+	return d
 }
 
 // startTargets starts every configuration's processes: the ceiling, each edge kind for each
@@ -259,7 +276,7 @@ func (o *tpOptions) run(ctx context.Context, targets []*target, prog *progress) 
 		return loadgen.ProducerConfig{
 			Target: t.url, Token: t.token, Topic: "tp-" + id + "-" + strings.ReplaceAll(t.name, "@", "-"), TopicPerConnection: true, Topics: o.topics,
 			Connections: o.conns, Window: o.window, MinSize: o.size, Rate: o.rate,
-			Duration: d, Drain: o.drain, Interval: o.interval, Acked: acked,
+			Duration: d, Drain: o.drain, Interval: o.interval, Acked: acked, Coalesce: o.coalesce,
 		}
 	}
 	if o.warmup > 0 {

@@ -148,6 +148,25 @@ func TestProducersEveryMessageAcked(t *testing.T) {
 	t.Logf("sent %d in %s, consumer read %d, ping p50 %dµs", res.Sent, res.Elapsed, c.Received, c.Ping.ValueAtQuantile(50))
 }
 
+// Frames written together still get exactly one ok ack each, those held when the run ends
+// included.
+func TestCoalescedProducersEveryMessageAcked(t *testing.T) {
+	t.Parallel()
+	base, _ := startEdge(t)
+	res, err := loadgen.RunProducers(t.Context(), loadgen.ProducerConfig{
+		Target: base, Topic: topicName(t), TopicPerConnection: true,
+		Connections: 4, Window: 32, Coalesce: true,
+		Duration: time.Second, Drain: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAllAcked(t, res)
+	if res.WriteTimeouts != 0 {
+		t.Errorf("%d connections' writes timed out", res.WriteTimeouts)
+	}
+}
+
 // pulsar-client-go straight to the broker: the same accounting, and the interval series adds
 // up to the acks that arrived in time.
 func TestDirectProducersAndSeries(t *testing.T) {

@@ -93,6 +93,10 @@ type ProducerConfig struct {
 	Interval time.Duration
 	// Acked, when set, is incremented for every ok ack as it arrives (for progress lines).
 	Acked *atomic.Int64
+	// Coalesce writes the frames a connection may send together (its window freed several
+	// slots at once) in one system call, as a client library with a write buffer does;
+	// otherwise every frame is written by its own. WebSocket targets, closed loop.
+	Coalesce bool
 }
 
 // ProducerResult is a producer load's outcome. A message is counted in exactly one of OK,
@@ -217,10 +221,13 @@ type Producers struct {
 
 // producerConn is one connection's transport: send writes one message (its recorder gets
 // the outcome), done is closed when the connection can take no more, and finish closes the
-// connection and returns the error that ended it early, if any.
+// connection and returns the error that ended it early, if any. After hold, sends are
+// gathered until flush writes them together.
 type producerConn interface {
 	begin(end time.Time)
 	send(ctx context.Context, seq uint64, payload []byte, ref time.Time) error
+	hold()
+	flush() error
 	done() <-chan struct{} // closed when the connection can take no more sends
 	finish() error
 }
@@ -294,6 +301,7 @@ func (p *Producers) Run(ctx context.Context) *ProducerResult {
 			results[i] = runConn(ctx, c, rec, connRun{
 				window: cfg.Window, interval: perConn, start: start, end: end,
 				drainEnd: end.Add(cfg.Drain), payloads: p.payloads, seed: uint64(i), //nolint:gosec // G115: a connection index, not negative
+				coalesce: cfg.Coalesce && perConn == 0,
 				// Stagger the connections' schedules so an open loop is not bursty.
 				offset: time.Duration(i) * perConn / time.Duration(len(p.conns)),
 			})
@@ -390,6 +398,7 @@ type connRun struct {
 	drainEnd time.Time
 	payloads *payloads
 	seed     uint64
+	coalesce bool // hold sends while the window has room, flush before waiting for it
 }
 
 // recorder counts one connection's outcomes. Acks arrive on the transport's goroutines
@@ -503,14 +512,21 @@ send:
 				}
 			}
 		}
-		select {
-		case rec.tokens <- struct{}{}:
-		case <-endTimer.C:
-			break send
-		case <-ctx.Done():
-			break send
-		case <-c.done():
-			break send
+		if !run.coalesce || !tryAcquire(rec.tokens) {
+			// What is held goes out before waiting for the window.
+			if err := c.flush(); err != nil {
+				sendErr = writeFailed(err)
+				break
+			}
+			select {
+			case rec.tokens <- struct{}{}:
+			case <-endTimer.C:
+				break send
+			case <-ctx.Done():
+				break send
+			case <-c.done():
+				break send
+			}
 		}
 		now := time.Now()
 		if !now.Before(run.end) {
@@ -520,16 +536,25 @@ send:
 		if ref.IsZero() {
 			ref = now
 		}
+		if run.coalesce {
+			c.hold()
+		}
 		if err := c.send(ctx, seq, run.payloads.draw(rng), ref); err != nil {
 			<-rec.tokens
-			if errors.Is(err, errRunOver) {
-				writeTimedOut = true
-			} else {
-				sendErr = err
-			}
+			sendErr = err
 			break
 		}
 		sent++
+	}
+	if run.coalesce {
+		// Frames held when the run ended were sent within it: they go out past its end.
+		c.begin(run.drainEnd)
+	}
+	if err := c.flush(); err != nil && sendErr == nil {
+		sendErr = writeFailed(err)
+	}
+	if errors.Is(sendErr, errRunOver) {
+		writeTimedOut, sendErr = true, nil
 	}
 	// Drain: wait for outstanding acks until drainEnd.
 	if sendErr == nil {
@@ -563,6 +588,16 @@ send:
 		res.ConnErrors, res.FirstErr = 1, connErr
 	}
 	return &res
+}
+
+// tryAcquire takes a window slot if one is free.
+func tryAcquire(tokens chan struct{}) bool {
+	select {
+	case tokens <- struct{}{}:
+		return true
+	default:
+		return false
+	}
 }
 
 func isClosed(ch <-chan struct{}) bool {

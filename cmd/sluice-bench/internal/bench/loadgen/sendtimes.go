@@ -36,6 +36,12 @@ func (s *sendTimes) take(seq uint64) (time.Time, bool) {
 // when the write timed out at the run's end.
 func (s *sendTimes) failed(seq uint64, err error) error {
 	s.take(seq)
+	return writeFailed(err)
+}
+
+// writeFailed is a send's error for a failed write: errRunOver when it timed out at the
+// run's end.
+func writeFailed(err error) error {
 	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		return errRunOver
 	}

@@ -41,7 +41,8 @@ func wsProducerURL(base, topic, query string) string {
 	return u
 }
 
-// dial opens one WebSocket, bounded by dialTimeout. recvBuf > 0 sets the socket's SO_RCVBUF.
+// dial opens one WebSocket over a batchConn, bounded by dialTimeout. recvBuf > 0 sets the
+// socket's SO_RCVBUF.
 func dial(ctx context.Context, u string, recvBuf int) (*websocket.Conn, error) {
 	return dialWith(ctx, u, recvBuf, 64<<10)
 }
@@ -49,10 +50,19 @@ func dial(ctx context.Context, u string, recvBuf int) (*websocket.Conn, error) {
 func dialWith(ctx context.Context, u string, recvBuf, bufSize int) (*websocket.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	d := websocket.Dialer{HandshakeTimeout: dialTimeout, ReadBufferSize: bufSize, WriteBufferSize: bufSize}
+	nd := &net.Dialer{}
 	if recvBuf > 0 {
-		nd := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error { return setRecvBuffer(c, recvBuf) }}
-		d.NetDialContext = nd.DialContext
+		nd.Control = func(_, _ string, c syscall.RawConn) error { return setRecvBuffer(c, recvBuf) }
+	}
+	d := websocket.Dialer{
+		HandshakeTimeout: dialTimeout, ReadBufferSize: bufSize, WriteBufferSize: bufSize,
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := nd.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &batchConn{Conn: c}, nil
+		},
 	}
 	c, resp, err := d.DialContext(dctx, u, nil)
 	if err != nil {
@@ -155,7 +165,7 @@ func parseSeq(b []byte) (uint64, bool) {
 	return n, true
 }
 
-func (w *wsProducer) begin(end time.Time) { _ = w.c.SetWriteDeadline(end) }
+func (w *wsProducer) begin(end time.Time) { setWriteDeadline(w.c, end) }
 
 func (w *wsProducer) send(_ context.Context, seq uint64, payload []byte, ref time.Time) error {
 	w.frame = w.payloads.appendFrame(w.frame[:0], payload, seq)
@@ -165,6 +175,9 @@ func (w *wsProducer) send(_ context.Context, seq uint64, payload []byte, ref tim
 	}
 	return nil
 }
+
+func (w *wsProducer) hold()        { batchOf(w.c).hold() }
+func (w *wsProducer) flush() error { return batchOf(w.c).flush() }
 
 func (w *wsProducer) done() <-chan struct{} { return w.readerDone }
 

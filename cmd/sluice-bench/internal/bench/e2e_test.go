@@ -258,7 +258,10 @@ func TestPulsarDeliveriesEndToEnd(t *testing.T) {
 		t.Fatalf("%d results for %s", len(results), configs)
 	}
 	for _, r := range results {
-		if r.Delivered != 400 || r.Missing != 0 || r.Rate <= 0 || r.PerEdgeCPU <= 0 {
+		// sluice serve can deliver 400 messages in less than one 10 ms clock tick of CPU, which
+		// reads as none; the Java proxy cannot.
+		noCPU := r.PerEdgeCPU <= 0 && r.Name == "pulsar-proxy"
+		if r.Delivered != 400 || r.Missing != 0 || r.Rate <= 0 || noCPU {
 			t.Errorf("%s: delivered %d, missing %d, %v/s, %v per proxy CPU-s", r.Name, r.Delivered, r.Missing, r.Rate, r.PerEdgeCPU)
 		}
 	}

@@ -46,12 +46,26 @@ func (b *batchConn) hold() {
 	b.mu.Unlock()
 }
 
-// flush writes what was gathered and lets writes through again.
-func (b *batchConn) flush() error {
+// flush writes what was gathered, bounded by deadline, and lets writes through again.
+func (b *batchConn) flush(deadline time.Time) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.held = false
+	if len(b.buf) == 0 {
+		return nil
+	}
+	if err := b.Conn.SetWriteDeadline(deadline); err != nil {
+		return err
+	}
 	return b.writeOut()
+}
+
+// SetWriteDeadline is the connection's, under mu: the WebSocket sets its own deadline before
+// each of its writes, and it must not fall between a flush's deadline and the flush's write.
+func (b *batchConn) SetWriteDeadline(t time.Time) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Conn.SetWriteDeadline(t)
 }
 
 func (b *batchConn) writeOut() error {
@@ -65,10 +79,3 @@ func (b *batchConn) writeOut() error {
 
 // batchOf is the batchConn under a WebSocket opened by dialWith.
 func batchOf(c *websocket.Conn) *batchConn { return c.NetConn().(*batchConn) } //nolint:forcetypeassert // dialWith wraps every connection
-
-// setWriteDeadline bounds the WebSocket's writes and its batchConn's flushes, which the
-// WebSocket does not see.
-func setWriteDeadline(c *websocket.Conn, t time.Time) {
-	_ = c.SetWriteDeadline(t)
-	_ = c.NetConn().SetWriteDeadline(t)
-}

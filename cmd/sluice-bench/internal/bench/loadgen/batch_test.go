@@ -4,12 +4,19 @@ import (
 	"bytes"
 	"net"
 	"testing"
+	"time"
 )
 
-// countingConn records every write it is given.
+// countingConn records every write it is given, and the last write deadline.
 type countingConn struct {
 	net.Conn
-	writes [][]byte
+	writes   [][]byte
+	deadline time.Time
+}
+
+func (c *countingConn) SetWriteDeadline(t time.Time) error {
+	c.deadline = t
+	return nil
 }
 
 func (c *countingConn) Write(p []byte) (int, error) {
@@ -29,11 +36,15 @@ func TestBatchConnGathersHeldWrites(t *testing.T) {
 	if len(under.writes) != 1 {
 		t.Fatalf("held writes reached the connection: %q", under.writes)
 	}
-	if err := b.flush(); err != nil {
+	by := time.Now().Add(time.Minute)
+	if err := b.flush(by); err != nil {
 		t.Fatal(err)
 	}
+	if !under.deadline.Equal(by) {
+		t.Errorf("flushed with deadline %v, want %v", under.deadline, by)
+	}
 	_, _ = b.Write([]byte("d"))
-	if err := b.flush(); err != nil { // nothing held: no empty write
+	if err := b.flush(time.Time{}); err != nil { // nothing held: no empty write
 		t.Fatal(err)
 	}
 	want := []string{"a", "bc", "d"}
@@ -60,7 +71,7 @@ func TestBatchConnWritesOutAtLimit(t *testing.T) {
 	if len(under.writes) != 1 || len(under.writes[0]) != batchLimit {
 		t.Fatalf("%d writes before flush, want one of %d bytes", len(under.writes), batchLimit)
 	}
-	if err := b.flush(); err != nil {
+	if err := b.flush(time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if len(under.writes) != 2 || len(under.writes[1]) != len(frame) {

@@ -177,7 +177,7 @@ func publishReply(line []byte) (uint64, bool) {
 	return parseSeq(digits)
 }
 
-func (w *centrifugoProducer) begin(end time.Time) { setWriteDeadline(w.c, end) }
+func (w *centrifugoProducer) begin(end time.Time) { _ = w.c.SetWriteDeadline(end) }
 
 // send writes {"id":N,"publish":{"channel":"…","data":"BASE64"}}.
 func (w *centrifugoProducer) send(_ context.Context, seq uint64, payload []byte, ref time.Time) error {
@@ -200,8 +200,8 @@ func (w *centrifugoProducer) send(_ context.Context, seq uint64, payload []byte,
 	return nil
 }
 
-func (w *centrifugoProducer) hold()        { batchOf(w.c).hold() }
-func (w *centrifugoProducer) flush() error { return batchOf(w.c).flush() }
+func (w *centrifugoProducer) hold()                          { batchOf(w.c).hold() }
+func (w *centrifugoProducer) flush(deadline time.Time) error { return batchOf(w.c).flush(deadline) }
 
 func (w *centrifugoProducer) done() <-chan struct{} { return w.readerDone }
 

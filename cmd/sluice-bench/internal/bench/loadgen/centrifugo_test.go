@@ -78,16 +78,21 @@ func (f *centrifugoFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // and answers the server's ping.
 func TestCentrifugoProducers(t *testing.T) {
 	t.Parallel()
-	fake := &centrifugoFake{size: 1024}
-	res := runAgainstFake(t, "centrifugo", "ch", fake)
-	checkAllAcked(t, res)
-	if bad := fake.bad.Load(); bad != nil {
-		t.Errorf("the fake server saw %s", bad)
-	}
-	if got := fake.published.Load(); got != res.Sent {
-		t.Errorf("server got %d publishes, client sent %d", got, res.Sent)
-	}
-	if fake.pongs.Load() == 0 {
-		t.Error("no ping answered")
+	for name, coalesce := range writeModes {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fake := &centrifugoFake{size: 1024}
+			res := runAgainstFake(t, "centrifugo", "ch", fake, coalesce)
+			checkAllAcked(t, res)
+			if bad := fake.bad.Load(); bad != nil {
+				t.Errorf("the fake server saw %s", bad)
+			}
+			if got := fake.published.Load(); got != res.Sent {
+				t.Errorf("server got %d publishes, client sent %d", got, res.Sent)
+			}
+			if fake.pongs.Load() == 0 {
+				t.Error("no ping answered")
+			}
+		})
 	}
 }

@@ -80,8 +80,8 @@ func (d *directProducer) send(ctx context.Context, _ uint64, payload []byte, ref
 }
 
 // hold and flush do nothing: sends go through pulsar-client-go's own connection writer.
-func (d *directProducer) hold()        {}
-func (d *directProducer) flush() error { return nil }
+func (d *directProducer) hold()                 {}
+func (d *directProducer) flush(time.Time) error { return nil }
 
 // done is nil: a broker connection's failure shows as failed sends, not as a closed channel.
 func (d *directProducer) done() <-chan struct{} { return nil }

@@ -75,19 +75,22 @@ func topicName(t *testing.T) string {
 
 // runAgainstFake runs a short producer load (2 connections × window 8, a topic each, named
 // after topic) with the scheme's load generator against a fake peer server.
-func runAgainstFake(t *testing.T, scheme, topic string, fake http.Handler) *loadgen.ProducerResult {
+func runAgainstFake(t *testing.T, scheme, topic string, fake http.Handler, coalesce bool) *loadgen.ProducerResult {
 	t.Helper()
 	hs := httptest.NewServer(fake)
 	t.Cleanup(hs.Close)
 	res, err := loadgen.RunProducers(t.Context(), loadgen.ProducerConfig{
 		Target: scheme + "://" + strings.TrimPrefix(hs.URL, "http://"), Topic: topic, TopicPerConnection: true,
-		Connections: 2, Window: 8, Duration: 500 * time.Millisecond, Drain: 5 * time.Second,
+		Connections: 2, Window: 8, Duration: 500 * time.Millisecond, Drain: 5 * time.Second, Coalesce: coalesce,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return res
 }
+
+// writeModes are the generator's two ways of writing frames, for tests that run both.
+var writeModes = map[string]bool{"one write a frame": false, "frames written together": true}
 
 // checkAllAcked fails unless every message sent got exactly one ok ack.
 func checkAllAcked(t *testing.T, res *loadgen.ProducerResult) {

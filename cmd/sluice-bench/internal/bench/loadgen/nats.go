@@ -329,7 +329,7 @@ func (w *natsProducer) reply(op natsOp, now time.Time) {
 	w.rec.record(outcomeOK, t, now)
 }
 
-func (w *natsProducer) begin(end time.Time) { setWriteDeadline(w.c.ws, end) }
+func (w *natsProducer) begin(end time.Time) { _ = w.c.ws.SetWriteDeadline(end) }
 
 // send writes "PUB <subject> <inbox><seq> <size>\r\n<payload>\r\n".
 func (w *natsProducer) send(_ context.Context, seq uint64, payload []byte, ref time.Time) error {
@@ -347,8 +347,8 @@ func (w *natsProducer) send(_ context.Context, seq uint64, payload []byte, ref t
 	return nil
 }
 
-func (w *natsProducer) hold()        { batchOf(w.c.ws).hold() }
-func (w *natsProducer) flush() error { return batchOf(w.c.ws).flush() }
+func (w *natsProducer) hold()                          { batchOf(w.c.ws).hold() }
+func (w *natsProducer) flush(deadline time.Time) error { return batchOf(w.c.ws).flush(deadline) }
 
 func (w *natsProducer) done() <-chan struct{} { return w.readerDone }
 

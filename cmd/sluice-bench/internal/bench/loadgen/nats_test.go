@@ -107,19 +107,24 @@ func (f *natsFake) pub(args, rest []byte) (reply, after []byte) {
 // error, and answers the server's pings.
 func TestNatsProducers(t *testing.T) {
 	t.Parallel()
-	fake := &natsFake{size: 1024}
-	res := runAgainstFake(t, "nats+ws", "tp", fake)
-	if bad := fake.bad.Load(); bad != nil {
-		t.Fatalf("the fake server saw %s", bad)
-	}
-	if got := fake.published.Load(); got != res.Sent || got == 0 {
-		t.Errorf("server got %d publishes, client sent %d", got, res.Sent)
-	}
-	if res.OK+res.SendErrors != res.Sent || res.SendErrors != fake.failed.Load() || res.Pending+res.Unmatched+res.ConnErrors != 0 {
-		t.Errorf("sent %d: ok %d, errors %d (server failed %d), pending %d, unmatched %d, conn errors %d (%v)",
-			res.Sent, res.OK, res.SendErrors, fake.failed.Load(), res.Pending, res.Unmatched, res.ConnErrors, res.FirstErr)
-	}
-	if fake.pongs.Load() == 0 {
-		t.Error("no ping answered")
+	for name, coalesce := range writeModes {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fake := &natsFake{size: 1024}
+			res := runAgainstFake(t, "nats+ws", "tp", fake, coalesce)
+			if bad := fake.bad.Load(); bad != nil {
+				t.Fatalf("the fake server saw %s", bad)
+			}
+			if got := fake.published.Load(); got != res.Sent || got == 0 {
+				t.Errorf("server got %d publishes, client sent %d", got, res.Sent)
+			}
+			if res.OK+res.SendErrors != res.Sent || res.SendErrors != fake.failed.Load() || res.Pending+res.Unmatched+res.ConnErrors != 0 {
+				t.Errorf("sent %d: ok %d, errors %d (server failed %d), pending %d, unmatched %d, conn errors %d (%v)",
+					res.Sent, res.OK, res.SendErrors, fake.failed.Load(), res.Pending, res.Unmatched, res.ConnErrors, res.FirstErr)
+			}
+			if fake.pongs.Load() == 0 {
+				t.Error("no ping answered")
+			}
+		})
 	}
 }

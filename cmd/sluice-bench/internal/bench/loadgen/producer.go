@@ -222,12 +222,12 @@ type Producers struct {
 // producerConn is one connection's transport: send writes one message (its recorder gets
 // the outcome), done is closed when the connection can take no more, and finish closes the
 // connection and returns the error that ended it early, if any. After hold, sends are
-// gathered until flush writes them together.
+// gathered until flush writes them together, bounded by its deadline.
 type producerConn interface {
 	begin(end time.Time)
 	send(ctx context.Context, seq uint64, payload []byte, ref time.Time) error
 	hold()
-	flush() error
+	flush(deadline time.Time) error
 	done() <-chan struct{} // closed when the connection can take no more sends
 	finish() error
 }
@@ -514,7 +514,7 @@ send:
 		}
 		if !run.coalesce || !tryAcquire(rec.tokens) {
 			// What is held goes out before waiting for the window.
-			if err := c.flush(); err != nil {
+			if err := c.flush(run.end); err != nil {
 				sendErr = writeFailed(err)
 				break
 			}
@@ -546,11 +546,8 @@ send:
 		}
 		sent++
 	}
-	if run.coalesce {
-		// Frames held when the run ended were sent within it: they go out past its end.
-		c.begin(run.drainEnd)
-	}
-	if err := c.flush(); err != nil && sendErr == nil {
+	// Frames held when the run ended were sent within it: they go out past its end.
+	if err := c.flush(run.drainEnd); err != nil && sendErr == nil {
 		sendErr = writeFailed(err)
 	}
 	if errors.Is(sendErr, errRunOver) {

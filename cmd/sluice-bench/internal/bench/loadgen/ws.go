@@ -165,7 +165,7 @@ func parseSeq(b []byte) (uint64, bool) {
 	return n, true
 }
 
-func (w *wsProducer) begin(end time.Time) { setWriteDeadline(w.c, end) }
+func (w *wsProducer) begin(end time.Time) { _ = w.c.SetWriteDeadline(end) }
 
 func (w *wsProducer) send(_ context.Context, seq uint64, payload []byte, ref time.Time) error {
 	w.frame = w.payloads.appendFrame(w.frame[:0], payload, seq)
@@ -176,8 +176,8 @@ func (w *wsProducer) send(_ context.Context, seq uint64, payload []byte, ref tim
 	return nil
 }
 
-func (w *wsProducer) hold()        { batchOf(w.c).hold() }
-func (w *wsProducer) flush() error { return batchOf(w.c).flush() }
+func (w *wsProducer) hold()                          { batchOf(w.c).hold() }
+func (w *wsProducer) flush(deadline time.Time) error { return batchOf(w.c).flush(deadline) }
 
 func (w *wsProducer) done() <-chan struct{} { return w.readerDone }
 

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -31,8 +32,12 @@ var gcCounted = []string{"/gc/heap/live:bytes", "/gc/scan/stack:bytes", "/gc/sca
 type gcPacer struct {
 	max, min int    // the targets' bounds, in percent
 	headroom uint64 // GCHeadroom
-	percent  int    // the target in force
 	sample   []metrics.Sample
+	mu       sync.Mutex // guards percent, rest and restSample: the finalizer and the trimmer both set them
+	percent  int        // the target, in force unless the collector rests
+	rest     *gcRest    // nil: the collector is not resting
+	// restSample reads restSamples.
+	restSample []metrics.Sample
 	// leftOut is heap memory that does not count (the embedded broker's store), nil: none.
 	leftOut atomic.Pointer[func() uint64]
 	stopped atomic.Bool
@@ -51,6 +56,14 @@ var pacing atomic.Pointer[gcPacer]
 // system, once, until the heap is busy again, and at most once in trimSpacing periods, since
 // each trim marks the whole heap. Held open but idle, 19,000 connections so hold the RSS of
 // their live data rather than half as much again (docs/benchmarks.md, "Idle connections").
+//
+// A quiet heap also lets the collector rest. The runtime collects at least every two minutes
+// however little was allocated, and each of those collections marks the whole heap (about
+// 150 ms of CPU for 19,000 idle connections) to free next to nothing. After quietPeriods quiet
+// periods the trimmer turns the collector's target off and lowers the memory limit to what the
+// process holds plus its headroom, so the next collection comes when the heap has grown that
+// much, as the paced target would have it, not on the clock. That collection, or the first
+// busy period, restores the target and the limit.
 const (
 	trimPeriod   = time.Second
 	quietPeriods = 3
@@ -74,6 +87,7 @@ var trimSamples = []string{
 
 // heapTrimmer is the trimmer's state between periods.
 type heapTrimmer struct {
+	pacer   *gcPacer // rests the collector while the heap is quiet; nil: it never rests
 	sample  []metrics.Sample
 	allocs  uint64 // allocated as of the last period
 	quiet   int    // quiet periods in a row
@@ -82,8 +96,8 @@ type heapTrimmer struct {
 	spacing int    // trimSpacing
 }
 
-func newHeapTrimmer() *heapTrimmer {
-	t := &heapTrimmer{sample: newSamples(trimSamples), since: trimSpacing, spacing: trimSpacing}
+func newHeapTrimmer(p *gcPacer) *heapTrimmer {
+	t := &heapTrimmer{pacer: p, sample: newSamples(trimSamples), since: trimSpacing, spacing: trimSpacing}
 	t.allocs, _, _ = t.read()
 	return t
 }
@@ -99,7 +113,8 @@ func (t *heapTrimmer) read() (allocs, live, beyondLive uint64) {
 	return allocs, live, beyondLive
 }
 
-// period looks at one period's figures, and trims the heap when it is due.
+// period looks at one period's figures: it trims the heap when that is due, and rests the
+// collector while the heap is quiet.
 func (t *heapTrimmer) period() (trimmed bool) {
 	allocs, live, beyond := t.read()
 	allocated := allocs - t.allocs
@@ -107,21 +122,25 @@ func (t *heapTrimmer) period() (trimmed bool) {
 	t.since++
 	if allocated > max(quietFloor, live/quietShare) {
 		t.quiet, t.trimmed = 0, false
+		t.pacer.wake()
 		return false
 	}
 	t.quiet++
-	if t.quiet < quietPeriods || t.trimmed || t.since < t.spacing || beyond <= max(trimFloor, live/trimShare) {
+	if t.quiet < quietPeriods {
 		return false
 	}
-	debug.FreeOSMemory()
-	t.trimmed, t.since = true, 0
-	t.allocs, _, _ = t.read() // what the collection itself allocated is not the heap's
-	return true
+	if !t.trimmed && t.since >= t.spacing && beyond > max(trimFloor, live/trimShare) {
+		debug.FreeOSMemory()
+		t.trimmed, t.since, trimmed = true, 0, true
+		t.allocs, _, _ = t.read() // what the collection itself allocated is not the heap's
+	}
+	t.pacer.restCollector()
+	return trimmed
 }
 
-// trimWhenQuiet runs the trimmer every period until stop is closed.
-func trimWhenQuiet(period time.Duration, stop <-chan struct{}) {
-	t := newHeapTrimmer()
+// trimWhenQuiet runs the trimmer for p every period until stop is closed.
+func trimWhenQuiet(p *gcPacer, period time.Duration, stop <-chan struct{}) {
+	t := newHeapTrimmer(p)
 	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
@@ -141,35 +160,115 @@ type sentinel struct{ _ [16]byte }
 // collection, and trims the heap when it is quiet, in place of a pacer started before. stop
 // ends the pacing and the trimming and leaves the target in force.
 func startGCPacer(maxPercent, minPercent int, headroom uint64) (stop func()) {
-	p := &gcPacer{max: maxPercent, min: minPercent, headroom: headroom, percent: maxPercent,
-		sample: newSamples(gcCounted), done: make(chan struct{})}
+	p := newGCPacer(maxPercent, minPercent, headroom)
 	if old := pacing.Swap(p); old != nil {
 		old.stop()
 	}
+	go trimWhenQuiet(p, trimPeriod, p.done)
+	return p.stop
+}
+
+// newGCPacer sets the collector's target to maxPercent and paces it after every collection.
+func newGCPacer(maxPercent, minPercent int, headroom uint64) *gcPacer {
+	p := &gcPacer{max: maxPercent, min: minPercent, headroom: headroom, percent: maxPercent,
+		sample: newSamples(gcCounted), restSample: newSamples(restSamples), done: make(chan struct{})}
 	debug.SetGCPercent(maxPercent)
 	runtime.SetFinalizer(&sentinel{}, p.collected)
-	go trimWhenQuiet(trimPeriod, p.done)
-	return p.stop
+	return p
 }
 
 func (p *gcPacer) stop() {
 	if p.stopped.CompareAndSwap(false, true) {
 		close(p.done)
+		p.wake()
 	}
 }
 
 // collected runs after a collection (in the runtime's finalizer goroutine, one at a time)
-// and arms itself for the next.
+// and arms itself for the next. A collection since the collector came to rest ends the rest.
 func (p *gcPacer) collected(s *sentinel) {
 	if p.stopped.Load() {
 		return
 	}
-	// A change under a tenth is left alone: each setting takes the heap lock.
-	if want := gcPercentFor(p.counted(), p.headroom, p.min, p.max); want*10 < p.percent*9 || want*10 > p.percent*11 {
-		p.percent = want
-		debug.SetGCPercent(want)
+	want := gcPercentFor(p.counted(), p.headroom, p.min, p.max)
+	p.mu.Lock()
+	if p.rest != nil {
+		if _, cycles := p.readLocked(); cycles > p.rest.cycles {
+			p.wakeLocked()
+		}
 	}
+	// A change under a tenth is left alone: each setting takes the heap lock.
+	if want*10 < p.percent*9 || want*10 > p.percent*11 {
+		p.percent = want
+		if p.rest == nil {
+			debug.SetGCPercent(want)
+		}
+	}
+	p.mu.Unlock()
 	runtime.SetFinalizer(s, p.collected)
+}
+
+// gcRest is what a resting collector restores.
+type gcRest struct {
+	limit  int64  // the memory limit in force before the rest
+	cycles uint64 // collections completed when the rest began
+}
+
+// The runtime's figures a rest reads: what the memory limit counts (all the memory the
+// runtime maps less what it released) and the collections so far.
+var restSamples = []string{
+	"/memory/classes/total:bytes",
+	"/memory/classes/heap/released:bytes",
+	"/gc/cycles/total:gc-cycles",
+}
+
+// restCollector turns the collector's target off, with the memory limit lowered to what the
+// process holds plus the headroom (the next collection's trigger), unless it rests already.
+// A nil pacer does nothing.
+func (p *gcPacer) restCollector() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rest != nil || p.stopped.Load() { // stop wakes under mu after it marks the pacer stopped
+		return
+	}
+	held, cycles := p.readLocked()
+	limit := debug.SetMemoryLimit(-1)
+	// The headroom is at least a sixteenth of what is held: the runtime returns pages to the
+	// system above 95 % of the limit, and a rest should not make it trim.
+	trigger := held + max(p.headroom, held/16)
+	debug.SetMemoryLimit(int64(min(trigger, uint64(max(limit, 0))))) //nolint:gosec // G115: a byte count below the limit
+	debug.SetGCPercent(-1)
+	p.rest = &gcRest{limit: limit, cycles: cycles}
+}
+
+// readLocked returns the memory the limit counts and the collections completed so far. The
+// caller holds mu.
+func (p *gcPacer) readLocked() (held, cycles uint64) {
+	metrics.Read(p.restSample)
+	total, released := sampled(p.restSample[0]), sampled(p.restSample[1])
+	return total - min(total, released), sampled(p.restSample[2])
+}
+
+// wake ends the collector's rest, if it rests. A nil pacer does nothing.
+func (p *gcPacer) wake() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rest != nil {
+		p.wakeLocked()
+	}
+}
+
+// wakeLocked restores the target and the limit the rest replaced. The caller holds mu.
+func (p *gcPacer) wakeLocked() {
+	debug.SetGCPercent(p.percent)
+	debug.SetMemoryLimit(p.rest.limit)
+	p.rest = nil
 }
 
 // counted is what the target is a percentage of, less what is left out.

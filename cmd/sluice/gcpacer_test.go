@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -90,7 +91,7 @@ func TestHeapTrimmer(t *testing.T) {
 		}
 		sink = nil
 	}
-	tr := newHeapTrimmer()
+	tr := newHeapTrimmer(nil)
 	tr.spacing = quietPeriods + 2 // each round: a busy period, the quiet ones, one more
 	for round := range 2 {
 		garbage()
@@ -129,5 +130,82 @@ func TestHeapTrimmer(t *testing.T) {
 				!due, tr.since, tr.quiet, tr.spacing)
 		}
 	}
+	runtime.KeepAlive(sink)
+}
+
+// TestCollectorRests: after quietPeriods quiet periods the trimmer turns the collector's
+// target off and lowers the memory limit to what the process holds plus the headroom; the
+// collection that limit brings, or a busy period, restores both. Not parallel: it sets the
+// process's collector.
+func TestCollectorRests(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	const limit = 8 << 30
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
+	read := func(name string) uint64 {
+		s := []metrics.Sample{{Name: name}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	gogcOff := func() bool { return read("/gc/gogc:percent") == math.MaxUint64 }
+	var sink [][]*int
+	garbage := func(mib int) { // pointers, dropped at once
+		sink = make([][]*int, mib)
+		for i := range sink {
+			sink[i] = make([]*int, 1<<17)
+		}
+		sink = nil
+	}
+	p := newGCPacer(400, 50, 16<<20)
+	defer p.stop()
+	tr := newHeapTrimmer(p)
+	rest := func() {
+		t.Helper()
+		tr.quiet = 0
+		for i := 0; tr.quiet < quietPeriods; i++ {
+			if gogcOff() {
+				t.Fatalf("the collector rests after %d quiet periods, want %d", tr.quiet, quietPeriods)
+			}
+			if i == 2*quietPeriods {
+				t.Fatalf("%d of %d periods quiet", tr.quiet, i)
+			}
+			tr.period()
+		}
+		if !gogcOff() {
+			t.Fatalf("the collector does not rest after %d quiet periods", quietPeriods)
+		}
+		if got := read("/gc/gomemlimit:bytes"); got >= limit {
+			t.Fatalf("memory limit %d MiB while resting, want it lowered to a trigger", got>>20)
+		}
+	}
+	awake := func(why string) {
+		t.Helper()
+		if gogcOff() || read("/gc/gomemlimit:bytes") != limit {
+			t.Fatalf("%s: GOGC off %v, memory limit %d MiB; want the target and the limit restored",
+				why, gogcOff(), read("/gc/gomemlimit:bytes")>>20)
+		}
+	}
+
+	rest()
+	tr.period()
+	if !gogcOff() {
+		t.Fatal("a quiet period after the rest woke the collector")
+	}
+	garbage(64) // past the lowered limit: the runtime collects, and the collection wakes the pacer
+	deadline := time.Now().Add(10 * time.Second)
+	for gogcOff() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	awake("after 64 MiB allocated in a rest")
+
+	rest()
+	if cycles := read("/gc/cycles/total:gc-cycles"); cycles != p.rest.cycles {
+		t.Fatalf("%d collections recorded at the rest, %d since", p.rest.cycles, cycles)
+	}
+	p.mu.Lock()
+	p.rest.cycles = math.MaxUint64 // so that only the busy period can wake it
+	p.mu.Unlock()
+	garbage(64)
+	tr.period()
+	awake("after a busy period")
 	runtime.KeepAlive(sink)
 }

@@ -134,21 +134,42 @@ func New(src Source, m *Metrics, cfg Config, log *slog.Logger) *Admin {
 }
 
 // Run samples the history every SampleInterval until ctx ends, and the per-session rates
-// while someone reads them (see sampler). The owner runs it on a goroutine of its own and
-// waits for it.
+// while someone reads them (see sampler). After quietSamples samples in a row with the same
+// figures and nobody reading the rates, it samples every quietEvery intervals, until a sample
+// differs or the rates are read: gathering the metrics each second was most of what an idle
+// process did, and its garbage what made it collect. The owner runs it on a goroutine of its
+// own and waits for it.
 func (a *Admin) Run(ctx context.Context) {
 	t := time.NewTicker(a.cfg.SampleInterval)
 	defer t.Stop()
+	quiet := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			a.sampler.sample(a, now)
+			was := quiet
+			quiet++
+			if !a.sampler.sample(a, now) {
+				quiet = 0
+			}
+			switch {
+			case quiet == quietSamples:
+				t.Reset(quietEvery * a.cfg.SampleInterval)
+			case quiet == 0 && was >= quietSamples:
+				t.Reset(a.cfg.SampleInterval)
+			}
 			a.m.Prune(routeNames(a.src.Routes()))
 		}
 	}
 }
+
+// The history's pace while nothing changes: after quietSamples unchanged samples, one every
+// quietEvery intervals.
+const (
+	quietSamples = 5
+	quietEvery   = 10
+)
 
 // Handler serves every admin endpoint: /healthz and /readyz (always open), /metrics,
 // /stats and /stats/history, /sessions (list, GET /sessions/{id}, DELETE /sessions/{id},

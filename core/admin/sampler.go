@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"reflect"
 	"sync"
 	"time"
 
@@ -94,33 +95,12 @@ func newSampler(n int) *sampler {
 	return &sampler{max: n, prev: map[uint64]sessionSample{}, rates: map[uint64]Rates{}}
 }
 
-// sample takes one sample of a's source at now.
-func (s *sampler) sample(a *Admin, now time.Time) {
-	st := a.snapshot()
-	smp := Sample{Time: now, ProducerUsed: st.Producers.Edge.Used, ProducerLimit: st.Producers.Edge.Limit,
-		ConsumerUsed: st.Consumers.Edge.Used, ConsumerLimit: st.Consumers.Edge.Limit, SessionsByKind: st.Sessions}
-	for _, r := range st.Routes {
-		lat := LatencySample{Count: r.SendLatency.Count, SumSeconds: r.SendLatency.SumSeconds, Buckets: make([]int64, len(r.SendLatency.Buckets))}
-		for i, b := range r.SendLatency.Buckets {
-			lat.Buckets[i] = b.Count
-		}
-		smp.Routes = append(smp.Routes, RouteSample{
-			Name:         r.Name,
-			ProducerUsed: r.ProducerPool.Used, ProducerLimit: r.ProducerPool.Limit,
-			ConsumerUsed: r.ConsumerPool.Used, ConsumerLimit: r.ConsumerPool.Limit,
-			InFlight:    r.InFlight,
-			Sessions:    r.Sessions["producer"] + r.Sessions["consumer"] + r.Sessions["reader"],
-			OK:          r.Producer.OK,
-			Rejected:    r.Producer.Rejected,
-			Failed:      r.Producer.SendErrors + r.Producer.SendTimeouts + r.Producer.Invalid,
-			Deliveries:  r.Consumer.Deliveries,
-			Acks:        r.Consumer.Acks,
-			Pauses:      r.Producer.Pauses,
-			SlowCloses:  r.Consumer.SlowCloses,
-			SendLatency: lat,
-		})
-	}
+// sample takes one sample of a's source at now. It reports whether the process is quiet:
+// nobody reads the rates, and the sample holds the figures of the one before.
+func (s *sampler) sample(a *Admin, now time.Time) (quiet bool) {
+	smp := a.historySample(now)
 	s.mu.Lock()
+	unchanged := len(s.samples) > 0 && sameFigures(s.last(), smp)
 	s.add(smp)
 	watched := now.Sub(s.lastRead) <= rateWatch
 	if !watched && len(s.prev) > 0 {
@@ -128,12 +108,64 @@ func (s *sampler) sample(a *Admin, now time.Time) {
 	}
 	s.mu.Unlock()
 	if !watched {
-		return
+		return unchanged
 	}
 	sessions := a.src.Sessions()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.prev, s.rates = sessionRates(s.prev, sessions, now)
+	return false
+}
+
+// sameFigures reports whether two samples differ only in their time.
+func sameFigures(a, b Sample) bool {
+	a.Time, b.Time = time.Time{}, time.Time{}
+	return reflect.DeepEqual(a, b)
+}
+
+// historySample is the history's point at now: the figures of /stats that the history keeps.
+func (a *Admin) historySample(now time.Time) Sample {
+	g := gather(a.m.history)
+	smp := Sample{Time: now, SessionsByKind: map[string]int64{}}
+	for _, k := range kinds {
+		smp.SessionsByKind[k.String()] = int64(g.value("sluice_sessions_open", "kind", k.String()))
+	}
+	if p := a.src.ProducerPool(); p != nil {
+		e := p.Snapshot().Edge
+		smp.ProducerUsed, smp.ProducerLimit = e.Used, e.Limit
+	}
+	if p := a.src.ConsumerPool(); p != nil {
+		e := p.Snapshot().Edge
+		smp.ConsumerUsed, smp.ConsumerLimit = e.Used, e.Limit
+	}
+	inflight := a.src.InFlight()
+	for _, r := range a.src.Routes() {
+		smp.Routes = append(smp.Routes, routeSample(routeStats(g, r, nil, inflight[r.Name()])))
+	}
+	return smp
+}
+
+// routeSample is the part of a route's figures the history keeps.
+func routeSample(r RouteStats) RouteSample {
+	lat := LatencySample{Count: r.SendLatency.Count, SumSeconds: r.SendLatency.SumSeconds, Buckets: make([]int64, len(r.SendLatency.Buckets))}
+	for i, b := range r.SendLatency.Buckets {
+		lat.Buckets[i] = b.Count
+	}
+	return RouteSample{
+		Name:         r.Name,
+		ProducerUsed: r.ProducerPool.Used, ProducerLimit: r.ProducerPool.Limit,
+		ConsumerUsed: r.ConsumerPool.Used, ConsumerLimit: r.ConsumerPool.Limit,
+		InFlight:    r.InFlight,
+		Sessions:    r.Sessions["producer"] + r.Sessions["consumer"] + r.Sessions["reader"],
+		OK:          r.Producer.OK,
+		Rejected:    r.Producer.Rejected,
+		Failed:      r.Producer.SendErrors + r.Producer.SendTimeouts + r.Producer.Invalid,
+		Deliveries:  r.Consumer.Deliveries,
+		Acks:        r.Consumer.Acks,
+		Pauses:      r.Producer.Pauses,
+		SlowCloses:  r.Consumer.SlowCloses,
+		SendLatency: lat,
+	}
 }
 
 // sessionRates returns each session's counters at now and its rates since prev (or since
@@ -161,6 +193,14 @@ func sessionRates(last map[uint64]sessionSample, sessions []session.Info, now ti
 		}
 	}
 	return prev, rates
+}
+
+// last is the latest sample; there is one. The caller holds mu.
+func (s *sampler) last() Sample {
+	if len(s.samples) < s.max {
+		return s.samples[len(s.samples)-1]
+	}
+	return s.samples[(s.next+s.max-1)%s.max]
 }
 
 // add puts smp in the ring. The caller holds mu.

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -107,5 +108,43 @@ func TestHistorySince(t *testing.T) {
 	}
 	if code, _ := get("?since=yesterday"); code != http.StatusBadRequest {
 		t.Errorf("since=yesterday: %d, want 400", code)
+	}
+}
+
+// An unchanged process is sampled every quietEvery intervals once quietSamples samples in a
+// row were the same, and every interval again from the first sample that differs.
+func TestQuietHistorySampledLess(t *testing.T) {
+	const interval = 20 * time.Millisecond
+	src := &countingSource{}
+	a := New(src, NewMetrics(src, "test"), Config{SampleInterval: interval, HistorySamples: 100}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	samples := func(n int) []Sample {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(interval) {
+			if h := a.sampler.history(interval, time.Time{}).Samples; len(h) >= n {
+				return h
+			}
+		}
+		t.Fatalf("fewer than %d samples in 20 s", n)
+		return nil
+	}
+	// The first sample is New's; Run's quietSamples-th unchanged one slows it down.
+	h := samples(quietSamples + 4)
+	for i := quietSamples + 1; i < len(h); i++ {
+		if gap := h[i].Time.Sub(h[i-1].Time); gap < quietEvery*interval/2 {
+			t.Fatalf("sample %d came %v after the one before, unchanged: want about %v", i, gap, quietEvery*interval)
+		}
+	}
+	a.m.sessions.WithLabelValues("r", "producer").Inc()
+	h = samples(len(h) + 6)
+	fast := false
+	for i := len(h) - 5; i < len(h); i++ {
+		fast = fast || h[i].Time.Sub(h[i-1].Time) < quietEvery*interval/2
+	}
+	if !fast {
+		t.Errorf("after a change, no gap among the last five under %v", quietEvery*interval/2)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -717,6 +718,18 @@ func TestAdminEndpoints(t *testing.T) {
 	if len(hist.Samples) == 0 || hist.IntervalSeconds != 1 {
 		t.Errorf("history: %+v", hist)
 	}
+	// The history's samples gather a registry of their own: what they keep must be /stats'.
+	var st admin.Stats
+	getJSON(t, ah, "/stats", &st)
+	var last admin.Sample
+	edgetest.WaitFor(t, 10*time.Second, "a history sample with /stats' figures", func() bool {
+		getJSON(t, ah, "/stats/history", &hist)
+		last = hist.Samples[len(hist.Samples)-1]
+		return historyMatches(last, st)
+	})
+	if r := last.Routes[0]; r.OK != 5 || r.Deliveries != 5 || r.Sessions != 2 || r.SendLatency.Count != 5 {
+		t.Errorf("history's route after 5 messages sent and delivered: %+v", r)
+	}
 
 	off := config.Defaults()
 	off.AdminListen = config.AdminListenOff
@@ -917,4 +930,24 @@ routes:
 	})
 	faults.ReleaseReceipts()
 	collect(dacks, 1, 10*time.Second)
+}
+
+// historyMatches reports whether a history sample holds the figures of st.
+func historyMatches(smp admin.Sample, st admin.Stats) bool {
+	if len(smp.Routes) != len(st.Routes) || !maps.Equal(smp.SessionsByKind, st.Sessions) ||
+		smp.ProducerUsed != st.Producers.Edge.Used || smp.ConsumerUsed != st.Consumers.Edge.Used {
+		return false
+	}
+	for i, r := range st.Routes {
+		h := smp.Routes[i]
+		if h.Name != r.Name || h.OK != r.Producer.OK || h.Rejected != r.Producer.Rejected ||
+			h.Failed != r.Producer.SendErrors+r.Producer.SendTimeouts+r.Producer.Invalid ||
+			h.Deliveries != r.Consumer.Deliveries || h.Acks != r.Consumer.Acks || h.Pauses != r.Producer.Pauses ||
+			h.SlowCloses != r.Consumer.SlowCloses || h.InFlight != r.InFlight ||
+			h.Sessions != r.Sessions["producer"]+r.Sessions["consumer"]+r.Sessions["reader"] ||
+			h.SendLatency.Count != r.SendLatency.Count || h.SendLatency.SumSeconds != r.SendLatency.SumSeconds {
+			return false
+		}
+	}
+	return true
 }

@@ -174,7 +174,7 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	}
 	res.HeapStackPer = res.HeapPer + res.StackPer
 	res.LiveStackPer = res.LivePer + res.StackPer
-	prog.done(fmt.Sprintf("%s heap+stack per connection, idle CPU %.3f", kib(res.HeapStackPer), res.IdleCPU))
+	prog.done(fmt.Sprintf("%s heap+stack per connection, idle CPU %.5f", kib(res.HeapStackPer), res.IdleCPU))
 
 	topicsDesc := "one topic each"
 	if *topics > 0 && *topics < *conns {
@@ -191,7 +191,7 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	}
 	tb.add(count(int64(*conns)), openTime.Round(time.Millisecond).String(), count(after.Sessions),
 		mib(before.RSS)+" → "+mib(after.RSS), kib(res.RSSPer), kib(res.HeapPer), kib(res.LivePer), kib(res.StackPer), kib(res.HeapStackPer), kib(res.LiveStackPer),
-		fmt.Sprintf("%.1f", res.GoroutinesPer), fmt.Sprintf("%.1f%% of a CPU", res.IdleCPU*100), count(res.Lost))
+		fmt.Sprintf("%.1f", res.GoroutinesPer), fmt.Sprintf("%.2f%% of a CPU", res.IdleCPU*100), count(res.Lost))
 	rep.tables = []*table{tb}
 	rep.notes = []string{
 		"Per-connection figures are the serve process's growth from before the first connection to after the idle",

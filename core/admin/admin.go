@@ -136,8 +136,8 @@ func New(src Source, m *Metrics, cfg Config, log *slog.Logger) *Admin {
 // Run samples the history every SampleInterval until ctx ends, and the per-session rates
 // while someone reads them (see sampler). After quietSamples samples in a row with the same
 // figures and nobody reading the rates, it samples every quietEvery intervals, until a sample
-// differs or the rates are read: gathering the metrics each second was most of what an idle
-// process did, and its garbage what made it collect. The owner runs it on a goroutine of its
+// differs or the rates are read: gathering the metrics each second was a third of an idle
+// process's CPU, and its garbage what made it collect. The owner runs it on a goroutine of its
 // own and waits for it.
 func (a *Admin) Run(ctx context.Context) {
 	t := time.NewTicker(a.cfg.SampleInterval)

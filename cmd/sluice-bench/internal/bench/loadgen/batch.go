@@ -68,10 +68,8 @@ func (b *batchConn) SetWriteDeadline(t time.Time) error {
 	return b.Conn.SetWriteDeadline(t)
 }
 
+// writeOut writes what was gathered. The caller holds mu and has something to write.
 func (b *batchConn) writeOut() error {
-	if len(b.buf) == 0 {
-		return nil
-	}
 	_, err := b.Conn.Write(b.buf)
 	b.buf = b.buf[:0]
 	return err

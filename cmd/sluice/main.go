@@ -30,15 +30,7 @@ import (
 	"github.com/sluicehq/sluice/core/config"
 )
 
-// execArgs is the argument list keepSysmonAwake re-executes with; nil means os.Args (tests
-// that run main in a subprocess give their own).
-var execArgs []string
-
 func main() {
-	if execArgs == nil {
-		execArgs = os.Args
-	}
-	keepSysmonAwake(os.Args[1:], execArgs)
 	ctx, stop := context.Background(), func() {}
 	if len(os.Args) < 2 || os.Args[1] != "serve" {
 		// serve handles its signals itself: it drains on the first and exits on the second.

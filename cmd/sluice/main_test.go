@@ -29,9 +29,7 @@ func TestMain(m *testing.M) {
 	plugintest.ServeIfAsked()
 	if len(os.Args) >= 2 && os.Args[1] == mainArg {
 		// The real main, signals and exit status included, for the tests that signal a
-		// running `sluice serve` (signals_test.go). A re-execution runs this test binary
-		// with these arguments again.
-		execArgs = os.Args
+		// running `sluice serve` (signals_test.go).
 		os.Args = append([]string{"sluice"}, os.Args[2:]...)
 		main()
 		os.Exit(0)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core/internal/lograte"
+	"github.com/sluicehq/sluice/core/internal/rawio"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 )
 
@@ -101,6 +102,18 @@ func WithDialer(d DialFunc) Option {
 	return optionFunc(func(o *clientOptions) { o.dial = d })
 }
 
+// dialTCP opens a broker connection over TCP whose reads and writes do not wake the Go
+// runtime's monitor thread (core/internal/rawio); the library writes its coalesced frames
+// through its WriteBuffers (pulsar-client-go-37-write-buffers.patch in third_party).
+func dialTCP(ctx context.Context, network, address string) (net.Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	return rawio.Wrap(nc), nil
+}
+
 // Dial creates the shared client. pulsar-client-go connects lazily, so Dial succeeds even when
 // the broker is not reachable yet; the first producer or consumer surfaces the error.
 func Dial(cfg Config, opts ...Option) (*Client, error) {
@@ -146,6 +159,7 @@ func Dial(cfg Config, opts ...Option) (*Client, error) {
 	if cfg.AuthToken != "" {
 		popts.Authentication = pulsar.NewAuthenticationToken(cfg.AuthToken)
 	}
+	popts.Dialer = dialTCP
 	if o.dial != nil {
 		popts.Dialer = o.dial
 	}

@@ -99,7 +99,7 @@ type Conn struct {
 	wake         chan struct{}          // cap 1: a pong is due
 	onWake       func()                 // called after wake is signalled; nil: none (SetWakeFunc)
 	deflate      bool                   // permessage-deflate was negotiated
-	vectored     net.Conn               // where vectored writes go (see vectorTarget); nil: none
+	sock         writer                 // the TCP socket beneath the connection's wrappers, written directly (socketWriter); nil: none
 }
 
 // Upgrade completes the WebSocket handshake. On failure gorilla has already answered with an
@@ -120,7 +120,7 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 	// The limit is enforced by ReadInto, which knows it and can say so in the close frame;
 	// gorilla's own would close with 1009 and no reason.
 	c := &Conn{ws: ws, writeTimeout: o.WriteTimeout, readLimit: limit, wake: make(chan struct{}, 1),
-		deflate: o.Compression && offersDeflate(r.Header), vectored: vectorTarget(ws.NetConn())}
+		deflate: o.Compression && offersDeflate(r.Header), sock: socketWriter(ws.NetConn())}
 	if c.writeTimeout == 0 {
 		c.writeTimeout = 10 * time.Second
 	}

@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/sluicehq/sluice/core/internal/rawio"
 )
 
 // Frames are read into the caller's buffer and written by this package rather than through
@@ -198,8 +200,10 @@ func (c *Conn) write(b []byte, bufs net.Buffers, data bool) error {
 	}
 	var err error
 	switch {
-	case bufs != nil && c.vectored != nil:
-		_, err = bufs.WriteTo(c.vectored)
+	case c.sock != nil && bufs != nil:
+		_, err = c.sock.WriteBuffers(&bufs)
+	case c.sock != nil:
+		_, err = c.sock.Write(b)
 	case bufs != nil:
 		_, err = bufs.WriteTo(nc) // a write per buffer (TLS: a record each)
 	default:
@@ -214,16 +218,19 @@ func (c *Conn) write(b []byte, bufs net.Buffers, data bool) error {
 	return nil
 }
 
-// vectorTarget is the TCP connection under nc's wrappers that leave writes alone (the
+// socketWriter is the TCP connection under nc's wrappers that leave writes alone (the
 // connection limit's and the request-line check's, which Unwrap, and the PROXY protocol's,
-// whose header is read before any write: Raw), so that a vectored write is one system call;
-// through a wrapper net.Buffers would write each buffer on its own. It is nil when a layer
-// changes what is written (TLS): vectored writes then go through it a buffer at a time.
-func vectorTarget(nc net.Conn) net.Conn {
+// whose header is read before any write: Raw), written through rawio: a vectored write is then
+// one system call, which does not wake the runtime's monitor thread. It is nil when a layer
+// changes what is written (TLS): writes then go through it, vectored ones a buffer at a time.
+func socketWriter(nc net.Conn) writer {
 	for {
 		switch c := nc.(type) {
 		case *net.TCPConn:
-			return c
+			if w, ok := rawio.Wrap(c).(writer); ok {
+				return w
+			}
+			return tcpWriter{c}
 		case interface{ Unwrap() net.Conn }:
 			nc = c.Unwrap()
 		case interface{ Raw() net.Conn }:
@@ -233,6 +240,18 @@ func vectorTarget(nc net.Conn) net.Conn {
 		}
 	}
 }
+
+// writer is a connection that writes net.Buffers itself (rawio.Conn).
+type writer interface {
+	Write(b []byte) (int, error)
+	WriteBuffers(bufs *net.Buffers) (int64, error)
+}
+
+// tcpWriter writes through the net package where rawio does not make raw calls (outside
+// Linux): a vectored write is one writev there too.
+type tcpWriter struct{ *net.TCPConn }
+
+func (w tcpWriter) WriteBuffers(bufs *net.Buffers) (int64, error) { return bufs.WriteTo(w.TCPConn) }
 
 // appendFrame appends one unfragmented, unmasked frame (a server's) of type op.
 func appendFrame(b []byte, op int, payload []byte) []byte {

@@ -66,7 +66,7 @@ type readahead struct {
 	busy bool
 }
 
-// Unwrap is the connection beneath, for the vectored writes (vectorTarget).
+// Unwrap is the connection beneath, for the writes made to it directly (socketWriter).
 func (c *readahead) Unwrap() net.Conn { return c.Conn }
 
 func (c *readahead) Read(p []byte) (int, error) {

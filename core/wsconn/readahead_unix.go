@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net"
 	"syscall"
+
+	"github.com/sluicehq/sluice/core/internal/rawio"
 )
 
 // rawReads is the socket beneath nc when reading it directly reads what reading nc would: nc
@@ -34,21 +36,17 @@ func rawReads(nc net.Conn) syscall.RawConn {
 	}
 }
 
-// read reads the socket fd into a borrowed buffer, or into p when none is free. It reports
-// false, holding nothing, when nothing is there to read yet: the runtime then waits until
-// the socket is readable and calls it again.
+// read reads the socket fd into a borrowed buffer, or into p when none is free, with a call
+// the runtime is not told about (core/internal/rawio says why). It reports false, holding
+// nothing, when nothing is there to read yet: the runtime then waits until the socket is
+// readable and calls it again.
 func (d *directRead) read(fd uintptr) bool {
 	d.b = borrowReadahead()
 	into := d.p
 	if d.b != nil {
 		into = *d.b
 	}
-	for {
-		d.n, d.err = syscall.Read(int(fd), into)
-		if !errors.Is(d.err, syscall.EINTR) {
-			break
-		}
-	}
+	d.n, d.err = rawio.Read(fd, into)
 	if errors.Is(d.err, syscall.EAGAIN) {
 		if d.b != nil {
 			returnReadahead(d.b)

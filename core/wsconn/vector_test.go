@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"net"
 	"testing"
+
+	"github.com/sluicehq/sluice/core/internal/rawio"
 )
 
 // wrapped is a wrapper that leaves writes alone, as the connection limit's does.
@@ -19,9 +21,9 @@ func (w rawWrapped) Raw() net.Conn { return w.Conn }
 // opaque is a wrapper that says nothing of what it wraps.
 type opaque struct{ net.Conn }
 
-// Vectored writes go to the TCP connection under wrappers that leave writes alone, and never
-// around a layer that changes what is written (TLS).
-func TestVectorTarget(t *testing.T) {
+// Writes go to the TCP connection under wrappers that leave writes alone, and never around a
+// layer that changes what is written (TLS).
+func TestSocketWriter(t *testing.T) {
 	tcp := dialLoopback(t)
 	for name, tc := range map[string]struct {
 		conn net.Conn
@@ -33,10 +35,21 @@ func TestVectorTarget(t *testing.T) {
 		"unwrap to tls":             {wrapped{tls.Client(tcp, &tls.Config{})}, nil},
 		"opaque":                    {opaque{tcp}, nil},
 	} {
-		if got := vectorTarget(tc.conn); got != tc.want {
-			t.Errorf("%s: vectored writes to %T, want %T", name, got, tc.want)
+		if got := socketOf(socketWriter(tc.conn)); got != tc.want {
+			t.Errorf("%s: writes to %v, want %v", name, got, tc.want)
 		}
 	}
+}
+
+// socketOf is the TCP connection w writes to, nil for none.
+func socketOf(w writer) net.Conn {
+	switch w := w.(type) {
+	case *rawio.Conn:
+		return w.TCPConn
+	case tcpWriter:
+		return w.TCPConn
+	}
+	return nil
 }
 
 // dialLoopback is a TCP connection to a listener of its own, both closed with the test.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/broker/embedded/internal/memconn"
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
+	"github.com/sluicehq/sluice/core/internal/rawio"
 )
 
 // ErrClosed is returned by Start after Close, and by admin calls on a closed broker.
@@ -601,7 +602,8 @@ func (b *Broker) acceptLoop(ln net.Listener) {
 			}
 		}
 		backoff = 0
-		if err := b.serve(nc); err != nil {
+		// Its reads and writes do not wake the runtime's monitor thread (core/internal/rawio).
+		if err := b.serve(rawio.Wrap(nc)); err != nil {
 			return
 		}
 	}

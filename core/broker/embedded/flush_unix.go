@@ -3,9 +3,12 @@
 package embedded
 
 import (
+	"errors"
 	"io"
 	"os"
 	"syscall"
+
+	"github.com/sluicehq/sluice/core/internal/rawio"
 )
 
 // flushingReader is the reader goroutine's source: a flushReader over the
@@ -42,10 +45,7 @@ func (c *conn) flushBeforeWait(fd uintptr) (wrote bool) {
 	c.out = nil
 	c.outMu.Unlock()
 	c.heldSince = 0
-	n, err := syscall.Write(int(fd), buf)
-	for err == syscall.EINTR {
-		n, err = syscall.Write(int(fd), buf)
-	}
+	n, _ := rawio.Writev(fd, [][]byte{buf}) // on an error the writer meets it again with the rest
 	if n == len(buf) {
 		c.recycle(buf)
 		return true
@@ -75,11 +75,8 @@ func (r *flushReader) Read(p []byte) (int, error) {
 	var err error
 	werr := r.rc.Read(func(fd uintptr) bool {
 		for {
-			n, err = syscall.Read(int(fd), p)
-			if err == syscall.EINTR {
-				continue
-			}
-			if err != syscall.EAGAIN {
+			n, err = rawio.Read(fd, p)
+			if !errors.Is(err, syscall.EAGAIN) {
 				return true
 			}
 			// Frames may arrive while the answers are written: look again

@@ -152,9 +152,12 @@ func childEnv() []string {
 	return env
 }
 
-// sysmonAwake is the GODEBUG setting `sluice serve` re-executes itself with (SysmonAwake in
-// cmd/sluice/sysmon.go, which says why): the ceiling server runs with it too, so that the two
-// are compared on the same runtime footing.
+// sysmonAwake is the GODEBUG setting the ceiling server runs with: it keeps the Go runtime's
+// monitor thread, sysmon, out of the deep sleep each of the server's socket calls would wake it
+// from (a schedtrace period does; the longest one prints nothing for 24.8 days). `sluice serve`
+// makes its socket calls without waking it (core/internal/rawio) and runs with Go's default;
+// the ceiling, a bare gorilla server reading and writing through the net package, gets the
+// same footing from the setting.
 const sysmonAwake = "schedtrace=2147483647"
 
 // sysmonAwakeEnv is childEnv with sysmonAwake added to GODEBUG, unless GODEBUG already sets

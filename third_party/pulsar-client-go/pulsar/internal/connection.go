@@ -604,7 +604,7 @@ gather:
 	case <-c.closeCh:
 	default:
 		if len(bufs) > 0 {
-			if _, err := bufs.WriteTo(c.cnx); err != nil {
+			if _, err := writeBuffers(c.cnx, &bufs); err != nil {
 				c.log.WithError(err).Warn("Failed to write on connection")
 				c.Close()
 			}
@@ -617,6 +617,20 @@ gather:
 	clear(c.queuedBufs[:cap(c.queuedBufs)])
 	c.queued = reqs[:0]
 	return stop
+}
+
+// buffersWriter is a connection that writes net.Buffers itself, as one a Dialer returns may.
+type buffersWriter interface {
+	WriteBuffers(bufs *net.Buffers) (int64, error)
+}
+
+// writeBuffers writes bufs to cnx, through its own WriteBuffers when it has one, consuming
+// them as net.Buffers.WriteTo does.
+func writeBuffers(cnx net.Conn, bufs *net.Buffers) (int64, error) {
+	if w, ok := cnx.(buffersWriter); ok {
+		return w.WriteBuffers(bufs)
+	}
+	return bufs.WriteTo(cnx)
 }
 
 func (c *connection) internalWriteData(ctx context.Context, data Buffer) {

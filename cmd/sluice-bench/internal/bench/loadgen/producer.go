@@ -513,8 +513,10 @@ send:
 			}
 		}
 		if !run.coalesce || !tryAcquire(rec.tokens) {
-			// What is held goes out before waiting for the window.
-			if err := c.flush(run.end); err != nil {
+			// What is held goes out before waiting for the window. Its frames were sent within
+			// the run, so, like the last flush's, they may go out past its end: a flush falling
+			// on the end would otherwise time out and lose them.
+			if err := c.flush(run.drainEnd); err != nil {
 				sendErr = writeFailed(err)
 				break
 			}

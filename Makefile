@@ -9,7 +9,7 @@ BENCHTIME ?= 3s
 COUNT     ?= 5
 
 .PHONY: pulsar pulsar-stop pulsar-wipe pulsar-proxy pulsar-proxy-stop pulsar-status test-pulsar \
-	third-party third-party-check check-install all build image helm test-deploy build-bench run test test-norace test-load test-browser screenshot test-clients vet lint fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
+	third-party third-party-check check-install all build image helm test-deploy build-bench cross run test test-norace test-load test-browser screenshot test-clients vet lint fuzz proto examples bench-broker bench-broker-cpu bench-plugins clean bench bench-memory bench-throughput bench-consumers \
 	bench-deliveries bench-flood bench-connections bench-floor bench-compare bench-peers bench-pulsar bench-pulsar-stop
 
 all: build
@@ -83,6 +83,13 @@ vet:
 GOLANGCI_LINT ?= $(firstword $(wildcard $(BIN)/golangci-lint) golangci-lint)
 lint:
 	$(GOLANGCI_LINT) run ./...
+
+# Sluice and its SDK build for the systems other than Linux that users run them on, and the
+# tests vet there on other Unixes (the plugin and signal tests are Unix's).
+cross:
+	GOOS=windows $(GO) build ./...
+	GOOS=darwin $(GO) vet ./...
+	GOOS=freebsd $(GO) vet ./...
 
 # third_party/pulsar-client-go is Sluice's fork of pulsar-client-go (third_party/README.md):
 # third-party rebuilds it from the module proxy and the patches, third-party-check fails when it

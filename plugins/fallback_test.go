@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/plugins"
 	"github.com/sluicehq/sluice/sdk/strategy"
 	"github.com/sluicehq/sluice/strategies"
@@ -45,7 +46,7 @@ func TestFallback(t *testing.T) {
 	if err != nil || d.MaxPendingBytes != int64(before.Pid) {
 		t.Fatalf("healthy: %+v, %v; want the plugin's answer", d, err)
 	}
-	if err := killPid(before.Pid); err != nil {
+	if err := testkit.Kill(before.Pid); err != nil {
 		t.Fatal(err)
 	}
 	states.await(t, plugins.Down, 5*time.Second)

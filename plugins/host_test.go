@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/plugins"
 	"github.com/sluicehq/sluice/sdk/strategy"
 	"github.com/sluicehq/sluice/sdk/strategy/strategytest"
@@ -187,8 +188,6 @@ func closeStrategy(s strategy.Strategy) {
 		_ = c.Close(context.Background())
 	}
 }
-
-func killPid(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 
 func fileSHA256(t testing.TB, path string) string {
 	t.Helper()
@@ -381,7 +380,7 @@ func TestKill(t *testing.T) {
 	// Time passes deliberately: the callers run against the healthy plugin before the kill.
 	time.Sleep(100 * time.Millisecond)
 	killed := time.Now()
-	if err := syscall.Kill(before.Pid, syscall.SIGKILL); err != nil {
+	if err := testkit.Kill(before.Pid); err != nil {
 		t.Fatal(err)
 	}
 	down := states.await(t, plugins.Down, 5*time.Second)

@@ -37,9 +37,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
-	// The signals serve handles; main's context ends on the first SIGTERM or SIGINT too.
+	// main's context ends on the first SIGTERM or SIGINT too.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP, syscall.SIGUSR2)
+	signal.Notify(sigs, handledSignals...)
 	defer signal.Stop(sigs)
 
 	opts, cgroupErr := loadOptions(*files, overrides())
@@ -112,7 +112,7 @@ func serveSignals(ctx context.Context, srv *server.Server, sigs <-chan os.Signal
 				logger.Warn("second signal: exiting without waiting for the drain", "signal", sig.String())
 				return fmt.Errorf("%s during shutdown: exited before the sessions were drained", sig)
 			default:
-				drain(sig == syscall.SIGUSR2, sig.String())
+				drain(sig == lameDuckSignal, sig.String())
 			}
 		case <-done:
 			done = nil

@@ -11,5 +11,5 @@ func openFileLimit() uint64 {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
 		return 0
 	}
-	return l.Cur
+	return uint64(l.Cur) // int64 on some systems
 }

@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -279,7 +278,7 @@ routes:
 	if mfs := scrape(t, ah); metric(mfs, "sluice_plugin_up", "plugin", "tiers") != 1 {
 		t.Errorf("sluice_plugin_up before the kill: %v", metric(mfs, "sluice_plugin_up", "plugin", "tiers"))
 	}
-	if err := syscall.Kill(st.Pid, syscall.SIGKILL); err != nil {
+	if err := testkit.Kill(st.Pid); err != nil {
 		t.Fatal(err)
 	}
 	edgetest.WaitFor(t, 20*time.Second, "the plugin restarted", func() bool {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/admin"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/plugins"
 	"github.com/sluicehq/sluice/plugins/plugintest"
 )
@@ -78,7 +78,7 @@ routes:
 	if err != nil || st.Pid == 0 {
 		t.Fatalf("plugin state %+v, %v", st, err)
 	}
-	if err := syscall.Kill(st.Pid, syscall.SIGKILL); err != nil {
+	if err := testkit.Kill(st.Pid); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
@@ -217,7 +217,7 @@ routes:
 			t.Fatalf("plugin %s: %+v, %v", name, st, err)
 		}
 		setScript(t, st.Path, "#!/bin/sh\nexit 1\n")
-		if err := syscall.Kill(st.Pid, syscall.SIGKILL); err != nil {
+		if err := testkit.Kill(st.Pid); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,11 +1,13 @@
 // Package testkit is the test support that every package of the module can import, from the
 // lowest (it imports only the standard library) to cmd/sluice: polling for a condition with a
-// deadline and a buffer safe to share between a running component and its test. The engine's
-// edge tests reach it through core/internal/edgetest. Nothing outside tests imports it.
+// deadline, a buffer safe to share between a running component and its test, and killing a
+// process. The engine's edge tests reach it through core/internal/edgetest. Nothing outside
+// tests imports it.
 package testkit
 
 import (
 	"bytes"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -43,4 +45,14 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Kill kills the process pid at once (SIGKILL on Unix), as a crash would.
+func Kill(pid int) error {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return err
+	}
+	defer p.Release() //nolint:errcheck // nothing to do when releasing fails
+	return p.Kill()
 }

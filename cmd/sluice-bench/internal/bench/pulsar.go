@@ -98,7 +98,15 @@ func livePID(file string) int {
 		return 0
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 || syscall.Kill(pid, 0) != nil {
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		return 0
+	}
+	defer proc.Release() //nolint:errcheck // nothing to do when releasing fails
+	if proc.Signal(syscall.Signal(0)) != nil {
 		return 0
 	}
 	return pid

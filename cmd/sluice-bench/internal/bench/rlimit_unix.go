@@ -22,7 +22,8 @@ func raiseFileLimit(need int) error {
 			return fmt.Errorf("raising the open-file limit to %d: %w", lim.Max, err)
 		}
 	}
-	if lim.Cur < uint64(need) { //nolint:gosec // G115: a count of files, not negative
+	// Cur is int64 on some systems.
+	if uint64(lim.Cur) < uint64(need) { //nolint:gosec // G115: a count of files, not negative
 		return fmt.Errorf("need %d open files, the hard limit is %d (ulimit -Hn)", need, lim.Max)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/core/frontdoor/connlimit"
 	"github.com/sluicehq/sluice/core/frontdoor/origin"
 	"github.com/sluicehq/sluice/core/frontdoor/requestline"
+	"github.com/sluicehq/sluice/core/internal/rawio"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
 
@@ -73,6 +74,9 @@ func newFrontDoor(cfg *config.Config, health *broker.Health) (*frontDoor, error)
 // has srv report the connections it closes before a whole request arrives. tlsConfig nil:
 // plain TCP.
 func (f *frontDoor) listener(ln net.Listener, srv *http.Server, tlsConfig *tls.Config) net.Listener {
+	// Every layer reads and writes the socket with calls that leave the runtime's monitor
+	// thread asleep at sparse traffic, TLS's too (core/internal/rawio).
+	ln = rawio.Listener(ln)
 	// Counted from the accept, and under one handshake deadline from then to the upgrade
 	// (PROXY header, TLS, headers and handler together): beneath everything that reads.
 	ln = f.limits.Listener(ln, connlimit.ListenerConfig{

@@ -226,6 +226,8 @@ func (c *Conn) write(b []byte, bufs net.Buffers, data bool) error {
 func socketWriter(nc net.Conn) writer {
 	for {
 		switch c := nc.(type) {
+		case *rawio.Conn:
+			return c
 		case *net.TCPConn:
 			if w, ok := rawio.Wrap(c).(writer); ok {
 				return w

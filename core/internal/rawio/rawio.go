@@ -21,7 +21,7 @@ import (
 )
 
 // Conn is a TCP connection whose reads and writes go through rawio. The client library's
-// broker connections are Conns (core/broker), and so are the sockets core/wsconn writes.
+// broker connections are Conns (core/broker), and so are the connections the edge accepts.
 // Like a net.Conn it may be read and written from several goroutines; each read and each
 // write is whole under its own lock, which also guards the call's state: the functions the
 // runtime calls with the socket are bound to it once (Wrap), so that a call allocates nothing.
@@ -48,6 +48,26 @@ func Wrap(nc net.Conn) net.Conn {
 	c := &Conn{TCPConn: tc, raw: raw}
 	c.rd.fn, c.wr.fn = c.rd.read, c.wr.write
 	return c
+}
+
+// Listener returns ln with the connections it accepts wrapped (Wrap), so that every layer
+// above them, TLS included, reads and writes the socket through rawio; ln itself where rawio
+// makes no raw calls.
+func Listener(ln net.Listener) net.Listener {
+	if !Raw {
+		return ln
+	}
+	return listener{ln}
+}
+
+type listener struct{ net.Listener }
+
+func (l listener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return Wrap(nc), nil
 }
 
 // readCall is the state of a read under way.

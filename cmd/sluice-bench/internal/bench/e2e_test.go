@@ -165,6 +165,39 @@ func TestThroughputEndToEnd(t *testing.T) {
 	}
 }
 
+// With -tls the edges listen over TLS and the load dials wss:// (a plain dial would fail the
+// handshake), frames written one by one and together; the references cannot.
+func TestThroughputOverTLS(t *testing.T) {
+	for _, coalesce := range []bool{false, true} {
+		var results []tpResult
+		args := []string{"throughput", "-tls", "-rounds", "1", "-round", "500ms", "-warmup", "0", "-conns", "2", "-window", "4", "-configs", "single,edge"}
+		if coalesce {
+			args = append(args, "-coalesce")
+		}
+		runMode(t, &results, args...)
+		if len(results) != 2 {
+			t.Fatalf("%d results, want 2", len(results))
+		}
+		for _, r := range results {
+			if r.OK == 0 || r.Errors != 0 {
+				t.Errorf("coalesce %v, %s: ok %d, errors %d", coalesce, r.Name, r.OK, r.Errors)
+			}
+		}
+	}
+	// What makes the URL wss:// is the listener's tls section, which -tls sets.
+	o := tpOptions{cert: &benchTLS{files: tlsFiles{CertFile: "bench.crt", KeyFile: "bench.key"}}}
+	var cfg serveConfig
+	o.adjustServe(&cfg)
+	if cfg.TLS == nil || *cfg.TLS != o.cert.files {
+		t.Errorf("-tls left the serve configuration's tls section %+v", cfg.TLS)
+	}
+	sluice, self := buildBinaries(t)
+	err := Main(t.Context(), []string{"throughput", "-tls", "-ceiling", "-configs", "single"}, Env{Self: self, Sluice: sluice, Stdout: io.Discard, Stderr: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "-tls") {
+		t.Errorf("-tls with -ceiling: %v, want it refused", err)
+	}
+}
+
 // An open loop at a fixed rate sends no more than its schedule and gets every message acked.
 func TestThroughputOpenLoop(t *testing.T) {
 	var results []tpResult

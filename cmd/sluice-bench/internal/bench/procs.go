@@ -276,7 +276,7 @@ func (b *brokerProc) fault(ctx context.Context, what string) error {
 // serveProc is a running `sluice serve`.
 type serveProc struct {
 	*proc
-	wsURL     string // ws://127.0.0.1:PORT
+	wsURL     string // ws://127.0.0.1:PORT, or wss:// over TLS
 	adminURL  string // http://127.0.0.1:PORT
 	brokerURL string // the broker it uses: --broker's, or its embedded broker's pulsar:// URL
 }
@@ -308,7 +308,11 @@ func (f *fleet) startServe(ctx context.Context, name, bin string, cfg serveConfi
 	addr, rest, _ := strings.Cut(found[lis], " ")
 	used := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(rest), "(broker "), ")")
 	admin, _, _ := strings.Cut(found[adm], "/")
-	s := &serveProc{proc: p, wsURL: "ws://" + addr, adminURL: "http://" + admin, brokerURL: used}
+	scheme := "ws://"
+	if cfg.TLS != nil {
+		scheme = "wss://"
+	}
+	s := &serveProc{proc: p, wsURL: scheme + addr, adminURL: "http://" + admin, brokerURL: used}
 	if err := waitHealthy(ctx, s.adminURL+"/healthz"); err != nil {
 		return nil, fmt.Errorf("%s: %w: %s", name, err, p.logTail())
 	}

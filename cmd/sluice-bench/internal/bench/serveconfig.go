@@ -8,11 +8,18 @@ type serveConfig struct {
 	Listen      string         `yaml:"listen"`
 	AdminListen string         `yaml:"admin_listen"`
 	AdminPprof  bool           `yaml:"admin_pprof,omitempty"`
+	TLS         *tlsFiles      `yaml:"tls,omitempty"`
 	Limits      *limitsConfig  `yaml:"limits,omitempty"`
 	Broker      *brokerConfig  `yaml:"broker,omitempty"`
 	Memory      *memoryConfig  `yaml:"memory,omitempty"`
 	Plugins     []pluginConfig `yaml:"plugins,omitempty"`
 	Routes      []routeConfig  `yaml:"routes,omitempty"`
+}
+
+// tlsFiles is the tls section: the listener's certificate and key.
+type tlsFiles struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 // brokerConfig is the broker section: the token, for a Pulsar with token authentication (the

@@ -35,6 +35,7 @@ type throughputSettings struct {
 	Retention   int64   `json:"broker_retention_bytes"`
 	RetryNoisy  float64 `json:"retry_noisy,omitempty"`
 	Coalesce    bool    `json:"coalesce,omitempty"`
+	TLS         bool    `json:"tls,omitempty"`
 }
 
 // tpResult is one target's outcome over all rounds.
@@ -118,6 +119,8 @@ type tpOptions struct {
 	retention                   int64
 	topics                      int    // > 0: the connections share this many topics
 	profile                     string // -profile: the directory CPU profiles of the serve processes go to
+	tls                         bool   // -tls: sluice's configurations listen over TLS
+	cert                        *benchTLS
 }
 
 func benchThroughput(ctx context.Context, args []string, env Env) error {
@@ -146,6 +149,7 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	fs.StringVar(&o.plugin, "plugin", "", "plugin binary for the hybrid-plugin configuration (bin/sluice-strategies); adds hybrid-plugin")
 	fs.Float64Var(&o.noisy, "retry-noisy", 0, "repeat a round (up to 3 times) when the rest of the machine used more than this many CPUs during it (0: never)")
 	fs.StringVar(&o.profile, "profile", "", "write a CPU profile of each sluice serve process for each measured round into this directory (turns admin_pprof on)")
+	fs.BoolVar(&o.tls, "tls", false, "sluice's configurations listen over TLS 1.3 (wss://), with a certificate made for the run; not with -ceiling, -direct or the peers")
 	retention := sizeFlag(8 << 20)
 	fs.Var(&retention, "broker-retention", "sluice broker --retention-bytes: per-topic bytes kept (0: the broker's default)")
 	if err := fs.Parse(args); err != nil {
@@ -165,11 +169,19 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	if o.kinds, err = parseKinds(*configs, o.plugin, true); err != nil {
 		return err
 	}
+	if o.tls && (o.ceiling || o.direct || slices.ContainsFunc(o.kinds, func(k string) bool { return slices.Contains(peerKinds, k) })) {
+		return errors.New("-tls: only sluice's configurations listen over TLS; leave out -ceiling, -direct and the peers")
+	}
 	f, prog, end, err := c.begin(env)
 	if err != nil {
 		return err
 	}
 	defer end()
+	if o.tls {
+		if o.cert, err = newBenchTLS(f.dir); err != nil {
+			return err
+		}
+	}
 	sets, err := binSets(&c, env, o.compare, o.newLabel, o.oldLabel)
 	if err != nil {
 		return err
@@ -186,7 +198,7 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	rep := c.newReport(throughputSettings{
 		Connections: o.conns, Window: o.window, Size: o.size, Rate: o.rate, Rounds: o.rounds, RoundS: seconds(o.round),
 		WarmupS: seconds(o.warmup), IntervalS: seconds(o.interval), Configs: strings.Join(o.kinds, ","), Ceiling: o.ceiling,
-		Direct: o.direct, Compare: o.compare, Retention: o.retention, RetryNoisy: o.noisy, Coalesce: o.coalesce,
+		Direct: o.direct, Compare: o.compare, Retention: o.retention, RetryNoisy: o.noisy, Coalesce: o.coalesce, TLS: o.tls,
 	})
 	rep.Machine.Binaries = binaryReports(ctx, sets)
 	rep.Results = results
@@ -215,6 +227,9 @@ func (o *tpOptions) describeLoad() string {
 	if o.coalesce {
 		d += ", frames written together"
 	}
+	if o.tls {
+		d += ", over TLS"
+	}
 	return d
 }
 
@@ -239,7 +254,7 @@ func (o *tpOptions) startTargets(ctx context.Context, f *fleet, sets []*binSet, 
 			continue
 		}
 		for _, b := range sets {
-			t, err := startEdgeTarget(ctx, f, b, k, o.plugin, o.retention, func(c *serveConfig) { c.AdminPprof = o.profile != "" })
+			t, err := startEdgeTarget(ctx, f, b, k, o.plugin, o.retention, o.adjustServe)
 			if err != nil {
 				return nil, err
 			}
@@ -261,6 +276,14 @@ func (o *tpOptions) startTargets(ctx context.Context, f *fleet, sets []*binSet, 
 	return targets, nil
 }
 
+// adjustServe applies the flags that change sluice serve's configuration.
+func (o *tpOptions) adjustServe(c *serveConfig) {
+	c.AdminPprof = o.profile != ""
+	if o.cert != nil {
+		c.TLS = &o.cert.files
+	}
+}
+
 // startPeerTarget starts the peer server of kind k, one of peerKinds.
 func (o *tpOptions) startPeerTarget(ctx context.Context, f *fleet, k string) (*target, error) {
 	if k == "nats" {
@@ -273,11 +296,15 @@ func (o *tpOptions) startPeerTarget(ctx context.Context, f *fleet, k string) (*t
 func (o *tpOptions) run(ctx context.Context, targets []*target, prog *progress) ([]*tpResult, error) {
 	id := runID()
 	load := func(t *target, d time.Duration, acked *atomic.Int64) loadgen.ProducerConfig {
-		return loadgen.ProducerConfig{
+		cfg := loadgen.ProducerConfig{
 			Target: t.url, Token: t.token, Topic: "tp-" + id + "-" + strings.ReplaceAll(t.name, "@", "-"), TopicPerConnection: true, Topics: o.topics,
 			Connections: o.conns, Window: o.window, MinSize: o.size, Rate: o.rate,
 			Duration: d, Drain: o.drain, Interval: o.interval, Acked: acked, Coalesce: o.coalesce,
 		}
+		if o.cert != nil {
+			cfg.TLS = o.cert.client
+		}
+		return cfg
 	}
 	if o.warmup > 0 {
 		for _, t := range targets {

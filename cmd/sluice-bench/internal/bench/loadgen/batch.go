@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"crypto/tls"
 	"net"
 	"sync"
 	"time"
@@ -76,4 +77,10 @@ func (b *batchConn) writeOut() error {
 }
 
 // batchOf is the batchConn under a WebSocket opened by dialWith.
-func batchOf(c *websocket.Conn) *batchConn { return c.NetConn().(*batchConn) } //nolint:forcetypeassert // dialWith wraps every connection
+func batchOf(c *websocket.Conn) *batchConn {
+	nc := c.NetConn()
+	if tc, ok := nc.(*tls.Conn); ok { // wss://: the records TLS writes are gathered
+		nc = tc.NetConn()
+	}
+	return nc.(*batchConn) //nolint:forcetypeassert // dialWith wraps every connection
+}

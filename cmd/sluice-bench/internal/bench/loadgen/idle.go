@@ -77,7 +77,7 @@ func Hold(ctx context.Context, cfg IdleConfig) (*Held, error) {
 	for range parallel {
 		dialers.Go(func() {
 			for i := range next {
-				c, err := dialWith(dctx, cfg.url(cfg.Topic+"-"+itoa(i%topics)), 0, idleBufferSize)
+				c, err := dialWith(dctx, cfg.url(cfg.Topic+"-"+itoa(i%topics)), 0, idleBufferSize, nil)
 				if err != nil {
 					select {
 					case errs <- err:

@@ -12,6 +12,7 @@ package loadgen
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -51,7 +52,7 @@ const dialTimeout = 10 * time.Second
 
 // ProducerConfig describes a producer load.
 type ProducerConfig struct {
-	// Target is an edge, "ws://127.0.0.1:PORT" (the Pulsar WebSocket API), or a broker,
+	// Target is an edge, "ws://127.0.0.1:PORT" or "wss://…" (the Pulsar WebSocket API), or a broker,
 	// "pulsar://127.0.0.1:PORT" (pulsar-client-go, one client, one producer per connection,
 	// unbatched), or a Centrifugo server, "centrifugo://127.0.0.1:PORT" (its JSON protocol
 	// over WebSocket, one publish command per message), or a NATS server with JetStream,
@@ -69,6 +70,9 @@ type ProducerConfig struct {
 	// for a pulsar:// target, the "token" query parameter Pulsar's WebSocket service reads
 	// for a ws:// one. Empty: none.
 	Token string
+	// TLS is the client's TLS configuration for a "wss://" edge (its certificate's roots).
+	// Nil: the system's.
+	TLS *tls.Config
 	// Query is appended to a WebSocket producer URL (without "?"), e.g.
 	// "maxPendingMessages=10000". Not used with a pulsar:// target.
 	Query string

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -22,7 +23,7 @@ func dialWebSockets(ctx context.Context, cfg ProducerConfig) (*Producers, error)
 		if cfg.Token != "" {
 			query = strings.TrimPrefix(query+"&token="+url.QueryEscape(cfg.Token), "&")
 		}
-		c, err := dial(ctx, wsProducerURL(cfg.Target, cfg.topic(i), query), 0)
+		c, err := dialWith(ctx, wsProducerURL(cfg.Target, cfg.topic(i), query), 0, 64<<10, cfg.TLS)
 		if err != nil {
 			p.Close()
 			return nil, err
@@ -44,10 +45,12 @@ func wsProducerURL(base, topic, query string) string {
 // dial opens one WebSocket over a batchConn, bounded by dialTimeout. recvBuf > 0 sets the
 // socket's SO_RCVBUF.
 func dial(ctx context.Context, u string, recvBuf int) (*websocket.Conn, error) {
-	return dialWith(ctx, u, recvBuf, 64<<10)
+	return dialWith(ctx, u, recvBuf, 64<<10, nil)
 }
 
-func dialWith(ctx context.Context, u string, recvBuf, bufSize int) (*websocket.Conn, error) {
+// dialWith is dial with bufSize bytes of read and write buffer, and tlsConf for a wss:// URL
+// (nil: the system's roots).
+func dialWith(ctx context.Context, u string, recvBuf, bufSize int, tlsConf *tls.Config) (*websocket.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	nd := &net.Dialer{}
@@ -55,7 +58,7 @@ func dialWith(ctx context.Context, u string, recvBuf, bufSize int) (*websocket.C
 		nd.Control = func(_, _ string, c syscall.RawConn) error { return setRecvBuffer(c, recvBuf) }
 	}
 	d := websocket.Dialer{
-		HandshakeTimeout: dialTimeout, ReadBufferSize: bufSize, WriteBufferSize: bufSize,
+		HandshakeTimeout: dialTimeout, ReadBufferSize: bufSize, WriteBufferSize: bufSize, TLSClientConfig: tlsConf,
 		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := nd.DialContext(ctx, network, addr)
 			if err != nil {

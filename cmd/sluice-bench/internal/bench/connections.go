@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ type connectionsSettings struct {
 	Connections int     `json:"connections"`
 	Topics      int     `json:"topics"`
 	Config      string  `json:"config"`
+	TLS         bool    `json:"tls,omitempty"`
 	SettleS     float64 `json:"settle_s"`
 	IdleS       float64 `json:"idle_s"`
 }
@@ -70,6 +72,7 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	idle := fs.Duration("idle", 10*time.Second, "how long the idle CPU is measured")
 	parallel := fs.Int("parallel", 32, "handshakes in flight at once")
 	sessionLimit := fs.String("session-limit", "2GiB", "memory.session_limit of the serve process: the default (256MiB) admits about 7,000 idle producers (36 KiB charged each)")
+	useTLS := fs.Bool("tls", false, "sluice serve listens over TLS 1.3 (wss://), with a certificate made for the run")
 	profile := fs.String("profile", "", "turn admin_pprof on and write the serve process's heap and goroutine profiles, taken after the idle period, and a CPU profile of a second idle period, to this `directory`")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -91,6 +94,12 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	defer end()
+	var cert *benchTLS
+	if *useTLS {
+		if cert, err = newBenchTLS(f.dir); err != nil {
+			return err
+		}
+	}
 	set := &binSet{serve: c.serveBin, broker: c.brokerBin}
 	t, err := startEdgeTarget(ctx, f, set, *config, "", 0, func(c *serveConfig) {
 		if c.Memory == nil {
@@ -108,6 +117,9 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 			c.Broker.Embedded = &embeddedConfig{MaxTopicsPerNamespace: *conns + 256}
 		}
 		c.AdminPprof = *profile != ""
+		if cert != nil {
+			c.TLS = &cert.files
+		}
 	})
 	if err != nil {
 		return err
@@ -120,8 +132,12 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	var opened atomic.Int64
 	prog.step(fmt.Sprintf("opening %d %s connections", *conns, *kind), 0, &opened, "open")
 	start := time.Now()
+	var clientTLS *tls.Config
+	if cert != nil {
+		clientTLS = cert.client
+	}
 	held, err := loadgen.Hold(ctx, loadgen.IdleConfig{
-		Target: t.url, Kind: *kind, Topic: "idle-" + runID(), Topics: *topics, Connections: *conns, Parallel: *parallel, Progress: &opened,
+		Target: t.url, TLS: clientTLS, Kind: *kind, Topic: "idle-" + runID(), Topics: *topics, Connections: *conns, Parallel: *parallel, Progress: &opened,
 	})
 	if err != nil {
 		return err
@@ -180,12 +196,16 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	if *topics > 0 && *topics < *conns {
 		topicsDesc = fmt.Sprintf("%d topics", *topics)
 	}
-	rep := c.newReport(connectionsSettings{Kind: *kind, Connections: *conns, Topics: *topics, Config: *config, SettleS: seconds(*settle), IdleS: seconds(*idle)})
+	rep := c.newReport(connectionsSettings{Kind: *kind, Connections: *conns, Topics: *topics, Config: *config, TLS: *useTLS, SettleS: seconds(*settle), IdleS: seconds(*idle)})
 	rep.Machine.Binaries = binaryReports(ctx, []*binSet{set})
 	rep.Results = res
+	over := ""
+	if *useTLS {
+		over = " over TLS"
+	}
 	tb := &table{
-		title: fmt.Sprintf("connections: %d idle %s connections (%s) on %s, measured %s after the last opened, idle CPU over %s",
-			*conns, *kind, topicsDesc, t.note, *settle, *idle),
+		title: fmt.Sprintf("connections: %d idle %s connections%s (%s) on %s, measured %s after the last opened, idle CPU over %s",
+			*conns, *kind, over, topicsDesc, t.note, *settle, *idle),
 		header: []string{"connections", "open in", *kind + " sessions", "RSS before → after", "RSS per conn", "heap_inuse per conn",
 			"live heap per conn", "stack per conn", "heap_inuse + stack per conn", "live heap + stack per conn", "goroutines per conn", "idle CPU", "lost"},
 	}

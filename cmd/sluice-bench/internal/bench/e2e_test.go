@@ -237,13 +237,15 @@ func TestFloodEndToEnd(t *testing.T) {
 }
 
 func TestConnectionsEndToEnd(t *testing.T) {
-	var r connectionsResult
-	runMode(t, &r, "connections", "-conns", "50", "-topics", "10", "-settle", "200ms", "-idle", "500ms")
-	if r.Lost != 0 || r.After.Sessions != 50 || r.After.StackInuse == 0 || r.After.RSS <= 0 || r.Connections != 50 {
-		t.Errorf("lost %d, sessions %d, stack %d, RSS %d", r.Lost, r.After.Sessions, r.After.StackInuse, r.After.RSS)
-	}
-	if r.GoroutinesPer < 1 {
-		t.Errorf("%.1f goroutines per connection; each session has at least its reader", r.GoroutinesPer)
+	for _, extra := range [][]string{nil, {"-tls"}} {
+		var r connectionsResult
+		runMode(t, &r, append([]string{"connections", "-conns", "50", "-topics", "10", "-settle", "200ms", "-idle", "500ms"}, extra...)...)
+		if r.Lost != 0 || r.After.Sessions != 50 || r.After.StackInuse == 0 || r.After.RSS <= 0 || r.Connections != 50 {
+			t.Errorf("%v: lost %d, sessions %d, stack %d, RSS %d", extra, r.Lost, r.After.Sessions, r.After.StackInuse, r.After.RSS)
+		}
+		if r.GoroutinesPer < 1 {
+			t.Errorf("%v: %.1f goroutines per connection; each session has at least its reader", extra, r.GoroutinesPer)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,8 +16,10 @@ import (
 // IdleConfig describes connections (producers, consumers or readers) that are opened and then
 // left idle.
 type IdleConfig struct {
-	// Target is the edge, "ws://127.0.0.1:PORT". Only loopback hosts are accepted.
+	// Target is the edge, "ws://127.0.0.1:PORT" or "wss://…". Only loopback hosts are accepted.
 	Target string
+	// TLS is the client's TLS configuration for a "wss://" edge. Nil: the system's.
+	TLS *tls.Config
 	// Kind is what each connection is: "producer" (or empty), "consumer" (a shared
 	// subscription "idle") or "reader", on topics no one publishes to.
 	Kind string
@@ -77,7 +80,7 @@ func Hold(ctx context.Context, cfg IdleConfig) (*Held, error) {
 	for range parallel {
 		dialers.Go(func() {
 			for i := range next {
-				c, err := dialWith(dctx, cfg.url(cfg.Topic+"-"+itoa(i%topics)), 0, idleBufferSize, nil)
+				c, err := dialWith(dctx, cfg.url(cfg.Topic+"-"+itoa(i%topics)), 0, idleBufferSize, cfg.TLS)
 				if err != nil {
 					select {
 					case errs <- err:

@@ -301,15 +301,28 @@ func newInternalConsumer(client *client, options ConsumerOptions, topic string,
 		return nil, err
 	}
 
-	// set up timer to monitor for new partitions being added
-	duration := options.AutoDiscoveryPeriod
-	if duration <= 0 {
-		duration = defaultAutoDiscoveryDuration
+	if isPartitioned(topic, partitions) {
+		// set up timer to monitor for new partitions being added
+		duration := options.AutoDiscoveryPeriod
+		if duration <= 0 {
+			duration = defaultAutoDiscoveryDuration
+		}
+		consumer.stopDiscovery = consumer.runBackgroundPartitionDiscovery(duration)
+	} else {
+		// A non-partitioned topic stays so (the Java client does not look it up again
+		// either): its consumer runs no discovery goroutine, timer or lookups.
+		consumer.stopDiscovery = func() {}
 	}
-	consumer.stopDiscovery = consumer.runBackgroundPartitionDiscovery(duration)
 
 	consumer.metrics.ConsumersOpened.Inc()
 	return consumer, nil
+}
+
+// isPartitioned reports whether topic has partitions: TopicPartitions names a non-partitioned
+// topic itself, by its full name, and a partitioned topic's partitions by theirs.
+func isPartitioned(topic string, partitions []string) bool {
+	name, err := internal.ParseTopicName(topic)
+	return err != nil || len(partitions) != 1 || partitions[0] != name.Name
 }
 
 // Name returns the name of consumer.

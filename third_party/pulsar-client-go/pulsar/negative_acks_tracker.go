@@ -41,9 +41,12 @@ type negativeAcksTracker struct {
 	nackPrecisionBit *int64
 	rc               redeliveryConsumer
 	nackBackoff      NackBackoffPolicy
-	tick             *time.Ticker
+	tick             *time.Ticker // set when track starts
 	delay            time.Duration
 	log              log.Logger
+	// started and closed are guarded by the mutex: the ticker and track run from the first
+	// negative ack until Close, so that a consumer that never nacks holds neither.
+	started, closed bool
 }
 
 func newNegativeAcksTracker(rc redeliveryConsumer, delay time.Duration,
@@ -81,10 +84,18 @@ func newNegativeAcksTracker(rc redeliveryConsumer, delay time.Duration,
 		t.delay = delay
 	}
 
-	t.tick = time.NewTicker(t.delay / 3)
-
-	go t.track()
 	return t
+}
+
+// startLocked starts the ticker and track on the first negative ack. The caller holds the
+// mutex.
+func (t *negativeAcksTracker) startLocked() {
+	if t.started || t.closed {
+		return
+	}
+	t.started = true
+	t.tick = time.NewTicker(t.delay / 3)
+	go t.track()
 }
 
 func trimLowerBit(ts int64, precisionBit int64) int64 {
@@ -98,6 +109,7 @@ func trimLowerBit(ts int64, precisionBit int64) int64 {
 func putNackEntry(t *negativeAcksTracker, batchMsgID *messageID, delay time.Duration) {
 	t.Lock()
 	defer t.Unlock()
+	t.startLocked()
 
 	targetTime := time.Now().Add(delay)
 	trimmedTime := time.UnixMilli(trimLowerBit(targetTime.UnixMilli(), *t.nackPrecisionBit))
@@ -197,8 +209,14 @@ func (t *negativeAcksTracker) track() {
 func (t *negativeAcksTracker) Close() {
 	// allow Close() to be invoked multiple times by consumer_partition to avoid panic
 	t.doneOnce.Do(func() {
-		t.tick.Stop()
-		t.doneCh <- nil
+		t.Lock()
+		started := t.started
+		t.closed = true
+		t.Unlock()
+		if started {
+			t.tick.Stop()
+			t.doneCh <- nil
+		}
 	})
 }
 

@@ -15,10 +15,13 @@ import (
 )
 
 // Where the client library's producer goroutines run: its event loop and reconnect loop, and
-// its partition discovery.
+// its partition discovery; and the consumer's that an idle consumer need not hold: its
+// partition discovery, and the ticker of its negative acks.
 const (
 	partitionProducerLoop = "pulsar.(*partitionProducer).run"
 	partitionDiscovery    = "pulsar.(*producer).runBackgroundPartitionDiscovery"
+	consumerDiscovery     = "pulsar.(*consumer).runBackgroundPartitionDiscovery"
+	nackTracker           = "pulsar.(*negativeAcksTracker).track"
 )
 
 // goroutinesIn counts the goroutines whose stacks hold any of funcs.
@@ -196,5 +199,95 @@ func TestPartitionedProducerDiscovers(t *testing.T) {
 	p.Close()
 	testkit.WaitFor(t, 10*time.Second, "no producer goroutine once closed", func() bool {
 		return goroutinesIn(partitionProducerLoop, partitionDiscovery) == 0
+	})
+}
+
+// TestIdleConsumerHoldsNoDiscoveryOrNackTicker: a consumer of a non-partitioned topic runs no
+// partition discovery (a lookup a minute each, for a topic that cannot gain partitions), and
+// its negative acks' ticker starts with its first negative ack, which is then redelivered
+// after its delay; closed, it holds neither (pulsar-client-go-38-idle-consumer.patch; v0.19.0
+// runs both for every consumer from its subscription). Not parallel: it counts every goroutine.
+func TestIdleConsumerHoldsNoDiscoveryOrNackTicker(t *testing.T) {
+	b := startBroker(t, embedded.Config{})
+	c := newClient(t, b, nil)
+	ctx := ctxT(t, 30*time.Second)
+	topics := []string{uniqueTopic("idle-cons"), uniqueTopic("idle-cons")}
+	var consumers []pulsar.Consumer
+	for _, topic := range topics {
+		consumers = append(consumers, mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s",
+			Type: pulsar.Shared, NackRedeliveryDelay: 200 * time.Millisecond}))
+	}
+	count := func(funcs ...string) int { return goroutinesIn(funcs...) }
+	if n := count(consumerDiscovery, nackTracker); n != 0 {
+		t.Fatalf("%d discovery or negative ack goroutines for idle consumers, want 0", n)
+	}
+
+	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topics[0], DisableBatching: true})
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("again")}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := consumers[0].Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumers[0].Nack(m)
+	testkit.WaitFor(t, 10*time.Second, "one negative ack goroutine after one consumer's nack", func() bool {
+		return count(nackTracker) == 1
+	})
+	again, err := consumers[0].Receive(ctx)
+	if err != nil {
+		t.Fatalf("the nacked message was not redelivered: %v", err)
+	}
+	if string(again.Payload()) != "again" || again.RedeliveryCount() != 1 {
+		t.Fatalf("redelivered %q with redelivery count %d, want \"again\" and 1", again.Payload(), again.RedeliveryCount())
+	}
+	if err := consumers[0].Ack(again); err != nil {
+		t.Fatal(err)
+	}
+	for _, cons := range consumers {
+		cons.Close()
+	}
+	testkit.WaitFor(t, 10*time.Second, "no consumer goroutine once closed", func() bool {
+		return count(consumerDiscovery, nackTracker) == 0
+	})
+}
+
+// TestPartitionedConsumerDiscovers: a consumer of a partitioned topic still looks its
+// partitions up in the background, with its one discovery goroutine, and receives from every
+// partition. Not parallel: it counts every goroutine.
+func TestPartitionedConsumerDiscovers(t *testing.T) {
+	b := startBroker(t, embedded.Config{})
+	c := newClient(t, b, nil)
+	topic := uniqueTopic("cons-parts")
+	if err := b.CreateTopic(topic, 3); err != nil {
+		t.Fatal(err)
+	}
+	cons := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+	if n := goroutinesIn(consumerDiscovery); n != 1 {
+		t.Fatalf("%d partition discovery goroutines, want 1", n)
+	}
+	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	ctx := ctxT(t, 20*time.Second)
+	const n = 30
+	for i := range n {
+		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("x"), Key: string(rune('a' + i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[int32]bool{}
+	for range n {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[m.ID().PartitionIdx()] = true
+		_ = cons.Ack(m)
+	}
+	if len(seen) != 3 {
+		t.Fatalf("received from partitions %v, want all 3", seen)
+	}
+	cons.Close()
+	testkit.WaitFor(t, 10*time.Second, "no discovery goroutine once closed", func() bool {
+		return goroutinesIn(consumerDiscovery) == 0
 	})
 }

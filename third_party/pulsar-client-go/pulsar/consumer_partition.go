@@ -2741,7 +2741,8 @@ type chunkedMsgCtxMap struct {
 
 func newChunkedMsgCtxMap(maxPending int, pc *partitionConsumer) *chunkedMsgCtxMap {
 	return &chunkedMsgCtxMap{
-		chunkedMsgCtxs: make(map[string]*chunkedMsgCtx, maxPending),
+		// Grown as chunked messages arrive, up to maxPending: most consumers receive none.
+		chunkedMsgCtxs: make(map[string]*chunkedMsgCtx),
 		pendingQueue:   list.New(),
 		maxPending:     maxPending,
 		pc:             pc,

@@ -11,8 +11,9 @@ import (
 )
 
 // rawReads is the socket beneath nc when reading it directly reads what reading nc would: nc
-// is a TCP connection (rawio's or the net package's), or a layer over one that unwraps to it and says its reads pass through
-// (ReadsThrough), as core/frontdoor's do once their part of the handshake is over.
+// is a TCP connection (rawio's or the net package's), or a layer over one that unwraps to it
+// and says its reads pass through (ReadsThrough), as core/frontdoor's do once their part of
+// the handshake is over.
 func rawReads(nc net.Conn) syscall.RawConn {
 	for {
 		switch c := nc.(type) {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -117,9 +116,7 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 			c.Broker.Embedded = &embeddedConfig{MaxTopicsPerNamespace: *conns + 256}
 		}
 		c.AdminPprof = *profile != ""
-		if cert != nil {
-			c.TLS = &cert.files
-		}
+		c.TLS = cert.serveFiles()
 	})
 	if err != nil {
 		return err
@@ -132,12 +129,8 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	var opened atomic.Int64
 	prog.step(fmt.Sprintf("opening %d %s connections", *conns, *kind), 0, &opened, "open")
 	start := time.Now()
-	var clientTLS *tls.Config
-	if cert != nil {
-		clientTLS = cert.client
-	}
 	held, err := loadgen.Hold(ctx, loadgen.IdleConfig{
-		Target: t.url, TLS: clientTLS, Kind: *kind, Topic: "idle-" + runID(), Topics: *topics, Connections: *conns, Parallel: *parallel, Progress: &opened,
+		Target: t.url, TLS: cert.clientConfig(), Kind: *kind, Topic: "idle-" + runID(), Topics: *topics, Connections: *conns, Parallel: *parallel, Progress: &opened,
 	})
 	if err != nil {
 		return err

@@ -279,9 +279,7 @@ func (o *tpOptions) startTargets(ctx context.Context, f *fleet, sets []*binSet, 
 // adjustServe applies the flags that change sluice serve's configuration.
 func (o *tpOptions) adjustServe(c *serveConfig) {
 	c.AdminPprof = o.profile != ""
-	if o.cert != nil {
-		c.TLS = &o.cert.files
-	}
+	c.TLS = o.cert.serveFiles()
 }
 
 // startPeerTarget starts the peer server of kind k, one of peerKinds.
@@ -296,15 +294,11 @@ func (o *tpOptions) startPeerTarget(ctx context.Context, f *fleet, k string) (*t
 func (o *tpOptions) run(ctx context.Context, targets []*target, prog *progress) ([]*tpResult, error) {
 	id := runID()
 	load := func(t *target, d time.Duration, acked *atomic.Int64) loadgen.ProducerConfig {
-		cfg := loadgen.ProducerConfig{
+		return loadgen.ProducerConfig{
 			Target: t.url, Token: t.token, Topic: "tp-" + id + "-" + strings.ReplaceAll(t.name, "@", "-"), TopicPerConnection: true, Topics: o.topics,
 			Connections: o.conns, Window: o.window, MinSize: o.size, Rate: o.rate,
-			Duration: d, Drain: o.drain, Interval: o.interval, Acked: acked, Coalesce: o.coalesce,
+			Duration: d, Drain: o.drain, Interval: o.interval, Acked: acked, Coalesce: o.coalesce, TLS: o.cert.clientConfig(),
 		}
-		if o.cert != nil {
-			cfg.TLS = o.cert.client
-		}
-		return cfg
 	}
 	if o.warmup > 0 {
 		for _, t := range targets {

@@ -69,3 +69,19 @@ func newBenchTLS(dir string) (*benchTLS, error) {
 	t.client = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS13}
 	return t, nil
 }
+
+// serveFiles is sluice serve's tls section for t: nil without a certificate, a plain run.
+func (t *benchTLS) serveFiles() *tlsFiles {
+	if t == nil {
+		return nil
+	}
+	return &t.files
+}
+
+// clientConfig is the load's TLS configuration for t: nil without a certificate.
+func (t *benchTLS) clientConfig() *tls.Config {
+	if t == nil {
+		return nil
+	}
+	return t.client
+}

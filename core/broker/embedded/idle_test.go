@@ -16,12 +16,13 @@ import (
 
 // Where the client library's producer goroutines run: its event loop and reconnect loop, and
 // its partition discovery; and the consumer's that an idle consumer need not hold: its
-// partition discovery, and the ticker of its negative acks.
+// partition discovery, the ticker of its negative acks, and its event loop.
 const (
 	partitionProducerLoop = "pulsar.(*partitionProducer).run"
 	partitionDiscovery    = "pulsar.(*producer).runBackgroundPartitionDiscovery"
 	consumerDiscovery     = "pulsar.(*consumer).runBackgroundPartitionDiscovery"
 	nackTracker           = "pulsar.(*negativeAcksTracker).track"
+	consumerEvents        = "pulsar.(*partitionConsumer).runEventsLoop"
 )
 
 // goroutinesIn counts the goroutines whose stacks hold any of funcs.
@@ -290,4 +291,70 @@ func TestPartitionedConsumerDiscovers(t *testing.T) {
 	testkit.WaitFor(t, 10*time.Second, "no discovery goroutine once closed", func() bool {
 		return goroutinesIn(consumerDiscovery) == 0
 	})
+}
+
+// TestIdleConsumerHoldsNoEventLoop: a consumer's event loop (its acks, commands and
+// reconnects) runs while they come and stops a second or two after the last, so an idle
+// consumer holds no goroutine for it; acks, a reconnection after its connection drops, an
+// unsubscribe and the close each start it again and are done
+// (pulsar-client-go-39-idle-consumer-events.patch; v0.19.0 runs it for every consumer from its
+// subscription). Not parallel: it counts every goroutine.
+func TestIdleConsumerHoldsNoEventLoop(t *testing.T) {
+	b := startBroker(t, embedded.Config{})
+	c := newClient(t, b, nil)
+	ctx := ctxT(t, 60*time.Second)
+	topic := uniqueTopic("idle-events")
+	opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared, AckWithResponse: true}
+	cons := mustConsumer(t, c, opts)
+	other := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: uniqueTopic("idle-events"), SubscriptionName: "s"})
+	idle := func(what string) {
+		t.Helper()
+		testkit.WaitFor(t, 10*time.Second, what+": no consumer event loop", func() bool {
+			return goroutinesIn(consumerEvents) == 0
+		})
+	}
+	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	send := func(payload string) {
+		t.Helper()
+		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(payload)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	receiveAck := func(want string) {
+		t.Helper()
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.Payload()) != want {
+			t.Fatalf("received %q, want %q", m.Payload(), want)
+		}
+		if err := cons.Ack(m); err != nil { // answered by the broker: the loop sent it
+			t.Fatalf("ack of %q: %v", want, err)
+		}
+	}
+	idle("subscribed")
+	send("one")
+	receiveAck("one")
+	idle("after an ack")
+
+	before := b.Stats().ConnectionsTotal
+	b.Faults().DropConnections()
+	testkit.WaitFor(t, 10*time.Second, "a reconnection", func() bool { return b.Stats().ConnectionsTotal > before })
+	send("two")
+	receiveAck("two")
+	idle("reconnected")
+
+	// The acked messages are not redelivered: the acks reached the broker's subscription.
+	cons.Close()
+	idle("closed")
+	cons = mustConsumer(t, c, opts)
+	send("three")
+	receiveAck("three")
+	if err := cons.Unsubscribe(); err != nil {
+		t.Fatalf("unsubscribe: %v", err)
+	}
+	cons.Close()
+	other.Close()
+	idle("all closed")
 }

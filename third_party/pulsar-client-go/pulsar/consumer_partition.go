@@ -189,6 +189,11 @@ type partitionConsumer struct {
 	closeCh         chan struct{}
 	clearQueueCh    chan func(id *trackingMessageID)
 
+	// eventsRunning is whether runEventsLoop runs. It runs while commands, acks and
+	// reconnects come, and stops when it finds none for eventsLinger: whoever queues one
+	// starts it again (wakeEvents), so that an idle consumer holds no goroutine for it.
+	eventsRunning atomic.Bool
+
 	nackTracker *negativeAcksTracker
 	dlq         *dlqRouter
 
@@ -515,6 +520,9 @@ func newPartitionConsumer(parent Consumer, client *client, options *partitionCon
 		ctx:                        ctx,
 		cancelFunc:                 cancelFunc,
 	}
+	// No event loop starts until the consumer is made: its first one starts at the end, as
+	// before, so a reconnect cannot run while the consumer is still being made.
+	pc.eventsRunning.Store(true)
 	if pc.options.autoReceiverQueueSize {
 		pc.currentQueueSize.Store(initialReceiverQueueSize)
 		pc.client.memLimit.RegisterTrigger(pc.shrinkReceiverQueueSize)
@@ -528,10 +536,10 @@ func newPartitionConsumer(parent Consumer, client *client, options *partitionCon
 		func(id MessageID) { pc.sendIndividualAck(id) },
 		func(id MessageID) { pc.sendCumulativeAck(id) },
 		func(ids []*pb.MessageIdData) {
-			pc.eventsCh <- &ackListRequest{
+			pc.queueEvent(&ackListRequest{
 				errCh:  nil, // ignore the error
 				msgIDs: ids,
-			}
+			})
 		})
 	pc.setConsumerState(consumerInit)
 	pc.log = client.log.SubLogger(log.Fields{
@@ -590,7 +598,7 @@ func newPartitionConsumer(parent Consumer, client *client, options *partitionCon
 
 	go pc.dispatcher()
 
-	go pc.runEventsLoop()
+	go pc.runEventsLoop() // eventsRunning was set when pc was made
 
 	return pc, nil
 }
@@ -602,7 +610,7 @@ func (pc *partitionConsumer) unsubscribe(force bool) error {
 	}
 
 	req := &unsubscribeRequest{doneCh: make(chan struct{}), force: force}
-	pc.eventsCh <- req
+	pc.queueEvent(req)
 
 	// wait for the request to complete
 	<-req.doneCh
@@ -773,7 +781,7 @@ func (pc *partitionConsumer) getLastMessageIDAndMarkDeletePosition() (*getLastMs
 	bo := pc.backoffPolicyFunc()
 	request := func() (*getLastMsgIDResult, error) {
 		req := &getLastMsgIDRequest{doneCh: make(chan struct{})}
-		pc.eventsCh <- req
+		pc.queueEvent(req)
 
 		// wait for the request to complete
 		<-req.doneCh
@@ -833,7 +841,7 @@ func (pc *partitionConsumer) sendIndividualAck(msgID MessageID) *ackRequest {
 		ackType: individualAck,
 		msgID:   *msgID.(*trackingMessageID),
 	}
-	pc.eventsCh <- ackReq
+	pc.queueEvent(ackReq)
 	return ackReq
 }
 
@@ -844,7 +852,7 @@ func (pc *partitionConsumer) sendIndividualAckWithTxn(msgID MessageID, txn *tran
 		ackType:     individualAck,
 		msgID:       *msgID.(*trackingMessageID),
 	}
-	pc.eventsCh <- ackReq
+	pc.queueEvent(ackReq)
 	return ackReq
 }
 
@@ -924,7 +932,7 @@ func (pc *partitionConsumer) AckIDList(msgIDs []MessageID) error {
 		errCh:  make(chan error),
 		msgIDs: toMsgIDDataList(pendingAcks),
 	}
-	pc.eventsCh <- req
+	pc.queueEvent(req)
 	if err := <-req.errCh; err != nil {
 		return toAckError(map[error][]MessageID{err: validMsgIDs})
 	}
@@ -1024,7 +1032,7 @@ func (pc *partitionConsumer) sendCumulativeAck(msgID MessageID) *ackRequest {
 		ackType: cumulativeAck,
 		msgID:   *msgID.(*trackingMessageID),
 	}
-	pc.eventsCh <- ackReq
+	pc.queueEvent(ackReq)
 	return ackReq
 }
 
@@ -1055,7 +1063,7 @@ func (pc *partitionConsumer) Redeliver(msgIDs []messageID) {
 		pc.log.WithField("state", state).Error("Failed to redeliver closing or closed consumer")
 		return
 	}
-	pc.eventsCh <- &redeliveryRequest{msgIDs}
+	pc.queueEvent(&redeliveryRequest{msgIDs})
 
 	iMsgIDs := make([]MessageID, len(msgIDs))
 	for i := range iMsgIDs {
@@ -1113,7 +1121,7 @@ func (pc *partitionConsumer) Close() {
 	pc.chunkedMsgCtxMap.Close()
 
 	req := &closeRequest{doneCh: make(chan struct{})}
-	pc.eventsCh <- req
+	pc.queueEvent(req)
 
 	// wait for request to finish
 	<-req.doneCh
@@ -1141,7 +1149,7 @@ func (pc *partitionConsumer) Seek(msgID MessageID) error {
 	}
 
 	pc.ackGroupingTracker.flushAndClean()
-	pc.eventsCh <- req
+	pc.queueEvent(req)
 
 	// wait for the request to complete
 	<-req.doneCh
@@ -1207,7 +1215,7 @@ func (pc *partitionConsumer) SeekByTime(time time.Time) error {
 		publishTime: time,
 	}
 	pc.ackGroupingTracker.flushAndClean()
-	pc.eventsCh <- req
+	pc.queueEvent(req)
 
 	// wait for the request to complete
 	<-req.doneCh
@@ -1822,6 +1830,7 @@ func (pc *partitionConsumer) ConnectionClosed(closeConsumer *pb.CommandCloseCons
 		// Reconnect has already been requested so we do not block the
 		// connection callback.
 	}
+	pc.wakeEvents()
 }
 
 func (pc *partitionConsumer) SetRedirectedClusterURI(redirectedClusterURI string) {
@@ -2081,12 +2090,19 @@ type seekByTimeRequest struct {
 	err         error
 }
 
+// runEventsLoop handles the consumer's commands, acks and reconnects. It returns when the
+// consumer closes, or once it has found, eventsLinger apart, nothing handled in between and
+// nothing queued: a consumer's acks come in groups a tick apart, and the loop waits for them
+// rather than have a goroutine started for each.
 func (pc *partitionConsumer) runEventsLoop() {
 	defer func() {
 		pc.log.Debug("exiting events loop")
 	}()
 	pc.log.Debug("get into runEventsLoop")
 
+	linger := time.NewTimer(eventsLinger)
+	defer linger.Stop()
+	busy := false
 	for {
 		select {
 		case <-pc.closeCh:
@@ -2096,29 +2112,68 @@ func (pc *partitionConsumer) runEventsLoop() {
 			pc.log.Debug("runEventsLoop will reconnect")
 			pc.reconnectToBroker(connectionClosed)
 		case event := <-pc.eventsCh:
-			switch v := event.(type) {
-			case *ackRequest:
-				pc.internalAck(v)
-			case *ackWithTxnRequest:
-				pc.internalAckWithTxn(v)
-			case *ackListRequest:
-				pc.internalAckList(v)
-			case *redeliveryRequest:
-				pc.internalRedeliver(v)
-			case *unsubscribeRequest:
-				pc.internalUnsubscribe(v)
-			case *getLastMsgIDRequest:
-				pc.internalGetLastMessageID(v)
-			case *seekRequest:
-				pc.internalSeek(v)
-			case *seekByTimeRequest:
-				pc.internalSeekByTime(v)
-			case *closeRequest:
-				pc.internalClose(v)
+			if !pc.handleEvent(event) {
 				return
 			}
+		case <-linger.C:
+			if !busy && !pc.idleEvents() {
+				return
+			}
+			busy = false
+			linger.Reset(eventsLinger)
+			continue
 		}
+		busy = true
 	}
+}
+
+// handleEvent handles one event; it reports false for the close, after which the loop ends
+// for good (eventsRunning stays set, so that nothing starts another).
+func (pc *partitionConsumer) handleEvent(event interface{}) bool {
+	switch v := event.(type) {
+	case *ackRequest:
+		pc.internalAck(v)
+	case *ackWithTxnRequest:
+		pc.internalAckWithTxn(v)
+	case *ackListRequest:
+		pc.internalAckList(v)
+	case *redeliveryRequest:
+		pc.internalRedeliver(v)
+	case *unsubscribeRequest:
+		pc.internalUnsubscribe(v)
+	case *getLastMsgIDRequest:
+		pc.internalGetLastMessageID(v)
+	case *seekRequest:
+		pc.internalSeek(v)
+	case *seekByTimeRequest:
+		pc.internalSeekByTime(v)
+	case *closeRequest:
+		pc.internalClose(v)
+		return false
+	}
+	return true
+}
+
+// queueEvent hands ev to the event loop, and starts the loop unless it runs.
+func (pc *partitionConsumer) queueEvent(ev interface{}) {
+	pc.eventsCh <- ev
+	pc.wakeEvents()
+}
+
+// wakeEvents starts the event loop unless one runs. Whoever queues an event or a reconnect
+// calls it after queueing.
+func (pc *partitionConsumer) wakeEvents() {
+	if !pc.eventsRunning.Load() && pc.eventsRunning.CompareAndSwap(false, true) {
+		go pc.runEventsLoop()
+	}
+}
+
+// idleEvents marks an event loop that found nothing to do stopped, and reports whether it is
+// to go on after all, because an event or a reconnect was queued meanwhile and no other loop
+// was started for it.
+func (pc *partitionConsumer) idleEvents() bool {
+	pc.eventsRunning.Store(false)
+	return (len(pc.eventsCh) > 0 || len(pc.connectClosedCh) > 0) && pc.eventsRunning.CompareAndSwap(false, true)
 }
 
 func (pc *partitionConsumer) internalClose(req *closeRequest) {

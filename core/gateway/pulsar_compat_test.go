@@ -484,10 +484,26 @@ func TestReaderPositions(t *testing.T) {
 	}
 }
 
+// TestIdleTimeoutAndPings: a producer, consumer or reader session that hears nothing for
+// the idle timeout is closed with 1001, one the edge pings more often is kept open, and a
+// client's ping is answered, though an idle session's writer runs only while it has work.
 func TestIdleTimeoutAndPings(t *testing.T) {
 	t.Parallel()
+	for kind, path := range map[string]func(topic string) string{
+		"producer": func(topic string) string { return "/ws/v2/producer/persistent/public/default/" + topic },
+		"consumer": func(topic string) string { return "/ws/v2/consumer/persistent/public/default/" + topic + "/sub" },
+		"reader":   func(topic string) string { return "/ws/v2/reader/persistent/public/default/" + topic },
+	} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			idleTimeoutAndPings(t, path)
+		})
+	}
+}
+
+func idleTimeoutAndPings(t *testing.T, path func(topic string) string) {
 	idle := startEdge(t, edgeOptions{conn: session.ConnConfig{IdleTimeout: 600 * time.Millisecond}})
-	p := idle.dial("/ws/v2/producer/persistent/public/default/" + uniqueTopic(t))
+	p := idle.dial(path(uniqueTopic(t)))
 	start := time.Now()
 	_, err := p.tryRecv(5 * time.Second)
 	if code := edgetest.CloseCode(err); code != 1001 {
@@ -499,7 +515,7 @@ func TestIdleTimeoutAndPings(t *testing.T) {
 
 	// Server pings more often than the idle timeout keep the session open.
 	pinged := startEdge(t, edgeOptions{conn: session.ConnConfig{IdleTimeout: 600 * time.Millisecond, PingInterval: 150 * time.Millisecond}})
-	q := pinged.dial("/ws/v2/producer/persistent/public/default/" + uniqueTopic(t))
+	q := pinged.dial(path(uniqueTopic(t)))
 	if _, err := q.tryRecv(1500 * time.Millisecond); edgetest.CloseCode(err) != -1 {
 		t.Fatalf("pinged session closed: %v", err)
 	}

@@ -33,11 +33,30 @@ routes:
   - { name: shared, match: /ws/**, strategy: { name: hybrid }, batching: shared }
 `, 24 << 10},
 	} {
-		t.Run(name, func(t *testing.T) { producerSessionCostCharged(t, tc.yaml, tc.budget) })
+		t.Run(name, func(t *testing.T) {
+			sessionCostCharged(t, tc.yaml, idleSessions{kind: "producer", goroutines: 1, budget: tc.budget})
+		})
 	}
 }
 
-func producerSessionCostCharged(t *testing.T, yaml string, budget int64) {
+// TestConsumerSessionCostCharged: what idle consumer sessions add to the process stays within
+// what each is charged to the session pool (session.ConsumerSessionCost) and within its
+// budget, and each holds three goroutines: its reader, its puller (waiting in the client
+// library's receive) and the library's dispatcher. Its writer and the library's event loop run
+// only while they have work. Not parallel: it counts the process's memory and goroutines.
+func TestConsumerSessionCostCharged(t *testing.T) {
+	sessionCostCharged(t, "memory: { session_limit: 1GiB }\n", idleSessions{kind: "consumer", goroutines: 3, budget: 38 << 10})
+}
+
+// idleSessions are the sessions a cost test opens, each on a topic of its own: their kind,
+// the goroutines each is to hold, and the bytes each may add to the process.
+type idleSessions struct {
+	kind       string
+	goroutines int
+	budget     int64
+}
+
+func sessionCostCharged(t *testing.T, yaml string, want idleSessions) {
 	srv, base := edgetest.Start(t, yaml)
 	pool := srv.SessionPool()
 	// Small client buffers, so that the client's side of each connection, in this process
@@ -45,7 +64,11 @@ func producerSessionCostCharged(t *testing.T, yaml string, budget int64) {
 	d := websocket.Dialer{ReadBufferSize: 256, WriteBufferSize: 256, HandshakeTimeout: 10 * time.Second}
 	dial := func(topic string) {
 		t.Helper()
-		c, _, err := d.Dial(base+"/ws/v2/producer/persistent/public/default/"+topic, nil)
+		path := base + "/ws/v2/" + want.kind + "/persistent/public/default/" + topic
+		if want.kind == "consumer" {
+			path += "/sub"
+		}
+		c, _, err := d.Dial(path, nil)
 		if err != nil {
 			t.Fatalf("dial %s: %v", topic, err)
 		}
@@ -58,21 +81,21 @@ func producerSessionCostCharged(t *testing.T, yaml string, budget int64) {
 	for i := range n {
 		dial(fmt.Sprintf("session-cost-%d", i))
 	}
-	testkit.WaitFor(t, 10*time.Second, "one goroutine a session", func() bool {
-		return runtime.NumGoroutine()-g0 <= n
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("%d goroutines a session", want.goroutines), func() bool {
+		return runtime.NumGoroutine()-g0 <= want.goroutines*n
 	})
 	grew, charged := memory()-heap0, pool.Snapshot().Edge.Used-used0
-	t.Logf("%d idle producer sessions: the process grew %d bytes (%d a session), charged %d (%d a session)",
-		n, grew, grew/n, charged, charged/n)
+	t.Logf("%d idle %s sessions: the process grew %d bytes (%d a session), charged %d (%d a session)",
+		n, want.kind, grew, grew/n, charged, charged/n)
 	if raceEnabled {
 		// The race detector's goroutines and allocations are about half as large again.
 		grew = grew * 2 / 3
 	}
 	if charged < grew {
-		t.Errorf("%d idle producer sessions grew the process by %d bytes and were charged %d", n, grew, charged)
+		t.Errorf("%d idle %s sessions grew the process by %d bytes and were charged %d", n, want.kind, grew, charged)
 	}
-	if grew > budget*n {
-		t.Errorf("%d idle producer sessions grew the process by %d bytes a session, over the budget of %d",
-			n, grew/n, budget)
+	if grew > want.budget*n {
+		t.Errorf("%d idle %s sessions grew the process by %d bytes a session, over the budget of %d",
+			n, want.kind, grew/n, want.budget)
 	}
 }

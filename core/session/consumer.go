@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/core/admission"
@@ -118,6 +119,17 @@ type deliverySession struct {
 	out  chan *delivery // messages, bounded by WriteQueue
 	ctrl chan []byte    // control replies (isEndOfTopic); never behind messages
 
+	// w writes what out and ctrl hold, pongs and pings, and enforces the idle and ack
+	// timeouts (writer): whoever queues a frame wakes it. closing, set when the session ends,
+	// has it write no more messages. ackDue is set by ackTimer, the ack timeout's (nil
+	// without one), when unacknowledged messages may have expired.
+	w        writer
+	closing  atomic.Bool
+	ackDue   atomic.Bool
+	ackTimer *time.Timer
+	batch    []*delivery // the writer's: the messages of one write
+	frames   [][]byte
+
 	mu      sync.Mutex
 	credit  int64         // push: MaxPending - delivered-unacked; pull: permits left
 	wake    chan struct{} // cap 1: credit grew
@@ -158,18 +170,16 @@ func newDeliverySession(conn *wsconn.Conn, g ConsumerGrant, eot EndOfTopic, log 
 func (s *deliverySession) run(ctx context.Context, src source) int {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	s.startWriter()
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		s.writeLoop(ctx)
-	}()
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		s.pullLoop(ctx, src)
 	}()
 	code, reason := s.ending.or(s.readLoop(ctx))
 	cancel()
+	s.closing.Store(true)
 	// The broker-side object goes first, so that a client that reconnects at once (after an
 	// idle timeout, say) finds its subscription free.
 	src.Close()
@@ -181,6 +191,7 @@ func (s *deliverySession) run(ctx context.Context, src source) int {
 	}
 	closeConn(s.conn, s.readErr, false)
 	wg.Wait()
+	s.stopWriter()
 	s.mu.Lock()
 	s.idsHeld.release()
 	s.mu.Unlock()
@@ -257,6 +268,7 @@ func (s *deliverySession) pullLoop(ctx context.Context, src source) {
 		d.redelivered = m.RedeliveryCount > 0
 		select {
 		case s.out <- d:
+			s.w.wake()
 		case <-ctx.Done():
 			d.done()
 			return
@@ -453,63 +465,88 @@ func (s *deliverySession) endOfTopic(ctx context.Context) bool {
 	}
 	select {
 	case s.ctrl <- wsapi.EndOfTopicResponse(end):
+		s.w.wake()
 		return true
 	case <-ctx.Done():
 		return false
 	}
 }
 
-// writeLoop writes control replies first, then messages, plus pings, pongs and the idle
-// timeout. Every frame ready when it wakes (up to maxBatch) leaves in one write.
-func (s *deliverySession) writeLoop(ctx context.Context) {
-	keepDue := make(chan struct{}, 1)
-	keep := newKeepalive(s.g.Conn, s.conn, func() { signal(keepDue) })
-	defer keep.stop()
-	var ackTimeout <-chan time.Time
+// startWriter starts the writer's timers: the keepalive's, and the ack timeout's.
+func (s *deliverySession) startWriter() {
+	s.w.start(s, s.g.Conn, s.conn)
 	if s.consumer != nil && s.g.AckTimeout > 0 {
-		t := time.NewTicker(max(s.g.AckTimeout/4, 10*time.Millisecond))
-		defer t.Stop()
-		ackTimeout = t.C
+		s.ackTimer = time.AfterFunc(s.ackTimeoutTick(), func() {
+			s.ackDue.Store(true)
+			s.w.wake()
+		})
 	}
-	var batch []*delivery
-	var frames [][]byte
+}
+
+// ackTimeoutTick is how often the ack timeout looks for expired messages.
+func (s *deliverySession) ackTimeoutTick() time.Duration {
+	return max(s.g.AckTimeout/4, 10*time.Millisecond)
+}
+
+// stopWriter waits for the writer and stops its timers.
+func (s *deliverySession) stopWriter() {
+	s.w.stop()
+	if s.ackTimer != nil {
+		s.ackTimer.Stop()
+	}
+}
+
+// work writes the control replies and messages queued, a write at a time, and the pong due;
+// between writes it sends a due ping, ends an idle session, and expires unacknowledged
+// messages.
+func (s *deliverySession) work() {
 	for {
-		batch, frames = batch[:0], frames[:0]
-		select {
-		case b := <-s.ctrl:
-			frames = append(frames, b)
-		case d := <-s.out:
-			batch = append(batch, d)
-		case <-s.conn.Wake(): // a pong is due
-		case <-keepDue:
-			if !keep.take() {
-				continue
-			}
-			if r := keep.tick(); r != nil {
-				s.ending.end(r, s.conn)
-				return
-			}
-			continue
-		case now := <-ackTimeout:
-			s.expireUnacked(now)
-			continue
-		case <-ctx.Done():
+		if s.w.keep.take() && !s.closing.Load() {
+			s.w.keepTick(&s.ending)
+		}
+		if s.ackDue.Swap(false) {
+			s.expireUnacked(time.Now())
+			s.ackTimer.Reset(s.ackTimeoutTick())
+		}
+		pong := take(s.conn.Wake())
+		if !pong && len(s.ctrl) == 0 && len(s.out) == 0 {
 			return
 		}
-		frames = s.takeReady(frames, &batch)
-		ok := s.write(frames)
-		for i, d := range batch {
-			if ok {
-				s.g.Observer.Delivered(len(d.frame), d.redelivered)
-			}
-			d.done()
-			batch[i] = nil
-		}
-		clear(frames)
-		if !ok {
-			return
-		}
+		s.write() // with nothing queued, it writes the pong due
 	}
+}
+
+// hasWork reports whether the writer has been given work it has not taken.
+func (s *deliverySession) hasWork() bool {
+	return len(s.ctrl) > 0 || len(s.out) > 0 || len(s.conn.Wake()) > 0 || s.w.keep.isDue() || s.ackDue.Load()
+}
+
+// busy is false: a consumer's next message may be a long way off.
+func (s *deliverySession) busy() bool { return false }
+
+// final has nothing to write: what is left in out is released when the session ends, and the
+// broker redelivers it.
+func (s *deliverySession) final() {}
+
+// write writes the control replies and messages ready now (up to maxBatch each) in one write:
+// the replies first, which never wait behind messages. Once a write has failed or the session
+// is closing, messages are dropped (their charges returned), not written.
+func (s *deliverySession) write() {
+	s.frames = s.takeReady(s.frames[:0], &s.batch)
+	ok := false
+	if !s.w.broken && !s.closing.Load() {
+		ok = s.writeFrames(s.frames)
+		s.w.broken = !ok
+	}
+	for i, d := range s.batch {
+		if ok {
+			s.g.Observer.Delivered(len(d.frame), d.redelivered)
+		}
+		d.done()
+		s.batch[i] = nil
+	}
+	s.batch = s.batch[:0]
+	clear(s.frames)
 }
 
 // takeReady adds the control replies and messages ready now to what one write takes: the
@@ -586,7 +623,7 @@ func (s *deliverySession) expireUnacked(now time.Time) {
 	}
 }
 
-func (s *deliverySession) write(frames [][]byte) bool {
+func (s *deliverySession) writeFrames(frames [][]byte) bool {
 	if err := s.conn.WriteTexts(frames...); err != nil {
 		if s.g.SlowConsumerTimeout > 0 && wsconn.IsTimeout(err) {
 			reason := fmt.Sprintf("slow consumer: a frame could not be written within %s", s.g.SlowConsumerTimeout)

@@ -161,7 +161,7 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g *
 	g.Observer = withTally(g.Observer, tally)
 	g.Observer.SessionOpened(wsapi.Producer)
 	s := newProducerSession(ctx, conn, p, g, log)
-	s.startWriter()
+	s.w.start(s, s.g.Conn, s.conn)
 	closeCode, reason := s.ending.or(s.readLoop(ctx))
 	s.finish(ctx, closeCode, reason)
 }
@@ -184,7 +184,6 @@ func newProducerSession(ctx context.Context, conn *wsconn.Conn, p *broker.Produc
 		maxSlots: int64(g.MaxInflight + ackHeadroom),
 		maxOwed:  g.MaxOwedAckBytes + int64(g.MaxInflight+ackHeadroom)*ackBase,
 		wakeRead: make(chan struct{}, 1),
-		nudge:    make(chan struct{}, 1),
 		rate:     newMessageRate(g.MessageRate, g.MessageBurst),
 		room:     g.LibraryQueue,
 	}
@@ -251,29 +250,12 @@ type producerSession struct {
 	expired atomic.Bool
 	expiry  *time.Timer
 
-	// The writer runs on a goroutine only while it has work: acks owed or queued, a pong due
-	// (the connection's Wake), a keepalive moment, a send-timeout moment, the session's end.
-	// Whoever gives it work sets its flag (or signals the connection's Wake), then
-	// wakeWriter starts a writer unless one runs, or nudges the one that runs; a writer stops
-	// when it finds no work, no ack is owed and none comes for writerLinger, so that an idle
-	// session holds no writer goroutine and a busy one is not started over. writing says a
-	// writer runs or is starting: at most one does. Once the session ends (stopping, set after
-	// writerDone is made), the last writer writes what is queued and closes writerDone;
-	// writing then stays set, and no writer starts again.
-	writing  atomic.Bool
-	stopping atomic.Bool
-	// nudge (cap 1) wakes a waiting writer for any of its work, which it then looks for
-	// (work): one channel to wait on, because a select over a channel for each would cost
-	// every message (5 % of the process's CPU at 1,000 connections, profiled).
-	nudge      chan struct{}
-	writerDone chan struct{}
-	keep       *keepalive
-	// The writer's own, handed from one writer to the next through writing.
-	broken bool      // a write failed: acks are dropped (their charges returned), not written
-	batch  []*record // the acks of one write
+	// w writes the acks (writer): its work is acks queued, a pong due, a keepalive moment, a
+	// send-timeout moment; it waits without bound while acks are owed (busy), and once the
+	// session ends it writes what is queued (final).
+	w      writer
+	batch  []*record // the writer's: the acks of one write
 	frames [][]byte
-	// lingerTimer bounds a writer's wait for more work once it has none (linger).
-	lingerTimer *time.Timer
 
 	// The client library's queue for the session holds room more messages; backlog are
 	// admitted messages waiting for room, in frame order. Guarded by sendMu; freed is room
@@ -630,7 +612,7 @@ func (s *producerSession) queue(r *record) {
 	s.acks = append(s.acks, r)
 	s.acksMu.Unlock()
 	s.ready.Store(true)
-	s.wakeWriter()
+	s.w.wake()
 }
 
 // takeAcks returns the queued records, leaving spare (emptied) as the queue: the writer and
@@ -643,69 +625,15 @@ func (s *producerSession) takeAcks(spare []*record) []*record {
 	return got
 }
 
-// startWriter arms what wakes the writer besides the session's own hand-offs: the keepalive
-// timer and the pongs the reader's pings call for. (The send-timeout timer is made when a
-// send first can time out: armExpiry.)
-func (s *producerSession) startWriter() {
-	s.writing.Store(true) // no writer starts before these are set
-	s.keep = newKeepalive(s.g.Conn, s.conn, s.wakeWriter)
-	s.conn.SetWakeFunc(s.wakeWriter)
-	s.writing.Store(false)
-	if s.hasWork() {
-		s.wakeWriter()
-	}
-}
-
 // stopWriter has the writer write what is queued, waits for it, and stops the timers. The
 // session calls it once every send has been answered (or the producer closed).
 func (s *producerSession) stopWriter() {
-	s.writerDone = make(chan struct{})
-	s.stopping.Store(true)
-	s.wakeWriter()
-	<-s.writerDone
-	s.keep.stop()
+	s.w.stop()
 	s.mu.Lock()
 	if s.expiry != nil {
 		s.expiry.Stop()
 	}
 	s.mu.Unlock()
-}
-
-// wakeWriter starts a writer unless one runs, and otherwise nudges it. It never blocks.
-func (s *producerSession) wakeWriter() {
-	if !s.writing.Load() && s.writing.CompareAndSwap(false, true) {
-		go s.runWriter()
-		return
-	}
-	signal(s.nudge)
-}
-
-// runWriter writes acks, server pings and pongs, enforces the idle timeout and answers sends
-// that time out, until it finds nothing to do and no ack is owed; once the session ends, it
-// writes the acks still queued and closes writerDone. While acks are owed more work is coming,
-// and it waits for it rather than have a goroutine started for each.
-func (s *producerSession) runWriter() {
-	for {
-		s.work()
-		if s.stopping.Load() {
-			// Every send has been answered (or the producer closed): write what is queued.
-			s.write()
-			close(s.writerDone)
-			return
-		}
-		if s.slots.Load() > 0 {
-			s.await(nil)
-			continue
-		}
-		if s.linger() {
-			continue
-		}
-		s.writing.Store(false)
-		// Work given after work looked, whose giver found this writer still running.
-		if !s.hasWork() || !s.writing.CompareAndSwap(false, true) {
-			return
-		}
-	}
 }
 
 // work does what the writer was woken for.
@@ -714,64 +642,30 @@ func (s *producerSession) work() {
 	if ack || pong {
 		s.write() // with no acks, it writes the pong due
 	}
-	if s.keep.take() {
-		s.keepTick()
+	if s.w.keep.take() {
+		s.w.keepTick(&s.ending)
 	}
 	if s.expired.Swap(false) {
 		s.expire(time.Now())
 	}
 }
 
-// linger waits up to writerLinger for the writer's next work, reporting whether any came: a
-// session that sends one message at a time keeps its writer between messages rather than
-// starting one for each.
-func (s *producerSession) linger() bool {
-	if s.lingerTimer == nil {
-		s.lingerTimer = time.NewTimer(writerLinger)
-	} else {
-		s.lingerTimer.Reset(writerLinger)
-	}
-	worked := s.await(s.lingerTimer.C)
-	s.lingerTimer.Stop()
-	return worked
-}
+// busy reports whether acks are owed: more work is sure to come.
+func (s *producerSession) busy() bool { return s.slots.Load() > 0 }
 
-// writerLinger is how long a writer with nothing to do waits for more before it stops.
-const writerLinger = time.Second
-
-// await waits for a nudge, for the writer's next work or the session's end (work and
-// runWriter find which); it returns false when timeout fires first. A nudge may be left over
-// from work already done, and then the writer looks once more and finds none.
-func (s *producerSession) await(timeout <-chan time.Time) bool {
-	select {
-	case <-timeout:
-		return false
-	case <-s.nudge:
-	}
-	return true
-}
-
-// keepTick sends a due ping, or ends an idle session.
-func (s *producerSession) keepTick() {
-	if s.broken {
-		return
-	}
-	if r := s.keep.tick(); r != nil {
-		s.broken = true
-		s.ending.end(r, s.conn)
-	}
-}
+// final writes the acks still queued once the session ends: every send has been answered
+// (or the producer closed).
+func (s *producerSession) final() { s.write() }
 
 // timedOut is expiry's: the oldest send may have timed out.
 func (s *producerSession) timedOut() {
 	s.expired.Store(true)
-	s.wakeWriter()
+	s.w.wake()
 }
 
 // hasWork reports whether the writer has been given work it has not taken.
 func (s *producerSession) hasWork() bool {
-	return s.ready.Load() || len(s.conn.Wake()) > 0 || s.keep.isDue() ||
-		s.expired.Load() || s.stopping.Load()
+	return s.ready.Load() || len(s.conn.Wake()) > 0 || s.w.keep.isDue() || s.expired.Load()
 }
 
 // write writes every ack queued, and the pong due if any, in one write. After a write error
@@ -783,10 +677,10 @@ func (s *producerSession) write() {
 	for _, r := range s.batch {
 		s.frames = append(s.frames, r.ack)
 	}
-	if !s.broken { // with no acks, it writes the pong due, if any
+	if !s.w.broken { // with no acks, it writes the pong due, if any
 		if err := s.conn.WriteTexts(s.frames...); err != nil {
 			s.log.Debug("writing acks", "err", err)
-			s.broken = true
+			s.w.broken = true
 			_ = s.conn.Close()
 		}
 	}

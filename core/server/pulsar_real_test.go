@@ -880,6 +880,81 @@ func TestPulsarMaxMessageSize(t *testing.T) {
 	}
 }
 
+// TestPulsarTopicUnloaded: when Pulsar unloads a topic, it closes the topic's producers and
+// consumers (CloseProducer, CloseConsumer) and the client library reconnects them. The edge's
+// sessions, idle long enough that neither their writers nor the library's event loops run,
+// carry on: a producer's next messages are acked ok, a consumer and a reader receive them, and
+// the consumer's acks reach the subscription (a consumer opened after on it gets nothing).
+// Pulsar's stats show each reconnected.
+func TestPulsarTopicUnloaded(t *testing.T) {
+	e := rpEnvOf(t)
+	base := rpEdge(t, e, nil)
+	topic := rpTopic(t)
+	path := "/ws/v2/%s/persistent/public/default/" + topic
+	c := edgetest.Dial(t, base+fmt.Sprintf(path, "consumer")+"/sub")
+	r := edgetest.Dial(t, base+fmt.Sprintf(path, "reader")+"?messageId=earliest")
+	p := edgetest.Dial(t, base+fmt.Sprintf(path, "producer"))
+	exchange := func(bodies []string) {
+		t.Helper()
+		for i, b := range bodies {
+			rpSend(t, p, b, "", strconv.Itoa(i))
+			if a := rpReadAck(t, p); a.Result != "ok" {
+				t.Fatalf("ack of %q: %+v", b, a)
+			}
+		}
+		if got := rpReceive(t, c, len(bodies)); !slices.Equal(got, bodies) {
+			t.Fatalf("consumer received %q, want %q", got, bodies)
+		}
+		if got := rpReceive(t, r, len(bodies)); !slices.Equal(got, bodies) {
+			t.Fatalf("reader received %q, want %q", got, bodies)
+		}
+	}
+	type client struct {
+		ConnectedSince string `json:"connectedSince"`
+	}
+	var stats struct {
+		Publishers    []client `json:"publishers"`
+		Subscriptions map[string]struct {
+			Consumers []client `json:"consumers"`
+		} `json:"subscriptions"`
+	}
+	connected := func() (producer, consumer string) {
+		t.Helper()
+		stats.Publishers, stats.Subscriptions = nil, nil
+		if err := json.Unmarshal([]byte(rpAdminOK(t, e, http.MethodGet, "/admin/v2/persistent/public/default/"+topic+"/stats", "")), &stats); err != nil {
+			t.Fatal(err)
+		}
+		if len(stats.Publishers) != 1 || len(stats.Subscriptions["sub"].Consumers) != 1 {
+			return "", ""
+		}
+		return stats.Publishers[0].ConnectedSince, stats.Subscriptions["sub"].Consumers[0].ConnectedSince
+	}
+
+	exchange(rpBodies("before", 3))
+	producerSince, consumerSince := connected()
+	if producerSince == "" || consumerSince == "" {
+		t.Fatalf("Pulsar's stats before the unload: %+v", stats)
+	}
+	// Idle for longer than a writer's and an event loop's linger (one to two seconds).
+	time.Sleep(3 * time.Second)
+	rpAdminOK(t, e, http.MethodPut, "/admin/v2/persistent/public/default/"+topic+"/unload", "")
+	exchange(rpBodies("after", 5))
+	deadline := time.Now().Add(rpWait)
+	for {
+		p2, c2 := connected()
+		if p2 != "" && c2 != "" && p2 != producerSince && c2 != consumerSince {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the producer and consumer did not reconnect after the unload: %+v (before: %s, %s)", stats, producerSince, consumerSince)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = c.Close()
+	again := edgetest.Dial(t, base+fmt.Sprintf(path, "consumer")+"/sub")
+	rpQuiet(t, again, 2*time.Second, "a consumer on the subscription whose messages were acked")
+}
+
 // The Java pulsar-client CLI (pulsar-client-tools 4.0.8) over WebSocket through the edge: a
 // real third-party client of the Pulsar WebSocket API.
 func TestPulsarJavaCLI(t *testing.T) {

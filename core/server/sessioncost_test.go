@@ -41,11 +41,11 @@ routes:
 
 // TestConsumerSessionCostCharged: what idle consumer sessions add to the process stays within
 // what each is charged to the session pool (session.ConsumerSessionCost) and within its
-// budget, and each holds three goroutines: its reader, its puller (waiting in the client
-// library's receive) and the library's dispatcher. Its writer and the library's event loop run
-// only while they have work. Not parallel: it counts the process's memory and goroutines.
+// budget, and each holds two goroutines: its reader and its puller (waiting in the client
+// library's receive). Its writer and the library's event loop and dispatcher run only while
+// they have work. Not parallel: it counts the process's memory and goroutines.
 func TestConsumerSessionCostCharged(t *testing.T) {
-	sessionCostCharged(t, "memory: { session_limit: 1GiB }\n", idleSessions{kind: "consumer", goroutines: 3, budget: 38 << 10})
+	sessionCostCharged(t, "memory: { session_limit: 1GiB }\n", idleSessions{kind: "consumer", goroutines: 2, budget: 36 << 10})
 }
 
 // idleSessions are the sessions a cost test opens, each on a topic of its own: their kind,

@@ -16,13 +16,14 @@ import (
 
 // Where the client library's producer goroutines run: its event loop and reconnect loop, and
 // its partition discovery; and the consumer's that an idle consumer need not hold: its
-// partition discovery, the ticker of its negative acks, and its event loop.
+// partition discovery, the ticker of its negative acks, its event loop and its dispatcher.
 const (
 	partitionProducerLoop = "pulsar.(*partitionProducer).run"
 	partitionDiscovery    = "pulsar.(*producer).runBackgroundPartitionDiscovery"
 	consumerDiscovery     = "pulsar.(*consumer).runBackgroundPartitionDiscovery"
 	nackTracker           = "pulsar.(*negativeAcksTracker).track"
 	consumerEvents        = "pulsar.(*partitionConsumer).runEventsLoop"
+	consumerDispatcher    = "pulsar.(*partitionConsumer).dispatcher"
 )
 
 // goroutinesIn counts the goroutines whose stacks hold any of funcs.
@@ -293,13 +294,15 @@ func TestPartitionedConsumerDiscovers(t *testing.T) {
 	})
 }
 
-// TestIdleConsumerHoldsNoEventLoop: a consumer's event loop (its acks, commands and
-// reconnects) runs while they come and stops a second or two after the last, so an idle
-// consumer holds no goroutine for it; acks, a reconnection after its connection drops, an
-// unsubscribe and the close each start it again and are done
-// (pulsar-client-go-39-idle-consumer-events.patch; v0.19.0 runs it for every consumer from its
-// subscription). Not parallel: it counts every goroutine.
-func TestIdleConsumerHoldsNoEventLoop(t *testing.T) {
+// TestIdleConsumerHoldsNoEventLoopOrDispatcher: a consumer's event loop (its acks, commands
+// and reconnects) and its dispatcher (which hands the messages received to the application)
+// run while they have work and stop a second or two after the last, so an idle consumer holds
+// no goroutine for either; messages, acks, a reconnection after its connection drops, an
+// unsubscribe and the close each start them again and are done
+// (pulsar-client-go-39-idle-consumer-events.patch, pulsar-client-go-40-idle-consumer-dispatcher.patch;
+// v0.19.0 runs both for every consumer from its subscription). Not parallel: it counts every
+// goroutine.
+func TestIdleConsumerHoldsNoEventLoopOrDispatcher(t *testing.T) {
 	b := startBroker(t, embedded.Config{})
 	c := newClient(t, b, nil)
 	ctx := ctxT(t, 60*time.Second)
@@ -309,8 +312,8 @@ func TestIdleConsumerHoldsNoEventLoop(t *testing.T) {
 	other := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: uniqueTopic("idle-events"), SubscriptionName: "s"})
 	idle := func(what string) {
 		t.Helper()
-		testkit.WaitFor(t, 10*time.Second, what+": no consumer event loop", func() bool {
-			return goroutinesIn(consumerEvents) == 0
+		testkit.WaitFor(t, 10*time.Second, what+": no consumer event loop or dispatcher", func() bool {
+			return goroutinesIn(consumerEvents, consumerDispatcher) == 0
 		})
 	}
 	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
@@ -337,6 +340,18 @@ func TestIdleConsumerHoldsNoEventLoop(t *testing.T) {
 	send("one")
 	receiveAck("one")
 	idle("after an ack")
+	// A burst taken slowly: the dispatcher holds what the consumer's channel has no room for,
+	// and keeps running while it does, however long the application takes.
+	for i := range 30 {
+		send(fmt.Sprintf("burst-%02d", i))
+	}
+	for i := range 30 {
+		if i == 10 {
+			time.Sleep(3 * time.Second)
+		}
+		receiveAck(fmt.Sprintf("burst-%02d", i))
+	}
+	idle("after a burst")
 
 	before := b.Stats().ConnectionsTotal
 	b.Faults().DropConnections()

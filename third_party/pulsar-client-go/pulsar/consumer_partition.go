@@ -213,6 +213,13 @@ type partitionConsumer struct {
 	backoffPolicyFunc    func() backoff.Policy
 
 	dispatcherSeekingControlCh chan struct{}
+	// dispatching is whether the dispatcher runs. It runs while it holds messages for the
+	// application or messages, a connection, a seek or a queue clearing come for it, and
+	// stops when it finds none for eventsLinger: whoever hands it one starts it again
+	// (wakeDispatcher), so that an idle consumer holds no goroutine for it. toDispatcher
+	// counts those about to hand it something on a channel that has no room to hold it.
+	dispatching  atomic.Bool
+	toDispatcher atomic.Int32
 	// handle to the dispatcher goroutine
 	isSeeking atomic.Bool
 	// After executing seekByTime, the client is unaware of the startMessageId.
@@ -226,7 +233,7 @@ type partitionConsumer struct {
 // This method will be called When the parent consumer performs the seek operation.
 // After the seek operation, the dispatcher will continue dispatching messages automatically.
 func (pc *partitionConsumer) pauseDispatchMessage() {
-	pc.dispatcherSeekingControlCh <- struct{}{}
+	pc.handToDispatcher(func() { pc.dispatcherSeekingControlCh <- struct{}{} })
 }
 
 func (pc *partitionConsumer) Topic() string {
@@ -386,6 +393,7 @@ func (pc *partitionConsumer) queue(messages []*message, entryBytes int64) {
 		pc.availablePermits.flowIfNeed() // the size now known may leave room for more
 	}
 	pc.queueCh <- messages
+	pc.wakeDispatcher()
 }
 
 // taken frees what a message the application took from the consumer's channel held: its bytes
@@ -520,9 +528,11 @@ func newPartitionConsumer(parent Consumer, client *client, options *partitionCon
 		ctx:                        ctx,
 		cancelFunc:                 cancelFunc,
 	}
-	// No event loop starts until the consumer is made: its first one starts at the end, as
-	// before, so a reconnect cannot run while the consumer is still being made.
+	// No event loop or dispatcher starts until the consumer is made: their first ones start
+	// at the end, as before, so a reconnect cannot run while the consumer is still being made
+	// and the first connection's permits are sent once the consumer is ready.
 	pc.eventsRunning.Store(true)
+	pc.dispatching.Store(true)
 	if pc.options.autoReceiverQueueSize {
 		pc.currentQueueSize.Store(initialReceiverQueueSize)
 		pc.client.memLimit.RegisterTrigger(pc.shrinkReceiverQueueSize)
@@ -596,7 +606,7 @@ func newPartitionConsumer(parent Consumer, client *client, options *partitionCon
 		}
 	}
 
-	go pc.dispatcher()
+	go pc.dispatcher() // dispatching was set when pc was made
 
 	go pc.runEventsLoop() // eventsRunning was set when pc was made
 
@@ -1870,6 +1880,9 @@ func (pc *partitionConsumer) dispatcher() {
 		pc.log.Debug("exiting dispatch loop")
 	}()
 	var messages []*message
+	linger := time.NewTimer(eventsLinger)
+	defer linger.Stop()
+	busy := false
 	for {
 		var queueCh chan []*message
 		var messageCh chan ConsumerMessage
@@ -1928,11 +1941,20 @@ func (pc *partitionConsumer) dispatcher() {
 		case <-pc.closeCh:
 			return
 
+		case <-linger.C:
+			if !busy && len(messages) == 0 && !pc.idleDispatcher() {
+				return
+			}
+			busy = false
+			linger.Reset(eventsLinger)
+			continue
+
 		case _, ok := <-pc.connectedCh:
 			if !ok {
 				return
 			}
 			pc.log.Debug("dispatcher received connection event")
+			busy = true
 
 			pc.dropped(messages)
 			messages = nil
@@ -2024,7 +2046,33 @@ func (pc *partitionConsumer) dispatcher() {
 
 			clearQueueCb(nextMessageInQueue)
 		}
+		busy = true
 	}
+}
+
+// wakeDispatcher starts the dispatcher unless one runs. Whoever hands it messages calls it
+// after queueing them.
+func (pc *partitionConsumer) wakeDispatcher() {
+	if !pc.dispatching.Load() && pc.dispatching.CompareAndSwap(false, true) {
+		go pc.dispatcher()
+	}
+}
+
+// handToDispatcher runs send, which hands the dispatcher something on a channel that cannot
+// hold it, with a dispatcher running to take it.
+func (pc *partitionConsumer) handToDispatcher(send func()) {
+	pc.toDispatcher.Add(1)
+	pc.wakeDispatcher()
+	send()
+	pc.toDispatcher.Add(-1)
+}
+
+// idleDispatcher marks a dispatcher that found nothing to do stopped, and reports whether it is
+// to go on after all, because something was handed to it meanwhile and no other dispatcher was
+// started for it.
+func (pc *partitionConsumer) idleDispatcher() bool {
+	pc.dispatching.Store(false)
+	return (len(pc.queueCh) > 0 || pc.toDispatcher.Load() > 0) && pc.dispatching.CompareAndSwap(false, true)
 }
 
 const (
@@ -2430,9 +2478,7 @@ func (pc *partitionConsumer) grabConn(assignedBrokerURL string) error {
 	switch msgType {
 	case pb.BaseCommand_SUCCESS:
 		// notify the dispatcher we have connection
-		go func() {
-			pc.connectedCh <- struct{}{}
-		}()
+		go pc.handToDispatcher(func() { pc.connectedCh <- struct{}{} })
 		return nil
 	case pb.BaseCommand_ERROR:
 		errMsg := res.Response.GetError()
@@ -2450,10 +2496,12 @@ func (pc *partitionConsumer) clearQueueAndGetNextMessage() *trackingMessageID {
 	wg.Add(1)
 	var msgID *trackingMessageID
 
-	pc.clearQueueCh <- func(id *trackingMessageID) {
-		msgID = id
-		wg.Done()
-	}
+	pc.handToDispatcher(func() {
+		pc.clearQueueCh <- func(id *trackingMessageID) {
+			msgID = id
+			wg.Done()
+		}
+	})
 
 	wg.Wait()
 	return msgID

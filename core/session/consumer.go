@@ -501,10 +501,13 @@ func (s *deliverySession) stopWriter() {
 // messages.
 func (s *deliverySession) work() {
 	for {
-		if s.w.keep.take() && !s.closing.Load() {
+		// Once the session is closing, its consumer is closed: no ping, and nothing goes back
+		// to it (the broker redelivers what was not acknowledged).
+		closing := s.closing.Load()
+		if s.w.keep.take() && !closing {
 			s.w.keepTick(&s.ending)
 		}
-		if s.ackDue.Swap(false) {
+		if s.ackDue.Swap(false) && !closing {
 			s.expireUnacked(time.Now())
 			s.ackTimer.Reset(s.ackTimeoutTick())
 		}

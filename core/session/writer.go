@@ -25,10 +25,10 @@ type writerWork interface {
 // session's end. Whoever gives it work records it (a flag, a queue, the Wake), then calls
 // wake, which starts a writer unless one runs and otherwise nudges the one that runs. A
 // writer stops when it finds no work and none comes for one to two writerLinger (while busy,
-// however long it takes), so that an idle session holds no writer goroutine and a busy one is not
-// started over. At most one writer runs: running says one runs or is starting. Once the
-// session ends (stop), the last writer does the final work and stop returns; running then
-// stays set, and no writer starts again.
+// it waits however long it takes), so that an idle session holds no writer goroutine and a
+// busy one is not started over. At most one writer runs: running says one runs or is
+// starting. Once the session ends (stop), the last writer does the final work and stop
+// returns; running then stays set, and no writer starts again.
 type writer struct {
 	s        writerWork
 	running  atomic.Bool
@@ -43,14 +43,15 @@ type writer struct {
 	// The writer's own, handed from one writer to the next through running.
 	broken bool // a write failed: frames are dropped (their charges returned), not written
 	// lingerTimer runs while a writer does, and fires each writerLinger: a writer stops when
-	// it fires twice with no work in between (linger). worked says work was done since the
-	// last time it fired. One timer a writer, not one a wait, so that a writer woken for
-	// each message does not set and stop a timer each time.
+	// it fires and no work was done since it last fired (linger); worked says some was. One
+	// timer a writer, not one a wait, so that a writer woken for each message does not set
+	// and stop a timer each time.
 	lingerTimer *time.Timer
 	worked      bool
 }
 
-// writerLinger is how long a writer with nothing to do waits for more before it stops.
+// writerLinger is how often a writer with nothing to do looks whether work came: it stops one
+// to two of these after its last work.
 const writerLinger = time.Second
 
 // start arms what wakes the writer besides the session's own hand-offs: the keepalive timer
@@ -126,7 +127,7 @@ func (w *writer) armLinger() {
 func (w *writer) hasWork() bool { return w.stopping.Load() || w.s.hasWork() }
 
 // linger waits for the writer's next work, reporting whether any came before the linger
-// timer fired twice with none in between: one to two writerLinger after its last work. A
+// timer fired with none since it last fired: one to two writerLinger after its last work. A
 // session with a message at a time keeps its writer between messages rather than starting
 // one for each.
 func (w *writer) linger() bool {

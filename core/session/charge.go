@@ -61,7 +61,7 @@ func ProducerSessionCost(queue int) int64 { return 33<<10 + 24*int64(queue) }
 const InflateCost = 48 << 10
 
 // ConsumerSessionCost is what a consumer or reader session with a prefetch of prefetch
-// messages costs: 57 KiB with the default of 100. An idle one holds less (about 29 KiB
+// messages costs: 57 KiB with the default of 100. An idle one holds less (about 26 KiB
 // measured, TestConsumerSessionCostCharged in core/server checks the charge covers it): its
 // writer and the library's event loop and dispatcher run only while they have work; the
 // charge covers a busy session, its prefetch full, too.

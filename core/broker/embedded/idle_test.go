@@ -373,3 +373,59 @@ func TestIdleConsumerHoldsNoEventLoopOrDispatcher(t *testing.T) {
 	other.Close()
 	idle("all closed")
 }
+
+// TestIdleConsumerQueueGrowsWithWhatArrives: a consumer's queue of received messages holds
+// nothing while nothing is received, whatever its receiver queue size, where v0.19.0 made a
+// channel of ReceiverQueueSize places for every consumer (24 KiB at 1000); messages received
+// in bursts larger than the queue's array still arrive whole and in order
+// (pulsar-client-go-41-received-queue.patch). Not parallel: it measures the heap.
+func TestIdleConsumerQueueGrowsWithWhatArrives(t *testing.T) {
+	b := startBroker(t, embedded.Config{})
+	c := newClient(t, b, nil)
+	ctx := ctxT(t, 60*time.Second)
+	subscribe := func(topic string) pulsar.Consumer {
+		return mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", ReceiverQueueSize: 1000})
+	}
+	subscribe(uniqueTopic("queue-warm")) // the connection and what every consumer shares
+	const n = 100
+	var ms runtime.MemStats
+	liveHeap := func() int64 {
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	before := liveHeap()
+	for range n {
+		subscribe(uniqueTopic("queue"))
+	}
+	each := (liveHeap() - before) / n
+	t.Logf("an idle consumer with a receiver queue of 1000, the broker's side included: %d bytes", each)
+	// The channel alone was 24,000 bytes; the rest of a consumer, both sides, is about 10 KiB.
+	if each > 20<<10 {
+		t.Errorf("an idle consumer holds %d bytes, more than 20 KiB: its queue is made for its receiver queue size", each)
+	}
+
+	topic := uniqueTopic("queue-burst")
+	cons := subscribe(topic)
+	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	const burst = 500
+	for i := range burst {
+		p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "%03d", i)}, nil)
+	}
+	if err := p.FlushWithCtx(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range burst {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("%03d", i); string(m.Payload()) != want {
+			t.Fatalf("message %d: %q, want %q", i, m.Payload(), want)
+		}
+		if err := cons.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

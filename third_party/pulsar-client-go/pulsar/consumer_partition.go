@@ -162,7 +162,7 @@ type partitionConsumer struct {
 
 	// the size of the queue channel for buffering messages
 	maxQueueSize    int32
-	queueCh         chan []*message
+	received        *receivedQueue
 	startMessageID  atomicMessageID
 	lastDequeuedMsg *trackingMessageID
 
@@ -392,7 +392,7 @@ func (pc *partitionConsumer) queue(messages []*message, entryBytes int64) {
 		pc.bytesPerMessage.Store(max(each, 1))
 		pc.availablePermits.flowIfNeed() // the size now known may leave room for more
 	}
-	pc.queueCh <- messages
+	pc.received.push(messages)
 	pc.wakeDispatcher()
 }
 
@@ -511,7 +511,7 @@ func newPartitionConsumer(parent Consumer, client *client, options *partitionCon
 		partitionIdx:               int32(options.partitionIdx),
 		eventsCh:                   make(chan interface{}, 10),
 		maxQueueSize:               int32(options.receiverQueueSize),
-		queueCh:                    make(chan []*message, options.receiverQueueSize),
+		received:                   newReceivedQueue(options.receiverQueueSize),
 		startMessageID:             atomicMessageID{msgID: options.startMessageID},
 		seekMessageID:              atomicMessageID{msgID: nil},
 		connectedCh:                make(chan struct{}),
@@ -1884,7 +1884,10 @@ func (pc *partitionConsumer) dispatcher() {
 	defer linger.Stop()
 	busy := false
 	for {
-		var queueCh chan []*message
+		if len(messages) == 0 {
+			messages = pc.received.pop()
+		}
+		var received chan struct{}
 		var messageCh chan ConsumerMessage
 		var nextMessage ConsumerMessage
 		var nextMessageSize int
@@ -1934,7 +1937,7 @@ func (pc *partitionConsumer) dispatcher() {
 				pc.log.Debug("skip dispatching messages when seeking")
 			}
 		} else {
-			queueCh = pc.queueCh
+			received = pc.received.ready
 		}
 
 		select {
@@ -1988,12 +1991,8 @@ func (pc *partitionConsumer) dispatcher() {
 			pc.log.Debug("received dispatcherSeekingControlCh, set isSeek to true")
 			pc.isSeeking.Store(true)
 
-		case msgs, ok := <-queueCh:
-			if !ok {
-				return
-			}
-
-			messages = msgs
+		case <-received:
+			// taken at the top of the loop
 
 		// if the messageCh is nil or the messageCh is full this will not be selected
 		case messageCh <- nextMessage:
@@ -2021,18 +2020,10 @@ func (pc *partitionConsumer) dispatcher() {
 			}
 
 		case clearQueueCb := <-pc.clearQueueCh:
-			// drain the message queue on any new connection by sending a
-			// special nil message to the channel so we know when to stop dropping messages
+			// drop what the queue holds on any new connection
 			var nextMessageInQueue *trackingMessageID
-			go func() {
-				pc.queueCh <- nil
-			}()
-
-			for m := range pc.queueCh {
-				// the queue has been drained
-				if m == nil {
-					break
-				} else if nextMessageInQueue == nil {
+			for _, m := range pc.received.takeAll() {
+				if nextMessageInQueue == nil {
 					nextMessageInQueue = toTrackingMessageID(m[0].msgID)
 				}
 				pc.dropped(m)
@@ -2072,7 +2063,95 @@ func (pc *partitionConsumer) handToDispatcher(send func()) {
 // started for it.
 func (pc *partitionConsumer) idleDispatcher() bool {
 	pc.dispatching.Store(false)
-	return (len(pc.queueCh) > 0 || pc.toDispatcher.Load() > 0) && pc.dispatching.CompareAndSwap(false, true)
+	return (pc.received.len() > 0 || pc.toDispatcher.Load() > 0) && pc.dispatching.CompareAndSwap(false, true)
+}
+
+// receivedQueue holds the batches of messages received from the broker, in order, until the
+// dispatcher takes them. It grows with what arrives, where a channel of receiverQueueSize
+// places was made for every consumer (24 bytes a place, 24 KiB at the default 1000) though
+// the broker's permits keep it nearly empty; as on that channel, a batch waits while
+// receiverQueueSize batches are held.
+type receivedQueue struct {
+	mu      sync.Mutex
+	batches [][]*message // batches[head:] wait
+	head    int
+	limit   int
+	ready   chan struct{} // cap 1: a batch was added
+	room    chan struct{} // cap 1: a batch was taken
+}
+
+func newReceivedQueue(limit int) *receivedQueue {
+	return &receivedQueue{limit: max(limit, 1), ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+}
+
+// push adds a batch, waiting while the queue is full.
+func (q *receivedQueue) push(b []*message) {
+	q.mu.Lock()
+	for len(q.batches)-q.head >= q.limit {
+		q.mu.Unlock()
+		<-q.room
+		q.mu.Lock()
+	}
+	if len(q.batches) == cap(q.batches) && q.head > 0 {
+		// Full, with taken places at the front: move what waits there rather than grow.
+		n := copy(q.batches, q.batches[q.head:])
+		clear(q.batches[n:])
+		q.batches, q.head = q.batches[:n], 0
+	}
+	q.batches = append(q.batches, b)
+	q.mu.Unlock()
+	notify(q.ready)
+}
+
+// pop takes the oldest batch; nil when there is none.
+func (q *receivedQueue) pop() []*message {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.head == len(q.batches) {
+		return nil
+	}
+	b := q.batches[q.head]
+	q.batches[q.head] = nil
+	q.head++
+	q.emptied()
+	notify(q.room)
+	return b
+}
+
+// takeAll takes every batch.
+func (q *receivedQueue) takeAll() [][]*message {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	all := q.batches[q.head:]
+	q.batches, q.head = nil, 0
+	notify(q.room)
+	return all
+}
+
+// emptied starts the queue over once everything has been taken, letting a large array go, so
+// that an idle consumer holds none.
+func (q *receivedQueue) emptied() {
+	if q.head < len(q.batches) {
+		return
+	}
+	q.batches, q.head = q.batches[:0], 0
+	if cap(q.batches) > 16 {
+		q.batches = nil
+	}
+}
+
+func (q *receivedQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.batches) - q.head
+}
+
+// notify sends on a cap-1 channel unless it is full. It never blocks.
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }
 
 const (
@@ -2576,7 +2655,7 @@ func (pc *partitionConsumer) expectMoreIncomingMessages() {
 }
 
 func (pc *partitionConsumer) markScaleIfNeed() {
-	// availablePermits + incomingMessages (messages in queueCh) is the number of prefetched messages
+	// availablePermits + incomingMessages (messages in the received queue) is the number of prefetched messages
 	// The result of auto-scale we expected is currentQueueSize is slightly bigger than prefetched messages
 	prev := pc.scaleReceiverQueueHint.Swap(pc.availablePermits.get()+pc.incomingMessages.Load() >=
 		pc.currentQueueSize.Load())

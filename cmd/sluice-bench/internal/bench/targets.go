@@ -316,7 +316,10 @@ func (t *target) sampleCPU() (cpuSample, error) {
 	if s.server, err = cpuOf(t.server); err != nil {
 		return s, err
 	}
-	if t.edge != 0 {
+	switch {
+	case len(t.server) == 1 && t.server[0] == t.edge:
+		s.edge = s.server // one reading, so that a single process's two figures agree
+	case t.edge != 0:
 		if s.edge, err = procCPU(t.edge); err != nil {
 			return s, err
 		}

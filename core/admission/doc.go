@@ -44,6 +44,20 @@
 // Message counts are hard: a gate never holds more than MaxMessages charges.
 // Lowering a limit below usage admits nothing more until usage falls.
 //
+// # Fair share
+//
+// A pool made with [PoolConfig].FairShare shares its edge among its gates once
+// it is half full: a charge drawing on the shared remainder that would take it
+// past half of S is admitted only if its gate holds nothing yet, or would then
+// hold no more than the room it leaves (S less the shared usage after the
+// charge). Alone, a gate so stops at half of S; a gate holding nothing is
+// never refused by the rule, so a message larger than the room is not
+// starved. A refusal by the rule names the edge, with what the gate holds
+// ([LimitError].Held); a waiter it refuses holds only its own gate, not the
+// edge, and any release runs the queue again while such a waiter is queued.
+// It keeps one session whose charges are not being released (a broker
+// holding its sends) from taking the whole pool.
+//
 // # Reject and pause
 //
 // [Gate.TryAcquire] serves on_full=reject: it returns at once, with a

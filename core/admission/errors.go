@@ -52,7 +52,10 @@ type LimitError struct {
 	Unit  Unit
 	Limit int64
 	Used  int64
-	Err   error // context error if a wait ended unadmitted; nil otherwise
+	// Held is, for a refusal by the edge's fair share, what the refused session holds of the
+	// edge; zero otherwise.
+	Held int64
+	Err  error // context error if a wait ended unadmitted; nil otherwise
 }
 
 func (e *LimitError) Error() string {
@@ -62,9 +65,12 @@ func (e *LimitError) Error() string {
 		b = append(b, ' ')
 		b = append(b, e.Name...)
 	}
-	if e.Unit == UnitMessages {
+	switch {
+	case e.Unit == UnitMessages:
 		b = fmt.Appendf(b, " pending messages limit of %d messages reached", e.Limit)
-	} else {
+	case e.Held > 0:
+		b = fmt.Appendf(b, " memory limit of %d bytes: over half of it is used and this session holds %d bytes, more than it would leave to the others (fair share)", e.Limit, e.Held)
+	default:
 		b = fmt.Appendf(b, " memory limit of %d bytes reached", e.Limit)
 	}
 	if e.Err != nil {

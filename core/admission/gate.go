@@ -171,6 +171,7 @@ const (
 	refusedRoute
 	refusedGateMsgs
 	refusedGateBytes
+	refusedShare // the edge's fair share; it holds the gate only
 )
 
 // errNegative is returned for a negative charge.
@@ -286,6 +287,9 @@ func (g *Gate) AcquireInto(ctx context.Context, c *Charge, n int64, maxWait time
 	w := &waiter{g: g, n: n, v: v, c: c, ready: make(chan struct{})}
 	p.enqueue(w)
 	p.hold(g, v)
+	if v == refusedShare {
+		p.nshare++
+	}
 	p.layerStats(g, v).waited++
 	p.mu.Unlock()
 
@@ -355,6 +359,9 @@ func (p *Pool) check(g *Gate, n, msgs int64, wait bool) verdict {
 		}
 		if wait && p.paused {
 			return refusedEdge
+		}
+		if p.overShare(g, n) {
+			return refusedShare
 		}
 	}
 	// Route.
@@ -430,6 +437,9 @@ func (p *Pool) release(g *Gate, n, msgs int64) {
 	// A waiter of this route refused at the edge may now fit in the route's
 	// reservation.
 	wake = wake || (r.reserve > 0 && r.nwait > 0)
+	// A waiter past its fair share may fit once anything is released, its own charge or
+	// another gate's.
+	wake = wake || p.nshare > 0
 	if wake && p.nwait > 0 {
 		p.dispatch()
 	}
@@ -521,9 +531,11 @@ func (p *Pool) hold(g *Gate, v verdict) {
 func (p *Pool) dispatch() {
 	if p.head == nil {
 		p.held = false
+		p.nshare = 0
 		return
 	}
 	p.held = false
+	p.nshare = 0
 	for w := p.head; w != nil; w = w.next {
 		w.g.held = admit
 		w.g.r.held = admit
@@ -533,6 +545,9 @@ func (p *Pool) dispatch() {
 		if v := p.check(w.g, w.n, 1, true); v != admit {
 			w.v = v
 			p.hold(w.g, v)
+			if v == refusedShare {
+				p.nshare++
+			}
 		} else {
 			p.dequeue(w)
 			p.commit(w.g, w.n, 1)
@@ -553,6 +568,8 @@ func (p *Pool) limitError(g *Gate, v verdict) *LimitError {
 		return &LimitError{Layer: LayerRoute, Name: g.r.name, Unit: UnitBytes, Limit: g.r.cap, Used: g.r.used}
 	case refusedGateMsgs:
 		return &LimitError{Layer: p.gateLayer, Unit: UnitMessages, Limit: g.maxMsgs, Used: g.msgs}
+	case refusedShare:
+		return &LimitError{Layer: LayerEdge, Name: p.name, Unit: UnitBytes, Limit: p.limit, Used: p.used, Held: g.bytes}
 	default:
 		return &LimitError{Layer: p.gateLayer, Unit: UnitBytes, Limit: g.maxBytes, Used: g.bytes}
 	}
@@ -561,7 +578,7 @@ func (p *Pool) limitError(g *Gate, v verdict) *LimitError {
 // layerStats returns the counters of the layer behind verdict v.
 func (p *Pool) layerStats(g *Gate, v verdict) *counters {
 	switch v {
-	case refusedEdge:
+	case refusedEdge, refusedShare:
 		return &p.stats
 	case refusedRoute:
 		return &g.r.stats

@@ -29,6 +29,11 @@ type PoolConfig struct {
 	// means no hysteresis (resume as soon as usage is below the limit); any
 	// value outside [0, 1] is invalid.
 	LowWatermark float64
+	// FairShare shares the edge among its gates once it is half full (see the
+	// package documentation): a gate already holding bytes is admitted only if
+	// it would then hold no more of the shared remainder than it leaves to the
+	// others.
+	FairShare bool
 }
 
 // Pool is the edge layer: a soft byte limit for the whole process (one pool
@@ -40,6 +45,7 @@ type Pool struct {
 	name      string
 	wm        float64
 	gateLayer Layer
+	fair      bool
 
 	mu       sync.Mutex
 	limit    int64 // L; 0 = unbounded
@@ -49,6 +55,7 @@ type Pool struct {
 	paused   bool  // shared path paused by a waiter until shared <= low watermark
 	held     bool  // an Acquire waiter is queued at the edge (scan-local, see dispatch)
 	nwait    int
+	nshare   int // waiters refused by the fair share, whom any release may admit
 	head     *waiter
 	tail     *waiter
 	routes   []*Route // open routes, in creation order
@@ -73,7 +80,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	if gl == "" {
 		gl = LayerProducer
 	}
-	return &Pool{name: cfg.Name, wm: wm, limit: cfg.Limit, gateLayer: gl}, nil
+	return &Pool{name: cfg.Name, wm: wm, limit: cfg.Limit, gateLayer: gl, fair: cfg.FairShare}, nil
 }
 
 // SetLimit changes the edge limit. Zero makes the pool unbounded. A limit
@@ -94,11 +101,27 @@ func (p *Pool) SetLimit(limit int64) error {
 	return nil
 }
 
+// Limit is the edge limit; zero means unbounded.
+func (p *Pool) Limit() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.limit
+}
+
 // sharedLimit is the soft limit of the shared remainder, L - R, but at least
 // 1 so that a route whose message does not fit its reservation is not starved
 // when the reservations take the whole pool: it is admitted when nothing else
 // is in the shared remainder.
 func (p *Pool) sharedLimit() int64 { return max(p.limit-p.reserved, 1) }
+
+// overShare reports whether a charge of n bytes through g, drawing on the shared remainder,
+// is past g's fair share: the pool would be more than half full, and g, holding bytes
+// already, would then hold more than the room it leaves to the other gates. A gate holding
+// nothing is never past it, so that a charge larger than that room is not starved.
+func (p *Pool) overShare(g *Gate, n int64) bool {
+	limit := p.sharedLimit()
+	return p.fair && g.bytes > 0 && p.shared+n > limit/2 && g.bytes+n > limit-p.shared-n
+}
 
 // lowWatermark returns the usage at or below which a layer with this limit
 // resumes admitting waiters: floor(limit·wm), but always below the limit so

@@ -23,16 +23,21 @@ var stressSeed = flag.Uint64("admission.seed", 1, "seed of the randomized admiss
 // sampled, since lowering a limit legitimately leaves usage above it.
 func TestStress(t *testing.T) {
 	t.Parallel()
-	for _, adjust := range []bool{false, true} {
-		name := "fixed limits"
-		if adjust {
-			name = "adjusting limits"
+	for _, fair := range []bool{false, true} {
+		for _, adjust := range []bool{false, true} {
+			name := "fixed limits"
+			if adjust {
+				name = "adjusting limits"
+			}
+			if fair {
+				name += ", fair share"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				t.Logf("seed %d (rerun with -admission.seed=N)", *stressSeed)
+				synctest.Test(t, func(t *testing.T) { stress(t, *stressSeed, adjust, fair) })
+			})
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			t.Logf("seed %d (rerun with -admission.seed=N)", *stressSeed)
-			synctest.Test(t, func(t *testing.T) { stress(t, *stressSeed, adjust) })
-		})
 	}
 }
 
@@ -43,8 +48,8 @@ const (
 	edgeLimit     = 8 << 20
 )
 
-func stress(t *testing.T, seed uint64, adjust bool) {
-	p := newPool(t, PoolConfig{Name: "producer", Limit: edgeLimit})
+func stress(t *testing.T, seed uint64, adjust, fair bool) {
+	p := newPool(t, PoolConfig{Name: "producer", Limit: edgeLimit, FairShare: fair})
 	routes := []*Route{
 		newRoute(t, p, RouteConfig{Name: "r0", Cap: 4 << 20, Reserve: 1 << 20}),
 		newRoute(t, p, RouteConfig{Name: "r1", Reserve: 2 << 20}),

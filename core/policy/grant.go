@@ -271,7 +271,7 @@ func (m *Table) deliveryGrant(ctx context.Context, h session.Handshake, requeste
 	}
 	share := dec.MaxBytes
 	if share == 0 {
-		share = m.consumers.Snapshot().Edge.Limit / DefaultConsumerShareDivisor
+		share = m.consumers.Limit() / DefaultConsumerShareDivisor
 	}
 	gate, err := r.cons.Gate(admission.GateConfig{MaxBytes: max(share, 0)})
 	if err != nil {
@@ -291,7 +291,7 @@ func (m *Table) deliveryGrant(ctx context.Context, h session.Handshake, requeste
 	// library (each soft by one message), whatever its prefetch in messages.
 	prefetchBytes := share
 	if prefetchBytes <= 0 {
-		prefetchBytes = m.consumers.Snapshot().Edge.Limit / DefaultConsumerShareDivisor
+		prefetchBytes = m.consumers.Limit() / DefaultConsumerShareDivisor
 	}
 	if prefetchBytes > 0 {
 		prefetchBytes = max(prefetchBytes/int64(consumers), 1)

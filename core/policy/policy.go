@@ -307,10 +307,10 @@ func checkReservations(limits []strategy.RouteLimits, producers, consumers *admi
 		cons += l.ConsumerReserve
 	}
 	var errs []error
-	if lim := producers.Snapshot().Edge.Limit; lim > 0 && prod > lim {
+	if lim := producers.Limit(); lim > 0 && prod > lim {
 		errs = append(errs, fmt.Errorf("routes reserve %d bytes of the producer pool, which holds %d", prod, lim))
 	}
-	if lim := consumers.Snapshot().Edge.Limit; lim > 0 && cons > lim {
+	if lim := consumers.Limit(); lim > 0 && cons > lim {
 		errs = append(errs, fmt.Errorf("routes reserve %d bytes of the consumer pool, which holds %d", cons, lim))
 	}
 	return errors.Join(errs...)

@@ -91,8 +91,9 @@ routes:
 	if rejected == 0 {
 		t.Fatal("no rejections while receipts held")
 	}
-	if used := producerUsage(srv); used < 64<<10 || used > 64<<10+session.ProducerCharge(size) {
-		t.Errorf("usage %d while held, want the 64 KiB limit plus at most one message", used)
+	// Alone, the session holds its fair share of the pool: half of it, less one message.
+	if used, msg := producerUsage(srv), session.ProducerCharge(size); used < 32<<10-msg || used > 32<<10 {
+		t.Errorf("usage %d while held, want half the 64 KiB limit less at most one message", used)
 	}
 	faults.ReleaseReceipts()
 	for a := range acks {
@@ -247,6 +248,98 @@ routes:
 	for range 10 {
 		if a := <-acks; a.Result != "ok" {
 			t.Fatalf("ack %+v", a)
+		}
+	}
+}
+
+// A topic over its backlog quota under producer_request_hold (Pulsar's default policy): the
+// broker holds its producer's sends, which stay charged. That session holds its share of the
+// producer pool and no more, and a producer on another topic keeps publishing, under reject
+// and under pause.
+func TestHeldTopicLeavesThePoolToOthers(t *testing.T) {
+	t.Parallel()
+	for _, onFull := range []string{"reject", "pause"} {
+		t.Run(onFull, func(t *testing.T) {
+			t.Parallel()
+			const limit = 16 << 20
+			srv, base := edgetest.Start(t, `
+memory: { producer_limit: 16MiB }
+broker: { embedded: { backlog_quota_limit: 64KiB, backlog_quota_policy: producer_request_hold } }
+routes:
+  - name: all
+    match: /ws/**
+    strategy: { name: hybrid }
+    on_full: `+onFull+`
+    max_pause: 5s
+`)
+			held := "held-" + onFull + "-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+			// A subscription that is never read holds the topic's backlog.
+			edgetest.Dial(t, base+"/ws/v2/consumer/persistent/public/default/"+held+"/abandoned").Close()
+			// Its sends time out after 3 s, so that its session, once closed, ends in seconds.
+			p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/"+held+"?sendTimeoutMillis=3000")
+			const n, size = 200, 64 << 10 // 200 messages charged 38 MiB in all
+			acks := readAcks(p, n)
+			go func() {
+				for i := range n {
+					if p.WriteJSON(message(i, size)) != nil {
+						return
+					}
+				}
+			}()
+			// The held producer's messages are answered or held until its acks go quiet.
+			results := tallyUntilQuiet(acks)
+			used := producerUsage(srv)
+			t.Logf("held producer: acks %v, %d bytes charged", results, used)
+			if results["ok"] == n {
+				t.Fatal("every message was acked: the broker never held the sends")
+			}
+			if used > limit/2 {
+				t.Fatalf("the held producer holds %d bytes, more than half the pool", used)
+			}
+			// Another producer publishes meanwhile, every message acked ok.
+			publishWindowed(t, base+"/ws/v2/producer/persistent/public/default/free-"+onFull+"-"+strconv.FormatInt(time.Now().UnixNano(), 10), 48, 4, size)
+			// Closing the held producer gives its share back, once its sends have timed out
+			// and, paused, once its wait has ended.
+			p.Close()
+			edgetest.WaitFor(t, 20*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
+		})
+	}
+}
+
+// tallyUntilQuiet counts acks by result until none has arrived for a second.
+func tallyUntilQuiet(acks <-chan ack) map[string]int {
+	results := map[string]int{}
+	for {
+		select {
+		case a := <-acks:
+			results[a.Result]++
+		case <-time.After(time.Second):
+			return results
+		}
+	}
+}
+
+// publishWindowed sends n messages of size bytes through a new producer at u, at most window
+// of them unanswered, and fails unless every one is acked ok.
+func publishWindowed(t *testing.T, u string, n, window, size int) {
+	t.Helper()
+	p := edgetest.Dial(t, u)
+	acks := readAcks(p, n)
+	for i := range n + window {
+		if i >= window {
+			select {
+			case a := <-acks:
+				if a.Result != "ok" {
+					t.Fatalf("message %s of %s: %+v", a.Context, u, a)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%s: %d acks of %d", u, i-window, n)
+			}
+		}
+		if i < n {
+			if err := p.WriteJSON(message(i, size)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }

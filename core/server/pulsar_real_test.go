@@ -40,6 +40,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
+	"github.com/sluicehq/sluice/core/server"
 )
 
 // rpWait bounds a wait for one frame or one broker state.
@@ -67,6 +68,13 @@ func rpEnvOf(t *testing.T) rpEnv {
 // configuration first. It returns the ws:// base URL.
 func rpEdge(t *testing.T, e rpEnv, edit func(*config.Config)) string {
 	t.Helper()
+	_, base := rpEdgeServer(t, e, edit)
+	return base
+}
+
+// rpEdgeServer is rpEdge, returning the edge too.
+func rpEdgeServer(t *testing.T, e rpEnv, edit func(*config.Config)) (*server.Server, string) {
+	t.Helper()
 	cfg := config.Defaults()
 	cfg.AdminListen = config.AdminListenOff
 	cfg.Broker.URL = e.url
@@ -74,8 +82,7 @@ func rpEdge(t *testing.T, e rpEnv, edit func(*config.Config)) string {
 	if edit != nil {
 		edit(cfg)
 	}
-	_, base := edgetest.StartWith(t, cfg)
-	return base
+	return edgetest.StartWith(t, cfg)
 }
 
 // rpAdmin calls Pulsar's admin REST API with the token; it returns the status and the body.
@@ -728,6 +735,66 @@ loop:
 		}
 	}
 	t.Logf("%d acked ok, all stored; %d messages in the topic", oks, len(stored))
+}
+
+// A topic over its backlog quota under producer_request_hold, Pulsar's default policy: once
+// the broker's check finds the backlog over the limit, Pulsar refuses the producer's
+// reconnection with ProducerBlockedQuotaExceededError and the client library holds its sends,
+// which stay charged in the edge. That session keeps at most half the producer pool (its fair
+// share), and a producer in another namespace publishes meanwhile, every message acked ok.
+func TestPulsarHeldTopicLeavesThePoolToOthers(t *testing.T) {
+	e := rpEnvOf(t)
+	const limit, size = 16 << 20, 64 << 10
+	srv, base := rpEdgeServer(t, e, func(c *config.Config) {
+		c.Memory.ProducerLimit, c.Memory.ProducerLimitSet = limit, true
+	})
+	ns := fmt.Sprintf("hold-%d", time.Now().UnixNano())
+	rpAdminOK(t, e, http.MethodPut, "/admin/v2/namespaces/public/"+ns, "")
+	rpAdminOK(t, e, http.MethodPost, "/admin/v2/namespaces/public/"+ns+"/backlogQuota?backlogQuotaType=destination_storage",
+		`{"limitSize":65536,"policy":"producer_request_hold"}`)
+	// A subscription that never consumes holds the backlog.
+	edgetest.Dial(t, base+"/ws/v2/consumer/persistent/public/"+ns+"/t/holder")
+	// Its sends time out after 3 s, so that its session, once closed, ends in seconds.
+	p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/"+ns+"/t?sendTimeoutMillis=3000")
+	acks := readAcks(p, 1<<12)
+	body := strings.Repeat("h", size)
+	// Paced sends, until one is still unanswered a second later: the broker holds them.
+	sent, answered := 0, 0
+	for held := false; !held; {
+		if sent == 1000 {
+			t.Fatalf("%d messages of %d KiB sent over a 64 KiB backlog quota, none held", sent, size>>10)
+		}
+		rpSend(t, p, body, "", strconv.Itoa(sent))
+		sent++
+		select {
+		case a := <-acks:
+			if a.Result != "ok" {
+				t.Fatalf("before the hold: %+v", a)
+			}
+			answered++
+		case <-time.After(time.Second):
+			held = true
+		}
+	}
+	// Then as fast as it can: the session takes half the pool and is refused the rest.
+	for range 300 {
+		rpSend(t, p, body, "", strconv.Itoa(sent))
+		sent++
+	}
+	results := tallyUntilQuiet(acks)
+	used := producerUsage(srv)
+	t.Logf("held after %d acked; then %d sent, answered %v; %d bytes charged", answered, sent, results, used)
+	if used > limit/2 {
+		t.Fatalf("the held producer holds %d bytes, more than half the pool", used)
+	}
+	if results["send-error:8"] == 0 {
+		t.Fatal("nothing refused past the held producer's share")
+	}
+	// Another producer publishes meanwhile, every message acked ok.
+	publishWindowed(t, base+"/ws/v2/producer/persistent/public/default/"+rpTopic(t), 48, 4, size)
+	// Closing the held producer gives its share back once its sends have timed out.
+	p.Close()
+	edgetest.WaitFor(t, rpWait, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
 }
 
 // A terminated topic: the producer's next message is refused, a new producer too, and a reader

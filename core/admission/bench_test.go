@@ -9,7 +9,7 @@ import (
 // all three layers, with every limit set and never reached.
 func BenchmarkTryAcquireRelease(b *testing.B) {
 	b.Run("uncontended", func(b *testing.B) {
-		_, _, g := chain(b, PoolConfig{Limit: 64 << 20}, RouteConfig{Cap: 32 << 20, Reserve: 1 << 20}, GateConfig{MaxMessages: 1000, MaxBytes: 1 << 20})
+		_, _, g := chain(b, PoolConfig{Limit: 64 << 20, FairShare: true}, RouteConfig{Cap: 32 << 20, Reserve: 1 << 20}, GateConfig{MaxMessages: 1000, MaxBytes: 1 << 20})
 		b.ReportAllocs()
 		for b.Loop() {
 			c, err := g.TryAcquire(1024)
@@ -21,7 +21,7 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 	})
 	// One pool and route; a gate per goroutine, as sessions are.
 	b.Run("parallel", func(b *testing.B) {
-		p := newPool(b, PoolConfig{Limit: 1 << 40})
+		p := newPool(b, PoolConfig{Limit: 1 << 40, FairShare: true})
 		r := newRoute(b, p, RouteConfig{Cap: 1 << 40})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
@@ -38,7 +38,7 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 	})
 	// One pool; a route per goroutine.
 	b.Run("parallel-routes", func(b *testing.B) {
-		p := newPool(b, PoolConfig{Limit: 1 << 40})
+		p := newPool(b, PoolConfig{Limit: 1 << 40, FairShare: true})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			r := newRoute(b, p, RouteConfig{Cap: 1 << 30, Reserve: 1 << 20})
@@ -57,7 +57,7 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 
 // BenchmarkAcquireRelease measures Acquire when it need not wait.
 func BenchmarkAcquireRelease(b *testing.B) {
-	_, _, g := chain(b, PoolConfig{Limit: 64 << 20}, RouteConfig{}, GateConfig{MaxMessages: 1000})
+	_, _, g := chain(b, PoolConfig{Limit: 64 << 20, FairShare: true}, RouteConfig{}, GateConfig{MaxMessages: 1000})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -284,10 +284,13 @@ var (
 	poolWaited   = poolDesc("sluice_pool_waited_total", "Charges that had to wait for an admission layer (on_full: pause, and consumers).")
 	poolTimedOut = poolDesc("sluice_pool_timed_out_total", "Waits on an admission layer that ran out of time (max_pause).")
 	poolCanceled = poolDesc("sluice_pool_canceled_total", "Waits on an admission layer given up because the session ended.")
+	poolFair     = prometheus.NewDesc("sluice_pool_fair_share_total",
+		"Charges the edge layer's fair share refused or made wait: a session holding more of a pool over half full than it would leave to the others (also in the edge layer's rejected and waited).",
+		[]string{"pool"}, nil)
 )
 
 func (poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{poolUsed, poolLimit, poolReserved, poolWaiters, poolPaused, poolAdmitted, poolRejected, poolWaited, poolTimedOut, poolCanceled} {
+	for _, d := range []*prometheus.Desc{poolUsed, poolLimit, poolReserved, poolWaiters, poolPaused, poolAdmitted, poolRejected, poolWaited, poolTimedOut, poolCanceled, poolFair} {
 		ch <- d
 	}
 }
@@ -298,6 +301,7 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		s := p.pool.Snapshot()
+		ch <- prometheus.MustNewConstMetric(poolFair, prometheus.CounterValue, float64(s.FairShare), p.name)
 		for _, l := range append([]admission.LayerStats{s.Edge}, s.Routes...) {
 			route := l.Name
 			if l.Layer == admission.LayerEdge {

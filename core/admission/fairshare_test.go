@@ -29,8 +29,8 @@ func TestFairShareLeavesHalfToOthers(t *testing.T) {
 	// however large: it is not starved.
 	third := newGate(t, r, GateConfig{})
 	held = append(held, mustTry(t, third, 25))
-	if s := p.Snapshot(); s.Edge.Used != 95 || s.Edge.Rejected != 2 {
-		t.Fatalf("edge %+v, want 95 used and 2 rejected", s.Edge)
+	if s := p.Snapshot(); s.Edge.Used != 95 || s.Edge.Rejected != 2 || s.FairShare != 2 {
+		t.Fatalf("edge %+v, fair share %d: want 95 used and 2 rejected by the fair share", s.Edge, s.FairShare)
 	}
 	// Alone again, the hog holding half of the pool is still past its share; once it has
 	// released some, it may take as much again.
@@ -81,6 +81,9 @@ func TestFairShareWaiter(t *testing.T) {
 		synctest.Wait()
 		if !pending(wait) {
 			t.Fatal("the hog's waiter was admitted past its share")
+		}
+		if s := p.Snapshot(); s.Edge.Waited != 1 || s.FairShare != 1 || s.Edge.Paused {
+			t.Fatalf("edge %+v, fair share %d: want one wait for the fair share, the edge not paused", s.Edge, s.FairShare)
 		}
 		theirs := mustTry(t, other, 10)
 		late := goAcquire(t.Context(), other, 10)

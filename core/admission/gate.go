@@ -237,7 +237,7 @@ func (g *Gate) tryAcquire(c *Charge, n, msgs int64) error {
 	p.mu.Lock()
 	if v := p.check(g, n, msgs, false); v != admit {
 		err := p.limitError(g, v)
-		p.layerStats(g, v).rejected++
+		p.count(g, v).rejected++
 		p.mu.Unlock()
 		return err
 	}
@@ -290,7 +290,7 @@ func (g *Gate) AcquireInto(ctx context.Context, c *Charge, n int64, maxWait time
 	if v == refusedShare {
 		p.nshare++
 	}
-	p.layerStats(g, v).waited++
+	p.count(g, v).waited++
 	p.mu.Unlock()
 
 	var expired <-chan time.Time
@@ -573,6 +573,15 @@ func (p *Pool) limitError(g *Gate, v verdict) *LimitError {
 	default:
 		return &LimitError{Layer: p.gateLayer, Unit: UnitBytes, Limit: g.maxBytes, Used: g.bytes}
 	}
+}
+
+// count returns the counters of the layer behind a refusal of g, counting it as the fair
+// share's when it is one.
+func (p *Pool) count(g *Gate, v verdict) *counters {
+	if v == refusedShare {
+		p.shares++
+	}
+	return p.layerStats(g, v)
 }
 
 // layerStats returns the counters of the layer behind verdict v.

@@ -55,7 +55,8 @@ type Pool struct {
 	paused   bool  // shared path paused by a waiter until shared <= low watermark
 	held     bool  // an Acquire waiter is queued at the edge (scan-local, see dispatch)
 	nwait    int
-	nshare   int // waiters refused by the fair share, whom any release may admit
+	nshare   int    // waiters refused by the fair share, whom any release may admit
+	shares   uint64 // charges the fair share refused or made wait
 	head     *waiter
 	tail     *waiter
 	routes   []*Route // open routes, in creation order
@@ -319,6 +320,9 @@ type PoolStats struct {
 	SharedUsed     int64        `json:"shared_used"`
 	Routes         []LayerStats `json:"routes"`
 	DoubleReleases uint64       `json:"double_releases"` // Charge.Release calls after the first (no-ops)
+	// FairShare counts the charges the edge's fair share refused or made wait (also counted
+	// as the edge's Rejected or Waited).
+	FairShare uint64 `json:"fair_share"`
 }
 
 // Snapshot returns the pool's and its open routes' state.
@@ -334,6 +338,7 @@ func (p *Pool) Snapshot() PoolStats {
 		SharedUsed:     p.shared,
 		Routes:         make([]LayerStats, 0, len(p.routes)),
 		DoubleReleases: p.doubleReleases.Load(),
+		FairShare:      p.shares,
 	}
 	p.stats.fill(&s.Edge)
 	for _, r := range p.routes {

@@ -296,6 +296,9 @@ routes:
 			if used > limit/2 {
 				t.Fatalf("the held producer holds %d bytes, more than half the pool", used)
 			}
+			if fs := srv.ProducerPool().Snapshot().FairShare; fs == 0 {
+				t.Fatal("no charge counted as the fair share's")
+			}
 			// Another producer publishes meanwhile, every message acked ok.
 			publishWindowed(t, base+"/ws/v2/producer/persistent/public/default/free-"+onFull+"-"+strconv.FormatInt(time.Now().UnixNano(), 10), 48, 4, size)
 			// Closing the held producer gives its share back, once its sends have timed out

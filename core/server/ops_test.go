@@ -333,6 +333,7 @@ routes:
 		{"sluice_pool_limit_bytes", []string{"pool", "session", "layer", "edge"}, math.Inf(1)},
 		{"sluice_pool_limit_bytes", []string{"pool", "producer", "layer", "edge"}, 64 << 20},
 		{"sluice_pool_used_bytes", []string{"pool", "producer", "layer", "edge"}, 0},
+		{"sluice_pool_fair_share_total", []string{"pool", "producer"}, 0},
 		{"sluice_build_info", nil, 1},
 		{"sluice_ready", nil, 1},
 		{"sluice_broker_up", nil, 1},

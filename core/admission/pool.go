@@ -120,8 +120,11 @@ func (p *Pool) sharedLimit() int64 { return max(p.limit-p.reserved, 1) }
 // already, would then hold more than the room it leaves to the other gates. A gate holding
 // nothing is never past it, so that a charge larger than that room is not starved.
 func (p *Pool) overShare(g *Gate, n int64) bool {
+	if !p.fair || g.bytes == 0 {
+		return false
+	}
 	limit := p.sharedLimit()
-	return p.fair && g.bytes > 0 && p.shared+n > limit/2 && g.bytes+n > limit-p.shared-n
+	return p.shared+n > limit/2 && g.bytes+n > limit-p.shared-n
 }
 
 // lowWatermark returns the usage at or below which a layer with this limit

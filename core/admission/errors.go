@@ -69,7 +69,7 @@ func (e *LimitError) Error() string {
 	case e.Unit == UnitMessages:
 		b = fmt.Appendf(b, " pending messages limit of %d messages reached", e.Limit)
 	case e.Held > 0:
-		b = fmt.Appendf(b, " memory limit of %d bytes: over half of it is used and this session holds %d bytes, more than it would leave to the others (fair share)", e.Limit, e.Held)
+		b = fmt.Appendf(b, " memory limit of %d bytes reached for this session: it holds %d bytes of it, more than it would leave to the others (fair share past half of the pool)", e.Limit, e.Held)
 	default:
 		b = fmt.Appendf(b, " memory limit of %d bytes reached", e.Limit)
 	}

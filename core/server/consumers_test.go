@@ -25,6 +25,11 @@ type consumerMsg struct {
 	Payload   string `json:"payload"`
 }
 
+// publishWindow is the most messages publish leaves unanswered, as a client keeping to its
+// maxPendingMessages does: one writing without bound meets the producer pool's fair share
+// (half the pool) whenever the broker answers slower than it writes.
+const publishWindow = 256
+
 // publish sends n messages of size bytes to topic and waits for every ack.
 func publish(t *testing.T, base, topic string, n, size int, prefix string) {
 	t.Helper()
@@ -33,8 +38,15 @@ func publish(t *testing.T, base, topic string, n, size int, prefix string) {
 	}
 	p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/"+topic)
 	acks := readAcks(p, n)
+	room, done := make(chan struct{}, publishWindow), make(chan struct{})
+	defer close(done)
 	go func() {
 		for i := range n {
+			select {
+			case room <- struct{}{}:
+			case <-done:
+				return
+			}
 			body := fmt.Sprintf("%s-%06d-", prefix, i)
 			body += strings.Repeat("x", max(size-len(body), 0))
 			m := map[string]any{"payload": base64.StdEncoding.EncodeToString([]byte(body)), "context": strconv.Itoa(i)}
@@ -50,6 +62,7 @@ func publish(t *testing.T, base, topic string, n, size int, prefix string) {
 				t.Errorf("publish to %s: ack %+v (open %v)", topic, a, ok)
 				return
 			}
+			<-room
 		case <-time.After(30 * time.Second):
 			t.Errorf("publish to %s: acks stopped", topic)
 			return
@@ -267,6 +280,34 @@ func TestSlowConsumerShareLeavesRoomForOthers(t *testing.T) {
 	share := int64(limit / 16)
 	if used := srv.ConsumerPool().Snapshot().Edge.Used; used > share+session.ConsumerCharge(msgSize) {
 		t.Errorf("consumer pool holds %d bytes for one slow consumer, want at most its share %d plus one message", used, share)
+	}
+}
+
+// Slow consumers whose route lifts their share to the whole pool are held to the pool's fair
+// share: the first keeps at most half, the next at most a quarter, and a healthy consumer
+// still receives every message.
+func TestSlowConsumersFairShare(t *testing.T) {
+	t.Parallel()
+	const limit, msgSize, n = 1 << 20, 8 << 10, 600
+	srv, base := edgetest.Start(t, fmt.Sprintf(`
+memory: { consumer_limit: %d }
+routes:
+  - name: all
+    match: /ws/**
+    strategy: { name: bytes, params: { consumer_session_limit: %d } }
+`, limit, limit))
+	topic := "public/default/fair-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	for _, sub := range []string{"slow-1", "slow-2"} {
+		slow := startReader(edgetest.DialSmallBuffer(t, base+"/ws/v2/consumer/persistent/"+topic+"/"+sub), true)
+		defer close(slow.resume)
+	}
+	healthy := startReader(edgetest.Dial(t, base+"/ws/v2/consumer/persistent/"+topic+"/healthy"), false)
+	publish(t, base, topic, n, msgSize, "m")
+	edgetest.WaitFor(t, 30*time.Second, "healthy consumer received every message", func() bool { return healthy.count() >= n })
+	s := srv.ConsumerPool().Snapshot()
+	t.Logf("consumer pool %d of %d bytes, %d charges refused or made to wait by the fair share", s.Edge.Used, limit, s.FairShare)
+	if s.Edge.Used > limit*3/4+session.ConsumerCharge(msgSize) || s.FairShare == 0 {
+		t.Errorf("two slow consumers hold %d bytes of %d (fair share %d): want at most three quarters and one message", s.Edge.Used, limit, s.FairShare)
 	}
 }
 

@@ -414,15 +414,16 @@ func adminAuth(cfg *config.Config, authn *auth.Authenticator) *admin.Auth {
 }
 
 // newPools makes the edge pools: producers', consumers' and sessions' own memory. The
-// producer pool is shared fairly: a producer session has no share of its own by default, and
-// one whose broker holds its sends would otherwise keep the whole pool. A consumer session
-// has a share of its own (policy.DefaultConsumerShareDivisor), and the session pool is
-// shared by address (policy's fair share).
+// message pools are shared fairly by session: a producer session has no byte share of its
+// own by default, and one whose broker holds its sends would otherwise keep the whole pool; a
+// consumer session's share (policy.DefaultConsumerShareDivisor) may be lifted by its
+// strategy, and slow consumers with large shares would otherwise fill the pool. The session
+// pool is shared by address (policy's fair share).
 func newPools(m config.Memory) (prod, cons, sess *admission.Pool, err error) {
 	if prod, err = admission.NewPool(admission.PoolConfig{Name: "producer", Limit: m.ProducerLimit.Bytes(), FairShare: true}); err != nil {
 		return nil, nil, nil, err
 	}
-	if cons, err = admission.NewPool(admission.PoolConfig{Name: "consumer", Limit: m.ConsumerLimit.Bytes(), GateLayer: admission.LayerConsumer}); err != nil {
+	if cons, err = admission.NewPool(admission.PoolConfig{Name: "consumer", Limit: m.ConsumerLimit.Bytes(), GateLayer: admission.LayerConsumer, FairShare: true}); err != nil {
 		return nil, nil, nil, err
 	}
 	if sess, err = admission.NewPool(admission.PoolConfig{Name: "session", Limit: m.SessionLimit.Bytes()}); err != nil {

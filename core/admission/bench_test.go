@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // BenchmarkTryAcquireRelease measures one admission and its release through
@@ -79,5 +80,48 @@ func BenchmarkTryAcquireRefused(b *testing.B) {
 		if _, err := g.TryAcquire(1); err == nil {
 			b.Fatal("admitted")
 		}
+	}
+}
+
+// BenchmarkReleaseWithShareWaiters measures a session's admission and release while a
+// thousand others wait past their fair share, as sessions whose broker holds their sends do:
+// a release that cannot admit any of them leaves their queue alone.
+func BenchmarkReleaseWithShareWaiters(b *testing.B) {
+	const limit, waiters = 1 << 30, 1000
+	p := newPool(b, PoolConfig{Limit: limit, FairShare: true})
+	r := newRoute(b, p, RouteConfig{})
+	held := []*Charge{mustTry(b, newGate(b, r, GateConfig{}), limit*9/10)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var gates []*Gate
+	for range waiters {
+		g := newGate(b, r, GateConfig{})
+		held = append(held, mustTry(b, g, limit/20/waiters))
+		gates = append(gates, g)
+	}
+	// The pool 95 % used: each holds more than the room it would leave.
+	var done []<-chan result
+	for _, g := range gates {
+		done = append(done, goAcquire(ctx, g, limit/25))
+	}
+	for p.Snapshot().FairShare < waiters {
+		time.Sleep(time.Millisecond)
+	}
+	g := newGate(b, r, GateConfig{})
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := g.TryAcquire(1024)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Release()
+	}
+	b.StopTimer()
+	cancel()
+	for _, ch := range done {
+		<-ch
+	}
+	for _, c := range held {
+		c.Release()
 	}
 }

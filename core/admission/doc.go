@@ -54,7 +54,10 @@
 // never refused by the rule, so a message larger than the room is not
 // starved. A refusal by the rule names the edge, with what the gate holds
 // ([LimitError].Held); a waiter it refuses holds only its own gate, not the
-// edge, and any release runs the queue again while such a waiter is queued.
+// edge. The queue is walked again when a release brings the shared usage down
+// to where one such waiter may pass, or releases the gate of one: any other
+// release leaves it alone, so that a thousand sessions waiting past their
+// share cost a message no more than none do.
 // It keeps one session whose charges are not being released (a broker
 // holding its sends) from taking the whole pool.
 //

@@ -106,3 +106,33 @@ func TestFairShareWaiter(t *testing.T) {
 		assertIdle(t, p, hog, other)
 	})
 }
+
+// A waiter past its share is admitted by other gates' releases once they leave it room, and
+// not before.
+func TestFairShareWaiterAdmittedByOthers(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p := newPool(t, PoolConfig{Limit: 100, FairShare: true})
+		r := newRoute(t, p, RouteConfig{})
+		hog, other := newGate(t, r, GateConfig{}), newGate(t, r, GateConfig{})
+		var mine, theirs []*Charge
+		for range 3 {
+			mine = append(mine, mustTry(t, hog, 10))
+			theirs = append(theirs, mustTry(t, other, 10))
+		}
+		// 60 used, the hog holding 30: 40 would be more than the 30 it would leave.
+		wait := goAcquire(t.Context(), hog, 10)
+		synctest.Wait()
+		if !pending(wait) {
+			t.Fatal("the hog's waiter was admitted past its share")
+		}
+		// At 50 used, 40 held leaves 40: admitted.
+		theirs[0].Release()
+		synctest.Wait()
+		c := mustAdmitted(t, wait)
+		for _, c := range append(append(mine, theirs[1:]...), c) {
+			c.Release()
+		}
+		assertIdle(t, p, hog, other)
+	})
+}

@@ -288,7 +288,7 @@ func (g *Gate) AcquireInto(ctx context.Context, c *Charge, n int64, maxWait time
 	p.enqueue(w)
 	p.hold(g, v)
 	if v == refusedShare {
-		p.nshare++
+		p.shareWaiter(g, n)
 	}
 	p.count(g, v).waited++
 	p.mu.Unlock()
@@ -437,9 +437,10 @@ func (p *Pool) release(g *Gate, n, msgs int64) {
 	// A waiter of this route refused at the edge may now fit in the route's
 	// reservation.
 	wake = wake || (r.reserve > 0 && r.nwait > 0)
-	// A waiter past its fair share may fit once anything is released, its own charge or
-	// another gate's.
-	wake = wake || p.nshare > 0
+	// A waiter past its fair share may fit once the shared usage falls to its mark, or once
+	// its own gate releases. Any other release leaves the queue alone: with many such
+	// waiters, walking it at every release would cost every message.
+	wake = wake || (p.nshare > 0 && (p.shared <= p.shareAt || g.nwait > 0))
 	if wake && p.nwait > 0 {
 		p.dispatch()
 	}
@@ -546,7 +547,7 @@ func (p *Pool) dispatch() {
 			w.v = v
 			p.hold(w.g, v)
 			if v == refusedShare {
-				p.nshare++
+				p.shareWaiter(w.g, w.n)
 			}
 		} else {
 			p.dequeue(w)

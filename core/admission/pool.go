@@ -55,7 +55,8 @@ type Pool struct {
 	paused   bool  // shared path paused by a waiter until shared <= low watermark
 	held     bool  // an Acquire waiter is queued at the edge (scan-local, see dispatch)
 	nwait    int
-	nshare   int    // waiters refused by the fair share, whom any release may admit
+	nshare   int    // waiters refused by the fair share
+	shareAt  int64  // shared usage at or below which one of them may pass the fair share
 	shares   uint64 // charges the fair share refused or made wait
 	head     *waiter
 	tail     *waiter
@@ -125,6 +126,18 @@ func (p *Pool) overShare(g *Gate, n int64) bool {
 	}
 	limit := p.sharedLimit()
 	return p.shared+n > limit/2 && g.bytes+n > limit-p.shared-n
+}
+
+// shareWaiter records a waiter through g for n bytes that the fair share refused: it may pass
+// once the shared usage falls to shareAt, or once its own gate releases (which raises its
+// mark). Must hold p.mu.
+func (p *Pool) shareWaiter(g *Gate, n int64) {
+	limit := p.sharedLimit()
+	at := max(limit/2-n, limit-2*n-g.bytes)
+	if p.nshare == 0 || at > p.shareAt {
+		p.shareAt = at
+	}
+	p.nshare++
 }
 
 // lowWatermark returns the usage at or below which a layer with this limit

@@ -300,7 +300,7 @@ routes:
 				t.Fatal("no charge counted as the fair share's")
 			}
 			// Another producer publishes meanwhile, every message acked ok.
-			publishWindowed(t, base+"/ws/v2/producer/persistent/public/default/free-"+onFull+"-"+strconv.FormatInt(time.Now().UnixNano(), 10), 48, 4, size)
+			publishWithin(t, base, "free-"+onFull+"-"+strconv.FormatInt(time.Now().UnixNano(), 10), 48, size, "f", 4)
 			// Closing the held producer gives its share back, once its sends have timed out
 			// and, paused, once its wait has ended.
 			p.Close()
@@ -318,31 +318,6 @@ func tallyUntilQuiet(acks <-chan ack) map[string]int {
 			results[a.Result]++
 		case <-time.After(time.Second):
 			return results
-		}
-	}
-}
-
-// publishWindowed sends n messages of size bytes through a new producer at u, at most window
-// of them unanswered, and fails unless every one is acked ok.
-func publishWindowed(t *testing.T, u string, n, window, size int) {
-	t.Helper()
-	p := edgetest.Dial(t, u)
-	acks := readAcks(p, n)
-	for i := range n + window {
-		if i >= window {
-			select {
-			case a := <-acks:
-				if a.Result != "ok" {
-					t.Fatalf("message %s of %s: %+v", a.Context, u, a)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatalf("%s: %d acks of %d", u, i-window, n)
-			}
-		}
-		if i < n {
-			if err := p.WriteJSON(message(i, size)); err != nil {
-				t.Fatal(err)
-			}
 		}
 	}
 }

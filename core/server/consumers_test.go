@@ -33,12 +33,18 @@ const publishWindow = 256
 // publish sends n messages of size bytes to topic and waits for every ack.
 func publish(t *testing.T, base, topic string, n, size int, prefix string) {
 	t.Helper()
+	publishWithin(t, base, topic, n, size, prefix, publishWindow)
+}
+
+// publishWithin is publish with at most window messages unanswered.
+func publishWithin(t *testing.T, base, topic string, n, size int, prefix string, window int) {
+	t.Helper()
 	if !strings.Contains(topic, "/") {
 		topic = "public/default/" + topic
 	}
 	p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/"+topic)
 	acks := readAcks(p, n)
-	room, done := make(chan struct{}, publishWindow), make(chan struct{})
+	room, done := make(chan struct{}, window), make(chan struct{})
 	defer close(done)
 	go func() {
 		for i := range n {

@@ -791,7 +791,7 @@ func TestPulsarHeldTopicLeavesThePoolToOthers(t *testing.T) {
 		t.Fatal("nothing refused past the held producer's share")
 	}
 	// Another producer publishes meanwhile, every message acked ok.
-	publishWindowed(t, base+"/ws/v2/producer/persistent/public/default/"+rpTopic(t), 48, 4, size)
+	publishWithin(t, base, rpTopic(t), 48, size, "f", 4)
 	// Closing the held producer gives its share back once its sends have timed out.
 	p.Close()
 	edgetest.WaitFor(t, rpWait, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })

@@ -292,13 +292,24 @@ func writeIndented(w io.Writer, v any) error {
 // printSessions writes sessions as a table.
 func printSessions(w io.Writer, sessions []admin.SessionJSON) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tTOPIC\tSUBSCRIPTION\tROLE\tROUTE\tADDRESS\tAGE\tIN\tOUT\tIN FLIGHT")
+	fmt.Fprintln(tw, "ID\tKIND\tTOPIC\tSUBSCRIPTION\tROLE\tROUTE\tADDRESS\tAGE\tIN\tOUT\tIN FLIGHT\tPAUSED")
 	for _, s := range sessions {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", s.ID, s.Kind, s.Topic, dash(s.Subscription), dash(s.Role),
-			s.Route, s.RemoteAddr, (time.Duration(s.AgeSeconds) * time.Second).String(), s.MessagesIn, s.MessagesOut, s.InFlight)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", s.ID, s.Kind, s.Topic, dash(s.Subscription), dash(s.Role),
+			s.Route, s.RemoteAddr, seconds(s.AgeSeconds), s.MessagesIn, s.MessagesOut, s.InFlight, paused(s))
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "%d sessions\n", len(sessions))
+}
+
+// seconds is a duration in seconds as a table shows it, to the second.
+func seconds(s float64) string { return (time.Duration(s) * time.Second).String() }
+
+// paused is what a paused session waits for and for how long, or a dash.
+func paused(s admin.SessionJSON) string {
+	if s.PausedOn == "" {
+		return "-"
+	}
+	return s.PausedOn + " " + seconds(s.PausedSeconds)
 }
 
 func dash(s string) string {

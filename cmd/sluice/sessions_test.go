@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/admin"
 	"github.com/sluicehq/sluice/core/frontdoor/certs/certtest"
+	"github.com/sluicehq/sluice/core/session"
 	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
@@ -159,5 +160,18 @@ admin_auth: { enabled: true, super_user_roles: [ops] }
 	}
 	if _, _, err := runCmd(t, "sessions", "list", "--admin", adminURL, "--cert-file", opsCert, "--key-file", opsKey); err == nil {
 		t.Error("list without --ca-file trusted the test CA")
+	}
+}
+
+// The table shows what a paused session waits for and for how long, and a dash for the others.
+func TestPrintSessionsPaused(t *testing.T) {
+	var out strings.Builder
+	printSessions(&out, []admin.SessionJSON{
+		{Info: session.Info{ID: 1, Topic: "persistent://public/default/a", PausedOn: "limit"}, Kind: "producer", PausedSeconds: 12.7},
+		{Info: session.Info{ID: 2, Topic: "persistent://public/default/b"}, Kind: "producer"},
+	})
+	lines := strings.Split(out.String(), "\n")
+	if !strings.HasSuffix(lines[0], "PAUSED") || !strings.HasSuffix(lines[1], "limit 12s") || !strings.HasSuffix(lines[2], " -") {
+		t.Errorf("table:\n%s", out.String())
 	}
 }

@@ -36,6 +36,8 @@ type SessionJSON struct {
 	// RateIn and RateOut are messages a second over the last sampling interval.
 	RateIn  float64 `json:"rate_in"`
 	RateOut float64 `json:"rate_out"`
+	// PausedSeconds is how long a paused producer session has been paused (PausedOn).
+	PausedSeconds float64 `json:"paused_seconds,omitempty"`
 }
 
 // SessionFilter selects open sessions, from the query parameters of /sessions and of a bulk
@@ -118,8 +120,12 @@ func (a *Admin) serveSessions(w http.ResponseWriter, r *http.Request) {
 
 func (a *Admin) sessionJSON(si session.Info, now time.Time) SessionJSON {
 	rt := a.sampler.rate(si.ID)
-	return SessionJSON{Info: si, Kind: si.Kind.String(),
+	j := SessionJSON{Info: si, Kind: si.Kind.String(),
 		AgeSeconds: now.Sub(si.Opened).Seconds(), RateIn: rt.MsgsIn, RateOut: rt.MsgsOut}
+	if !si.PausedSince.IsZero() {
+		j.PausedSeconds = max(now.Sub(si.PausedSince).Seconds(), 0)
+	}
+	return j
 }
 
 // serveSession serves GET /sessions/{id}: one open session, or 404.

@@ -171,6 +171,9 @@ func (t *tracked) snapshot() session.Info {
 	if s.Kind == wsapi.Consumer {
 		s.InFlight = max(s.MessagesOut-s.MessagesIn, 0)
 	}
+	if since, on, paused := t.tally.Paused(); paused {
+		s.PausedSince, s.PausedOn = since, on.String()
+	}
 	return s
 }
 

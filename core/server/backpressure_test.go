@@ -2,6 +2,9 @@ package server_test
 
 import (
 	"encoding/base64"
+	"net"
+	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/sluicehq/sluice/core/admin"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
 	"github.com/sluicehq/sluice/core/session"
@@ -307,6 +311,127 @@ routes:
 			edgetest.WaitFor(t, 20*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
 		})
 	}
+}
+
+// A paused producer session does not read its socket, so the FIN of a client that leaves
+// waits unread: the session asks the kernel whether its client has hung up while it waits,
+// and ends within seconds, not at max_pause. Paused at the pool (a held topic's fair share)
+// and at the message rate, with no ack left to write that could fail first. Each client stops
+// writing once paused, as one keeping to its maxPendingMessages does: a client that fills the
+// socket's window has its FIN held behind it, out of the kernel's sight.
+func TestPausedSessionEndsWhenItsClientLeaves(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("a paused session learns of a hang-up from the kernel only on Linux")
+	}
+	t.Run("pool", func(t *testing.T) {
+		t.Parallel()
+		srv, base := edgetest.Start(t, `
+memory: { producer_limit: 1MiB }
+broker: { embedded: { backlog_quota_limit: 64KiB, backlog_quota_policy: producer_request_hold } }
+routes:
+  - { name: all, match: /ws/**, strategy: { name: hybrid }, on_full: pause, max_pause: 120s }
+`)
+		held := "paused-left-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+		edgetest.Dial(t, base+"/ws/v2/consumer/persistent/public/default/"+held+"/abandoned").Close()
+		// Its held sends time out after 15 s: no ack is written before then.
+		p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/"+held+"?sendTimeoutMillis=15000")
+		waiters := func() int { return srv.ProducerPool().Snapshot().Edge.Waiters }
+		// The client writes until its session pauses for good, its acks answered and the rest
+		// held, and stops: what it sent fits in the socket's buffers, so its FIN is not held
+		// behind a full window.
+		acks := readAcks(p, 1000)
+		const size = 4 << 10
+		sent := 0
+		for waiters() == 0 || !stays(waiters) {
+			if sent == 1000 {
+				t.Fatal("1,000 messages written and the session never paused")
+			}
+			if err := p.WriteJSON(message(sent, size)); err != nil {
+				t.Fatal(err)
+			}
+			sent++
+			time.Sleep(2 * time.Millisecond) // the session reads each before the next
+		}
+		results := tallyUntilQuiet(acks)
+		if results["ok"] == sent {
+			t.Fatal("every message was acked: the broker never held the sends")
+		}
+		assertPaused(t, srv, "limit", time.Second)
+		left := time.Now()
+		_ = p.NetConn().Close()
+		edgetest.WaitFor(t, 6*time.Second, "the paused session no longer waiting", func() bool { return waiters() == 0 })
+		t.Logf("%d sent, acks %v; the session stopped waiting %s after its client left", sent, results, time.Since(left).Round(time.Millisecond))
+		edgetest.WaitFor(t, 30*time.Second, "producer usage back to zero", func() bool { return producerUsage(srv) == 0 })
+	})
+	for _, shut := range []string{"closed its connection", "shut its sending side"} {
+		t.Run("rate, "+shut, func(t *testing.T) {
+			t.Parallel()
+			// One message a minute: the second waits about a minute, the third behind it.
+			srv, base := edgetest.Start(t, `
+limits: { message_rate: 0.0167, message_burst: 1 }
+routes:
+  - { name: all, match: /ws/**, strategy: { name: hybrid }, on_full: pause, max_pause: 120s }
+`)
+			p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/rate-left-"+strconv.FormatInt(time.Now().UnixNano(), 10))
+			acks := readAcks(p, 3)
+			for i := range 3 {
+				if err := p.WriteJSON(message(i, 10)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if a := <-acks; a.Result != "ok" {
+				t.Fatalf("first ack %+v", a)
+			}
+			edgetest.WaitFor(t, 10*time.Second, "one session", func() bool { return len(srv.Sessions()) == 1 })
+			time.Sleep(200 * time.Millisecond) // the second message is read and waits for the rate
+			assertPaused(t, srv, "message_rate", 100*time.Millisecond)
+			left := time.Now()
+			if shut == "closed its connection" {
+				_ = p.NetConn().Close()
+			} else {
+				// A client that shuts its sending side and reads on gets the rest answered at
+				// once: refused by the rate, which it can no longer wait for.
+				_ = p.NetConn().(*net.TCPConn).CloseWrite()
+				for i := 1; i < 3; i++ {
+					select {
+					case a := <-acks:
+						if a.Context != strconv.Itoa(i) || a.Result == "ok" || !strings.Contains(a.ErrorMsg, "message_rate") {
+							t.Errorf("ack %+v, want message %d refused by the rate", a, i)
+						}
+					case <-time.After(10 * time.Second):
+						t.Fatalf("no ack of message %d after the client shut its sending side", i)
+					}
+				}
+			}
+			edgetest.WaitFor(t, 10*time.Second, "the paused session ended", func() bool { return len(srv.Sessions()) == 0 })
+			t.Logf("the session ended %s after its client %s", time.Since(left).Round(time.Millisecond), shut)
+		})
+	}
+}
+
+// assertPaused checks that the edge's one session shows itself paused on cause for at least
+// least, in the gateway's list and in the admin API's /sessions.
+func assertPaused(t *testing.T, srv *server.Server, cause string, least time.Duration) {
+	t.Helper()
+	all := srv.Sessions()
+	if len(all) != 1 || all[0].PausedOn != cause || time.Since(all[0].PausedSince) < least {
+		t.Fatalf("sessions %+v, want one paused on %s for %s or more", all, cause, least)
+	}
+	var page admin.SessionPage
+	if code := getJSON(t, srv.AdminHandler(), "/sessions", &page); code != http.StatusOK || len(page.Sessions) != 1 {
+		t.Fatalf("/sessions: %d %+v", code, page)
+	}
+	if s := page.Sessions[0]; s.PausedOn != cause || s.PausedSeconds < least.Seconds() {
+		t.Errorf("/sessions shows paused_on %q for %.1f s, want %s for %s or more", s.PausedOn, s.PausedSeconds, cause, least)
+	}
+}
+
+// stays reports whether a session waiting at the pool (waiters says how many wait) still waits
+// a second and a half later, the charges of its answered messages released meanwhile.
+func stays(waiters func() int) bool {
+	time.Sleep(1500 * time.Millisecond)
+	return waiters() == 1
 }
 
 // tallyUntilQuiet counts acks by result until none has arrived for a second.

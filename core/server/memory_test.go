@@ -157,6 +157,14 @@ websocket: { max_context_size: 300KiB, write_timeout: 1m }
 	edgetest.WaitFor(t, 30*time.Second, "every session paused at its ack bound", func() bool {
 		return producerUsage(srv) >= clients*session.DefaultMaxOwedAckBytes
 	})
+	edgetest.WaitFor(t, 10*time.Second, "every session shown paused on its unread acks", func() bool {
+		for _, s := range srv.Sessions() {
+			if s.PausedOn != "unread_acks" || s.PausedSince.IsZero() {
+				return false
+			}
+		}
+		return true
+	})
 	// Time passes deliberately before the heap is measured: the paused sessions finish the
 	// frame each was reading (nothing counts those reads).
 	time.Sleep(200 * time.Millisecond)

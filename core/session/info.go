@@ -38,4 +38,9 @@ type Info struct {
 	// HeldBytes is what the session's gate holds now: a producer's messages in flight and
 	// acks to write, a consumer's messages taken from the broker and not yet written.
 	HeldBytes int64 `json:"held_bytes"`
+	// PausedOn is what a producer session whose reader is paused, not reading its socket,
+	// waits for (PauseCause: limit, message_rate, unread_acks), and PausedSince since when;
+	// empty and zero while it reads.
+	PausedOn    string    `json:"paused_on,omitempty"`
+	PausedSince time.Time `json:"paused_since,omitzero"`
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -160,7 +161,7 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g *
 	defer g.Release()
 	g.Observer = withTally(g.Observer, tally)
 	g.Observer.SessionOpened(wsapi.Producer)
-	s := newProducerSession(ctx, conn, p, g, log)
+	s := newProducerSession(ctx, conn, p, g, tally, log)
 	s.w.start(s, s.g.Conn, s.conn)
 	closeCode, reason := s.ending.or(s.readLoop(ctx))
 	s.finish(ctx, closeCode, reason)
@@ -168,7 +169,7 @@ func RunProducer(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g *
 
 // newProducerSession and finish are RunProducer's start and end, apart so that their locals
 // are not in the frame under every call of the session's reader.
-func newProducerSession(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g *ProducerGrant, log *slog.Logger) *producerSession {
+func newProducerSession(ctx context.Context, conn *wsconn.Conn, p *broker.Producer, g *ProducerGrant, tally *Tally, log *slog.Logger) *producerSession {
 	return &producerSession{
 		conn: conn,
 		p:    p,
@@ -186,6 +187,7 @@ func newProducerSession(ctx context.Context, conn *wsconn.Conn, p *broker.Produc
 		wakeRead: make(chan struct{}, 1),
 		rate:     newMessageRate(g.MessageRate, g.MessageBurst),
 		room:     g.LibraryQueue,
+		tally:    tally,
 	}
 }
 
@@ -269,6 +271,11 @@ type producerSession struct {
 	unanswered sync.WaitGroup // sends handed to the broker and not yet answered
 	readErr    error          // why the reader stopped; written by the reader before it returns
 	ending     ending
+	// watch is the reader's waits' context (the session's, ended too when the client stops
+	// sending), made at the first that may block: an idle session holds none. tally shows
+	// its pauses.
+	watch atomic.Pointer[watch]
+	tally *Tally
 }
 
 // flushTimeout bounds the wait for in-flight answers when the session ends: the send timeout
@@ -315,6 +322,27 @@ func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 	}
 }
 
+// pauses reports whether the session pauses at a limit: its route's on_full is pause, and its
+// client may still send. A client that has stopped sending (watch) is answered at once from
+// then on, so that the session reads what it sent to its end without waiting.
+func (s *producerSession) pauses() bool { return s.g.OnFull == strategy.Pause && !s.stopped() }
+
+// stopped reports whether the client has stopped sending, as the watch found.
+func (s *producerSession) stopped() bool {
+	w := s.watch.Load()
+	return w != nil && w.lost()
+}
+
+// waiter is the reader's watch, made with ctx, the session's, at its first wait.
+func (s *producerSession) waiter(ctx context.Context) *watch {
+	if w := s.watch.Load(); w != nil {
+		return w
+	}
+	w := &watch{Context: ctx, conn: s.conn, tally: s.tally}
+	s.watch.Store(w)
+	return w
+}
+
 // handle answers or publishes a text frame. The rates are taken before the frame is decoded,
 // so that a message they refuse costs one scan of the frame for the context its error ack
 // echoes, not a decode of its payload and properties, and every text frame counts against
@@ -344,6 +372,17 @@ func (s *producerSession) handle(ctx context.Context, r *record, frame []byte) {
 // as it may, so that a client that does not read its acks stops being read. It returns false
 // when ctx ends first.
 func (s *producerSession) waitRoom(ctx context.Context) bool {
+	if !s.full() {
+		return true
+	}
+	// Once the client has stopped sending, the session's context: a client that still reads
+	// its acks makes room, and one that is gone makes the writer fail.
+	if !s.stopped() {
+		w := s.waiter(ctx)
+		w.cause = PausedOnAcks
+		defer w.rest()
+		ctx = w
+	}
 	for s.full() {
 		s.waiting.Store(true)
 		if !s.full() { // the writer made room meanwhile
@@ -380,7 +419,10 @@ func (s *producerSession) publish(ctx context.Context, r *record) {
 	if m.DeliverAtMillis > 0 {
 		out.DeliverAt = time.UnixMilli(m.DeliverAtMillis)
 	}
-	if m.DeliverAfterMillis > 0 {
+	switch {
+	case m.DeliverAfterMillis > maxDelayMillis: // past what a Duration holds (292 years): a time
+		out.DeliverAt = time.UnixMilli(time.Now().UnixMilli() + min(m.DeliverAfterMillis, math.MaxInt64/2))
+	case m.DeliverAfterMillis > 0:
 		out.DeliverAfter = time.Duration(m.DeliverAfterMillis) * time.Millisecond
 	}
 	r.owed = ackEstimate(m.Context)
@@ -456,19 +498,25 @@ func (p pendingSend) sending() bool { return p.r.state.Load() == p.word }
 // which refusal it is. (The message rate has been taken already: handle.)
 func (s *producerSession) admit(ctx context.Context, r *record) (Result, error) {
 	size := MessageCharge(&r.msg)
-	if s.g.OnFull != strategy.Pause {
+	if !s.pauses() {
 		return ResultRejected, s.g.Gate.TryAcquireInto(&r.charge, size)
 	}
 	// A zero MaxPause does not wait: a bound of a nanosecond ends any wait at once.
-	waited, err := s.g.Gate.AcquireInto(ctx, &r.charge, size, max(s.g.MaxPause, time.Nanosecond))
+	w := s.waiter(ctx)
+	w.cause = PausedOnLimit
+	waited, err := s.g.Gate.AcquireInto(w, &r.charge, size, max(s.g.MaxPause, time.Nanosecond))
+	w.rest()
 	if waited > 0 {
 		s.g.Observer.Paused(waited)
 	}
-	if err != nil && ctx.Err() == nil {
+	if err != nil && w.Err() == nil {
 		return ResultRejected, fmt.Errorf("%w (paused for %s)", err, s.g.MaxPause)
 	}
 	return ResultRejected, err
 }
+
+// maxDelayMillis is the longest deliverAfterMs a time.Duration holds.
+const maxDelayMillis = math.MaxInt64 / int64(time.Millisecond)
 
 // sent is a message's outcome from the client library. It runs on the library's connection
 // goroutine: encode the ack, release what the library held, hand off, no more.
@@ -487,7 +535,7 @@ func (r *record) sent(id broker.MessageID, err error) {
 		result = ResultSendError
 		r.ack = wsapi.AckError(wsapi.ErrorUnknown, sendErrorText(err), r.msg.Context).AppendJSON(r.ack[:0])
 	} else {
-		r.ack = wsapi.AppendAckOK(r.ack[:0], toWireID(id), r.msg.Context)
+		r.ack = wsapi.AppendAckOK(r.ack[:0], receiptID(id), r.msg.Context)
 	}
 	s.g.Observer.Published(result, r.size, time.Since(r.start))
 	// The client library has let go of the message; what stays held is the ack.
@@ -682,6 +730,9 @@ func (s *producerSession) write() {
 			s.log.Debug("writing acks", "err", err)
 			s.w.broken = true
 			_ = s.conn.Close()
+			if w := s.watch.Load(); w != nil {
+				w.lose() // a reader waiting without reading goes on to find the connection closed
+			}
 		}
 	}
 	var slots, owed int64
@@ -748,6 +799,15 @@ func sendErrorText(err error) string {
 			"counts with the message's metadata (set websocket.max_message_size below it): " + err.Error()
 	}
 	return "send failed: " + err.Error()
+}
+
+// receiptID is the id a producer's ack carries: the message's id without its batch's size,
+// as Pulsar's producers have it from the broker's receipt (batch_size 0), where its consumers
+// and readers see the size.
+func receiptID(id broker.MessageID) wsapi.MessageID {
+	w := toWireID(id)
+	w.BatchSize = 0
+	return w
 }
 
 func toWireID(id broker.MessageID) wsapi.MessageID {

@@ -6,8 +6,6 @@ import (
 	"math"
 	"sync"
 	"time"
-
-	"github.com/sluicehq/sluice/sdk/strategy"
 )
 
 // messageRate is a producer session's message token bucket (limits.message_rate): rate
@@ -118,13 +116,18 @@ func (s *producerSession) admitRate(ctx context.Context, payload int) error {
 	if wait == 0 {
 		return nil
 	}
-	if s.g.OnFull != strategy.Pause {
+	if !s.pauses() {
 		countRefusal(limit)
 		return limit
 	}
 	start := time.Now()
 	deadline := start.Add(s.g.MaxPause)
-	defer func() { s.g.Observer.Paused(time.Since(start)) }()
+	w := s.waiter(ctx)
+	w.cause = PausedOnRate
+	defer func() {
+		w.rest()
+		s.g.Observer.Paused(time.Since(start))
+	}()
 	for wait > 0 {
 		if time.Now().Add(wait).After(deadline) {
 			countRefusal(limit)
@@ -133,8 +136,12 @@ func (s *producerSession) admitRate(ctx context.Context, payload int) error {
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
-		case <-ctx.Done():
+		case <-w.Done():
 			t.Stop()
+			if w.lost() {
+				countRefusal(limit)
+				return fmt.Errorf("%w: %w", limit, w.Err())
+			}
 			_, reason := edgeClose(ctx) // the edge shutting down, or an operator's close
 			return fmt.Errorf("%s: %w", reason, ctx.Err())
 		}

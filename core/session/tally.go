@@ -14,7 +14,53 @@ import (
 type Tally struct {
 	msgsIn, bytesIn, msgsOut, bytesOut, failed atomic.Int64
 	closeCode                                  atomic.Int64
+	// A producer session's reader paused, not reading its socket: since when (Unix
+	// nanoseconds; 0 while it reads) and on what.
+	pausedSince atomic.Int64
+	pausedOn    atomic.Int32
 }
+
+// PauseCause is what a paused producer session waits for.
+type PauseCause int32
+
+const (
+	// PausedOnLimit is admission: the route's strategy at its limit (the session's messages
+	// or bytes, the route's or the edge's producer memory).
+	PausedOnLimit PauseCause = iota
+	// PausedOnRate is the message rate (limits.message_rate, its per-address and per-role
+	// forms).
+	PausedOnRate
+	// PausedOnAcks is the client, which has not read the acks the session owes it.
+	PausedOnAcks
+)
+
+// String is the cause as /sessions shows it.
+func (c PauseCause) String() string {
+	switch c {
+	case PausedOnRate:
+		return "message_rate"
+	case PausedOnAcks:
+		return "unread_acks"
+	}
+	return "limit"
+}
+
+// Paused says whether the session's reader is paused, since when and on what.
+func (t *Tally) Paused() (since time.Time, on PauseCause, paused bool) {
+	n := t.pausedSince.Load()
+	if n == 0 {
+		return time.Time{}, 0, false
+	}
+	return time.Unix(0, n), PauseCause(t.pausedOn.Load()), true
+}
+
+// pause records that the reader paused at now on c; resume, that it reads again.
+func (t *Tally) pause(c PauseCause, now time.Time) {
+	t.pausedOn.Store(int32(c))
+	t.pausedSince.Store(now.UnixNano())
+}
+
+func (t *Tally) resume() { t.pausedSince.Store(0) }
 
 // Counts are a Tally's figures at one moment. MessagesIn and BytesIn are what the client
 // sent: a producer's message frames (with their bytes), a consumer's acks and negative acks

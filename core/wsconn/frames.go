@@ -233,14 +233,25 @@ func socketWriter(nc net.Conn) writer {
 				return w
 			}
 			return tcpWriter{c}
-		case interface{ Unwrap() net.Conn }:
-			nc = c.Unwrap()
-		case interface{ Raw() net.Conn }:
-			nc = c.Raw()
 		default:
-			return nil
+			if nc = beneath(nc); nc == nil {
+				return nil
+			}
 		}
 	}
+}
+
+// beneath is the connection a wrapper that leaves reads and writes alone holds (the
+// connection limit's, the request-line check's, the edge's readers: Unwrap; the PROXY
+// protocol's, whose header is read before any write: Raw), or nil for any other.
+func beneath(nc net.Conn) net.Conn {
+	switch c := nc.(type) {
+	case interface{ Unwrap() net.Conn }:
+		return c.Unwrap()
+	case interface{ Raw() net.Conn }:
+		return c.Raw()
+	}
+	return nil
 }
 
 // writer is a connection that writes net.Buffers itself (rawio.Conn).

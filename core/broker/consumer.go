@@ -322,6 +322,12 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 		// runs a 100 ms ticker per consumer, which cost 10,000 idle consumers a quarter of a CPU.
 		AckWithResponse:    true,
 		AckGroupingOptions: &pulsar.AckGroupingOptions{MaxSize: 1},
+		// A message of a batch is acknowledged on its own, as Pulsar's WebSocket consumers are:
+		// otherwise the library sends nothing until every message of the batch is
+		// acknowledged, and a negative ack, an ack timeout or a reconnection redelivers those
+		// already acknowledged. (The broker's acknowledgmentAtBatchIndexLevelEnabled, on by
+		// default, keeps them.)
+		EnableBatchIndexAcknowledgment: true,
 	}
 	if o.ReceiverQueueSize == 0 {
 		popts.ReceiverQueueSize = defaultReceiverQueueSize
@@ -441,6 +447,12 @@ func (c *Consumer) Nack(id MessageID) error {
 	return nil
 }
 
+// maxDecodedBatch bounds the batch size a decoded id may claim. Acknowledging one message of a
+// batch sends the batch's other indexes (a bit each), sized by what the id says: a client
+// could otherwise make one ack cost the edge a gigabyte. Batches the broker delivered are
+// acknowledged by the ids the session delivered, whatever their size.
+const maxDecodedBatch = 1 << 16
+
 // place returns the library's id for id, checked before the library sees it. The library
 // addresses an ack by the id's partition index, and logs two lines for one it cannot place: a
 // decoded id says partition -1 for a topic that is not partitioned (the library's index is 0)
@@ -451,13 +463,15 @@ func (c *Consumer) place(id MessageID) (pulsar.MessageID, error) {
 		return nil, fmt.Errorf("%w: zero message id", ErrInvalidArgument)
 	case !id.decoded:
 		return p, nil
+	case p.BatchSize() > maxDecodedBatch:
+		return nil, fmt.Errorf("%w: batch size %d, over the %d messages a batch acknowledged by a decoded id may have", ErrInvalidArgument, p.BatchSize(), maxDecodedBatch)
 	case c.partitions == 0:
 		return nil, fmt.Errorf("%w: a consumer of several topics acknowledges only ids it delivered", ErrInvalidArgument)
 	case c.partitions == 1:
 		if p.PartitionIdx() == 0 {
 			return p, nil
 		}
-		return pulsar.NewMessageID(p.LedgerID(), p.EntryID(), p.BatchIdx(), 0), nil
+		return pulsar.NewBatchMessageID(p.LedgerID(), p.EntryID(), p.BatchIdx(), 0, p.BatchSize()), nil
 	case p.PartitionIdx() < 0 || int(p.PartitionIdx()) >= c.partitions:
 		return nil, fmt.Errorf("%w: partition %d of a topic of %d partitions", ErrInvalidArgument, p.PartitionIdx(), c.partitions)
 	}

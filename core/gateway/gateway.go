@@ -201,7 +201,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !wsconn.IsUpgrade(r) {
-		g.refuse(w, r, ep.Kind, http.StatusBadRequest, "this endpoint needs a WebSocket upgrade request")
+		// Pulsar's servlet answers a request that is not an upgrade as any GET it does not
+		// serve: 405.
+		g.refuse(w, r, ep.Kind, http.StatusMethodNotAllowed, "this endpoint needs a WebSocket upgrade request")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.CreateTimeout)

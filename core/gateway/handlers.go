@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/core/broker"
@@ -123,6 +124,11 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 	if !g.admitted(w, r, h) {
 		return
 	}
+	// As Pulsar's consumer builder, once the client is authorized.
+	if strings.TrimSpace(ep.Subscription) == "" {
+		g.writeError(w, r, ep.Kind, &wsapi.Error{Status: http.StatusBadRequest, Message: "Invalid query params: subscriptionName cannot be blank"})
+		return
+	}
 	matched, partitions, err := g.countConsumers(ctx, ep, "Failed to subscribe: ", creationStatus)
 	if err != nil {
 		g.writeError(w, r, ep.Kind, err)
@@ -197,13 +203,19 @@ func consumerOptions(ep wsapi.Endpoint, params wsapi.ConsumerParams, prefetch in
 }
 
 func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint) {
+	// As Pulsar's reader handler: receiverQueueSize's syntax before authentication, its range
+	// and the messageId after.
 	params, err := wsapi.ParseReaderParams(r.URL.Query())
-	if err != nil {
+	if err != nil && !wsapi.CheckedAfterAuth(err) {
 		g.writeError(w, r, ep.Kind, err)
 		return
 	}
 	h, ok := g.handshake(w, r, ep)
 	if !ok || !g.admitted(w, r, h) {
+		return
+	}
+	if err != nil {
+		g.writeError(w, r, ep.Kind, err)
 		return
 	}
 	if _, h.Partitions, err = g.countConsumers(ctx, ep, "Failed to create reader: ", creationStatus); err != nil {
@@ -226,6 +238,13 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	case wsapi.StartEarliest:
 		opts.Start = broker.EarliestMessageID()
 	case wsapi.StartAfterMessageID:
+		if h.Partitions > 1 {
+			// As Pulsar's client refuses it: one id cannot place a reader on every partition.
+			grant.Release()
+			g.refuse(w, r, ep.Kind, http.StatusBadRequest, "Failed to create reader: The partitioned topic startMessageId is illegal: "+
+				"a reader of a partitioned topic starts at earliest or latest")
+			return
+		}
 		id := params.StartMessageID
 		opts.Start = broker.StartAfter(int64(id.LedgerID), int64(id.EntryID), id.BatchIndex, id.Partition) //nolint:gosec // G115: Pulsar's message ids are signed; the wire form carries them unsigned
 	default:

@@ -259,6 +259,24 @@ func TestUnsubscribe(t *testing.T) {
 	})
 }
 
+// An unsubscribe the broker refuses (another consumer on the Shared subscription) leaves the
+// session open, as Pulsar's does: it goes on answering commands.
+func TestRefusedUnsubscribeKeepsTheSession(t *testing.T) {
+	t.Parallel()
+	e := startEdge(t, edgeOptions{})
+	topic := uniqueTopic(t)
+	path := "/ws/v2/consumer/persistent/public/default/" + topic + "/shared?subscriptionType=Shared"
+	c, _ := e.dial(path), e.dial(path)
+	c.send(map[string]any{"type": "unsubscribe"})
+	c.send(map[string]any{"type": "isEndOfTopic"})
+	if m := c.recv(wait); m["_raw"] != `{"endOfTopic":false}` {
+		t.Fatalf("after a refused unsubscribe: %v, want the session to answer", m["_raw"])
+	}
+	if subs := e.broker.Subscriptions("persistent://public/default/" + topic); !slices.Contains(subs, "shared") {
+		t.Errorf("subscriptions %v: the refused unsubscribe removed it", subs)
+	}
+}
+
 func TestHandshakeStatusCodes(t *testing.T) {
 	t.Parallel()
 	e := startEdge(t, edgeOptions{broker: embedded.Config{DisableAutoTopicCreation: true}})
@@ -266,6 +284,9 @@ func TestHandshakeStatusCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := e.broker.CreateTopic("persistent://public/default/terminated", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.broker.CreateTopic("persistent://public/default/parted", 3); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.broker.TerminateTopic("persistent://public/default/terminated"); err != nil {
@@ -279,6 +300,8 @@ func TestHandshakeStatusCodes(t *testing.T) {
 		want int
 	}{
 		"empty subscription":         {"/ws/v2/consumer/persistent/public/default/exists/?x=1", http.StatusBadRequest},
+		"blank subscription":         {"/ws/v2/consumer/persistent/public/default/exists/%20", http.StatusBadRequest},
+		"v3 blank subscription":      {"/ws/v3/consumer/%20?topics=persistent://public/default/exists", http.StatusBadRequest},
 		"consumer topic with slash":  {"/ws/v2/consumer/persistent/public/default/a/b/sub", http.StatusBadRequest},
 		"bad query param":            {"/ws/v2/producer/persistent/public/default/exists?sendTimeoutMillis=abc", http.StatusBadRequest},
 		"conflicting producer":       {"/ws/v2/producer/persistent/public/default/exists?producerName=p1", http.StatusConflict},
@@ -296,6 +319,7 @@ func TestHandshakeStatusCodes(t *testing.T) {
 		"blank producer name":        {"/ws/v2/producer/persistent/public/default/exists?producerName=", http.StatusBadRequest},
 		"blank consumer name":        {"/ws/v2/consumer/persistent/public/default/exists/s6?consumerName=%20", http.StatusBadRequest},
 		"reader of missing topic":    {"/ws/v2/reader/persistent/public/default/missing", http.StatusNotFound},
+		"partitioned reader by id":   {"/ws/v2/reader/persistent/public/default/parted?messageId=CAEQADAA", http.StatusBadRequest},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -332,6 +356,14 @@ func TestPullMode(t *testing.T) {
 	if m, err := c.tryRecv(300 * time.Millisecond); err == nil {
 		t.Fatalf("seventh message after 6 permits: %v", m["_raw"])
 	}
+	// A permit of 0 or less is ignored: it delivers nothing and leaves no debt.
+	c.send(map[string]any{"type": "permit", "permitMessages": 0})
+	c.send(map[string]any{"type": "permit", "permitMessages": -2})
+	if m, err := c.tryRecv(300 * time.Millisecond); err == nil {
+		t.Fatalf("a message after permits of 0 and -2: %v", m["_raw"])
+	}
+	c.send(map[string]any{"type": "permit", "permitMessages": 1})
+	consume(t, c, 1, true)
 }
 
 func TestPushModePendingLimit(t *testing.T) {

@@ -101,6 +101,15 @@ func TestAutoBatching(t *testing.T) {
 }
 
 // readAck reads the ack of message i and returns its id; any other frame fails the test.
+// position is the message id s without its batch size: ledger, entry, partition, batch index.
+func position(t *testing.T, s string) string {
+	id, err := wsapi.DecodeMessageID(s)
+	if err != nil {
+		t.Error(err)
+	}
+	return id.String()
+}
+
 func readAck(t *testing.T, c *websocket.Conn, i int) wsapi.MessageID {
 	t.Helper()
 	var a ack
@@ -151,7 +160,7 @@ func TestSharedBatching(t *testing.T) {
 		t.Fatalf("%d broker producers for %d sessions and a named one, want 2", created, sessions)
 	}
 
-	ids := sync.Map{} // message id → payload
+	ids := sync.Map{} // message id (its position: an ack carries no batch size) → payload
 	publish := func(ps []*websocket.Conn, round int) int {
 		t.Helper()
 		var wg sync.WaitGroup
@@ -176,7 +185,7 @@ func TestSharedBatching(t *testing.T) {
 						errs <- fmt.Errorf("session %d: ack %+v, want ok for context %d", s, a, i)
 						return
 					}
-					if _, dup := ids.LoadOrStore(a.MessageID, fmt.Sprint(round, "/", s, "/", i)); dup {
+					if _, dup := ids.LoadOrStore(position(t, a.MessageID), fmt.Sprint(round, "/", s, "/", i)); dup {
 						errs <- fmt.Errorf("session %d: message %d acked with an id already acked", s, i)
 						return
 					}
@@ -219,7 +228,7 @@ func TestSharedBatching(t *testing.T) {
 			t.Fatalf("round %d, session %d: message %d consumed after %d", round, s, i, next[key]-1)
 		}
 		next[key]++
-		if acked, ok := ids.Load(m.MessageID); !ok || acked != fmt.Sprint(key, "/", i) {
+		if acked, ok := ids.Load(position(t, m.MessageID)); !ok || acked != fmt.Sprint(key, "/", i) {
 			t.Fatalf("message %s consumed as %s, acked as %v", raw, m.MessageID, acked)
 		}
 		if err := consumer.WriteJSON(map[string]string{"messageId": m.MessageID}); err != nil {

@@ -67,7 +67,7 @@ var (
 	messageFields          = []string{"messageId", "payload", "properties", "publishTime", "redeliveryCount"}
 	messageWithEncryption  = []string{"messageId", "payload", "properties", "publishTime", "redeliveryCount", "encryptionContext"}
 	endOfTopicFields       = []string{"endOfTopic"}
-	encryptionContextField = []string{"keys", "param", "compressionType", "uncompressedMessageSize", "batchSize"}
+	encryptionContextField = []string{"keys", "param", "compressionType", "uncompressedMessageSize", "batchSize", "encrypted"}
 )
 
 // The documentation's publish example, and its payload decoded.
@@ -565,6 +565,37 @@ func TestDocsDelayedDelivery(t *testing.T) {
 	}
 }
 
+// Times past 2262 (what int64 nanoseconds hold) keep their millisecond value as Pulsar keeps
+// its longs: an eventTime in 9999 comes back as it was sent, and a deliverAt in 2300 and a
+// deliverAfterMs of 300 years hold their messages back. (Without patch 44 the client library converts both through nanoseconds: the
+// event time comes back in 2400 or not at all, the delayed message at once.)
+func TestFarFutureTimes(t *testing.T) {
+	t.Parallel()
+	_, base := startDocsEdge(t)
+	c := dialDocs(t, base+"/ws/v2/consumer/persistent/public/default/far-times/s?subscriptionType=Shared")
+	p := dialDocs(t, base+"/ws/v2/producer/persistent/public/default/far-times")
+	const eventTime = "9999-12-31T23:59:59.999Z"
+	event := publishOK(t, p, `{"payload":"ZQ==","eventTime":"`+eventTime+`","context":"e"}`, ptr("e"))
+	publishOK(t, p, `{"payload":"Zg==","deliverAt":10413792000000,"context":"far"}`, ptr("far"))
+	publishOK(t, p, `{"payload":"Zg==","deliverAfterMs":9467280000000,"context":"300 years"}`, ptr("300 years"))
+	now := publishOK(t, p, `{"payload":"bg==","context":"now"}`, ptr("now"))
+	m := c.next()
+	if id := fieldOf[string](t, m, "messageId"); id != event {
+		t.Fatalf("first message %s, want the one with the event time", m.raw)
+	}
+	if got := fieldOf[string](t, m, "eventTime"); got != eventTime {
+		t.Errorf("eventTime %q, want %q", got, eventTime)
+	}
+	if m := c.next(); fieldOf[string](t, m, "messageId") != now {
+		t.Fatalf("second message %s, want the undelayed one, not the one due in 2300", m.raw)
+	}
+	select {
+	case b := <-c.frames:
+		t.Errorf("a message due in 2300 delivered: %s", b)
+	case <-time.After(1500 * time.Millisecond):
+	}
+}
+
 // TestDocsPullMode: "Flow control", pull mode. Nothing is delivered before a permit, a permit of
 // N delivers N messages, and a permit is not answered.
 func TestDocsPullMode(t *testing.T) {
@@ -783,5 +814,21 @@ func TestDocsEncryptedMessages(t *testing.T) {
 	wantFields(t, "encrypted message to a reader", rm, messageFields)
 	if rm.fields["payload"] == nil || string(rm.fields["payload"]) != string(m.fields["payload"]) {
 		t.Errorf("reader payload %s, consumer payload %s", rm.fields["payload"], m.fields["payload"])
+	}
+
+	// With the default cryptoFailureAction (FAIL), a reader gets nothing of the message it
+	// cannot decrypt and stays open, as Pulsar's ReaderHandler holds it back. (Without patch 42
+	// the client library's reader negatively acknowledges it with a setting it never gives
+	// readers, and the process dies with every session.)
+	held := dialDocs(t, base+"/ws/v2/reader/persistent/public/default/my-topic?messageId=earliest")
+	select {
+	case b := <-held.frames:
+		t.Errorf("a reader that cannot decrypt got %s", b)
+	case <-held.done:
+		t.Errorf("a reader that cannot decrypt was closed: %v", held.err)
+	case <-time.After(2 * time.Second):
+	}
+	if n := len(srv.Sessions()); n != 3 {
+		t.Errorf("%d sessions open, want the consumer and both readers", n)
 	}
 }

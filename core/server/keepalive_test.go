@@ -115,7 +115,7 @@ func TestDeadPeerClosedByPongTimeout(t *testing.T) {
 			wantReason := "Pong Timeout"
 			if idle == "2s" {
 				// Both timeouts run out together; either may close it.
-				if reason == "Idle Timeout" {
+				if reason == "Connection Idle Timeout" {
 					wantReason = reason
 				}
 			}

@@ -737,6 +737,13 @@ loop:
 	t.Logf("%d acked ok, all stored; %d messages in the topic", oks, len(stored))
 }
 
+// Against Pulsar, whose broker keeps batch index acks (acknowledgmentAtBatchIndexLevelEnabled):
+// a message of a batch is acknowledged on its own, and only the unacknowledged are redelivered,
+// as through Pulsar's own WebSocket service.
+func TestPulsarBatchedMessagesAckedOnTheirOwn(t *testing.T) {
+	testBatchAcks(t, rpEdge(t, rpEnvOf(t), nil))
+}
+
 // A topic over its backlog quota under producer_request_hold, Pulsar's default policy: once
 // the broker's check finds the backlog over the limit, Pulsar refuses the producer's
 // reconnection with ProducerBlockedQuotaExceededError and the client library holds its sends,

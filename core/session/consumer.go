@@ -420,7 +420,7 @@ func (s *deliverySession) readLoop(ctx context.Context) (int, string) {
 				s.addCredit(1)
 			}
 		case wsapi.CommandPermit:
-			if s.g.PullMode {
+			if s.g.PullMode && cmd.PermitMessages > 0 {
 				s.addCredit(int64(cmd.PermitMessages))
 			}
 		case wsapi.CommandIsEndOfTopic:
@@ -428,8 +428,10 @@ func (s *deliverySession) readLoop(ctx context.Context) (int, string) {
 				return edgeClose(ctx)
 			}
 		case wsapi.CommandUnsubscribe:
+			// A refused unsubscribe (other consumers on the subscription, or one already
+			// removed) leaves the session as it was, as in Pulsar, which answers nothing.
 			if err := s.consumer.Unsubscribe(); err != nil {
-				return wsapi.CloseFailedToDeserializeFromJSON, err.Error()
+				s.log.Debug("unsubscribe refused", "err", err)
 			}
 		}
 	}

@@ -89,7 +89,7 @@ func (k *keepalive) tick() *closeReason {
 // check is tick's work at now.
 func (k *keepalive) check(now time.Time) *closeReason {
 	if k.cfg.IdleTimeout > 0 && now.Sub(k.conn.LastActivity()) >= k.cfg.IdleTimeout {
-		return &closeReason{code: wsapi.CloseGoingAway, text: "Idle Timeout"}
+		return &closeReason{code: wsapi.CloseGoingAway, text: "Connection Idle Timeout"}
 	}
 	if k.pongOverdue(now) {
 		return &closeReason{code: wsapi.CloseGoingAway, text: "Pong Timeout"}

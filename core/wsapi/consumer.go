@@ -139,7 +139,8 @@ func (c *EncryptionContext) appendJSON(b []byte) []byte {
 	} else {
 		b = strconv.AppendInt(b, int64(*c.BatchSize), 10)
 	}
-	return append(b, '}')
+	// Java's EncryptionContext has an isEncrypted getter, always true where there is one.
+	return append(b, `,"encrypted":true}`...)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -252,7 +253,6 @@ var ErrMissingPermitMessages = errors.New("Missing required permitMessages field
 const (
 	cfType = iota
 	cfMessageID
-	cfAckType
 	cfPermitMessages
 )
 
@@ -262,8 +262,6 @@ func commandField(key []byte) int {
 		return cfType
 	case "messageId":
 		return cfMessageID
-	case "ackType":
-		return cfAckType
 	case "permitMessages":
 		return cfPermitMessages
 	}
@@ -307,8 +305,6 @@ func decodeRawCommand(frame []byte) (rawCommand, *CommandError) {
 			if err = v.checkString("messageId"); err == nil && v.kind != 'n' {
 				c.messageID, c.hasID = v.text(), true
 			}
-		case cfAckType:
-			err = v.checkString("ackType")
 		case cfPermitMessages:
 			var n int64
 			n, c.hasN, err = v.toInt("permitMessages", 32)

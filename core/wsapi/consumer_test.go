@@ -49,7 +49,7 @@ func TestConsumerMessageEncode(t *testing.T) {
 				},
 			},
 			want: `{"messageId":"x","payload":"AQ==","properties":{},"publishTime":"1970-01-01T00:00:01.0005Z","redeliveryCount":0,` +
-				`"encryptionContext":{"keys":{"my-key":{"keyValue":"AQID","metadata":{"m":"v"}}},"param":"CQk=","compressionType":"NONE","uncompressedMessageSize":1,"batchSize":null}}`,
+				`"encryptionContext":{"keys":{"my-key":{"keyValue":"AQID","metadata":{"m":"v"}}},"param":"CQk=","compressionType":"NONE","uncompressedMessageSize":1,"batchSize":null,"encrypted":true}}`,
 		},
 		"encryption context with algorithm and batch size": {
 			msg: ConsumerMessage{
@@ -63,7 +63,7 @@ func TestConsumerMessageEncode(t *testing.T) {
 				},
 			},
 			want: `{"messageId":"x","payload":"","properties":{},"publishTime":"1970-01-01T00:00:00Z","redeliveryCount":0,` +
-				`"encryptionContext":{"keys":{"k":{"metadata":{}}},"algorithm":"RSA","compressionType":"LZ4","uncompressedMessageSize":0,"batchSize":5}}`,
+				`"encryptionContext":{"keys":{"k":{"metadata":{}}},"algorithm":"RSA","compressionType":"LZ4","uncompressedMessageSize":0,"batchSize":5,"encrypted":true}}`,
 		},
 	}
 	for name, tc := range tests {
@@ -113,6 +113,10 @@ var consumerCommandTests = map[string]struct {
 	},
 	"ackType ignored": {
 		frame: `{"messageId":"CAMQADAA","ackType":"cumulative"}`,
+		want:  ConsumerCommand{Type: CommandAck, MessageID: "CAMQADAA", ID: plainMessageID},
+	},
+	"ackType of any shape ignored": { // Pulsar's ConsumerCommand has no such field
+		frame: `{"messageId":"CAMQADAA","ackType":{"x":1}}`,
 		want:  ConsumerCommand{Type: CommandAck, MessageID: "CAMQADAA", ID: plainMessageID},
 	},
 	"negative ack": {

@@ -1,6 +1,7 @@
 package wsapi
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 )
@@ -16,9 +17,26 @@ import (
 type Error struct {
 	Status  int
 	Message string
+	// AfterAuth: Pulsar finds this error only once the client is authenticated and
+	// authorized (CheckedAfterAuth).
+	AfterAuth bool
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// CheckedAfterAuth reports whether err is one Pulsar answers only after authenticating and
+// authorizing the client (a reader's messageId and the range of its receiverQueueSize): a
+// client that fails authentication gets 401 first, and learns nothing of its parameters.
+func CheckedAfterAuth(err error) bool {
+	e, ok := errors.AsType[*Error](err)
+	return ok && e.AfterAuth
+}
+
+// afterAuth marks e as CheckedAfterAuth.
+func afterAuth(e *Error) *Error {
+	e.AfterAuth = true
+	return e
+}
 
 func badRequest(format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)}

@@ -317,8 +317,6 @@ func oracleDecodeRawCommand(frame []byte) (oracleRawCommand, *CommandError) {
 			c.typ, err = lenientString(e.key, e.value)
 		case "messageId":
 			c.messageID, err = lenientString(e.key, e.value)
-		case "ackType":
-			_, err = lenientString(e.key, e.value)
 		case "permitMessages":
 			var v int64
 			var ok bool
@@ -529,7 +527,7 @@ func oracleEncryptionContextJSON(c *EncryptionContext, b []byte) []byte {
 	} else {
 		b = strconv.AppendInt(b, int64(*c.BatchSize), 10)
 	}
-	return append(b, '}')
+	return append(b, `,"encrypted":true}`...)
 }
 
 func oracleSortedKeys[V any](m map[string]V) []string {

@@ -634,7 +634,8 @@ func (p ReaderParams) PendingLimit() int {
 }
 
 // ParseReaderParams parses a reader's query parameters. Errors are *Error
-// with status 400.
+// with status 400; those Pulsar finds only after authentication say so
+// (CheckedAfterAuth).
 func ParseReaderParams(values url.Values) (ReaderParams, error) {
 	q := query(values)
 	p := ReaderParams{ReceiverQueueSize: MaxReceiverQueueSize, CryptoFailureAction: CryptoFail}
@@ -645,7 +646,7 @@ func ParseReaderParams(values url.Values) (ReaderParams, error) {
 	} else if ok {
 		p.RequestedReceiverQueueSize = ptr(int(v))
 		if v < 0 {
-			return ReaderParams{}, invalidParams("receiverQueueSize needs to be >= 0")
+			return ReaderParams{}, afterAuth(invalidParams("receiverQueueSize needs to be >= 0"))
 		}
 		p.ReceiverQueueSize = int(min(v, MaxReceiverQueueSize))
 	}
@@ -659,9 +660,9 @@ func ParseReaderParams(values url.Values) (ReaderParams, error) {
 			if err != nil {
 				// Pulsar's texts, which do not say more.
 				if _, ok := errors.AsType[*Base64Error](err); ok {
-					return ReaderParams{}, invalidParams("Invalid messageId base64 value")
+					return ReaderParams{}, afterAuth(invalidParams("Invalid messageId base64 value"))
 				}
-				return ReaderParams{}, invalidParams("Invalid messageId value")
+				return ReaderParams{}, afterAuth(invalidParams("Invalid messageId value"))
 			}
 			p.Start, p.StartMessageID = StartAfterMessageID, id
 		}

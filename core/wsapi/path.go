@@ -123,9 +123,10 @@ const invalidTopicFormat = "Invalid topic name format"
 //     and must be "persistent" or "non-persistent";
 //   - the namespace is parts[5]/parts[6] (v2) or parts[4]/parts[5]/parts[6]
 //     (v1); each name must match [-=:.\w]+ and is not decoded;
-//   - the topic is parts[7] followed by the non-empty parts after it, joined
-//     with '/', then URL-decoded; so producer and reader topics may contain
-//     '/', and a trailing slash is ignored;
+//   - the topic is parts[7], URL-decoded, and a v2 producer's or reader's
+//     parts after it are ignored (Pulsar 4.2.4); a v1 topic is parts[7]
+//     followed by the non-empty parts after it, joined with '/', as Pulsar's
+//     v1 handlers read it;
 //   - a consumer path has exactly 9 parts and a non-empty parts[8], the
 //     subscription (URL-decoded).
 //
@@ -214,6 +215,9 @@ func ParsePath(rawPath string) (Endpoint, error) {
 	if parts[7] == "" {
 		// Pulsar would build "domain://tenant/ns//rest" and fail later.
 		return Endpoint{}, badRequest(invalidTopicFormat)
+	}
+	if ep.Version == V2 {
+		end = 8
 	}
 	var b strings.Builder
 	b.WriteString(parts[7])

@@ -32,14 +32,18 @@ func TestParsePath(t *testing.T) {
 			want:      Endpoint{Kind: Reader, Version: V2, Domain: NonPersistent, Tenant: "t", Namespace: "t/ns", Topic: "topic"},
 			wantTopic: "non-persistent://t/ns/topic",
 		},
-		"reader topic with slashes": {
+		"reader: the parts after the topic ignored": { // Pulsar 4.2.4 reads parts[7] only
 			path:      "/ws/v2/reader/persistent/t/ns/a/b/c",
-			want:      Endpoint{Kind: Reader, Version: V2, Domain: Persistent, Tenant: "t", Namespace: "t/ns", Topic: "a/b/c"},
-			wantTopic: "persistent://t/ns/a/b/c",
+			want:      Endpoint{Kind: Reader, Version: V2, Domain: Persistent, Tenant: "t", Namespace: "t/ns", Topic: "a"},
+			wantTopic: "persistent://t/ns/a",
 		},
-		"producer topic with empty segments skipped": {
+		"producer: the parts after the topic ignored": {
 			path: "/ws/v2/producer/persistent/t/ns/a//b///",
-			want: Endpoint{Kind: Producer, Version: V2, Domain: Persistent, Tenant: "t", Namespace: "t/ns", Topic: "a/b"},
+			want: Endpoint{Kind: Producer, Version: V2, Domain: Persistent, Tenant: "t", Namespace: "t/ns", Topic: "a"},
+		},
+		"v1 topic with slashes, empty segments skipped": {
+			path: "/ws/producer/persistent/t/c/ns/a//b///",
+			want: Endpoint{Kind: Producer, Version: V1, Domain: Persistent, Tenant: "t", Cluster: "c", Namespace: "t/c/ns", Topic: "a/b"},
 		},
 		"v2 consumer": {
 			path:      "/ws/v2/consumer/persistent/public/default/my-topic/my-sub",

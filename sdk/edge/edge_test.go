@@ -56,13 +56,13 @@ func TestStartWhileServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Shutdown(ctx)
-	// Once started, a plain GET (not an upgrade) is the edge's 400, not the 503 of before.
+	// Once started, a plain GET (not an upgrade) is the edge's 405, not the 503 of before.
 	deadline := time.After(10 * time.Second)
 	for started := false; !started; {
 		select {
 		case s := <-statuses:
-			started = s == http.StatusBadRequest
-			if s != http.StatusBadRequest && s != http.StatusServiceUnavailable {
+			started = s == http.StatusMethodNotAllowed
+			if s != http.StatusMethodNotAllowed && s != http.StatusServiceUnavailable {
 				t.Fatalf("status %d", s)
 			}
 		case <-deadline:

@@ -912,7 +912,7 @@ func (pc *partitionConsumer) AckIDList(msgIDs []MessageID) error {
 					pendingAcks[position] = nil
 					pc.metrics.ProcessingTime.Observe(float64(time.Now().UnixNano()-convertedMsgID.receivedTime.UnixNano()) / 1.0e9)
 				} else if pc.options.enableBatchIndexAck {
-					pendingAcks[position] = convertedMsgID.tracker.getAckBitSet()
+					mergeAckSet(pendingAcks, position, convertedMsgID.tracker.getAckBitSet())
 				}
 			case *chunkMessageID:
 				for _, id := range pc.unAckChunksTracker.get(convertedMsgID) {
@@ -920,7 +920,12 @@ func (pc *partitionConsumer) AckIDList(msgIDs []MessageID) error {
 				}
 				chunkedMsgIDs = append(chunkedMsgIDs, convertedMsgID)
 			case *messageID:
-				pendingAcks[newPosition(msgID)] = nil
+				if convertedMsgID.batchSize > maxDecodedBatchSize {
+					pc.log.Errorf("%v batch size %v over %v", msgID, convertedMsgID.batchSize, maxDecodedBatchSize)
+					valid = false
+					break
+				}
+				mergeAckSet(pendingAcks, newPosition(msgID), decodedAckSet(convertedMsgID, pc.options.enableBatchIndexAck))
 			default:
 				pc.log.Errorf("invalid message id type %T: %v", msgID, msgID)
 				valid = false
@@ -953,6 +958,45 @@ func (pc *partitionConsumer) AckIDList(msgIDs []MessageID) error {
 		pc.options.interceptors.OnAcknowledge(pc.parentConsumer, id)
 	}
 	return nil
+}
+
+// maxDecodedBatchSize bounds the batch size an id decoded from its bytes may claim: its ack
+// set has a bit for each message of the batch it says it has.
+const maxDecodedBatchSize = 1 << 16
+
+// decodedAckSet is what acking id, decoded from its bytes, leaves unacknowledged of its batch:
+// every other message of it, or nil for the whole entry. Such an id has no tracker of its
+// batch; with batch index acknowledgment it acknowledges its own index, as Pulsar's Java
+// client does, not every message of its batch.
+func decodedAckSet(id *messageID, batchIndexAck bool) *bitset.BitSet {
+	if !batchIndexAck || id.batchIdx < 0 || id.batchSize <= 1 {
+		return nil
+	}
+	set := bitset.New(uint(id.batchSize))
+	set.FlipRange(0, uint(id.batchSize))
+	set.Clear(uint(id.batchIdx))
+	return set
+}
+
+// mergeAckSet records in acks that an ack leaves set of the entry at p unacknowledged (nil or
+// empty: nothing, the entry is acknowledged whole), with what the list's earlier acks of the
+// entry left: an entry's acks in one list, decoded ids and delivered ones in any order, leave
+// what none of them acknowledged.
+func mergeAckSet(acks map[position]*bitset.BitSet, p position, set *bitset.BitSet) {
+	prev, seen := acks[p]
+	switch {
+	case seen && prev == nil: // acknowledged whole already
+	case set == nil || set.None():
+		acks[p] = nil
+	case seen:
+		if left := prev.Intersection(set); !left.None() {
+			acks[p] = left
+		} else {
+			acks[p] = nil
+		}
+	default:
+		acks[p] = set
+	}
 }
 
 func toAckError(errorMap map[error][]MessageID) AckError {

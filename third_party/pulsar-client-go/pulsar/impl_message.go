@@ -272,10 +272,7 @@ func toTrackingMessageID(msgID MessageID) (trackingMsgID *trackingMessageID) {
 }
 
 func timeFromUnixTimestampMillis(timestamp uint64) time.Time {
-	ts := int64(timestamp) * int64(time.Millisecond)
-	seconds := ts / int64(time.Second)
-	nanos := ts - (seconds * int64(time.Second))
-	return time.Unix(seconds, nanos)
+	return time.UnixMilli(int64(timestamp))
 }
 
 // EncryptionContext

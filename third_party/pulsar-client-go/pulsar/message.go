@@ -194,6 +194,12 @@ func NewMessageID(ledgerID int64, entryID int64, batchIdx int32, partitionIdx in
 	return newMessageID(ledgerID, entryID, batchIdx, partitionIdx, 0)
 }
 
+// NewBatchMessageID is NewMessageID for a message of a batch of batchSize messages: acking it
+// with batch index acknowledgment acknowledges that message only.
+func NewBatchMessageID(ledgerID int64, entryID int64, batchIdx int32, partitionIdx int32, batchSize int32) MessageID {
+	return newMessageID(ledgerID, entryID, batchIdx, partitionIdx, batchSize)
+}
+
 // EarliestMessageID returns a messageID that points to the earliest message available in a topic
 func EarliestMessageID() MessageID {
 	return earliestMessageID

@@ -1029,7 +1029,7 @@ func (p *partitionProducer) genMetadata(msg *ProducerMessage,
 		mm.Properties = internal.ConvertFromStringMap(msg.Properties)
 	}
 
-	if deliverAt.UnixNano() > 0 {
+	if deliverAt.UnixMilli() > 0 {
 		mm.DeliverAtTime = proto.Int64(int64(internal.TimestampMillis(deliverAt)))
 	}
 
@@ -1529,7 +1529,7 @@ func (p *partitionProducer) updateMetaData(sr *sendRequest) {
 
 	sr.sendAsBatch = !p.options.DisableBatching &&
 		sr.msg.ReplicationClusters == nil &&
-		deliverAt.UnixNano() < 0
+		deliverAt.UnixMilli() < 0
 
 	// A message sent in a batch has its metadata in the batch's (the batch builder's) and
 	// its own single-message metadata: the message's own would be garbage at once.

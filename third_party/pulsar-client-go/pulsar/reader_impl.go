@@ -110,6 +110,7 @@ func newReader(client *client, options ReaderOptions) (Reader, error) {
 		ReadCompacted:               options.ReadCompacted,
 		Properties:                  options.Properties,
 		NackRedeliveryDelay:         defaultNackRedeliveryDelay,
+		NackPrecisionBit:            ptr(defaultNackPrecisionBit),
 		ReplicateSubscriptionState:  false,
 		Decryption:                  options.Decryption,
 		Schema:                      options.Schema,

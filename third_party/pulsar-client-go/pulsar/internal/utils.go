@@ -34,7 +34,8 @@ func TimestampMillis(t time.Time) uint64 {
 	if t.IsZero() {
 		return 0
 	}
-	return uint64(t.UnixNano()) / uint64(time.Millisecond)
+	// In milliseconds, not through UnixNano, which overflows after 2262-04-11.
+	return uint64(t.UnixMilli())
 }
 
 // GetAndAdd perform atomic read and update

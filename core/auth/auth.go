@@ -242,6 +242,10 @@ func (a *Authenticator) AuthenticateRequest(r *http.Request) (role, method strin
 	switch m := r.Header.Get(MethodHeader); {
 	case m == "":
 	case m == MethodToken && a.tokens():
+		if bearer == "" {
+			// The method named is the only one tried: no anonymous role, as in Pulsar.
+			return "", "", time.Time{}, refusef("no token")
+		}
 		return a.tokenRole(r.Context(), bearer)
 	case m == MethodTLS && a.certs:
 		role, err := certRole(r)

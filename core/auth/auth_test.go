@@ -183,3 +183,25 @@ func TestAuthenticateRequestUntil(t *testing.T) {
 		})
 	}
 }
+
+// A client that names its method is authenticated by that method alone, as Pulsar does: the
+// token method without a token is refused, though a client naming none gets the anonymous
+// role.
+func TestNamedMethodHasNoAnonymousRole(t *testing.T) {
+	t.Parallel()
+	a, err := auth.New(auth.Options{
+		Token:         auth.Token{SecretKeyFile: writeFile(t, []byte("a-very-secret-key-of-enough-length"))},
+		AnonymousRole: "guest",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/ws/v2/producer/persistent/public/default/t", nil)
+	if role, _, _, err := a.AuthenticateRequest(r); err != nil || role != "guest" {
+		t.Errorf("no method, no token: %q, %v; want the anonymous role", role, err)
+	}
+	r.Header.Set(auth.MethodHeader, auth.MethodToken)
+	if role, _, _, err := a.AuthenticateRequest(r); !errors.Is(err, auth.ErrUnauthenticated) {
+		t.Errorf("the token method without a token: %q, %v; want refused", role, err)
+	}
+}

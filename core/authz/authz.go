@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicehq/sluice/core/internal/topicname"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
 
@@ -231,7 +232,7 @@ func (p resource) covers(r wsapi.Resource) bool {
 		// Every topic of the namespace: the glob must end in ** after the namespace.
 		return len(p.segs) == len(ns)+1 && p.segs[len(ns)] == "**" && globMatch(p.segs[:len(ns)], ns)
 	}
-	name := append(ns, strings.Split(wsapi.PartitionedTopic(r.Topic), "/")...)
+	name := append(ns, strings.Split(topicname.Base(r.Topic), "/")...)
 	return globMatch(p.segs, name)
 }
 

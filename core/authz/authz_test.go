@@ -50,6 +50,7 @@ func TestAuthorize(t *testing.T) {
 		"action not granted":                {"app", res(t, wsapi.Consumer, "public/default/z"), false},
 		"** spans segments":                 {"app", wsapi.Resource{Kind: wsapi.Producer, Domain: wsapi.Persistent, Tenant: "public", Namespace: "public/ns", Topic: "a/b/c"}, true},
 		"partition authorized as its topic": {"app", res(t, wsapi.Consumer, "public/part/orders-partition-2"), true},
+		"no partition to Pulsar":            {"app", res(t, wsapi.Consumer, "public/part/orders-partition-02"), false},
 		"other role":                        {"bob", res(t, wsapi.Consumer, "acme/x/y"), false},
 		"super-user":                        {"root", res(t, wsapi.Producer, "any/ns/t"), true},
 		"pattern over a /** glob":           {"app", pattern, true},

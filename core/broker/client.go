@@ -219,6 +219,7 @@ func classify(err error) error {
 		{"TopicNotFound", ErrTopicNotFound},
 		{"topic not found", ErrTopicNotFound},
 		{"TopicTerminated", ErrTopicTerminated},
+		{"InvalidTopicName", ErrInvalidArgument},
 		{"ProducerBlockedQuotaExceeded", ErrQuotaExceeded},
 		{"AuthorizationError", ErrNotAuthorized},
 		{"AuthenticationError", ErrAuthentication},

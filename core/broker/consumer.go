@@ -6,42 +6,30 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
+
+	"github.com/sluicehq/sluice/core/internal/topicname"
 )
 
 // MessageID identifies a message in the broker. The zero value is no message.
 //
-// pulsar-client-go reports partition 0 for a non-partitioned topic and batch index 0 of a
-// batch of 1 for a message that was not batched; Pulsar's Java client (and so its WebSocket
-// proxy) reports partition -1 and no batch. MessageID reports the Java values: the partition
-// only when the topic is partitioned, and no batch index for a batch of one message (which
-// pulsar-client-go does not distinguish from an unbatched message).
+// pulsar-client-go reports as an id's partition the place of its topic in the list of those
+// it reads (0 for a topic that is not partitioned, and for a partition named directly), and
+// batch index 0 of a batch of 1 for a message that was not batched. MessageID reports what
+// Pulsar's Java client (and so its WebSocket proxy) reports: no batch index for a batch of one
+// message (which pulsar-client-go does not distinguish from an unbatched message), and as the
+// partition, to a consumer or reader the one its topic's name designates, to a producer the
+// partition of a partitioned topic it sent to, else -1 (a producer on a partition named
+// directly included).
 type MessageID struct {
-	id          pulsar.MessageID
-	partitioned bool
+	id        pulsar.MessageID
+	partition int32
 	// decoded marks an id parsed from its bytes (ParseMessageID) rather than one the library
 	// returned: it carries no link to the consumer that received it (see Consumer.place).
 	decoded bool
-}
-
-// isPartition reports whether topic names one partition of a partitioned topic: it ends in
-// "-partition-" and digits.
-func isPartition(topic string) bool {
-	const suffix = "-partition-"
-	i := strings.LastIndex(topic, suffix)
-	if i < 0 || i+len(suffix) == len(topic) {
-		return false
-	}
-	for _, c := range topic[i+len(suffix):] {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // IsZero reports whether id names no message.
@@ -53,13 +41,8 @@ func (id MessageID) Ledger() int64 { return id.id.LedgerID() }
 // Entry is the id's entry in its ledger.
 func (id MessageID) Entry() int64 { return id.id.EntryID() }
 
-// Partition is the partition index, or -1 for a non-partitioned topic.
-func (id MessageID) Partition() int32 {
-	if !id.partitioned {
-		return -1
-	}
-	return id.id.PartitionIdx()
-}
+// Partition is the partition index, or -1 when the id names none.
+func (id MessageID) Partition() int32 { return id.partition }
 
 // BatchIndex is the message's index in its batch, or -1 when it was not batched.
 func (id MessageID) BatchIndex() int32 {
@@ -83,12 +66,12 @@ func ParseMessageID(b []byte) (MessageID, error) {
 	if err != nil {
 		return MessageID{}, fmt.Errorf("%w: message id: %w", ErrInvalidArgument, err)
 	}
-	return MessageID{id: id, partitioned: id.PartitionIdx() >= 0, decoded: true}, nil
+	return MessageID{id: id, partition: max(id.PartitionIdx(), -1), decoded: true}, nil
 }
 
 // NewMessageID builds an id from its parts; batchIndex and partition are -1 when unset.
 func NewMessageID(ledger, entry int64, batchIndex, partition int32) MessageID {
-	return MessageID{id: pulsar.NewMessageID(ledger, entry, batchIndex, partition), partitioned: partition >= 0}
+	return MessageID{id: pulsar.NewMessageID(ledger, entry, batchIndex, partition), partition: max(partition, -1)}
 }
 
 // StartAfter is the exclusive reader start position after the message with the given id,
@@ -103,10 +86,10 @@ func StartAfter(ledger, entry int64, batchIndex, partition int32) MessageID {
 }
 
 // EarliestMessageID and LatestMessageID are the reader's start positions.
-func EarliestMessageID() MessageID { return MessageID{id: pulsar.EarliestMessageID()} }
+func EarliestMessageID() MessageID { return MessageID{id: pulsar.EarliestMessageID(), partition: -1} }
 
 // LatestMessageID is the position after the last message.
-func LatestMessageID() MessageID { return MessageID{id: pulsar.LatestMessageID()} }
+func LatestMessageID() MessageID { return MessageID{id: pulsar.LatestMessageID(), partition: -1} }
 
 // Message is one message received from the broker.
 type Message struct {
@@ -161,10 +144,15 @@ func release(m pulsar.Message) {
 	}
 }
 
+// receivedID is the id of a message a consumer or reader received from topic.
+func receivedID(id pulsar.MessageID, topic string) MessageID {
+	return MessageID{id: id, partition: int32(topicname.PartitionIndex(topic))} //nolint:gosec // G115: at most 2^31-1
+}
+
 func fromPulsar(m pulsar.Message) *Message {
 	topic := m.Topic()
 	msg := &Message{
-		ID:              MessageID{id: m.ID(), partitioned: isPartition(topic)},
+		ID:              receivedID(m.ID(), topic),
 		Topic:           topic,
 		Payload:         m.Payload(),
 		Properties:      m.Properties(),
@@ -495,7 +483,7 @@ func (c *Consumer) LastMessageIDs() (map[string]MessageID, error) {
 	}
 	out := make(map[string]MessageID, len(ids))
 	for _, id := range ids {
-		out[id.Topic()] = MessageID{id: id, partitioned: isPartition(id.Topic())}
+		out[id.Topic()] = receivedID(id, id.Topic())
 	}
 	return out, nil
 }

@@ -6,11 +6,14 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/sluicehq/sluice/core/internal/topicname"
 )
 
-// Partitions is the number of broker-side consumers (or producers) the client library creates
-// for topic: its partition count when it is partitioned, else 1. It asks the broker, as the
-// library does before it subscribes.
+// Partitions is topic's number of partitions as Pulsar's metadata gives it, 0 for a topic that
+// is not partitioned (a partition named directly included). The client library creates a
+// broker-side consumer (or producer) for each partition, and one for any other topic. It asks
+// the broker, as the library does before it subscribes.
 func (c *Client) Partitions(ctx context.Context, topic string) (int, error) {
 	if err := checkTopicName(topic); err != nil {
 		return 0, fmt.Errorf("looking up partitions of %s: %w", topic, err)
@@ -19,7 +22,17 @@ func (c *Client) Partitions(ctx context.Context, topic string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("looking up partitions of %s: %w", topic, classify(err))
 	}
-	return max(len(parts), 1), nil
+	if !partitioned(topic, parts) {
+		return 0, nil
+	}
+	return len(parts), nil
+}
+
+// partitioned reports whether topic is a partitioned topic, given the partitions the client
+// library found for it: a partition named directly is a topic of its own to Pulsar, and the
+// library lists any other topic as itself.
+func partitioned(topic string, parts []string) bool {
+	return topicname.PartitionIndex(topic) < 0 && (len(parts) > 1 || len(parts) == 1 && topicname.PartitionIndex(parts[0]) >= 0)
 }
 
 // TopicCount is what a session over some topics makes the client library hold.
@@ -29,6 +42,8 @@ type TopicCount struct {
 	// Consumers are the broker-side consumers: one per partition of a partitioned topic, one
 	// per other topic.
 	Consumers int
+	// Partitioned are the topics that are partitioned, into one partition or more.
+	Partitioned int
 }
 
 // lookupConcurrency bounds the partition lookups one CountTopics has in flight.
@@ -54,7 +69,10 @@ func (c *Client) CountTopics(ctx context.Context, topics []string) (TopicCount, 
 			if err != nil && first == nil {
 				first = err
 			}
-			n.Consumers += p
+			n.Consumers += max(p, 1)
+			if p > 0 {
+				n.Partitioned++
+			}
 		})
 	}
 	wg.Wait()
@@ -64,12 +82,14 @@ func (c *Client) CountTopics(ctx context.Context, topics []string) (TopicCount, 
 	return n, nil
 }
 
-// MatchPattern lists the persistent topics of namespace ("tenant/ns") whose full names expr
-// matches, a partitioned topic once, as pulsar-client-go's pattern consumer finds them when
-// it subscribes: expr is the pattern from the namespace on (wsapi.SplitPattern), matched
-// anywhere in the name.
+// MatchPattern lists the persistent topics of namespace ("tenant/ns") whose names expr
+// matches, a partitioned topic once, as Pulsar's clients match a pattern: expr is the pattern
+// from the namespace on (wsapi.SplitPattern), and it must match the whole of a topic's name
+// without its scheme ("tenant/ns/topic"), as Java's Matcher.matches does. (pulsar-client-go's
+// own pattern consumer finds a match anywhere in the full name; Sluice subscribes to the
+// topics listed here instead.)
 func (c *Client) MatchPattern(ctx context.Context, namespace, expr string) ([]string, error) {
-	re, err := regexp.Compile(expr)
+	re, err := regexp.Compile(`^(?:` + expr + `)$`)
 	if err != nil {
 		return nil, fmt.Errorf("topics pattern %q: %w: %w", expr, ErrInvalidArgument, err)
 	}
@@ -80,15 +100,12 @@ func (c *Client) MatchPattern(ctx context.Context, namespace, expr string) ([]st
 	seen := make(map[string]bool, len(names))
 	var out []string
 	for _, name := range names {
-		base := name
-		if isPartition(name) {
-			base = name[:strings.LastIndex(name, "-partition-")]
-		}
+		base := topicname.Base(name)
 		if seen[base] {
 			continue
 		}
 		seen[base] = true
-		if re.MatchString(base) {
+		if _, name, _ := strings.Cut(base, "://"); re.MatchString(name) {
 			out = append(out, base)
 		}
 	}

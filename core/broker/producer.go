@@ -147,7 +147,16 @@ func (s *send) done(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 		m.Done(MessageID{}, err)
 		return
 	}
-	m.Done(MessageID{id: id, partitioned: p.partitioned}, nil)
+	m.Done(p.sentID(id), nil)
+}
+
+// sentID is the id of a message the library sent, as Pulsar's producer reports it: with the
+// partition only on a partitioned topic.
+func (p *Producer) sentID(id pulsar.MessageID) MessageID {
+	if !p.partitioned {
+		return MessageID{id: id, partition: -1}
+	}
+	return MessageID{id: id, partition: id.PartitionIdx()}
 }
 
 // payloadCopied is the library's word that it no longer reads the payload: the send lets go
@@ -280,8 +289,7 @@ func (c *Client) createLibProducer(ctx context.Context, o ProducerOptions) (*Pro
 		p.Close()
 		return nil, fmt.Errorf("looking up partitions of %s: %w", o.Topic, classify(err))
 	}
-	partitioned := len(parts) > 1 || (len(parts) == 1 && isPartition(parts[0]))
-	return &Producer{p: p, topic: o.Topic, name: name, partitioned: partitioned}, nil
+	return &Producer{p: p, topic: o.Topic, name: name, partitioned: partitioned(o.Topic, parts)}, nil
 }
 
 // sharedSendTimeout is how long the client library of a shared producer holds a send the

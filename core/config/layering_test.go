@@ -40,6 +40,7 @@ var configDeps = []string{
 	"core/auth/jwksurl",
 	"core/authz",
 	"core/frontdoor/origin",
+	"core/internal/topicname",
 	"core/route",
 	"core/wsapi",
 	"sdk/strategy",

@@ -5,6 +5,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -195,26 +196,31 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, r, 0, http.StatusServiceUnavailable, "server shutting down")
 		return
 	}
-	ep, err := wsapi.ParseEndpoint(r.URL.EscapedPath(), r.URL.Query())
-	if err != nil {
-		g.writeError(w, r, 0, err)
+	q, qerr := wsapi.ParseQuery(r.URL.RawQuery)
+	ep, err := wsapi.ParseEndpoint(r.URL.EscapedPath(), q)
+	if !wsconn.IsUpgrade(r) {
+		// Pulsar's servlets answer a request that is not an upgrade as any GET they do not
+		// serve, 405, without reading its path or query; a path no servlet serves is 404.
+		if e := (*wsapi.Error)(nil); errors.As(err, &e) && e.Status == http.StatusNotFound {
+			g.writeError(w, r, 0, err)
+			return
+		}
+		g.refuse(w, r, ep.Kind, http.StatusMethodNotAllowed, "this endpoint needs a WebSocket upgrade request")
 		return
 	}
-	if !wsconn.IsUpgrade(r) {
-		// Pulsar's servlet answers a request that is not an upgrade as any GET it does not
-		// serve: 405.
-		g.refuse(w, r, ep.Kind, http.StatusMethodNotAllowed, "this endpoint needs a WebSocket upgrade request")
+	if err = cmp.Or(qerr, err); err != nil {
+		g.writeError(w, r, 0, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.CreateTimeout)
 	defer cancel()
 	switch ep.Kind {
 	case wsapi.Producer:
-		g.serveProducer(ctx, w, r, ep)
+		g.serveProducer(ctx, w, r, ep, q)
 	case wsapi.Consumer:
-		g.serveConsumer(ctx, w, r, ep)
+		g.serveConsumer(ctx, w, r, ep, q)
 	case wsapi.Reader:
-		g.serveReader(ctx, w, r, ep)
+		g.serveReader(ctx, w, r, ep, q)
 	default:
 		g.refuse(w, r, ep.Kind, http.StatusNotFound, "unknown endpoint")
 	}

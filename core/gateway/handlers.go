@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
+	"net/url"
 	"time"
 
 	"github.com/sluicehq/sluice/core/broker"
@@ -13,14 +13,14 @@ import (
 	"github.com/sluicehq/sluice/core/wsconn"
 )
 
-func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint) {
+func (g *Gateway) serveProducer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint, q url.Values) {
 	// As Pulsar's producer handler: authentication, then authorization (with the broker's
 	// health and the per-role limit), then the parameters.
 	h, ok := g.handshake(w, r, ep)
 	if !ok || !g.admitted(w, r, h) {
 		return
 	}
-	params, err := wsapi.ParseProducerParams(r.URL.Query())
+	params, err := wsapi.ParseProducerParams(q)
 	if err != nil {
 		g.writeError(w, r, ep.Kind, err)
 		return
@@ -96,9 +96,9 @@ func producerOptions(ep wsapi.Endpoint, params wsapi.ProducerParams, grant sessi
 	return opts
 }
 
-func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint) {
+func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint, q url.Values) {
 	// As Pulsar's consumer handler: the parameters before authentication.
-	params, err := wsapi.ParseConsumerParams(r.URL.Query())
+	params, err := wsapi.ParseConsumerParams(q)
 	if err != nil {
 		g.writeError(w, r, ep.Kind, err)
 		return
@@ -125,26 +125,26 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 		return
 	}
 	// As Pulsar's consumer builder, once the client is authorized.
-	if strings.TrimSpace(ep.Subscription) == "" {
+	if wsapi.JavaBlank(ep.Subscription) {
 		g.writeError(w, r, ep.Kind, &wsapi.Error{Status: http.StatusBadRequest, Message: "Invalid query params: subscriptionName cannot be blank"})
 		return
 	}
-	matched, partitions, err := g.countConsumers(ctx, ep, "Failed to subscribe: ", creationStatus)
+	topics, n, err := g.countConsumers(ctx, ep, "Failed to subscribe: ", creationStatus)
 	if err != nil {
 		g.writeError(w, r, ep.Kind, err)
 		return
 	}
-	h.Partitions = partitions
+	h.Partitions = n.Consumers
 	grant, err := g.grants.Consumer(ctx, h, params)
 	if err != nil {
 		g.writeError(w, r, ep.Kind, err)
 		return
 	}
 	opts := consumerOptions(ep, params, grant.Prefetch, grant.PrefetchBytes)
-	if len(matched) > 0 {
+	if ep.TopicsPattern != "" && len(topics) > 0 {
 		// The topics the pattern matched, counted and charged: exactly these are subscribed
 		// to, whatever the namespace holds by the time the library would look again.
-		opts.TopicsPattern, opts.Topics = "", matched
+		opts.TopicsPattern, opts.Topics = "", topics
 	}
 	c, err := g.client.Subscribe(ctx, opts)
 	if err != nil {
@@ -160,7 +160,7 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 	}
 	t := g.track(wsapi.Consumer, h, ep, grant.Route, grant.Gate,
 		subscription{typ: string(params.SubscriptionType), mode: string(params.SubscriptionMode)})
-	eot := g.consumerEndOfTopic(ep.TopicName(), ep.Subscription, c)
+	eot := g.consumerEndOfTopic(topics, ep.Subscription, c)
 	g.start(t, conn, func(ctx context.Context) { session.RunConsumer(ctx, conn, c, grant, eot, &t.tally, t.log) })
 }
 
@@ -202,10 +202,10 @@ func consumerOptions(ep wsapi.Endpoint, params wsapi.ConsumerParams, prefetch in
 	return opts
 }
 
-func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint) {
+func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *http.Request, ep wsapi.Endpoint, q url.Values) {
 	// As Pulsar's reader handler: receiverQueueSize's syntax before authentication, its range
 	// and the messageId after.
-	params, err := wsapi.ParseReaderParams(r.URL.Query())
+	params, err := wsapi.ParseReaderParams(q)
 	if err != nil && !wsapi.CheckedAfterAuth(err) {
 		g.writeError(w, r, ep.Kind, err)
 		return
@@ -218,10 +218,12 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 		g.writeError(w, r, ep.Kind, err)
 		return
 	}
-	if _, h.Partitions, err = g.countConsumers(ctx, ep, "Failed to create reader: ", creationStatus); err != nil {
+	_, n, err := g.countConsumers(ctx, ep, "Failed to create reader: ", creationStatus)
+	if err != nil {
 		g.writeError(w, r, ep.Kind, err)
 		return
 	}
+	h.Partitions = n.Consumers
 	grant, err := g.grants.Reader(ctx, h, params)
 	if err != nil {
 		g.writeError(w, r, ep.Kind, err)
@@ -238,8 +240,9 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	case wsapi.StartEarliest:
 		opts.Start = broker.EarliestMessageID()
 	case wsapi.StartAfterMessageID:
-		if h.Partitions > 1 {
-			// As Pulsar's client refuses it: one id cannot place a reader on every partition.
+		if n.Partitioned > 0 {
+			// As Pulsar's client refuses it, one partition or many: one id cannot place a
+			// reader on every partition.
 			grant.Release()
 			g.refuse(w, r, ep.Kind, http.StatusBadRequest, "Failed to create reader: The partitioned topic startMessageId is illegal: "+
 				"a reader of a partitioned topic starts at earliest or latest")
@@ -284,14 +287,16 @@ func (g *Gateway) terminated(ctx context.Context, topic string) (bool, error) {
 	return g.inspect.TopicTerminated(ctx, topic)
 }
 
-// consumerEndOfTopic answers isEndOfTopic for a consumer: the topic is terminated and the
-// session has been delivered the last message of every topic it reads, or its subscription has
-// nothing left unacknowledged.
-func (g *Gateway) consumerEndOfTopic(topic, subscription string, c *broker.Consumer) session.EndOfTopic {
+// consumerEndOfTopic answers isEndOfTopic for a consumer of topics: every topic is terminated
+// (as Pulsar's consumer of several topics has reached the end only when each of its consumers
+// has), and the session has been delivered the last message of every topic it reads, or its
+// subscription has nothing left unacknowledged.
+func (g *Gateway) consumerEndOfTopic(topics []string, subscription string, c *broker.Consumer) session.EndOfTopic {
 	return func(ctx context.Context, delivered map[string]broker.MessageID) (bool, error) {
-		terminated, err := g.terminated(ctx, topic)
-		if err != nil || !terminated {
-			return false, err
+		for _, topic := range topics {
+			if terminated, err := g.terminated(ctx, topic); err != nil || !terminated {
+				return false, err
+			}
 		}
 		last, err := c.LastMessageIDs()
 		if err != nil {
@@ -303,21 +308,26 @@ func (g *Gateway) consumerEndOfTopic(topic, subscription string, c *broker.Consu
 			}
 			got, ok := delivered[t]
 			if !ok || got.Ledger() < id.Ledger() || (got.Ledger() == id.Ledger() && got.Entry() < id.Entry()) {
-				return g.drained(ctx, topic, subscription), nil
+				return g.drained(ctx, topics, subscription), nil
 			}
 		}
 		return true, nil
 	}
 }
 
-// drained reports whether the broker says subscription has no unacknowledged message.
-func (g *Gateway) drained(ctx context.Context, topic, subscription string) bool {
+// drained reports whether the broker says subscription has no unacknowledged message on any
+// of topics.
+func (g *Gateway) drained(ctx context.Context, topics []string, subscription string) bool {
 	bi, ok := g.inspect.(BacklogInspector)
 	if !ok {
 		return false
 	}
-	n, err := bi.SubscriptionBacklog(ctx, topic, subscription)
-	return err == nil && n == 0
+	for _, topic := range topics {
+		if n, err := bi.SubscriptionBacklog(ctx, topic, subscription); err != nil || n != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func toSubscriptionType(t wsapi.SubscriptionType) broker.SubscriptionType {
@@ -371,36 +381,34 @@ func tooManyTopics(what string, n, limit int) error {
 		"Invalid query params: %s %d topics, more than websocket.max_topics_per_session (%d)", what, n, limit)}
 }
 
-// countConsumers counts the broker-side consumers a consumer or reader session will hold,
-// one per topic or partition, so that the session is charged for each: it looks up the
-// partitions of its topics and, for a v3 topicsPattern, the topics the pattern matches now
-// (matched), refusing a pattern that matches more than MaxTopicsPerSession with 400. Nothing
-// is created. A lookup's failure is answered as a creation failure: its message prefixed
-// with failed, its status from status.
-func (g *Gateway) countConsumers(ctx context.Context, ep wsapi.Endpoint, failed string, status func(error) int) (matched []string, partitions int, err error) {
-	topics := []string{ep.TopicName()}
+// countConsumers lists the topics a consumer or reader session will read (for a v3
+// topicsPattern, those the pattern matches now) and counts the broker-side consumers it will
+// hold, one per topic or partition, so that the session is charged for each, and its
+// partitioned topics. It looks their partitions up and refuses a pattern that matches more
+// than MaxTopicsPerSession with 400. Nothing is created. A lookup's failure is answered as a
+// creation failure: its message prefixed with failed, its status from status.
+func (g *Gateway) countConsumers(ctx context.Context, ep wsapi.Endpoint, failed string, status func(error) int) (topics []string, n broker.TopicCount, err error) {
 	switch {
 	case ep.Version != wsapi.V3:
+		topics = []string{ep.TopicName()}
 	case ep.TopicsPattern != "":
 		ns, expr, err := wsapi.SplitPattern(ep.TopicsPattern)
 		if err != nil {
-			return nil, 0, err
+			return nil, broker.TopicCount{}, err
 		}
-		if matched, err = g.client.MatchPattern(ctx, ns, expr); err != nil {
-			return nil, 0, lookupError(failed, status, err)
+		if topics, err = g.client.MatchPattern(ctx, ns, expr); err != nil {
+			return nil, broker.TopicCount{}, lookupError(failed, status, err)
 		}
-		if m := g.cfg.MaxTopicsPerSession; m > 0 && len(matched) > m {
-			return nil, 0, tooManyTopics("topicsPattern matches", len(matched), m)
+		if m := g.cfg.MaxTopicsPerSession; m > 0 && len(topics) > m {
+			return nil, broker.TopicCount{}, tooManyTopics("topicsPattern matches", len(topics), m)
 		}
-		topics = matched
 	default:
 		topics = ep.Topics
 	}
-	n, err := g.client.CountTopics(ctx, topics)
-	if err != nil {
-		return nil, 0, lookupError(failed, status, err)
+	if n, err = g.client.CountTopics(ctx, topics); err != nil {
+		return nil, broker.TopicCount{}, lookupError(failed, status, err)
 	}
-	return matched, n.Consumers, nil
+	return topics, n, nil
 }
 
 func lookupError(failed string, status func(error) int, err error) error {

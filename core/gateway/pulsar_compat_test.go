@@ -289,6 +289,9 @@ func TestHandshakeStatusCodes(t *testing.T) {
 	if err := e.broker.CreateTopic("persistent://public/default/parted", 3); err != nil {
 		t.Fatal(err)
 	}
+	if err := e.broker.CreateTopic("persistent://public/default/one-part", 1); err != nil {
+		t.Fatal(err)
+	}
 	if err := e.broker.TerminateTopic("persistent://public/default/terminated"); err != nil {
 		t.Fatal(err)
 	}
@@ -320,12 +323,15 @@ func TestHandshakeStatusCodes(t *testing.T) {
 		"blank consumer name":        {"/ws/v2/consumer/persistent/public/default/exists/s6?consumerName=%20", http.StatusBadRequest},
 		"reader of missing topic":    {"/ws/v2/reader/persistent/public/default/missing", http.StatusNotFound},
 		"partitioned reader by id":   {"/ws/v2/reader/persistent/public/default/parted?messageId=CAEQADAA", http.StatusBadRequest},
+		"one partition reader by id": {"/ws/v2/reader/persistent/public/default/one-part?messageId=CAEQADAA", http.StatusBadRequest},
+		"partition reader by id":     {"/ws/v2/reader/persistent/public/default/parted-partition-1?messageId=CAEQADAA", http.StatusSwitchingProtocols},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, status, err := e.tryDial(tc.path)
+			c, status, err := e.tryDial(tc.path)
 			if err == nil {
-				t.Fatalf("upgrade of %s succeeded, want %d", tc.path, tc.want)
+				_ = c.conn.Close()
+				status = http.StatusSwitchingProtocols
 			}
 			if status != tc.want {
 				t.Errorf("status %d, want %d (%v)", status, tc.want, err)

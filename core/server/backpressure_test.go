@@ -201,11 +201,14 @@ routes:
 `)
 	topic := "/ws/v2/producer/persistent/public/default/params-" + strconv.FormatInt(time.Now().UnixNano(), 10)
 	for q, want := range map[string]int{
+		"": 101,
 		"?batchingEnabled=true&maxPendingMessages=0": 400,
 		"?maxPendingMessages=-5":                     400,
 		"?maxPendingMessages=50":                     101,
 		"?maxPendingMessages=100000":                 101, // clamped to 500
-		"":                                           101,
+		// Not a number: ignored without batching, as in Pulsar.
+		"?maxPendingMessages=lots":                   101,
+		"?batchingEnabled=true&maxPendingMessages=x": 400,
 	} {
 		c, resp, err := websocket.DefaultDialer.Dial(base+topic+q, nil)
 		status := 101

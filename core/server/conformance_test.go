@@ -528,6 +528,58 @@ func TestDocsConsumerFlow(t *testing.T) {
 	waitEndOfTopic(t, c, true)
 }
 
+// TestEndOfTopicOfSeveralTopics: a v3 consumer of several topics has reached the end only when
+// every one of them is terminated, as Pulsar's consumer of several topics answers, however
+// much of the terminated ones it has read.
+func TestEndOfTopicOfSeveralTopics(t *testing.T) {
+	t.Parallel()
+	srv, base := startDocsEdge(t)
+	a, b := "persistent://public/default/eot-several-a", "persistent://public/default/eot-several-b"
+	c := dialDocs(t, base+"/ws/v3/consumer/s?topics="+a+","+b)
+	p := dialDocs(t, base+"/ws/v2/producer/persistent/public/default/eot-several-a")
+	id := publishOK(t, p, `{"payload":"SGVsbG8gV29ybGQ="}`, nil)
+	checkMessage(t, "the message on a", c.next(), docsMessageWant{id: id, payload: docsPayload, properties: map[string]string{}})
+	c.send(map[string]string{"messageId": id})
+	if err := srv.Embedded().TerminateTopic(a); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for a's termination to be seen, then ask: b, empty and open, keeps it false.
+	edgetest.WaitFor(t, docsWait, "a terminated and drained", func() bool {
+		n, err := srv.Embedded().Backlog(a, "s")
+		return err == nil && n == 0
+	})
+	c.send(map[string]string{"type": "isEndOfTopic"})
+	checkEndOfTopic(t, "isEndOfTopic with b open", c.next(), false)
+	if err := srv.Embedded().TerminateTopic(b); err != nil {
+		t.Fatal(err)
+	}
+	waitEndOfTopic(t, c, true)
+}
+
+// TestNackStopsTheAckTimeout: a message negatively acknowledged in a session with an ack
+// timeout goes back to the broker once. Its ack timeout stops, as Pulsar's consumer stops
+// tracking it, so that a redelivery the client has not asked for yet (pull mode, no permit)
+// is not sent back a second time when the timeout passes.
+func TestNackStopsTheAckTimeout(t *testing.T) {
+	t.Parallel()
+	_, base := startDocsEdge(t)
+	c := dialDocs(t, base+"/ws/v2/consumer/persistent/public/default/nack-timeout/s"+
+		"?subscriptionType=Shared&pullMode=true&ackTimeoutMillis=1000&negativeAckRedeliveryDelay=0")
+	p := dialDocs(t, base+"/ws/v2/producer/persistent/public/default/nack-timeout")
+	id := publishOK(t, p, `{"payload":"SGVsbG8gV29ybGQ="}`, nil)
+	want := docsMessageWant{id: id, payload: docsPayload, properties: map[string]string{}}
+	c.send(map[string]any{"type": "permit", "permitMessages": 1})
+	checkMessage(t, "the message", c.next(), want)
+	c.send(map[string]string{"type": "negativeAcknowledge", "messageId": id})
+	time.Sleep(2500 * time.Millisecond) // past the ack timeout, no permit given
+	c.send(map[string]any{"type": "permit", "permitMessages": 2})
+	want.redelivered = 1
+	checkMessage(t, "the redelivery", c.next(), want)
+	c.send(map[string]string{"messageId": id})
+	c.send(map[string]string{"type": "isEndOfTopic"})
+	checkEndOfTopic(t, "the next frame", c.next(), false) // not a second redelivery
+}
+
 // TestDocsDelayedDelivery: deliverAt and deliverAfterMs (Pulsar's ProducerMessage fields) hold
 // a message back on a Shared subscription, as delayed delivery works in Pulsar, and the
 // delayed message carries no field for it.

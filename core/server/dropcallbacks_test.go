@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -42,4 +43,42 @@ func TestReleaseWhenTheLibraryDropsCallbacks(t *testing.T) {
 	_ = p.Close()
 	edgetest.WaitFor(t, 20*time.Second, "producer usage back to zero once the session closed its producer",
 		func() bool { return producerUsage(srv) == 0 })
+}
+
+// TestSendTimeoutFailsEveryMessageInFlight: once the oldest message in flight has waited the
+// send timeout, every message in flight is answered with the timeout at once, as Pulsar's
+// producer fails all its pending messages, not each at its own deadline.
+func TestSendTimeoutFailsEveryMessageInFlight(t *testing.T) {
+	_, base := edgetest.Start(t, releaseConfig)
+	url := topicURL(base, "timeout-all", "?sendTimeoutMillis=1000")
+	topic := "persistent://public/default/" + strings.TrimSuffix(url[strings.LastIndex(url, "/")+1:], "?sendTimeoutMillis=1000")
+	drop := func(tp string) bool { return tp == topic } // the broker never answers
+	testhooks.DropSendCallback.Store(&drop)
+	t.Cleanup(func() { testhooks.DropSendCallback.Store(nil) })
+
+	p := edgetest.Dial(t, url)
+	start := time.Now()
+	for i := range 2 {
+		if i == 1 {
+			time.Sleep(600 * time.Millisecond)
+		}
+		if err := p.WriteJSON(map[string]string{"payload": body(i), "context": strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		var a ack
+		_ = p.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if err := p.ReadJSON(&a); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		if a.Result != "send-error:8" || a.Context != strconv.Itoa(i) {
+			t.Errorf("ack %+v, want send-error:8 for message %d", a, i)
+		}
+		// The second message's own deadline is 1.6 s away: it fails with the first, at 1 s.
+		if took < 900*time.Millisecond || took > 1500*time.Millisecond {
+			t.Errorf("message %d answered after %s, want with the first message's timeout at 1 s", i, took)
+		}
+	}
 }

@@ -380,6 +380,13 @@ var dfFlows = []dfFlow{
 			dfDialStep("bad subscriptionInitialPosition", "x14", dfConsumer+"?subscriptionInitialPosition=Middle"),
 			dfDialStep("negative receiverQueueSize", "x15", dfConsumer+"?receiverQueueSize=-1"),
 			dfDialStep("bad messageRoutingMode", "x16", dfProducer+"?messageRoutingMode=Bogus"),
+			dfDialStep("unparseable maxPendingMessages without batching", "p3", dfProducer+"?maxPendingMessages=lots"),
+			dfDialStep("a part after the topic", "p4", dfProducer+"/extra"),
+			dfDialStep("an empty segment after the topic", "p5", dfProducer+"//"),
+			dfDialStep("a dot segment after the topic", "p6", dfProducer+"/./"),
+			dfDialStep("a semicolon in a value", "x18", dfProducer+"?sendTimeoutMillis=1000;x=y"),
+			dfDialStep("a malformed escape in the query", "x19", dfProducer+"?producerName=a%zz"),
+			dfDialStep("unparseable maxPendingMessages with batching", "x17", dfProducer+"?batchingEnabled=true&maxPendingMessages=lots"),
 		),
 		known: []dfKnown{
 			{step: "short path", entry: entryMalformedPath},
@@ -388,6 +395,10 @@ var dfFlows = []dfFlow{
 			// Pulsar: 500 and a NumberFormatException's text.
 			{step: "bad reader receiverQueueSize", entry: entryMalformedPath},
 			{step: "bad sendTimeoutMillis", entry: entryRefusalBody, fields: bodyField},
+			{step: "unparseable maxPendingMessages with batching", entry: entryRefusalBody, fields: bodyField},
+			{step: "a semicolon in a value", entry: entryRefusalBody, fields: bodyField},
+			// Pulsar: "Bad WebSocket UpgradeRequest".
+			{step: "a malformed escape in the query", entry: entryRefusalBody, fields: bodyField},
 			{step: "second producer of that name", entry: entryRefusalBody, fields: bodyField},
 			{step: "second exclusive consumer", entry: entryRefusalBody, fields: bodyField},
 			{step: "shared consumer of an exclusive subscription", entry: entryRefusalBody, fields: bodyField},

@@ -41,6 +41,7 @@ import (
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
+	"github.com/sluicehq/sluice/core/wsapi"
 )
 
 // rpWait bounds a wait for one frame or one broker state.
@@ -1332,4 +1333,118 @@ func isClosed(c <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// TestPulsarTopicSelectionAsPulsarsService: Sluice and Pulsar's own WebSocket service, in front
+// of the same broker, give the same message ids for a partition named directly (a consumer's
+// ids carry its partition, a producer's none), both refuse a reader by message id on a topic
+// of one partition, trim the names of a v3 topics list, and subscribe a v3 topicsPattern to
+// the same topics (the pattern matches whole names).
+func TestPulsarTopicSelectionAsPulsarsService(t *testing.T) {
+	e := rpEnvOf(t)
+	ws := os.Getenv("SLUICE_PULSAR_WS")
+	if ws == "" {
+		t.Skip("SLUICE_PULSAR_WS not set: run `make test-pulsar`")
+	}
+	header := http.Header{"Authorization": {"Bearer " + e.token}}
+	dial := func(u string) *websocket.Conn {
+		c, _, err := websocket.DefaultDialer.Dial(u, header)
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	targets := map[string]string{"sluice": rpEdge(t, e, nil), "pulsar": ws}
+	partition := func(id string) int32 {
+		m, err := wsapi.DecodeMessageID(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Partition
+	}
+
+	t.Run("one part of a partitioned topic", func(t *testing.T) {
+		got := map[string][2]int32{}
+		for name, base := range targets {
+			topic := rpTopic(t) + "-" + name
+			rpAdminOK(t, e, http.MethodPut, "/admin/v2/persistent/public/default/"+topic+"/partitions", "4")
+			path := "persistent/public/default/" + topic + "-partition-3"
+			c := dial(base + "/ws/v2/consumer/" + path + "/sub")
+			p := dial(base + "/ws/v2/producer/" + path)
+			rpSend(t, p, "m", "", "0")
+			a := rpReadAck(t, p)
+			m := rpRead(t, c, rpWait)
+			got[name] = [2]int32{partition(a.MessageID), partition(m.MessageID)}
+		}
+		if got["sluice"] != got["pulsar"] || got["pulsar"] != [2]int32{-1, 3} {
+			t.Errorf("partitions of the producer's and the consumer's ids: sluice %v, pulsar %v; want [-1 3]", got["sluice"], got["pulsar"])
+		}
+	})
+
+	t.Run("a reader by id of a topic in one part", func(t *testing.T) {
+		got := map[string]int{}
+		for name, base := range targets {
+			topic := rpTopic(t) + "-" + name
+			rpAdminOK(t, e, http.MethodPut, "/admin/v2/persistent/public/default/"+topic+"/partitions", "1")
+			_, resp, err := websocket.DefaultDialer.Dial(base+"/ws/v2/reader/persistent/public/default/"+topic+"?messageId=CAEQADAA", header)
+			if err == nil || resp == nil {
+				t.Fatalf("%s: the reader opened: %v", name, err)
+			}
+			got[name] = resp.StatusCode
+		}
+		// Refused by both: by Pulsar with 500, a request that can never succeed, by Sluice with
+		// 400 (docs/compatibility.md).
+		if got["sluice"] != http.StatusBadRequest || got["pulsar"] != http.StatusInternalServerError {
+			t.Errorf("status: sluice %d, pulsar %d; want 400 and 500", got["sluice"], got["pulsar"])
+		}
+	})
+
+	t.Run("topics with spaces", func(t *testing.T) {
+		got := map[string][]string{}
+		for name, base := range targets {
+			prefix := rpTopic(t) + "-" + name
+			c := dial(base + "/ws/v3/consumer/sub?subscriptionInitialPosition=Earliest&topics=" +
+				url.QueryEscape("public/default/"+prefix+"-a, public/default/"+prefix+"-b "))
+			for _, n := range []string{"a", "b"} {
+				rpProduce(t, targets["sluice"], prefix+"-"+n, []string{n}, nil)
+			}
+			for range 2 {
+				m := rpRead(t, c, rpWait)
+				got[name] = append(got[name], m.body(t))
+				rpAckMsg(t, c, m.MessageID)
+			}
+			slices.Sort(got[name])
+		}
+		if !slices.Equal(got["sluice"], got["pulsar"]) || !slices.Equal(got["pulsar"], []string{"a", "b"}) {
+			t.Errorf("messages: sluice %v, pulsar %v; want [a b]", got["sluice"], got["pulsar"])
+		}
+	})
+
+	t.Run("topicsPattern", func(t *testing.T) {
+		got := map[string][]string{}
+		for name, base := range targets {
+			prefix := rpTopic(t) + "-" + name
+			for _, n := range []string{"0", "1", "10"} {
+				rpAdminOK(t, e, http.MethodPut, "/admin/v2/persistent/public/default/"+prefix+"-"+n, "")
+			}
+			c := dial(base + "/ws/v3/consumer/sub?topicsPattern=" + url.QueryEscape("public/default/"+prefix+"-[0-2]"))
+			time.Sleep(time.Second) // the pattern consumer subscribes to what it found
+			for _, n := range []string{"0", "1", "10"} {
+				rpProduce(t, targets["sluice"], prefix+"-"+n, []string{n}, nil)
+			}
+			for {
+				m, err := rpTryRead(c, 3*time.Second)
+				if err != nil {
+					break
+				}
+				got[name] = append(got[name], m.body(t))
+				rpAckMsg(t, c, m.MessageID)
+			}
+			slices.Sort(got[name])
+		}
+		if !slices.Equal(got["sluice"], got["pulsar"]) || !slices.Equal(got["pulsar"], []string{"0", "1"}) {
+			t.Errorf("messages of the topics the pattern matched: sluice %v, pulsar %v; want [0 1]", got["sluice"], got["pulsar"])
+		}
+	})
 }

@@ -555,7 +555,6 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) newHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/ws/", s.frontDoor.handler(s.gw))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintln(w, "ok")
@@ -564,7 +563,17 @@ func (s *Server) newHandler() http.Handler {
 	// listener is on loopback by default.
 	ready := s.AdminHandler()
 	mux.Handle("GET /readyz", ready)
-	return mux
+	// The WebSocket API's paths reach the gateway as they came. ServeMux would answer a path
+	// with an empty or a dot segment with a redirect to its cleaned form, which WebSocket
+	// clients do not follow, where Pulsar reads the topic from the path's parts as given.
+	ws := s.frontDoor.handler(s.gw)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/ws/") {
+			ws.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // EdgeStats reports the front door's counters: the connection limits, origin and

@@ -146,6 +146,38 @@ func TestTooManyTopicsRefused(t *testing.T) {
 	}
 }
 
+// TestV3TopicSelectionAsPulsar: a v3 consumer subscribes to the topics Pulsar's client would.
+// A topicsPattern must match the whole of a name without its scheme (Java's
+// Matcher.matches), not a part of it; the names in topics are trimmed, as
+// ConsumerBuilder.topics trims them.
+func TestV3TopicSelectionAsPulsar(t *testing.T) {
+	t.Parallel()
+	srv, base := edgetest.Start(t, "")
+	names := []string{"t-0", "t-1", "t-10", "t-1-retry", "x-t-1", "a", "b"}
+	for _, n := range names {
+		if err := srv.Embedded().CreateTopic("persistent://public/select/"+n, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for path, want := range map[string][]string{
+		"/ws/v3/consumer/pattern?topicsPattern=" + url.QueryEscape("public/select/t-[0-2]"):              {"t-0", "t-1"},
+		"/ws/v3/consumer/scheme?topicsPattern=" + url.QueryEscape("persistent://public/select/t-1.*"):    {"t-1", "t-10", "t-1-retry"},
+		"/ws/v3/consumer/trimmed?topics=" + url.QueryEscape("public/select/a, public/select/b ") + "&x=": {"a", "b"},
+	} {
+		edgetest.Dial(t, base+path).Close()
+		sub := strings.TrimPrefix(path[:strings.Index(path, "?")], "/ws/v3/consumer/")
+		var got []string
+		for _, n := range names {
+			if slices.Contains(srv.Embedded().Subscriptions("persistent://public/select/"+n), sub) {
+				got = append(got, n)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: subscribed to %v, want %v", path, got, want)
+		}
+	}
+}
+
 // TestManyTopicsPrefetchBounded: a v3 session over many topics with a backlog, whose client
 // reads nothing, holds about its prefetch in messages however many topics it reads: the
 // prefetch is divided among its topics (one session over 200 topics with a backlog pinned

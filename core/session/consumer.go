@@ -79,6 +79,9 @@ type delivered struct {
 	// nackAt is when a negatively acknowledged message goes back to the broker (ack-timeout
 	// sessions only); zero while it is not negatively acknowledged.
 	nackAt time.Time
+	// nacked marks a message negatively acknowledged to the broker already: its ack timeout
+	// no longer runs, as Pulsar's consumer stops tracking it, until it is delivered again.
+	nacked bool
 }
 
 // delivery is a message on its way to the client: its frame and its charge. Deliveries are
@@ -604,6 +607,14 @@ func (s *deliverySession) nack(id string) error {
 	if err := s.consumer.Nack(mid); err != nil {
 		s.log.Debug("negative ack", "err", err)
 	}
+	if s.g.AckTimeout > 0 {
+		s.mu.Lock()
+		if d, ok := s.ids[id]; ok {
+			d.nacked = true
+			s.ids[id] = d
+		}
+		s.mu.Unlock()
+	}
 	return nil
 }
 
@@ -613,6 +624,9 @@ func (s *deliverySession) expireUnacked(now time.Time) {
 	var expired []broker.MessageID
 	s.mu.Lock()
 	for k, d := range s.ids {
+		if d.nacked {
+			continue
+		}
 		due := d.at.Add(s.g.AckTimeout)
 		if !d.nackAt.IsZero() {
 			due = d.nackAt

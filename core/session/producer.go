@@ -586,21 +586,24 @@ func (s *producerSession) trimPending() {
 	}
 }
 
-// expire answers the messages in flight longer than the send timeout with an error ack, and
-// sets expiry for the oldest remaining one.
+// expire answers the messages in flight with an error ack once the oldest has been in flight
+// longer than the send timeout: every one of them, as Pulsar's producer fails every pending
+// message when its oldest times out. Otherwise it sets expiry for the oldest.
 func (s *producerSession) expire(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, wait := 0, time.Duration(0)
+	i, wait, expired := 0, time.Duration(0), false
 	for ; i < len(s.pending); i++ {
 		p := s.pending[i]
 		if !p.sending() {
 			continue
 		}
-		if wait = p.start.Add(s.g.SendTimeout).Sub(now); wait > 0 {
-			break
+		if !expired {
+			if wait = p.start.Add(s.g.SendTimeout).Sub(now); wait > 0 {
+				break
+			}
+			wait, expired = 0, true
 		}
-		wait = 0
 		if p.r.state.CompareAndSwap(p.word, p.word&^stateMask|timedOut) {
 			s.timeoutAck(p)
 		}

@@ -170,9 +170,9 @@ func javaTrim(s string) string {
 	return strings.TrimFunc(s, func(r rune) bool { return r <= ' ' })
 }
 
-// javaIsBlank is StringUtils.isBlank: empty or only Character.isWhitespace
-// characters.
-func javaIsBlank(s string) bool {
+// JavaBlank is StringUtils.isBlank: empty or only Character.isWhitespace characters (no-break
+// spaces and U+0085 are not whitespace), which is how Pulsar refuses blank names.
+func JavaBlank(s string) bool {
 	for _, r := range s {
 		if !javaIsWhitespace(r) {
 			return false

@@ -110,9 +110,9 @@ func TestJavaHelpers(t *testing.T) {
 	if got := javaTrim("\x00\t a b \x1f"); got != "a b" {
 		t.Errorf("javaTrim = %q", got)
 	}
-	for s, want := range map[string]bool{"": true, " \t\n": true, "\u00a0": false, "\u2003": true, "x": false} {
-		if got := javaIsBlank(s); got != want {
-			t.Errorf("javaIsBlank(%q) = %v", s, got)
+	for s, want := range map[string]bool{"": true, " \t\n": true, "\u00a0": false, "\u2003": true, "\u0085": false, "\x1c": true, "x": false} {
+		if got := JavaBlank(s); got != want {
+			t.Errorf("JavaBlank(%q) = %v", s, got)
 		}
 	}
 }

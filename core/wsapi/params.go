@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"unicode"
 )
 
 // Enumerations accepted in query parameters. Values are matched exactly, as
@@ -147,22 +146,6 @@ func (q query) get(name string) (string, bool) {
 	return v[0], true
 }
 
-// javaBlank reports whether s is empty or all whitespace as Java's StringUtils.isBlank sees
-// it (Character.isWhitespace: no-break spaces are not whitespace), which is how the Java client
-// refuses blank producer and consumer names.
-func javaBlank(s string) bool {
-	for _, r := range s {
-		switch {
-		case r == '\u00a0' || r == '\u2007' || r == '\u202f':
-			return false
-		case r >= 0x1c && r <= 0x1f, unicode.IsSpace(r):
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 func (q query) int(name string, bits int) (int64, bool, error) {
 	s, ok := q.get(name)
 	if !ok {
@@ -190,7 +173,7 @@ func ParseProducerParams(values url.Values) (ProducerParams, error) {
 		CompressionType:    CompressionNone,
 	}
 	if v, ok := q.get("producerName"); ok {
-		if javaBlank(v) {
+		if JavaBlank(v) {
 			return ProducerParams{}, invalidParams("producerName cannot be blank")
 		}
 		p.ProducerName = v
@@ -236,11 +219,9 @@ func ParseProducerParams(values url.Values) (ProducerParams, error) {
 		return p, nil
 	}
 	// Sluice applies the client's maxPendingMessages (under the route's client_params) with
-	// or without batching, so a value that is not a number is refused either way; Pulsar
-	// parses it only with batchingEnabled.
-	if v, ok, err := q.int("maxPendingMessages", 32); err != nil {
-		return ProducerParams{}, err
-	} else if ok {
+	// or without batching. Pulsar parses it only with batchingEnabled, so without batching a
+	// value that is not a 32-bit number is ignored, as there; with batching it is refused below.
+	if v, ok, err := q.int("maxPendingMessages", 32); ok && err == nil {
 		p.RequestedMaxPendingMessages = ptr(int(v))
 	}
 
@@ -321,7 +302,7 @@ func parseClientSideKeys(q query) ([]ClientSideKey, bool, error) {
 	}
 	for i := range keys {
 		switch {
-		case javaIsBlank(keys[i].Name):
+		case JavaBlank(keys[i].Name):
 			return nil, false, invalidParams("Empty param encryptionKeys.key")
 		case nulls[i]:
 			return nil, false, invalidParams("Empty param encryptionKeys.value")
@@ -541,7 +522,7 @@ func ParseConsumerParams(values url.Values) (ConsumerParams, error) {
 		p.ReceiverQueueSize = int(min(v, MaxReceiverQueueSize))
 	}
 	if v, ok := q.get("consumerName"); ok {
-		if javaBlank(v) {
+		if JavaBlank(v) {
 			return ConsumerParams{}, invalidParams("consumerName cannot be blank")
 		}
 		p.ConsumerName = v
@@ -652,7 +633,7 @@ func ParseReaderParams(values url.Values) (ReaderParams, error) {
 	}
 	if s, ok := q.get("messageId"); ok {
 		switch {
-		case javaIsBlank(s) || s == "latest":
+		case JavaBlank(s) || s == "latest":
 		case s == "earliest":
 			p.Start = StartEarliest
 		default:

@@ -101,10 +101,8 @@ func TestParseProducerParams(t *testing.T) {
 			query: "batchingEnabled=false&maxPendingMessages=-3",
 			want:  with(func(p *ProducerParams) { p.RequestedMaxPendingMessages = ptr(-3) }),
 		},
-
-		// Deviation (docs/compatibility.md): Pulsar ignores an unparseable value without batching, though
-		// Sluice applies a valid one either way; it is refused either way.
-		"unparseable maxPendingMessages refused without batching": {query: "maxPendingMessages=lots", wantErr: `maxPendingMessages: For input string: "lots"`},
+		"unparseable maxPendingMessages ignored without batching":  {query: "maxPendingMessages=lots", want: defaultProducerParams()},
+		"maxPendingMessages past 32 bits ignored without batching": {query: "maxPendingMessages=4294967296", want: defaultProducerParams()},
 		"batching enabled": {
 			query: "batchingEnabled=TRUE&batchingMaxMessages=100&maxPendingMessages=0&batchingMaxPublishDelay=10",
 			want: with(func(p *ProducerParams) {

@@ -242,6 +242,28 @@ func ParsePath(rawPath string) (Endpoint, error) {
 	return ep, nil
 }
 
+// ParseQuery reads a request's query as Pulsar's servlet container (Jetty) does: pairs are
+// separated by '&' alone, so a ';' is part of a value (net/url drops such a pair), and '+' and
+// %-escapes are decoded. A malformed escape fails the whole query, as Jetty refuses it.
+func ParseQuery(raw string) (url.Values, error) {
+	q := url.Values{}
+	for pair := range strings.SplitSeq(raw, "&") {
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		key, err := url.QueryUnescape(k)
+		if err == nil {
+			v, err = url.QueryUnescape(v)
+		}
+		if err != nil {
+			return nil, badRequest("Unable to parse URI query: %v", err)
+		}
+		q[key] = append(q[key], v)
+	}
+	return q, nil
+}
+
 // ParseEndpoint is ParsePath plus, for a v3 path, the topic selection from
 // the query: exactly one of topics (a comma-separated list of topic names)
 // and topicsPattern must be present. Errors are *Error with status 400
@@ -267,7 +289,8 @@ func ParseEndpoint(rawPath string, q url.Values) (Endpoint, error) {
 		return ep, nil
 	}
 	for _, t := range strings.Split(topics[0], ",") {
-		n, err := normalizeTopicName(t)
+		// Trimmed, as Pulsar's consumer builder trims each name.
+		n, err := normalizeTopicName(javaTrim(t))
 		if err != nil {
 			return Endpoint{}, invalidParams("topics: %v", err)
 		}

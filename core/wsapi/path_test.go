@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -182,6 +183,13 @@ func TestParseEndpoint(t *testing.T) {
 			query: "topics=a&topics=b",
 			want:  Endpoint{Kind: Consumer, Version: V3, Subscription: "sub", Topics: []string{"persistent://public/default/a"}},
 		},
+		"v3 topics trimmed": {
+			path:      "/ws/v3/consumer/sub",
+			query:     "topics=a,%20b%09",
+			want:      Endpoint{Kind: Consumer, Version: V3, Subscription: "sub", Topics: []string{"persistent://public/default/a", "persistent://public/default/b"}},
+			wantTopic: "persistent://public/default/a",
+		},
+		"v3 blank topic entry": {path: "/ws/v3/consumer/sub", query: "topics=a,%20,b", wantErr: true},
 		"v3 both":              {path: "/ws/v3/consumer/sub", query: "topics=a&topicsPattern=b.*", wantErr: true},
 		"v3 neither":           {path: "/ws/v3/consumer/sub", query: "", wantErr: true},
 		"v3 empty topic entry": {path: "/ws/v3/consumer/sub", query: "topics=a,,b", wantErr: true},
@@ -219,6 +227,27 @@ func TestParseEndpoint(t *testing.T) {
 	}
 }
 
+// TestParseQuery: the query as Jetty reads it, where net/url would drop a pair.
+func TestParseQuery(t *testing.T) {
+	for raw, want := range map[string]url.Values{
+		"producerName=a;b&x":         {"producerName": {"a;b"}, "x": {""}},
+		"a=1&&a=2&b=%20c+d":          {"a": {"1", "2"}, "b": {" c d"}},
+		"topics=a%2Cb&token=x%3Dy==": {"topics": {"a,b"}, "token": {"x=y=="}},
+		"":                           {},
+	} {
+		got, err := ParseQuery(raw)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("ParseQuery(%q) = %v, %v; want %v", raw, got, err, want)
+		}
+	}
+	for _, raw := range []string{"producerName=a%zz", "a%2=1", "x=%"} {
+		var e *Error
+		if _, err := ParseQuery(raw); !errors.As(err, &e) || e.Status != 400 {
+			t.Errorf("ParseQuery(%q): %v, want a 400", raw, err)
+		}
+	}
+}
+
 func FuzzParsePath(f *testing.F) {
 	for _, s := range []string{
 		"/ws/v2/producer/persistent/public/default/my-topic",
@@ -232,7 +261,18 @@ func FuzzParsePath(f *testing.F) {
 		f.Add(s, "topics=a,b")
 	}
 	f.Fuzz(func(t *testing.T, path, rawQuery string) {
-		q, _ := url.ParseQuery(rawQuery)
+		q, err := ParseQuery(rawQuery)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.Status != 400 {
+				t.Fatalf("ParseQuery(%q) error %v is not a 400 *Error", rawQuery, err)
+			}
+			return
+		}
+		// Where net/url can read the query (no ';'), it reads the same.
+		if want, err := url.ParseQuery(rawQuery); err == nil && !reflect.DeepEqual(q, want) {
+			t.Fatalf("ParseQuery(%q) = %v, net/url reads %v", rawQuery, q, want)
+		}
 		ep, err := ParseEndpoint(path, q)
 		if err != nil {
 			var e *Error

@@ -73,7 +73,7 @@ var ErrCompressionParams = errors.New("the params compressionType and uncompress
 // (other than NONE) and uncompressedMessageSize.
 func (m ProducerMessage) Encryption() (MessageEncryption, *FrameError) {
 	var enc MessageEncryption
-	if !javaIsBlank(m.EncryptionParam) {
+	if !JavaBlank(m.EncryptionParam) {
 		p, err := DecodeJavaBase64(m.EncryptionParam)
 		if err != nil {
 			return MessageEncryption{}, &FrameError{Code: ErrorPayloadEncoding,

@@ -3,6 +3,8 @@ package wsapi
 import (
 	"regexp"
 	"strings"
+
+	"github.com/sluicehq/sluice/core/internal/topicname"
 )
 
 // Resource is one topic an endpoint accesses: what routes and authorization decide on. They
@@ -52,7 +54,7 @@ func (r Resource) RouteSegments() []string {
 	if r.AnyTopic {
 		segs = append(segs, "")
 	} else {
-		segs = append(segs, strings.Split(PartitionedTopic(r.Topic), "/")...)
+		segs = append(segs, strings.Split(topicname.Base(r.Topic), "/")...)
 	}
 	if r.Kind == Consumer {
 		segs = append(segs, r.Subscription)
@@ -139,8 +141,8 @@ func patternResource(pattern string) (Resource, error) {
 }
 
 // SplitPattern splits a v3 topicsPattern as the client library reads it: the namespace it
-// ranges over ("tenant/ns") and the regular expression, from the namespace on, that the
-// library matches (unanchored) against the full names of that namespace's topics.
+// ranges over ("tenant/ns") and the regular expression, from the namespace on, that must
+// match the whole of a topic's name without its scheme (broker.Client.MatchPattern).
 func SplitPattern(pattern string) (namespace, expr string, err error) {
 	r, err := patternResource(pattern)
 	if err != nil {
@@ -163,18 +165,4 @@ func TopicResource(kind Kind, name string) (Resource, error) {
 	}
 	r.Kind = kind
 	return r, nil
-}
-
-// PartitionedTopic is the partitioned topic a partition belongs to ("orders" for
-// "orders-partition-3"), or topic itself. Pulsar authorizes a partition as its topic.
-func PartitionedTopic(topic string) string {
-	i := strings.LastIndex(topic, "-partition-")
-	if i <= 0 {
-		return topic
-	}
-	n := topic[i+len("-partition-"):]
-	if n == "" || strings.Trim(n, "0123456789") != "" {
-		return topic
-	}
-	return topic[:i]
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/core/internal/topicname"
 )
 
 // topicName is a parsed, normalised topic name.
@@ -14,8 +16,6 @@ type topicName struct {
 	base       string // full name without -partition-N
 	partition  int    // -1 when not a partition
 }
-
-const partitionSuffix = "-partition-"
 
 // parseTopic normalises a topic name: "x" and "tenant/ns/x" are persistent
 // topics in public/default and tenant/ns respectively. A name with four or more
@@ -43,8 +43,9 @@ func parseTopic(name string) (topicName, error) {
 	default:
 		return topicName{}, fmt.Errorf("invalid topic name %q", name)
 	}
-	for _, p := range parts {
-		if p == "" || strings.ContainsAny(p, " \t\r\n") {
+	// Pulsar's names of tenants and namespaces have no white space; a topic's local name may.
+	for i, p := range parts {
+		if p == "" || i < len(parts)-1 && strings.ContainsAny(p, " \t\r\n") {
 			return topicName{}, fmt.Errorf("invalid topic name %q", name)
 		}
 	}
@@ -52,15 +53,13 @@ func parseTopic(name string) (topicName, error) {
 	tn.namespace = strings.Join(parts[:len(parts)-1], "/")
 	tn.full = domain + "://" + tn.namespace + "/" + local
 	tn.base = tn.full
-	if i := strings.LastIndex(local, partitionSuffix); i > 0 {
-		if n, err := strconv.Atoi(local[i+len(partitionSuffix):]); err == nil && n >= 0 {
-			tn.partition = n
-			tn.base = domain + "://" + tn.namespace + "/" + local[:i]
-		}
+	if n := topicname.PartitionIndex(local); n >= 0 && strings.LastIndex(local, topicname.PartitionSuffix) > 0 {
+		tn.partition = n
+		tn.base = domain + "://" + tn.namespace + "/" + topicname.Base(local)
 	}
 	return tn, nil
 }
 
 func partitionName(base string, i int) string {
-	return base + partitionSuffix + strconv.Itoa(i)
+	return base + topicname.PartitionSuffix + strconv.Itoa(i)
 }

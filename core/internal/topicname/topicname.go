@@ -21,8 +21,8 @@ func PartitionIndex(topic string) int {
 		return -1
 	}
 	digits := topic[i+len(PartitionSuffix):]
-	n, err := strconv.ParseUint(digits, 10, 31)
-	if err != nil || strconv.FormatUint(n, 10) != digits {
+	n, err := strconv.ParseUint(digits, 10, 31) // no sign, at most 2^31-1
+	if err != nil || len(digits) > 1 && digits[0] == '0' {
 		return -1
 	}
 	return int(n)

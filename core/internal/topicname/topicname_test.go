@@ -33,3 +33,10 @@ func TestPartitionIndex(t *testing.T) {
 		}
 	}
 }
+
+// Read for every message a consumer receives: it allocates nothing.
+func TestPartitionIndexAllocatesNothing(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { PartitionIndex("persistent://public/default/orders-partition-1234") }); n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+}

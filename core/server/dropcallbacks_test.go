@@ -82,3 +82,35 @@ func TestSendTimeoutFailsEveryMessageInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestSendOnATerminatedTopicSaysSo: once its topic is terminated, every send of a producer is
+// refused with an errorMsg that says why, on one line, as Pulsar's proxy names the
+// termination, the sends after the client library closed its producer too; the session stays
+// open.
+func TestSendOnATerminatedTopicSaysSo(t *testing.T) {
+	t.Parallel()
+	srv, base := edgetest.Start(t, "")
+	topic := "persistent://public/default/terminated-says-so"
+	p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/terminated-says-so")
+	if err := p.WriteJSON(map[string]string{"payload": body(0), "context": "0"}); err != nil {
+		t.Fatal(err)
+	}
+	readAck(t, p, 0)
+	if err := srv.Embedded().TerminateTopic(topic); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 5; i++ {
+		if err := p.WriteJSON(map[string]string{"payload": body(i), "context": strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+		var a ack
+		_ = p.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if err := p.ReadJSON(&a); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		if a.Result == "ok" || strings.Contains(a.ErrorMsg, "\n") || !strings.Contains(a.ErrorMsg, "topic terminated") {
+			t.Errorf("send %d after the termination: %+v, want a refusal saying so on one line", i, a)
+		}
+		time.Sleep(200 * time.Millisecond) // for the library to close its producer meanwhile
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -801,7 +802,8 @@ func sendErrorText(err error) string {
 		return "send failed: the message is larger than the broker's maxMessageSize, which the client library " +
 			"counts with the message's metadata (set websocket.max_message_size below it): " + err.Error()
 	}
-	return "send failed: " + err.Error()
+	// One line: the client library joins errors with newlines.
+	return "send failed: " + strings.ReplaceAll(err.Error(), "\n", ": ")
 }
 
 // receiptID is the id a producer's ack carries: the message's id without its batch's size,

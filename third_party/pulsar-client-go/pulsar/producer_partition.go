@@ -122,6 +122,11 @@ type partitionProducer struct {
 	topic  string
 	log    log.Logger
 
+	// closedBy is why the producer closed when something other than its user closed it (its
+	// topic terminated or deleted, the producer fenced): a send after it fails with it, as
+	// the Java client's sends fail with their producer's state.
+	closedBy atomic.Pointer[error]
+
 	conn         atomic.Pointer[internal.Connection]
 	cnxKeySuffix int32
 
@@ -799,8 +804,17 @@ func (p *partitionProducer) closeSends() {
 	p.queuedSends.Store(0)
 	p.sendMu.Unlock()
 	for _, sr := range queued {
-		sr.done(nil, ErrProducerClosed)
+		sr.done(nil, p.errClosed())
 	}
+}
+
+// errClosed is the error of a send the closed producer did not send: ErrProducerClosed, after
+// why it closed when something other than its user closed it.
+func (p *partitionProducer) errClosed() error {
+	if r := p.closedBy.Load(); r != nil {
+		return fmt.Errorf("%w (%w)", *r, ErrProducerClosed)
+	}
+	return ErrProducerClosed
 }
 
 // handleQueuedSends sends what was queued when it began, in order, then has the loop come
@@ -816,7 +830,7 @@ func (p *partitionProducer) handleQueuedSends() {
 // handleSend sends data, taken from the queue.
 func (p *partitionProducer) handleSend(data *sendRequest) {
 	if s := p.getProducerState(); s == producerClosing || s == producerClosed {
-		data.done(nil, ErrProducerClosed) // a close on another goroutine failed the pending ones
+		data.done(nil, p.errClosed()) // a close on another goroutine failed the pending ones
 		return
 	}
 	p.internalSend(data)
@@ -1621,7 +1635,7 @@ func (p *partitionProducer) internalSendAsync(
 	}
 
 	if p.isClosingOrClosed() {
-		sr.done(nil, ErrProducerClosed)
+		sr.done(nil, p.errClosed())
 		return
 	}
 
@@ -1659,7 +1673,7 @@ func (p *partitionProducer) internalSendAsync(
 	}
 
 	if p.isClosingOrClosed() || !p.queueSend(sr) {
-		sr.done(nil, ErrProducerClosed)
+		sr.done(nil, p.errClosed())
 		return
 	}
 	p.wakeEvents()
@@ -1760,6 +1774,9 @@ func (p *partitionProducer) internalClose(req *closeProducer) {
 func (p *partitionProducer) doClose(reason error) {
 	if !p.casProducerState(producerReady, producerClosing) && !p.casProducerState(producerConnecting, producerClosing) {
 		return
+	}
+	if reason != ErrProducerClosed {
+		p.closedBy.Store(&reason)
 	}
 
 	close(p.closingCh)

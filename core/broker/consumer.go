@@ -474,6 +474,10 @@ func (c *Consumer) Unsubscribe() error {
 	return nil
 }
 
+// ReachedEndOfTopic reports whether the broker has said the consumer has read everything of
+// every topic it reads, each terminated, as the Java client's hasReachedEndOfTopic.
+func (c *Consumer) ReachedEndOfTopic() bool { return reachedEnd(c.c) }
+
 // LastMessageIDs returns the id of the last message of each topic (or partition) the consumer
 // reads, keyed by topic name. An empty topic's id has a negative entry.
 func (c *Consumer) LastMessageIDs() (map[string]MessageID, error) {
@@ -658,6 +662,17 @@ func (r *Reader) Next(ctx context.Context) (*Message, error) {
 
 // HasNext reports whether a message is available after the last one read.
 func (r *Reader) HasNext() bool { return r.r.HasNext() }
+
+// ReachedEndOfTopic reports whether the broker has said the reader has read everything of its
+// terminated topic (pulsar-client-go-46-reached-end-of-topic.patch).
+func (r *Reader) ReachedEndOfTopic() bool { return reachedEnd(r.r) }
+
+// reachedEnd asks the client library's consumer or reader whether the broker said it has read
+// everything of its terminated topics; the method is not in the library's interfaces.
+func reachedEnd(v any) bool {
+	e, ok := v.(interface{ HasReachedEndOfTopic() bool })
+	return ok && e.HasReachedEndOfTopic()
+}
 
 // Close closes the reader.
 func (r *Reader) Close() { r.r.Close() }

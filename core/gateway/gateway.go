@@ -138,7 +138,8 @@ func WithAdmitter(a Admitter) Option {
 	return optionFunc(func(g *Gateway) { g.admit = a })
 }
 
-// WithTopicInspector lets isEndOfTopic see topic termination.
+// WithTopicInspector lets isEndOfTopic ask the broker (the embedded one) about topic
+// termination and backlogs; without it, the answer is the broker's REACHED_END_OF_TOPIC.
 func WithTopicInspector(ti TopicInspector) Option {
 	return optionFunc(func(g *Gateway) { g.inspect = ti })
 }

@@ -272,6 +272,10 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	topic := ep.TopicName()
 	eot := func(ctx context.Context, _ map[string]broker.MessageID) (bool, error) {
 		terminated, err := g.terminated(ctx, topic)
+		if g.inspect == nil {
+			// A Pulsar cluster tells the reader itself (REACHED_END_OF_TOPIC).
+			terminated = rd.ReachedEndOfTopic()
+		}
 		if err != nil || !terminated {
 			return false, err
 		}
@@ -287,12 +291,19 @@ func (g *Gateway) terminated(ctx context.Context, topic string) (bool, error) {
 	return g.inspect.TopicTerminated(ctx, topic)
 }
 
-// consumerEndOfTopic answers isEndOfTopic for a consumer of topics: every topic is terminated
-// (as Pulsar's consumer of several topics has reached the end only when each of its consumers
-// has), and the session has been delivered the last message of every topic it reads, or its
-// subscription has nothing left unacknowledged.
+// consumerEndOfTopic answers isEndOfTopic for a consumer of topics. On the embedded broker:
+// every topic is terminated (as Pulsar's consumer of several topics has reached the end only
+// when each of its consumers has), and the session has been delivered the last message of
+// every topic it reads, or its subscription has nothing left unacknowledged. In front of a
+// Pulsar cluster: the broker has said so for every topic, as Pulsar's proxy answers.
 func (g *Gateway) consumerEndOfTopic(topics []string, subscription string, c *broker.Consumer) session.EndOfTopic {
 	return func(ctx context.Context, delivered map[string]broker.MessageID) (bool, error) {
+		if g.inspect == nil {
+			// A Pulsar cluster, which the edge cannot ask, tells the consumer itself once it
+			// has read everything of its terminated topics (REACHED_END_OF_TOPIC): the answer
+			// Pulsar's proxy gives.
+			return c.ReachedEndOfTopic(), nil
+		}
 		for _, topic := range topics {
 			if terminated, err := g.terminated(ctx, topic); err != nil || !terminated {
 				return false, err

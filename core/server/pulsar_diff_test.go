@@ -180,7 +180,6 @@ const (
 	entryBinary          = "Ignores a binary frame silently (no ack)."
 	entryNullProperty    = "Kills the producer session (1011, no ack) for a `null` property value"
 	entryBadAck          = "Closes a consumer session (1011) for an ack without `messageId`"
-	entryEndOfTopic      = "**`isEndOfTopic` against a Pulsar cluster**"
 	entryMalformedPath   = "Answers some malformed requests with 500"
 	entryRefusalBody     = "**Refusal bodies**"
 	entryDeadLetterProps = "**A dead-lettered message's properties**"
@@ -344,9 +343,6 @@ var dfFlows = []dfFlow{
 			dfDialStep("producer on a terminated topic", "p2", dfProducer),
 		),
 		known: []dfKnown{
-			{step: "consumer isEndOfTopic answer", entry: entryEndOfTopic, only: "sluice"},
-			{step: "reader isEndOfTopic answer", entry: entryEndOfTopic, only: "sluice"},
-			{step: "late consumer isEndOfTopic answer", entry: entryEndOfTopic, only: "sluice"},
 			{step: "producer on a terminated topic", entry: entryRefusalBody, fields: bodyField},
 			// Pulsar: its client library's exception; Sluice: pulsar-client-go's, whose
 			// producer is closed by then.

@@ -504,6 +504,20 @@ func newPartitionConsumerOpts(topic, consumerName string, idx int, options Consu
 	}
 }
 
+// HasReachedEndOfTopic reports whether the broker has said, for every partition the consumer
+// reads, that it has read everything of its terminated topic, as the Java client's
+// hasReachedEndOfTopic does.
+func (c *consumer) HasReachedEndOfTopic() bool {
+	c.Lock()
+	defer c.Unlock()
+	for _, pc := range c.consumers {
+		if !pc.endOfTopic.Load() {
+			return false
+		}
+	}
+	return len(c.consumers) > 0
+}
+
 func (c *consumer) Subscription() string {
 	return c.options.SubscriptionName
 }

@@ -114,6 +114,17 @@ func newMultiTopicConsumer(client *client, options ConsumerOptions, topics []str
 	return mtc, nil
 }
 
+// HasReachedEndOfTopic reports whether every topic the consumer reads has reached its end, as
+// the Java client's consumer of several topics does.
+func (c *multiTopicConsumer) HasReachedEndOfTopic() bool {
+	for _, consumer := range c.consumers {
+		if e, ok := consumer.(interface{ HasReachedEndOfTopic() bool }); !ok || !e.HasReachedEndOfTopic() {
+			return false
+		}
+	}
+	return true
+}
+
 func (c *multiTopicConsumer) Subscription() string {
 	return c.options.SubscriptionName
 }

@@ -146,6 +146,10 @@ type partitionConsumer struct {
 	state          uAtomic.Int32
 	options        *partitionConsumerOpts
 
+	// endOfTopic records that the broker said the consumer has read everything of its
+	// terminated topic (REACHED_END_OF_TOPIC).
+	endOfTopic uAtomic.Bool
+
 	conn         atomic.Pointer[internal.Connection]
 	cnxKeySuffix int32
 
@@ -238,6 +242,12 @@ func (pc *partitionConsumer) pauseDispatchMessage() {
 
 func (pc *partitionConsumer) Topic() string {
 	return pc.topic
+}
+
+// ReachedEndOfTopic records the broker's word that the consumer has read everything of its
+// terminated topic.
+func (pc *partitionConsumer) ReachedEndOfTopic() {
+	pc.endOfTopic.Store(true)
 }
 
 func (pc *partitionConsumer) ActiveConsumerChanged(isActive bool) {

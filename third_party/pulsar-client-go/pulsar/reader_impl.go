@@ -189,6 +189,12 @@ func (r *reader) Next(ctx context.Context) (Message, error) {
 	}
 }
 
+// HasReachedEndOfTopic reports whether the broker has said the reader has read everything of
+// its terminated topic.
+func (r *reader) HasReachedEndOfTopic() bool {
+	return r.c.HasReachedEndOfTopic()
+}
+
 func (r *reader) HasNext() bool {
 	return r.c.hasNext()
 }

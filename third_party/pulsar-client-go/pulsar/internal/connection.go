@@ -761,11 +761,11 @@ func (c *connection) receivedCommand(cmd *pb.BaseCommand, headersAndPayload Buff
 		c.handleActiveConsumerChange(cmd.GetActiveConsumerChange())
 
 	case pb.BaseCommand_REACHED_END_OF_TOPIC:
-		// A consumer or reader has read everything of a terminated topic. Nothing here uses it,
-		// but it is a command of the protocol: closing the connection over it (the default case)
-		// made every producer and consumer on the connection reconnect, and the consumer, at
-		// the end again, brought the new connection down too.
-		c.log.Debugf("Consumer %d reached the end of its topic", cmd.GetReachedEndOfTopic().GetConsumerId())
+		// A consumer or reader has read everything of a terminated topic. Closing the
+		// connection over it (the default case) made every producer and consumer on the
+		// connection reconnect, and the consumer, at the end again, brought the new connection
+		// down too.
+		c.handleReachedEndOfTopic(cmd.GetReachedEndOfTopic())
 
 	default:
 		c.log.Errorf("Received invalid command type: %s", cmd.Type)
@@ -1059,6 +1059,18 @@ func (c *connection) handleActiveConsumerChange(consumerChange *pb.CommandActive
 		consumer.ActiveConsumerChanged(isActive)
 	} else {
 		c.log.WithField("consumerID", consumerID).Warnf("Consumer not found while active consumer change")
+	}
+}
+
+// handleReachedEndOfTopic tells the consumer that it has read everything of its terminated
+// topic, if it records that (ReachedEndOfTopic).
+func (c *connection) handleReachedEndOfTopic(cmd *pb.CommandReachedEndOfTopic) {
+	consumerID := cmd.GetConsumerId()
+	c.log.Debugf("Consumer %d reached the end of its topic", consumerID)
+	if consumer, ok := c.consumerHandler(consumerID); ok {
+		if r, ok := consumer.(interface{ ReachedEndOfTopic() }); ok {
+			r.ReachedEndOfTopic()
+		}
 	}
 }
 

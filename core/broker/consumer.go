@@ -60,6 +60,22 @@ func (id MessageID) BatchSize() int32 {
 	return 0
 }
 
+// FirstChunk is the id of the first chunk of a message that was sent in chunks (id itself is its
+// last chunk's), as Pulsar's ids of such a message carry it; false for any other message.
+// (FirstChunkID: pulsar-client-go-47-first-chunk-id.patch; like HasKey, not in the library's
+// MessageID interface.)
+func (id MessageID) FirstChunk() (MessageID, bool) {
+	c, ok := id.id.(interface{ FirstChunkID() pulsar.MessageID })
+	if !ok {
+		return MessageID{}, false
+	}
+	first := c.FirstChunkID()
+	if first == nil {
+		return MessageID{}, false
+	}
+	return MessageID{id: first, partition: id.partition}, true
+}
+
 // ParseMessageID decodes a serialized MessageIdData, as clients of the WebSocket API send.
 func ParseMessageID(b []byte) (MessageID, error) {
 	id, err := pulsar.DeserializeMessageID(b)

@@ -1340,12 +1340,11 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
-// TestPulsarTopicSelectionAsPulsarsService: Sluice and Pulsar's own WebSocket service, in front
-// of the same broker, give the same message ids for a partition named directly (a consumer's
-// ids carry its partition, a producer's none), both refuse a reader by message id on a topic
-// of one partition, trim the names of a v3 topics list, and subscribe a v3 topicsPattern to
-// the same topics (the pattern matches whole names).
-func TestPulsarTopicSelectionAsPulsarsService(t *testing.T) {
+// rpBesidePulsarsService starts an edge in front of the Pulsar of the environment, beside
+// Pulsar's own WebSocket service in front of the same broker. It returns the environment, the
+// base URLs of both ("sluice" and "pulsar") and a dialer that authenticates to either.
+func rpBesidePulsarsService(t *testing.T) (rpEnv, map[string]string, func(url string) *websocket.Conn) {
+	t.Helper()
 	e := rpEnvOf(t)
 	ws := os.Getenv("SLUICE_PULSAR_WS")
 	if ws == "" {
@@ -1360,7 +1359,17 @@ func TestPulsarTopicSelectionAsPulsarsService(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		return c
 	}
-	targets := map[string]string{"sluice": rpEdge(t, e, nil), "pulsar": ws}
+	return e, map[string]string{"sluice": rpEdge(t, e, nil), "pulsar": ws}, dial
+}
+
+// TestPulsarTopicSelectionAsPulsarsService: Sluice and Pulsar's own WebSocket service, in front
+// of the same broker, give the same message ids for a partition named directly (a consumer's
+// ids carry its partition, a producer's none), both refuse a reader by message id on a topic
+// of one partition, trim the names of a v3 topics list, and subscribe a v3 topicsPattern to
+// the same topics (the pattern matches whole names).
+func TestPulsarTopicSelectionAsPulsarsService(t *testing.T) {
+	e, targets, dial := rpBesidePulsarsService(t)
+	header := http.Header{"Authorization": {"Bearer " + e.token}}
 	partition := func(id string) int32 {
 		m, err := wsapi.DecodeMessageID(id)
 		if err != nil {
@@ -1452,4 +1461,75 @@ func TestPulsarTopicSelectionAsPulsarsService(t *testing.T) {
 			t.Errorf("messages of the topics the pattern matched: sluice %v, pulsar %v; want [0 1]", got["sluice"], got["pulsar"])
 		}
 	})
+}
+
+// A message a producer sent in chunks (pulsar-client-go straight to the broker, with chunking)
+// reaches a consumer and a reader through the edge with the id Pulsar's WebSocket service gives
+// it, byte for byte (the first chunk's id included), and acknowledging it through either
+// leaves no chunk in its subscription's backlog.
+func TestPulsarChunkedMessageAsPulsarsService(t *testing.T) {
+	e, targets, dial := rpBesidePulsarsService(t)
+	topic := rpTopic(t)
+	path := "persistent/public/default/" + topic
+	type pair struct{ consumer, reader *websocket.Conn }
+	conns := map[string]pair{}
+	for name, base := range targets {
+		conns[name] = pair{dial(base + "/ws/v2/consumer/" + path + "/" + name), dial(base + "/ws/v2/reader/" + path)}
+	}
+	prod, err := rpClient(t, e).CreateProducer(pulsar.ProducerOptions{
+		Topic: "persistent://public/default/" + topic, DisableBatching: true, EnableChunking: true, ChunkMaxMessageSize: 1024,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 300)
+	ctx, cancel := context.WithTimeout(context.Background(), rpWait)
+	defer cancel()
+	if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: payload}); err != nil {
+		t.Fatal(err)
+	}
+
+	ids := map[string]string{}
+	for name, p := range conns {
+		for role, c := range map[string]*websocket.Conn{"consumer": p.consumer, "reader": p.reader} {
+			m := rpRead(t, c, rpWait)
+			if m.body(t) != string(payload) {
+				t.Errorf("%s's %s: payload of %d bytes, want %d", name, role, len(m.body(t)), len(payload))
+			}
+			ids[name+" "+role] = m.MessageID
+		}
+		rpAckMsg(t, p.consumer, ids[name+" consumer"])
+	}
+	if first, err := wsapi.DecodeMessageID(ids["pulsar consumer"]); err != nil || first.FirstChunk == nil {
+		t.Fatalf("Pulsar's id %s (%v) names no first chunk: the message was not sent in chunks", ids["pulsar consumer"], err)
+	}
+	for _, role := range []string{"consumer", "reader"} {
+		if ids["sluice "+role] != ids["pulsar "+role] {
+			t.Errorf("the %s's message id: sluice %s, pulsar %s", role, ids["sluice "+role], ids["pulsar "+role])
+		}
+	}
+
+	for name := range targets {
+		deadline := time.Now().Add(rpWait)
+		for {
+			var stats struct {
+				Subscriptions map[string]struct {
+					MsgBacklog int64 `json:"msgBacklog"`
+				} `json:"subscriptions"`
+			}
+			out := rpAdminOK(t, e, http.MethodGet, "/admin/v2/"+path+"/stats", "")
+			if err := json.Unmarshal([]byte(out), &stats); err != nil {
+				t.Fatal(err)
+			}
+			n := stats.Subscriptions[name].MsgBacklog
+			if n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("subscription %s: backlog of %d entries after the chunked message was acknowledged, want 0", name, n)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
 }

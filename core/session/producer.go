@@ -816,11 +816,16 @@ func receiptID(id broker.MessageID) wsapi.MessageID {
 }
 
 func toWireID(id broker.MessageID) wsapi.MessageID {
-	return wsapi.MessageID{
+	w := wsapi.MessageID{
 		LedgerID:   uint64(id.Ledger()), //nolint:gosec // G115: Pulsar's message ids are signed; the wire form carries them unsigned
 		EntryID:    uint64(id.Entry()),  //nolint:gosec // G115: Pulsar's message ids are signed; the wire form carries them unsigned
 		Partition:  id.Partition(),
 		BatchIndex: id.BatchIndex(),
 		BatchSize:  id.BatchSize(),
 	}
+	if first, ok := id.FirstChunk(); ok {
+		f := toWireID(first)
+		w.FirstChunk = &f
+	}
+	return w
 }

@@ -522,6 +522,15 @@ func newChunkMessageID(firstChunkID *messageID, lastChunkID *messageID) *chunkMe
 	}
 }
 
+// FirstChunkID is the id of the first chunk of the message id names (id itself is its last
+// chunk's), which Java's ChunkMessageIdImpl carries as well and writes into its serialized form.
+func (id chunkMessageID) FirstChunkID() MessageID {
+	if id.firstChunkID == nil {
+		return nil
+	}
+	return id.firstChunkID
+}
+
 func (id chunkMessageID) String() string {
 	return fmt.Sprintf("%s;%s", id.firstChunkID.String(), id.messageID.String())
 }

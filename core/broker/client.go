@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -232,21 +231,6 @@ func classify(err error) error {
 		}
 	}
 	return err
-}
-
-// checkTopicName refuses, as an invalid argument, a topic name pulsar-client-go cannot
-// address: it reads any name containing "-partition-" as a partition and fails when the text
-// after the name's last "-" is not a number, where Pulsar takes such a name ("re-partition-
-// events") as an ordinary topic. Checked here so the client hears why, not a number parse
-// error.
-func checkTopicName(topic string) error {
-	if !strings.Contains(topic, "-partition-") {
-		return nil
-	}
-	if _, err := strconv.Atoi(topic[strings.LastIndex(topic, "-")+1:]); err == nil {
-		return nil
-	}
-	return fmt.Errorf(`%w: the Pulsar Go client this edge forwards through reads a topic name containing "-partition-" as a partition, and cannot address one that does not end in a partition number`, ErrInvalidArgument)
 }
 
 // classified reports whether err already matches one of this package's sentinels.

@@ -306,11 +306,6 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 	if o.PriorityLevel < 0 || o.PriorityLevel > math.MaxInt32 {
 		return nil, fmt.Errorf("subscribing: %w: priority level %d out of range", ErrInvalidArgument, o.PriorityLevel)
 	}
-	for _, t := range append([]string{o.Topic, o.DeadLetterTopic}, o.Topics...) {
-		if err := checkTopicName(t); err != nil {
-			return nil, fmt.Errorf("subscribing %s to %s: %w", o.Subscription, t, err)
-		}
-	}
 	popts := pulsar.ConsumerOptions{
 		Topic:                       o.Topic,
 		Topics:                      o.Topics,
@@ -632,9 +627,6 @@ type Reader struct {
 
 // CreateReader creates the reader and returns once the broker has accepted it.
 func (c *Client) CreateReader(ctx context.Context, o ReaderOptions) (*Reader, error) {
-	if err := checkTopicName(o.Topic); err != nil {
-		return nil, fmt.Errorf("creating reader on %s: %w", o.Topic, err)
-	}
 	start := o.Start
 	if start.IsZero() {
 		start = LatestMessageID()

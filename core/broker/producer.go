@@ -243,9 +243,6 @@ func (c *Client) CreateProducer(ctx context.Context, o ProducerOptions) (*Produc
 		// pulsar-client-go panics in a background goroutine on a negative value.
 		return nil, fmt.Errorf("creating producer: %w: negative max pending messages", ErrInvalidArgument)
 	}
-	if err := checkTopicName(o.Topic); err != nil {
-		return nil, fmt.Errorf("creating producer on %s: %w", o.Topic, err)
-	}
 	if o.Shared {
 		return c.joinShared(ctx, o)
 	}

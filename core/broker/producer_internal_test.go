@@ -153,25 +153,6 @@ func TestSendSetsEmptyKey(t *testing.T) {
 	}
 }
 
-// TestCheckTopicName: a name is refused exactly when pulsar-client-go would fail to parse it.
-func TestCheckTopicName(t *testing.T) {
-	for name, ok := range map[string]bool{
-		"persistent://public/default/orders":                    true,
-		"persistent://public/default/orders-partition-3":        true,
-		"persistent://public/default/a-partition-x-partition-1": true,
-		"persistent://public/default/partition-events":          true,
-		"persistent://public/default/re-partition-events":       false,
-		"persistent://public/default/orders-partition-":         false,
-		"persistent://public/default/orders-partition-3-old":    false,
-		"": true, // refused elsewhere
-	} {
-		err := checkTopicName(name)
-		if (err == nil) != ok || (err != nil && !errors.Is(err, ErrInvalidArgument)) {
-			t.Errorf("checkTopicName(%q) = %v, want ok %v", name, err, ok)
-		}
-	}
-}
-
 // keyedMessage is a pulsar.Message of another implementation than the client's: a key, and
 // no HasKey.
 type keyedMessage struct {

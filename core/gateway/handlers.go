@@ -258,7 +258,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 		grant.Release()
 		// As Pulsar's ReaderHandler (getErrorCode, as for producers and consumers): 404 for a
 		// missing topic, 503 for an unreachable broker, 504 for a timeout, 400 for a request
-		// that can never succeed (a topic name the client library cannot address).
+		// that can never succeed (an invalid argument).
 		g.refuse(w, r, ep.Kind, creationStatus(err), "Failed to create reader: "+err.Error())
 		return
 	}

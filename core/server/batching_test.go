@@ -243,3 +243,47 @@ func TestSharedBatching(t *testing.T) {
 		t.Fatalf("%d broker producers created, want still 2: the sessions left open share theirs", created)
 	}
 }
+
+// TestMessageThatIsNotBatchedKeepsItsPlace: a batching producer sends a message it does not
+// batch (one with a delivery time, or replication clusters) after the batch that holds the
+// messages sent before it, as Pulsar's Java producer does, so that the topic stores the
+// messages in the order they were sent: their ids grow with it.
+func TestMessageThatIsNotBatchedKeepsItsPlace(t *testing.T) {
+	t.Parallel()
+	_, base := edgetest.Start(t, `admin_listen: "off"`)
+	p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/not-batched-in-place"+
+		"?batchingEnabled=true&batchingMaxMessages=3&batchingMaxPublishDelay=300")
+	extra := map[int]map[string]any{
+		2: {"deliverAfterMs": 60000},
+		4: {"replicationClusters": []string{"standalone"}},
+	}
+	const n = 7
+	for i := range n {
+		m := map[string]any{"payload": body(i), "context": strconv.Itoa(i)}
+		for k, v := range extra[i] {
+			m[k] = v
+		}
+		if err := p.WriteJSON(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var prev wsapi.MessageID
+	for i := range n {
+		id := readAck(t, p, i)
+		if i > 0 && !before(prev, id) {
+			t.Errorf("message %d stored as %s, not after message %d's %s", i, id, i-1, prev)
+		}
+		prev = id
+	}
+}
+
+// before reports whether a is stored before b on one topic.
+func before(a, b wsapi.MessageID) bool {
+	if a.LedgerID != b.LedgerID {
+		return a.LedgerID < b.LedgerID
+	}
+	if a.EntryID != b.EntryID {
+		return a.EntryID < b.EntryID
+	}
+	return a.BatchIndex < b.BatchIndex
+}

@@ -1352,9 +1352,13 @@ func rpBesidePulsarsService(t *testing.T) (rpEnv, map[string]string, func(url st
 	}
 	header := http.Header{"Authorization": {"Bearer " + e.token}}
 	dial := func(u string) *websocket.Conn {
-		c, _, err := websocket.DefaultDialer.Dial(u, header)
+		c, resp, err := websocket.DefaultDialer.Dial(u, header)
 		if err != nil {
-			t.Fatalf("%s: %v", u, err)
+			var answer []byte
+			if resp != nil {
+				answer, _ = io.ReadAll(resp.Body)
+			}
+			t.Fatalf("%s: %v %s", u, err, answer)
 		}
 		t.Cleanup(func() { _ = c.Close() })
 		return c
@@ -1378,21 +1382,63 @@ func TestPulsarTopicSelectionAsPulsarsService(t *testing.T) {
 		return m.Partition
 	}
 
-	t.Run("one part of a partitioned topic", func(t *testing.T) {
-		got := map[string][2]int32{}
+	// Java's Integer.parseInt reads the digits of every script: "-partition-٣" is partition 3
+	// as well (a topic stored apart from "-partition-3").
+	for _, digit := range []string{"3", "\u0663"} {
+		t.Run(fmt.Sprintf("one part of a partitioned topic %U", []rune(digit)[0]), func(t *testing.T) {
+			got := map[string][2]int32{}
+			for name, base := range targets {
+				topic := rpTopic(t) + "-" + name
+				rpAdminOK(t, e, http.MethodPut, "/admin/v2/persistent/public/default/"+topic+"/partitions", "4")
+				path := "persistent/public/default/" + topic + "-partition-" + url.PathEscape(digit)
+				c := dial(base + "/ws/v2/consumer/" + path + "/sub")
+				p := dial(base + "/ws/v2/producer/" + path)
+				rpSend(t, p, "m", "", "0")
+				a := rpReadAck(t, p)
+				m := rpRead(t, c, rpWait)
+				got[name] = [2]int32{partition(a.MessageID), partition(m.MessageID)}
+			}
+			if got["sluice"] != got["pulsar"] || got["pulsar"] != [2]int32{-1, 3} {
+				t.Errorf("partitions of the producer's and the consumer's ids: sluice %v, pulsar %v; want [-1 3]", got["sluice"], got["pulsar"])
+			}
+		})
+	}
+
+	// Names with "-partition-" that Pulsar does not read as partitions are ordinary topics, the
+	// default dead letter topic of a partition's consumer among them.
+	t.Run("names that are not partitions", func(t *testing.T) {
+		got := map[string][]string{}
 		for name, base := range targets {
-			topic := rpTopic(t) + "-" + name
-			rpAdminOK(t, e, http.MethodPut, "/admin/v2/persistent/public/default/"+topic+"/partitions", "4")
-			path := "persistent/public/default/" + topic + "-partition-3"
-			c := dial(base + "/ws/v2/consumer/" + path + "/sub")
-			p := dial(base + "/ws/v2/producer/" + path)
-			rpSend(t, p, "m", "", "0")
-			a := rpReadAck(t, p)
-			m := rpRead(t, c, rpWait)
-			got[name] = [2]int32{partition(a.MessageID), partition(m.MessageID)}
+			prefix := rpTopic(t) + "-" + name
+			for _, topic := range []string{prefix + "-re-partition-events", prefix + "-x-partition-abc"} {
+				path := "persistent/public/default/" + topic
+				c := dial(base + "/ws/v2/consumer/" + path + "/sub")
+				p := dial(base + "/ws/v2/producer/" + path)
+				rpSend(t, p, topic[len(prefix):], "", "0")
+				if a := rpReadAck(t, p); a.Result != "ok" {
+					t.Fatalf("%s: %s: %+v", name, topic, a)
+				}
+				m := rpRead(t, c, rpWait)
+				got[name] = append(got[name], fmt.Sprintf("%s %d", m.body(t), partition(m.MessageID)))
+			}
+			rpAdminOK(t, e, http.MethodPut, "/admin/v2/persistent/public/default/"+prefix+"/partitions", "4")
+			part := "persistent/public/default/" + prefix + "-partition-3"
+			c := dial(base + "/ws/v2/consumer/" + part + "/sub?subscriptionType=Shared&maxRedeliverCount=1&negativeAckRedeliveryDelay=100")
+			dlq := dial(base + "/ws/v2/consumer/" + part + "-sub-DLQ/d")
+			p := dial(base + "/ws/v2/producer/" + part)
+			rpSend(t, p, "dead", "", "0")
+			rpReadAck(t, p)
+			for range 2 { // delivered, then redelivered once
+				m := rpRead(t, c, rpWait)
+				if err := c.WriteJSON(map[string]string{"type": "negativeAcknowledge", "messageId": m.MessageID}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got[name] = append(got[name], "dead letter "+rpRead(t, dlq, rpWait).body(t))
 		}
-		if got["sluice"] != got["pulsar"] || got["pulsar"] != [2]int32{-1, 3} {
-			t.Errorf("partitions of the producer's and the consumer's ids: sluice %v, pulsar %v; want [-1 3]", got["sluice"], got["pulsar"])
+		want := []string{"-re-partition-events -1", "-x-partition-abc -1", "dead letter dead"}
+		if !slices.Equal(got["sluice"], got["pulsar"]) || !slices.Equal(got["pulsar"], want) {
+			t.Errorf("messages and partitions: sluice %q, pulsar %q; want %q", got["sluice"], got["pulsar"], want)
 		}
 	})
 

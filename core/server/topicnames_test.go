@@ -14,35 +14,54 @@ import (
 	"github.com/sluicehq/sluice/core/wsapi"
 )
 
-// TestTopicNamesTheClientCannotAddress: pulsar-client-go reads a name containing
-// "-partition-" as a partition and cannot address one that does not end in a number, which
-// Pulsar takes as an ordinary topic. Every endpoint refuses such a name with 400 and says why
-// (not 500 with a number parse error), and so does a consumer whose dead letter topic has such
-// a name (the library would retry creating it forever); a real partition's name still works.
-func TestTopicNamesTheClientCannotAddress(t *testing.T) {
+// TestTopicNamesThatAreNotPartitions: a name containing "-partition-" that Pulsar does not
+// read as a partition's is an ordinary topic on every endpoint: a producer, a consumer, a
+// reader and a v3 consumer of several topics reach it, and a consumer of a partition named
+// directly dead-letters to its default dead letter topic ("…-partition-3-s-DLQ").
+func TestTopicNamesThatAreNotPartitions(t *testing.T) {
 	t.Parallel()
 	_, base := edgetest.Start(t, `admin_listen: "off"`)
-	const why = `reads a topic name containing "-partition-" as a partition, and cannot address one that does not end in a partition number`
-	for path, prefix := range map[string]string{
-		"/ws/v2/producer/persistent/public/default/re-partition-events":                   "Failed to create producer: ",
-		"/ws/v2/producer/persistent/public/default/x-partition-1-b":                       "Failed to create producer: ",
-		"/ws/v2/consumer/persistent/public/default/re-partition-events/sub":               "Failed to subscribe: ",
-		"/ws/v3/consumer/sub?topics=ok-topic,persistent://public/default/x-partition-abc": "Failed to subscribe: ",
-		"/ws/v2/reader/persistent/public/default/re-partition-events":                     "Failed to create reader: ",
-	} {
-		code, body := handshake(t, websocket.DefaultDialer, base+path, nil)
-		if code != http.StatusBadRequest || !strings.HasPrefix(body, prefix) || !strings.Contains(body, why) {
-			t.Errorf("%s: %d %q, want 400 %q…%q", path, code, body, prefix, why)
+	const ns = "persistent/public/default/"
+	for i, name := range []string{"re-partition-events", "x-partition-1-b", "x-partition-abc", "x-partition-"} {
+		consumer := edgetest.Dial(t, base+"/ws/v2/consumer/"+ns+name+"/s")
+		several := edgetest.Dial(t, base+"/ws/v3/consumer/s"+strconv.Itoa(i)+"?topics="+url.QueryEscape("public/default/other,public/default/"+name))
+		p := edgetest.Dial(t, base+"/ws/v2/producer/"+ns+name)
+		if err := p.WriteJSON(map[string]string{"payload": body(0), "context": "0"}); err != nil {
+			t.Fatal(err)
+		}
+		readAck(t, p, 0)
+		reader := edgetest.Dial(t, base+"/ws/v2/reader/"+ns+name+"?messageId=earliest")
+		for who, c := range map[string]*websocket.Conn{"consumer": consumer, "v3 consumer": several, "reader": reader} {
+			var m delivered
+			_ = c.SetReadDeadline(time.Now().Add(docsWait))
+			if err := c.ReadJSON(&m); err != nil || m.Payload != body(0) {
+				t.Errorf("%s: the %s got %q (%v), want the message", name, who, m.Payload, err)
+			}
 		}
 	}
-	for _, path := range []string{
-		"/ws/v2/producer/persistent/public/default/orders-partition-3",
-		"/ws/v2/consumer/persistent/public/default/orders-partition-3/sub",
-		"/ws/v2/reader/persistent/public/default/orders-partition-3",
-	} {
-		if code, body := handshake(t, websocket.DefaultDialer, base+path, nil); code != http.StatusSwitchingProtocols {
-			t.Errorf("%s: %d %q, want an upgrade", path, code, body)
+
+	part := ns + "dead-partition-3"
+	c := edgetest.Dial(t, base+"/ws/v2/consumer/"+part+"/s?subscriptionType=Shared&maxRedeliverCount=1&negativeAckRedeliveryDelay=100")
+	dlq := edgetest.Dial(t, base+"/ws/v2/consumer/"+part+"-s-DLQ/d")
+	p := edgetest.Dial(t, base+"/ws/v2/producer/"+part)
+	if err := p.WriteJSON(map[string]string{"payload": body(1), "context": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	readAck(t, p, 1)
+	for range 2 { // delivered, then redelivered once
+		var m delivered
+		_ = c.SetReadDeadline(time.Now().Add(docsWait))
+		if err := c.ReadJSON(&m); err != nil {
+			t.Fatal(err)
 		}
+		if err := c.WriteJSON(map[string]string{"type": "negativeAcknowledge", "messageId": m.MessageID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var m delivered
+	_ = dlq.SetReadDeadline(time.Now().Add(docsWait))
+	if err := dlq.ReadJSON(&m); err != nil || m.Payload != body(1) {
+		t.Errorf("dead letter topic: got %q (%v), want the message", m.Payload, err)
 	}
 }
 
@@ -57,10 +76,12 @@ func TestTopicNamesAsPulsarReadsThem(t *testing.T) {
 	for name, partition := range map[string]int32{
 		"direct-partition-3":  3,
 		"direct-partition-03": -1, // not a partition to Pulsar: no number of its own
+		"direct-partition-٣":  3,  // Java's Integer.parseInt reads the digits of every script
 		"with space":          -1,
 	} {
 		path := "persistent/public/default/" + url.PathEscape(name)
-		consumer := edgetest.Dial(t, base+"/ws/v2/consumer/"+path+"/sub")
+		// Shared, so that the consumer that comes after it need not wait for its close.
+		consumer := edgetest.Dial(t, base+"/ws/v2/consumer/"+path+"/sub?subscriptionType=Shared")
 		p := edgetest.Dial(t, base+"/ws/v2/producer/"+path)
 		for i := range 2 {
 			if err := p.WriteJSON(map[string]string{"payload": body(i), "context": strconv.Itoa(i)}); err != nil {
@@ -92,7 +113,7 @@ func TestTopicNamesAsPulsarReadsThem(t *testing.T) {
 		}
 		_ = consumer.Close()
 		// The first message was acknowledged; the second comes again.
-		again := edgetest.Dial(t, base+"/ws/v2/consumer/"+path+"/sub")
+		again := edgetest.Dial(t, base+"/ws/v2/consumer/"+path+"/sub?subscriptionType=Shared")
 		var m delivered
 		_ = again.SetReadDeadline(time.Now().Add(docsWait))
 		if err := again.ReadJSON(&m); err != nil || m.Payload != body(1) {

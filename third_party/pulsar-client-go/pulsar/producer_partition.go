@@ -938,6 +938,13 @@ func (p *partitionProducer) internalSend(sr *sendRequest) {
 		return
 	}
 
+	// A message that is not batched (one with a delivery time or replication clusters) goes
+	// after the batch that holds the messages sent before it, and its sequence id after theirs,
+	// as the Java client sends that batch first: sent at once, it was stored ahead of them.
+	// Batched messages take their sequence ids here, in the order they are sent, and so does it.
+	p.internalFlushCurrentBatch()
+	p.updateMetadataSeqID(sr.mm, sr.msg)
+
 	if sr.totalChunks <= 1 {
 		mm := sr.mm
 		sr.mm = nil // serialized into the frame below, and then back to the pool
@@ -1050,11 +1057,13 @@ func (p *partitionProducer) genMetadata(msg *ProducerMessage,
 	return
 }
 
+// updateMetadataSeqID gives mm its sequence id, the message's own or the producer's next,
+// through the pointer updateMetaData set: it allocates nothing.
 func (p *partitionProducer) updateMetadataSeqID(mm *pb.MessageMetadata, msg *ProducerMessage) {
 	if msg.SequenceID != nil {
-		mm.SequenceId = proto.Uint64(uint64(*msg.SequenceID))
+		*mm.SequenceId = uint64(*msg.SequenceID)
 	} else {
-		mm.SequenceId = proto.Uint64(internal.GetAndAdd(p.sequenceIDGenerator, 1))
+		*mm.SequenceId = internal.GetAndAdd(p.sequenceIDGenerator, 1)
 	}
 }
 
@@ -1550,9 +1559,10 @@ func (p *partitionProducer) updateMetaData(sr *sendRequest) {
 	if !sr.sendAsBatch {
 		// The publish time is when the message was sent (the request's), as in the Java client.
 		sr.mm = p.genMetadata(sr.msg, int(sr.uncompressedSize), deliverAt, sr.publishTime)
-		// update sequence id for metadata, make the size of msgMetadata more accurate
-		// batch sending will update sequence ID in the BatchBuilder
-		p.updateMetadataSeqID(sr.mm, sr.msg)
+		// The sequence id is taken when the message is sent (internalSend), in the order of
+		// the producer's other messages; until then the largest one stands in for it, so
+		// that a chunk's size, reckoned from the metadata's, is never too large.
+		sr.mm.SequenceId = proto.Uint64(math.MaxUint64)
 	}
 
 	sr.deliverAt = deliverAt

@@ -20,9 +20,10 @@ package internal
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
-	"strconv"
 	"strings"
+	"unicode"
 )
 
 // TopicName abstract a struct contained in a Topic
@@ -75,7 +76,6 @@ func ParseTopicName(topic string) (*TopicName, error) {
 	tn.Domain = domain
 
 	rest := parts[1]
-	var err error
 
 	// The rest of the name can be in different forms:
 	// new:    tenant/namespace/<localName>
@@ -98,10 +98,7 @@ func ParseTopicName(topic string) (*TopicName, error) {
 	}
 
 	tn.Name = topic
-	tn.Partition, err = getPartitionIndex(topic)
-	if err != nil {
-		return nil, err
-	}
+	tn.Partition = getPartitionIndex(topic)
 
 	return tn, nil
 }
@@ -120,12 +117,54 @@ func TopicNameWithoutPartitionPart(tn *TopicName) string {
 	return tn.Name
 }
 
-func getPartitionIndex(topic string) (int, error) {
-	if strings.Contains(topic, partitionedTopicSuffix) {
-		idx := strings.LastIndex(topic, "-") + 1
-		return strconv.Atoi(topic[idx:])
+// getPartitionIndex reads the partition a topic name designates as Pulsar's
+// TopicName.getPartitionIndex does: the number after the last "-partition-", as Java's
+// Integer.parseInt reads it (the decimal digits of any script of the Basic Multilingual Plane)
+// and written as Java writes an int (no sign, no leading zero, at most 2^31-1). Any other name
+// is an ordinary topic (-1), as the broker takes it: "re-partition-events",
+// "orders-partition-01", "orders-partition-3-sub-DLQ".
+func getPartitionIndex(topic string) int {
+	i := strings.LastIndex(topic, partitionedTopicSuffix)
+	if i < 0 {
+		return -1
 	}
-	return -1, nil
+	var n int64
+	count := 0
+	for _, r := range topic[i+len(partitionedTopicSuffix):] {
+		d := javaDigit(r)
+		if d < 0 || count > 0 && n == 0 { // not a digit, or after a leading zero
+			return -1
+		}
+		if n = n*10 + int64(d); n > math.MaxInt32 {
+			return -1
+		}
+		count++
+	}
+	if count == 0 {
+		return -1
+	}
+	return int(n)
+}
+
+// javaDigit is the value of r as Java's Character.digit(char, 10) reads one UTF-16 code
+// unit, else -1. Unicode encodes each script's digits, zero to nine, in a run of their own,
+// and unicode.Nd's ranges are whole runs.
+func javaDigit(r rune) int {
+	switch {
+	case r >= '0' && r <= '9':
+		return int(r - '0')
+	case r < 0x80 || r > 0xFFFF:
+		return -1
+	}
+	for _, rg := range unicode.Nd.R16 {
+		switch c := uint16(r); {
+		case c < rg.Lo:
+			return -1
+		case c <= rg.Hi:
+			return int(c-rg.Lo) % 10
+		}
+	}
+	return -1
 }
 
 func IsV2TopicName(tn *TopicName) bool {

@@ -32,7 +32,7 @@ require (
 	github.com/prometheus/procfs v0.15.1
 	github.com/segmentio/asm v1.2.1
 	github.com/sirupsen/logrus v1.9.3
-	github.com/spaolacci/murmur3 v1.1.0
+	github.com/twmb/murmur3 v1.2.2
 	go.uber.org/atomic v1.11.0
 	go.yaml.in/yaml/v3 v3.0.3
 	golang.org/x/mod v0.35.0

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
-	"github.com/spaolacci/murmur3"
+	"github.com/twmb/murmur3"
 
 	"github.com/sluicehq/sluice/core/internal/testhooks"
 )
@@ -53,6 +53,9 @@ type ProducerOptions struct {
 	Topic string
 	// Name is the producer name; empty lets the broker assign one.
 	Name string
+	// InitialSequenceID, when set, is the sequence id the producer takes as its last: its first
+	// message has the next (Pulsar's initialSequenceId). Nil goes on from the broker's.
+	InitialSequenceID *int64
 	// Hashing maps keys to partitions. Zero is JavaStringHash.
 	Hashing HashingScheme
 	// Routing places unkeyed messages. Zero is SinglePartition.
@@ -78,7 +81,8 @@ type ProducerOptions struct {
 	// Shared lets producers of equal options on the topic share one producer of the client
 	// library, and with it its batches and its broker-side producer (see Client.joinShared).
 	// MaxPendingMessages is then this producer's part of the shared queue, 1 to SharedQueue.
-	// Not with a Name: a named producer is the topic's only one of that name.
+	// Not with a Name (a named producer is the topic's only one of that name), nor with an
+	// InitialSequenceID (a producer's sequence ids are its own).
 	Shared bool
 }
 
@@ -254,6 +258,7 @@ func (c *Client) createLibProducer(ctx context.Context, o ProducerOptions) (*Pro
 	popts := pulsar.ProducerOptions{
 		Topic:                   o.Topic,
 		Name:                    o.Name,
+		InitialSequenceID:       o.InitialSequenceID,
 		SendTimeout:             libSendTimeout(o.Shared),
 		DisableBlockIfQueueFull: true, // a full queue must fail a send, never block the session
 		MaxPendingMessages:      o.MaxPendingMessages,
@@ -436,7 +441,7 @@ func newRouter(mode RoutingMode, hashing HashingScheme) func(*pulsar.ProducerMes
 // not mask, so it places non-ASCII and some ASCII keys differently.)
 func hashKey(s HashingScheme, key string) uint32 {
 	if s == Murmur3Hash {
-		return murmur3.Sum32([]byte(key)) & 0x7fffffff
+		return murmur3.StringSum32(key) & 0x7fffffff
 	}
 	var h int32
 	for _, r := range utf16Units(key) {

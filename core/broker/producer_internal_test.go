@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -184,6 +185,36 @@ func TestHasKey(t *testing.T) {
 	} {
 		if got := hasKey(tc.m); got != tc.want {
 			t.Errorf("hasKey(%#v) = %v, want %v", tc.m, got, tc.want)
+		}
+	}
+}
+
+// TestHashKeyAsPulsar: keys hash as Pulsar's Java client hashes them, String.hashCode over
+// UTF-16 code units or Murmur3 32-bit (seed 0) over UTF-8, masked to a non-negative int; and
+// hashing a key of any length reads it safely (the race detector checks its pointers).
+func TestHashKeyAsPulsar(t *testing.T) {
+	for _, c := range []struct {
+		scheme HashingScheme
+		key    string
+		want   uint32
+	}{
+		{JavaStringHash, "test", 3556498},
+		{JavaStringHash, "hello", 99162322},
+		{JavaStringHash, "ключ", 33309882},
+		{JavaStringHash, "🔑", 1772660}, // a surrogate pair: two code units
+		{Murmur3Hash, "", 0},
+		{Murmur3Hash, "test", 0xba6bd213 & 0x7fffffff},
+		{Murmur3Hash, "Hello, world!", 0xc0363e43 & 0x7fffffff},
+		{Murmur3Hash, "The quick brown fox jumps over the lazy dog", 0x2e4ff723},
+	} {
+		if got := hashKey(c.scheme, c.key); got != c.want {
+			t.Errorf("hashKey(%v, %q) = %d, want %d", c.scheme, c.key, got, c.want)
+		}
+	}
+	for n := range 65 {
+		key := strings.Repeat("k", n) // on the heap
+		if hashKey(Murmur3Hash, key) != hashKey(Murmur3Hash, strings.Clone(key)) {
+			t.Fatalf("a key of %d bytes hashed two ways", n)
 		}
 	}
 }

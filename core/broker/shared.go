@@ -47,8 +47,8 @@ type share struct {
 // joinShared returns a producer that shares a library producer of o's options with others
 // on the topic, creating that library producer if none has room for o's part of the queue.
 func (c *Client) joinShared(ctx context.Context, o ProducerOptions) (*Producer, error) {
-	if o.Name != "" {
-		return nil, fmt.Errorf("creating producer on %s: %w: a named producer cannot be shared", o.Topic, ErrInvalidArgument)
+	if o.Name != "" || o.InitialSequenceID != nil {
+		return nil, fmt.Errorf("creating producer on %s: %w: a named producer, or one with an initial sequence id, cannot be shared", o.Topic, ErrInvalidArgument)
 	}
 	part := o.MaxPendingMessages
 	if part < 1 || part > SharedQueue {

@@ -96,3 +96,42 @@ func checkSends(ctx context.Context, t *testing.T, p *Producer, cons pulsar.Cons
 	})
 	return batched
 }
+
+// TestInitialSequenceID: a producer given an initial sequence id numbers its messages from the
+// next, on every partition, as Pulsar's initialSequenceId does; one without goes on from the
+// broker's last (-1 on the embedded broker, so from 0).
+func TestInitialSequenceID(t *testing.T) {
+	t.Parallel()
+	b, c := startEmbedded(t)
+	if err := b.CreateTopic("persistent://public/default/initial-seq-parts", 2); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	initial := int64(100)
+	for _, tc := range []struct {
+		topic   string
+		initial *int64
+		want    int64
+	}{
+		{"persistent://public/default/initial-seq", &initial, 104},
+		{"persistent://public/default/initial-seq-parts", &initial, 102}, // two messages a partition
+		{"persistent://public/default/initial-seq-none", nil, 3},
+	} {
+		p, err := c.CreateProducer(ctx, ProducerOptions{Topic: tc.topic, InitialSequenceID: tc.initial, Routing: RoundRobin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 4 {
+			done := make(chan error, 1)
+			p.Send(ctx, &OutMessage{Payload: []byte("m"), Done: func(_ MessageID, err error) { done <- err }})
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := p.p.LastSequenceID(); got != tc.want {
+			t.Errorf("%s: last sequence id %d after four messages, want %d", tc.topic, got, tc.want)
+		}
+		p.Close()
+	}
+}

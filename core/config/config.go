@@ -559,8 +559,8 @@ type Route struct {
 	// messages that arrive while it is sending, and sends a lone message at
 	// once: several messages in flight share one broker send, and a message
 	// alone waits for nothing), or shared (as auto, and the sessions on a
-	// topic whose clients ask for no batching and name no producer share
-	// broker producers, up to a queue of 1024 messages each, so that the
+	// topic whose clients ask for no batching, name no producer and give no
+	// initialSequenceId share broker producers, up to a queue of 1024 messages each, so that the
 	// messages of several sessions share one broker send; consumers then see
 	// one producer name for them, and the broker counts one producer). Each
 	// message is still acked on its own, with its batch index in its message

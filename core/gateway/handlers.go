@@ -71,6 +71,7 @@ func producerOptions(ep wsapi.Endpoint, params wsapi.ProducerParams, grant sessi
 	opts := broker.ProducerOptions{
 		Topic:              ep.TopicName(),
 		Name:               params.ProducerName,
+		InitialSequenceID:  params.InitialSequenceID,
 		Hashing:            broker.JavaStringHash,
 		Routing:            broker.SinglePartition,
 		Batching:           params.BatchingEnabled,

@@ -152,7 +152,8 @@ func (m *Table) producer(ctx context.Context, h session.Handshake, p wsapi.Produ
 		return session.ProducerGrant{}, m.decisionError(r, err)
 	}
 	autoBatch := (r.cfg.Batching == config.BatchingAuto || r.cfg.Batching == config.BatchingShared) && !p.BatchingEnabled
-	shared := autoBatch && r.cfg.Batching == config.BatchingShared && p.ProducerName == ""
+	// A named producer, or one with sequence ids of its own, is not shared.
+	shared := autoBatch && r.cfg.Batching == config.BatchingShared && p.ProducerName == "" && p.InitialSequenceID == nil
 	queue := libraryQueue(maxMsgs, p.BatchingEnabled || autoBatch, shared)
 	// A producer on a partitioned topic holds a producer, and a queue, per partition.
 	cost, err := m.holdSession(h.RemoteAddr, session.ProducerSessionCost(queue)+

@@ -353,7 +353,7 @@ func TestPrefetchBytes(t *testing.T) {
 
 // A route's batching: auto batches the producers of clients that ask for no batching, with the
 // library queue batching needs; batching: shared has them share broker producers too, unless
-// the client names its producer, each with its part of a shared queue; a client that asks for
+// the client names its producer or gives its initial sequence id, each with its part of a shared queue; a client that asks for
 // batching keeps its own settings, and a route without the key batches nothing.
 func TestRouteBatching(t *testing.T) {
 	t.Parallel()
@@ -370,6 +370,7 @@ func TestRouteBatching(t *testing.T) {
 		path       string
 		clientAsks bool
 		name       string
+		initial    *int64
 		batching   bool
 		shared     bool
 		queue      int
@@ -378,11 +379,12 @@ func TestRouteBatching(t *testing.T) {
 		"auto, client's":   {path: "/ws/v2/producer/persistent/auto/ns/t", clientAsks: true, queue: policy.BatchLibraryQueue},
 		"shared":           {path: "/ws/v2/producer/persistent/shared/ns/t", batching: true, shared: true, queue: policy.SharedLibraryQueue},
 		"shared, named":    {path: "/ws/v2/producer/persistent/shared/ns/t", name: "p", batching: true, queue: policy.BatchLibraryQueue},
+		"shared, sequence": {path: "/ws/v2/producer/persistent/shared/ns/t", initial: new(int64(7)), batching: true, queue: policy.BatchLibraryQueue},
 		"shared, client's": {path: "/ws/v2/producer/persistent/shared/ns/t", clientAsks: true, queue: policy.BatchLibraryQueue},
 		"off":              {path: "/ws/v2/producer/persistent/other/ns/t", queue: policy.LibraryQueue},
 		"off, client's":    {path: "/ws/v2/producer/persistent/other/ns/t", clientAsks: true, queue: policy.BatchLibraryQueue},
 	} {
-		g, err := m.Producer(context.Background(), producerReq(c.path), wsapi.ProducerParams{BatchingEnabled: c.clientAsks, ProducerName: c.name})
+		g, err := m.Producer(context.Background(), producerReq(c.path), wsapi.ProducerParams{BatchingEnabled: c.clientAsks, ProducerName: c.name, InitialSequenceID: c.initial})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

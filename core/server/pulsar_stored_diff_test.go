@@ -172,18 +172,11 @@ var sdCases = []sdCase{
 		name:   "producerName and initialSequenceId",
 		query:  "producerName=sd-named-producer&initialSequenceId=100",
 		frames: sdPlainFrames("named", 3),
-		known: []sdKnown{
-			{"entry.X-Pulsar-Sequence-Id", "initialSequenceId is not applied by Sluice (pulsar-client-go has no initial " +
-				"sequence id; docs/compatibility.md): Pulsar stores 101, 102, …, Sluice 0, 1, …"},
-		},
 	},
 	{
 		name:   "initialSequenceId alone",
 		query:  "initialSequenceId=41",
 		frames: sdPlainFrames("seq", 2),
-		known: []sdKnown{
-			{"entry.X-Pulsar-Sequence-Id", "initialSequenceId is not applied by Sluice (docs/compatibility.md)"},
-		},
 	},
 	{
 		name:  "batching",

@@ -89,6 +89,12 @@ type ProducerOptions struct {
 	// a topic.
 	Name string
 
+	// InitialSequenceID, when set, is the sequence id the producer takes as its last: its
+	// first message has the next, on every partition, whatever the broker says the last
+	// sequence id it stored was (the Java client's initialSequenceId). Unset, the producer
+	// goes on from the broker's.
+	InitialSequenceID *int64
+
 	// Properties specifies a set of application defined properties for the producer.
 	// This properties will be visible in the topic stats
 	Properties map[string]string

@@ -263,6 +263,11 @@ func newPartitionProducer(client *client, topic string, options *ProducerOptions
 		cancelFunc:        cancelFunc,
 		backOffPolicyFunc: boFunc,
 	}
+	if id := options.InitialSequenceID; id != nil {
+		next := uint64(*id + 1) // a negative id wraps as Java's long does on the wire
+		p.sequenceIDGenerator = &next
+		p.lastSequenceID = *id
+	}
 	if p.options.DisableBatching || p.options.BatchingFlushWhenIdle {
 		// With BatchingFlushWhenIdle no batch is ever left waiting for the timer.
 		p.eventsOnDemand = true

@@ -17,7 +17,7 @@
 
 package internal
 
-import "github.com/spaolacci/murmur3"
+import "github.com/twmb/murmur3"
 
 // JavaStringHash and Java String.hashCode() equivalent
 func JavaStringHash(s string) uint32 {
@@ -31,11 +31,6 @@ func JavaStringHash(s string) uint32 {
 
 // Murmur3_32Hash use Murmur3 hashing function
 func Murmur3_32Hash(s string) uint32 {
-	h := murmur3.New32()
-	_, err := h.Write([]byte(s))
-	if err != nil {
-		return 0
-	}
 	// Maintain compatibility with values used in Java client
-	return h.Sum32() & 0x7fffffff
+	return murmur3.StringSum32(s) & 0x7fffffff
 }

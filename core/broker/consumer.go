@@ -177,8 +177,10 @@ func fromPulsar(m pulsar.Message) *Message {
 		PublishTime:     m.PublishTime(),
 		RedeliveryCount: m.RedeliveryCount(),
 	}
-	// The library reports an unset event time as the Unix epoch, not as the zero time.
-	if et := m.EventTime(); et.UnixMilli() > 0 {
+	// The library reports an unset event time as the Unix epoch, not as the zero time; any
+	// other is the message's, one before the epoch included (Pulsar writes every event time
+	// but 0).
+	if et := m.EventTime(); et.UnixMilli() != 0 {
 		msg.EventTime = et
 	}
 	if ec := m.GetEncryptionContext(); ec != nil && len(ec.Keys) > 0 {

@@ -3,7 +3,9 @@ package wsapi
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +180,36 @@ func TestConsumerMessageAppendJSONAppends(t *testing.T) {
 	want := "prefix:" + string(m.Encode())
 	if diff := cmp.Diff(string(got), want); diff != "" {
 		t.Errorf("AppendJSON (-got +want):\n%s", diff)
+	}
+}
+
+// TestInvalidUTF8AsJava: a string that is not valid UTF-8 is written as the text Java's
+// String decoder makes of its bytes, one U+FFFD for each malformed sequence it finds (a
+// message's key and properties, as Pulsar's proxy writes them). The cases, from the JDK
+// itself, are in testdata/java-utf8.txt.
+func TestInvalidUTF8AsJava(t *testing.T) {
+	data, err := os.ReadFile("testdata/java-utf8.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := 0
+	for line := range strings.Lines(string(data)) {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		in, out, _ := strings.Cut(strings.TrimSpace(line), " ")
+		raw, err1 := hex.DecodeString(in)
+		java, err2 := hex.DecodeString(out)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("bad line %q", line)
+		}
+		want := appendJSONString(nil, string(java)) // valid UTF-8: written as is
+		if got := appendJSONString(nil, string(raw)); !bytes.Equal(got, want) {
+			t.Errorf("%s: wrote %q, want %q", in, got, want)
+		}
+		cases++
+	}
+	if cases < 500 {
+		t.Fatalf("%d cases", cases)
 	}
 }

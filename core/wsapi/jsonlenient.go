@@ -95,7 +95,9 @@ func describe(k byte) string {
 // appendJSONString appends s as a JSON string the way Jackson writes it:
 // only '"', '\\' and control characters are escaped (\b \t \n \f \r, else
 // \u00XX with upper-case hex); everything else, '<', '>', '&', U+2028 and
-// all non-ASCII, is written as is. Invalid UTF-8 is written as U+FFFD.
+// all non-ASCII, is written as is. Invalid UTF-8 is written as U+FFFD, one
+// for each malformed sequence Java's decoder finds (javaMalformed): the text
+// Pulsar's proxy writes for the same bytes.
 func appendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789ABCDEF"
 	b = append(b, '"')
@@ -126,10 +128,51 @@ func appendJSONString(b []byte, s string) []byte {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && n == 1 {
 			b = utf8.AppendRune(b, utf8.RuneError)
+			n = javaMalformed(s[i:])
 		} else {
 			b = append(b, s[i:i+n]...)
 		}
 		i += n
 	}
 	return append(b, '"')
+}
+
+// javaMalformed is how many bytes at the start of s, which is not valid UTF-8 there, Java's
+// String decoder (new String(bytes, UTF_8), which is how Pulsar's client reads a message's
+// key and properties) turns into one U+FFFD. It takes a well-formed sequence that encodes a
+// surrogate whole, and an incomplete sequence at the end of s whole; elsewhere it stops at
+// the first byte that cannot continue the sequence. Both decoders accept the same valid
+// UTF-8; they group the invalid bytes differently (Go replaces each byte).
+func javaMalformed(s string) int {
+	cont := func(i int) bool { return i < len(s) && s[i]&0xC0 == 0x80 }
+	b1 := s[0]
+	switch {
+	case b1 >= 0xE0 && b1 <= 0xEF:
+		if len(s) == 2 && cont(1) && !(b1 == 0xE0 && s[1] < 0xA0) {
+			return 2 // incomplete at the end
+		}
+		if len(s) < 3 || b1 == 0xE0 && cont(1) && s[1] < 0xA0 || !cont(1) {
+			return 1
+		}
+		if !cont(2) {
+			return 2
+		}
+		return 3 // a surrogate
+	case b1 >= 0xF0 && b1 <= 0xF4:
+		second := cont(1) && !(b1 == 0xF0 && s[1] < 0x90) && !(b1 == 0xF4 && s[1] >= 0x90)
+		if !second {
+			return 1
+		}
+		if len(s) < 4 {
+			if cont(2) {
+				return 3 // incomplete at the end
+			}
+			return 2
+		}
+		if !cont(2) {
+			return 2
+		}
+		return 3
+	}
+	return 1
 }

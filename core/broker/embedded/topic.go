@@ -125,7 +125,7 @@ func (t *topic) store(m storedMessage) (uint64, bool) {
 		t.b.entriesStored.Add(1)
 		taken := false
 		for _, s := range t.subs {
-			if s.dispatchTransient(id, e, m.data) {
+			if s.dispatchTransient(e, m.data) {
 				taken = true
 			} else {
 				t.b.messagesDropped.Add(uint64(n))
@@ -134,7 +134,7 @@ func (t *topic) store(m storedMessage) (uint64, bool) {
 		if len(t.subs) == 0 && !taken {
 			t.b.messagesDropped.Add(uint64(n))
 		}
-		return id, true
+		return transientEntry, true
 	}
 	var now int64 // for the retention time only
 	if t.b.cfg.RetentionTime > 0 {
@@ -262,7 +262,11 @@ func (p *producer) emit(r queuedReceipt) {
 func (p *producer) write(r queuedReceipt) {
 	switch r.kind {
 	case receiptOK:
-		p.c.sendReceipt(p.id, r.sequence, r.highest, p.t.ledger, r.entry, p.t.partition())
+		ledger := p.t.ledger
+		if !p.t.persistent {
+			ledger = transientLedger
+		}
+		p.c.sendReceipt(p.id, r.sequence, r.highest, ledger, r.entry, p.t.partition())
 	case receiptError:
 		p.c.send(&pulsarpb.BaseCommand{
 			Type: pulsarpb.BaseCommand_SEND_ERROR.Enum(),
@@ -917,9 +921,14 @@ func (s *subscription) deliver(c *consumer, id uint64) {
 	c.permits -= int64(e.numMessages)
 }
 
+// transientEntry is the entry, and transientLedger the ledger, of every message of a
+// non-persistent topic, in its receipt and its deliveries: Pulsar stores none of them, and
+// gives each the id 0:0.
+const transientEntry, transientLedger = 0, 0
+
 // dispatchTransient offers a non-persistent message to the subscription's
 // consumers; it reports whether one took it.
-func (s *subscription) dispatchTransient(id uint64, e entry, data []byte) bool {
+func (s *subscription) dispatchTransient(e entry, data []byte) bool {
 	if s.t.b.faults.stalled() {
 		return false
 	}
@@ -928,7 +937,7 @@ func (s *subscription) dispatchTransient(id uint64, e entry, data []byte) bool {
 		return false
 	}
 	c.permits -= int64(e.numMessages)
-	c.c.sendMessage(messageHeader{consumerID: c.id, ledger: s.t.ledger, entry: id, partition: s.t.partition()}, e.crc, data)
+	c.c.sendMessage(messageHeader{consumerID: c.id, ledger: transientLedger, entry: transientEntry, partition: s.t.partition()}, e.crc, data)
 	return true
 }
 

@@ -18,6 +18,7 @@
 package pulsar
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,10 +41,17 @@ type ackGroupingTracker interface {
 	close()
 }
 
-func newAckGroupingTracker(options *AckGroupingOptions,
+func newAckGroupingTracker(topic string, options *AckGroupingOptions,
 	ackIndividual func(id MessageID),
 	ackCumulative func(id MessageID),
 	ackList func(ids []*pb.MessageIdData)) ackGroupingTracker {
+	// A non-persistent topic keeps no acknowledgments, and its messages may all have the same
+	// id: a tracker would take every message after the first acknowledged one for a duplicate
+	// and drop it. As the Java client's NonPersistentAcknowledgmentGroupingTracker, the
+	// consumer of one groups and sends no acknowledgments, and finds no duplicates.
+	if strings.HasPrefix(topic, "non-persistent://") {
+		return nonPersistentAckGroupingTracker{}
+	}
 	if options == nil {
 		options = &AckGroupingOptions{
 			MaxSize: 1000,
@@ -93,6 +101,15 @@ func (i *immediateAckGroupingTracker) flushAndClean() {
 
 func (i *immediateAckGroupingTracker) close() {
 }
+
+type nonPersistentAckGroupingTracker struct{}
+
+func (nonPersistentAckGroupingTracker) add(MessageID)              {}
+func (nonPersistentAckGroupingTracker) addCumulative(MessageID)    {}
+func (nonPersistentAckGroupingTracker) isDuplicate(MessageID) bool { return false }
+func (nonPersistentAckGroupingTracker) flush()                     {}
+func (nonPersistentAckGroupingTracker) flushAndClean()             {}
+func (nonPersistentAckGroupingTracker) close()                     {}
 
 type position struct {
 	ledgerID uint64

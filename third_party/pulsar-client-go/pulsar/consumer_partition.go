@@ -552,7 +552,7 @@ func newPartitionConsumer(parent Consumer, client *client, options *partitionCon
 	pc.availablePermits = &availablePermits{pc: pc}
 	pc.chunkedMsgCtxMap = newChunkedMsgCtxMap(options.maxPendingChunkedMessage, pc)
 	pc.unAckChunksTracker = newUnAckChunksTracker(pc)
-	pc.ackGroupingTracker = newAckGroupingTracker(options.ackGroupingOptions,
+	pc.ackGroupingTracker = newAckGroupingTracker(options.topic, options.ackGroupingOptions,
 		func(id MessageID) { pc.sendIndividualAck(id) },
 		func(id MessageID) { pc.sendCumulativeAck(id) },
 		func(ids []*pb.MessageIdData) {
@@ -1854,7 +1854,11 @@ func createEncryptionContext(msgMeta *pb.MessageMetadata) *EncryptionContext {
 		Algorithm:        msgMeta.GetEncryptionAlgo(),
 		Param:            msgMeta.GetEncryptionParam(),
 		UncompressedSize: int(msgMeta.GetUncompressedSize()),
-		BatchSize:        int(msgMeta.GetNumMessagesInBatch()),
+	}
+	// A message sent on its own has no count (only a batch's metadata has one): 0, where the
+	// protobuf getter would say 1, so that the two can be told apart as Java's client does.
+	if msgMeta.NumMessagesInBatch != nil {
+		encCtx.BatchSize = int(msgMeta.GetNumMessagesInBatch())
 	}
 
 	if msgMeta.Compression != nil {

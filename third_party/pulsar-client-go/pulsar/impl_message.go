@@ -283,7 +283,9 @@ type EncryptionContext struct {
 	Algorithm        string
 	CompressionType  CompressionType
 	UncompressedSize int
-	BatchSize        int
+	// BatchSize is the number of messages of the batch the message was sent in, 0 when it was
+	// sent on its own.
+	BatchSize int
 }
 
 // EncryptionKey

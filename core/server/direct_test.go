@@ -12,8 +12,29 @@ import (
 	plog "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 
 	"github.com/sluicehq/sluice/core/internal/edgetest"
+	"github.com/sluicehq/sluice/core/server"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
+
+// directProducer is a producer of pulsar-client-go straight to srv's embedded broker, as the
+// producers of other clients are.
+func directProducer(t *testing.T, srv *server.Server, o pulsar.ProducerOptions) pulsar.Producer {
+	t.Helper()
+	client, err := pulsar.NewClient(pulsar.ClientOptions{
+		URL:    srv.Embedded().ServiceURL(),
+		Logger: plog.NewLoggerWithSlog(slog.New(slog.DiscardHandler)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	prod, err := client.CreateProducer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	return prod
+}
 
 // TestChunkedMessageIDsAsPulsars: a message its producer sent in chunks (pulsar-client-go with
 // chunking, as a Java producer with enableChunking) reaches a consumer and a reader of the edge
@@ -28,21 +49,9 @@ func TestChunkedMessageIDsAsPulsars(t *testing.T) {
 	cons := edgetest.Dial(t, base+"/ws/v2/consumer/"+path+"/s")
 	reader := edgetest.Dial(t, base+"/ws/v2/reader/"+path)
 
-	client, err := pulsar.NewClient(pulsar.ClientOptions{
-		URL:    srv.Embedded().ServiceURL(),
-		Logger: plog.NewLoggerWithSlog(slog.New(slog.DiscardHandler)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	prod, err := client.CreateProducer(pulsar.ProducerOptions{
+	prod := directProducer(t, srv, pulsar.ProducerOptions{
 		Topic: topic, DisableBatching: true, EnableChunking: true, ChunkMaxMessageSize: 1024,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(prod.Close)
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 300) // 4,800 bytes: five chunks
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -93,5 +102,42 @@ func TestChunkedMessageIDsAsPulsars(t *testing.T) {
 			t.Fatalf("backlog %d (%v) after the chunked message was acknowledged, want 0", n, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestEventTimesAsPulsar: a message's event time reaches a consumer as Pulsar's proxy writes
+// it, whatever it is but 0 (which means none): one before the Unix epoch included.
+func TestEventTimesAsPulsar(t *testing.T) {
+	t.Parallel()
+	srv, base := edgetest.Start(t, "admin_listen: \"off\"\n")
+	cons := edgetest.Dial(t, base+"/ws/v2/consumer/persistent/public/default/event-times/s")
+	prod := directProducer(t, srv, pulsar.ProducerOptions{Topic: "persistent://public/default/event-times", DisableBatching: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		at   time.Time
+		want string // "" for none
+	}{
+		{time.UnixMilli(-1), "1969-12-31T23:59:59.999Z"},
+		{time.UnixMilli(0), ""},
+		{time.UnixMilli(1704164645678), "2024-01-02T03:04:05.678Z"},
+	} {
+		if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("m"), EventTime: c.at}); err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			EventTime *string `json:"eventTime"`
+		}
+		_ = cons.SetReadDeadline(time.Now().Add(docsWait))
+		if err := cons.ReadJSON(&m); err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if m.EventTime != nil {
+			got = *m.EventTime
+		}
+		if got != c.want {
+			t.Errorf("event time %d ms: eventTime %q, want %q", c.at.UnixMilli(), got, c.want)
+		}
 	}
 }

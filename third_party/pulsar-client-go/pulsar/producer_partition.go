@@ -1576,13 +1576,15 @@ func (p *partitionProducer) updateMetaData(sr *sendRequest) {
 func (p *partitionProducer) updateChunkInfo(sr *sendRequest) error {
 	checkSize := sr.uncompressedSize
 	if !sr.sendAsBatch {
-		sr.compressedPayload = p.compressionProvider.Compress(nil, sr.uncompressedPayload)
-		sr.compressedSize = len(sr.compressedPayload)
-
-		// set the compress type in msgMetaData
-		if compressionType := pb.CompressionType(p.options.CompressionType); compressionType != pb.CompressionType_NONE {
+		// Compressed, and its metadata saying so, only above the size where it pays, as a
+		// batch is (internal.CompressMinBodySize); else the payload is sent as it is.
+		sr.compressedPayload = sr.uncompressedPayload
+		compressionType := pb.CompressionType(p.options.CompressionType)
+		if compressionType != pb.CompressionType_NONE && len(sr.uncompressedPayload) > internal.CompressMinBodySize {
+			sr.compressedPayload = p.compressionProvider.Compress(nil, sr.uncompressedPayload)
 			sr.mm.Compression = compressionType.Enum()
 		}
+		sr.compressedSize = len(sr.compressedPayload)
 
 		checkSize = int64(sr.compressedSize)
 	}

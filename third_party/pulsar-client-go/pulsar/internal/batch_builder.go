@@ -96,6 +96,8 @@ type batchContainer struct {
 
 	cmdSend     *pb.BaseCommand
 	msgMetadata *pb.MessageMetadata
+	// compression is the codec of the batches, nil for none.
+	compression *pb.CompressionType
 	callbacks   []interface{}
 
 	compressionProvider compression.Provider
@@ -106,6 +108,11 @@ type batchContainer struct {
 
 	encryptor crypto.Encryptor
 }
+
+// CompressMinBodySize is the size a payload (a batch's, or a message's sent on its own) must
+// exceed to be compressed: below it compression costs more than it saves. It is the Java
+// client's default compressMinMsgBodySize, which Pulsar's WebSocket proxy keeps.
+const CompressMinBodySize = 4096
 
 // newBatchContainer init a batchContainer
 func newBatchContainer(
@@ -139,7 +146,7 @@ func newBatchContainer(
 	}
 
 	if compressionType != pb.CompressionType_NONE {
-		bc.msgMetadata.Compression = &compressionType
+		bc.compression = &compressionType
 	}
 
 	return bc
@@ -295,8 +302,14 @@ func (bc *batchContainer) Flush() *FlushBatch {
 	bc.msgMetadata.NumMessagesInBatch = proto.Int32(int32(bc.numMessages))
 	bc.cmdSend.Send.NumMessages = proto.Int32(int32(bc.numMessages))
 
+	// As the Java client, a batch compresses only when it is larger than CompressMinBodySize,
+	// and its metadata has a codec and an uncompressed size only then.
 	uncompressedSize := bc.buffer.ReadableBytes()
-	bc.msgMetadata.UncompressedSize = &uncompressedSize
+	compress := bc.compression != nil && uncompressedSize > CompressMinBodySize
+	bc.msgMetadata.Compression, bc.msgMetadata.UncompressedSize = nil, nil
+	if compress {
+		bc.msgMetadata.Compression, bc.msgMetadata.UncompressedSize = bc.compression, &uncompressedSize
+	}
 
 	buffer := bc.buffersPool.GetBuffer(int(uncompressedSize * 3 / 2))
 	bc.metrics.SendingBuffersCount.Inc()
@@ -306,7 +319,7 @@ func (bc *batchContainer) Flush() *FlushBatch {
 	var err error
 	if err = serializeMessage(
 		buffer, bc.cmdSend, bc.msgMetadata, bc.buffer, bc.compressionProvider,
-		bc.encryptor, bc.maxMessageSize, true,
+		bc.encryptor, bc.maxMessageSize, compress,
 	); err == nil { // no error in serializing Batch
 		sequenceID = bc.cmdSend.Send.GetSequenceId()
 	}

@@ -99,10 +99,6 @@ func NewKeyBasedBatchBuilder(
 		level:           level,
 	}
 
-	if compressionType != pb.CompressionType_NONE {
-		bb.msgMetadata.Compression = &compressionType
-	}
-
 	return bb, nil
 }
 

@@ -1321,26 +1321,13 @@ func (r *dvRun) compare() []dvDiff {
 		if len(s) != len(p) {
 			add(ph+".count", fmt.Sprintf("sluice %d, pulsar %d", len(s), len(p)))
 		}
-		for i := range min(len(s), len(p)) {
-			for _, k := range sdKeys(s[i], p[i]) {
-				vs, oks := s[i][k]
-				vp, okp := p[i][k]
-				if vs == vp && oks == okp {
-					continue
-				}
-				show := func(v string, ok bool) string {
-					if !ok {
-						return "(absent)"
-					}
-					return v
-				}
-				label := fmt.Sprintf("#%d", i)
-				if s[i]["payload"] == p[i]["payload"] && s[i]["payload"] != "" {
-					label += " payload " + s[i]["payload"]
-				}
-				add(ph+"."+k, fmt.Sprintf("%s: sluice %s, pulsar %s", label, show(vs, oks), show(vp, okp)))
+		sdEachDifference(s, p, func(i int, k, vs, vp string) {
+			label := fmt.Sprintf("#%d", i)
+			if s[i]["payload"] == p[i]["payload"] && s[i]["payload"] != "" {
+				label += " payload " + s[i]["payload"]
 			}
-		}
+			add(ph+"."+k, fmt.Sprintf("%s: sluice %s, pulsar %s", label, vs, vp))
+		})
 	}
 	for _, k := range sdKeys(r.notes["sluice"], r.notes["pulsar"]) {
 		if r.notes["sluice"][k] != r.notes["pulsar"][k] {

@@ -864,23 +864,9 @@ func sdCompare(cs sdCase, s, p *sdObs) []sdDiff {
 		if len(a) != len(b) {
 			add("count."+kind, fmt.Sprintf("sluice %d, pulsar %d", len(a), len(b)))
 		}
-		for i := range min(len(a), len(b)) {
-			for _, k := range sdKeys(a[i], b[i]) {
-				va, oka := a[i][k]
-				vb, okb := b[i][k]
-				if va == vb && oka == okb {
-					continue
-				}
-				show := func(v string, ok bool) string {
-					if !ok {
-						return "(absent)"
-					}
-					return v
-				}
-				add(kind+"."+k, fmt.Sprintf("%s[%d] (%s): sluice %s, pulsar %s", kind, i, sdLabel(a[i], b[i], cs, kind, i),
-					show(va, oka), show(vb, okb)))
-			}
-		}
+		sdEachDifference(a, b, func(i int, k, va, vb string) {
+			add(kind+"."+k, fmt.Sprintf("%s[%d] (%s): sluice %s, pulsar %s", kind, i, sdLabel(a[i], b[i], cs, kind, i), va, vb))
+		})
 	}
 	list("ack", s.acks, p.acks)
 	list("publisher", s.publishers, p.publishers)
@@ -926,6 +912,26 @@ func sdLabel(a, b map[string]string, cs sdCase, kind string, i int) string {
 		return "key " + a["X-Pulsar-Partition-Key"]
 	}
 	return "#" + strconv.Itoa(i)
+}
+
+// sdEachDifference calls each for every field that differs between the records a[i] and b[i]
+// of the same index, with both values ("(absent)" for a field one record lacks).
+func sdEachDifference(a, b []map[string]string, each func(i int, k, va, vb string)) {
+	show := func(v string, ok bool) string {
+		if !ok {
+			return "(absent)"
+		}
+		return v
+	}
+	for i := range min(len(a), len(b)) {
+		for _, k := range sdKeys(a[i], b[i]) {
+			va, oka := a[i][k]
+			vb, okb := b[i][k]
+			if va != vb || oka != okb {
+				each(i, k, show(va, oka), show(vb, okb))
+			}
+		}
+	}
 }
 
 func sdKeys(a, b map[string]string) []string {

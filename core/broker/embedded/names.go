@@ -53,9 +53,12 @@ func parseTopic(name string) (topicName, error) {
 	tn.namespace = strings.Join(parts[:len(parts)-1], "/")
 	tn.full = domain + "://" + tn.namespace + "/" + local
 	tn.base = tn.full
-	if n := topicname.PartitionIndex(local); n >= 0 && strings.LastIndex(local, topicname.PartitionSuffix) > 0 {
-		tn.partition = n
-		tn.base = domain + "://" + tn.namespace + "/" + topicname.Base(local)
+	// A partition has a partitioned topic's name before its suffix.
+	if n := topicname.PartitionIndex(local); n >= 0 {
+		if base := topicname.Base(local); base != "" {
+			tn.partition = n
+			tn.base = domain + "://" + tn.namespace + "/" + base
+		}
 	}
 	return tn, nil
 }

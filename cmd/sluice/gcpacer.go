@@ -42,6 +42,7 @@ type gcPacer struct {
 	leftOut atomic.Pointer[func() uint64]
 	stopped atomic.Bool
 	done    chan struct{} // closed with stopped, ending the trimmer
+	woke    chan struct{} // cap 1: signalled when a rest ends, for a trimmer asleep
 }
 
 // pacing is the pacer in force: one per process, since each sets the one target.
@@ -63,7 +64,8 @@ var pacing atomic.Pointer[gcPacer]
 // periods the trimmer turns the collector's target off and lowers the memory limit to what the
 // process holds plus its headroom, so the next collection comes when the heap has grown that
 // much, as the paced target would have it, not on the clock. That collection, or the first
-// busy period, restores the target and the limit.
+// busy period, restores the target and the limit. While the collector rests with nothing left
+// to trim, the trimmer sleeps too, until the rest ends: an idle process does not wake for it.
 const (
 	trimPeriod   = time.Second
 	quietPeriods = 3
@@ -94,6 +96,8 @@ type heapTrimmer struct {
 	trimmed bool   // since the heap was last busy
 	since   int    // periods since the last trim
 	spacing int    // trimSpacing
+	worth   bool   // the last period held enough beyond the live heap to trim
+	periods atomic.Int64
 }
 
 func newHeapTrimmer(p *gcPacer) *heapTrimmer {
@@ -116,10 +120,12 @@ func (t *heapTrimmer) read() (allocs, live, beyondLive uint64) {
 // period looks at one period's figures: it trims the heap when that is due, and rests the
 // collector while the heap is quiet.
 func (t *heapTrimmer) period() (trimmed bool) {
+	t.periods.Add(1)
 	allocs, live, beyond := t.read()
 	allocated := allocs - t.allocs
 	t.allocs = allocs
 	t.since++
+	t.worth = beyond > max(trimFloor, live/trimShare)
 	if allocated > max(quietFloor, live/quietShare) {
 		t.quiet, t.trimmed = 0, false
 		t.pacer.wake()
@@ -129,7 +135,7 @@ func (t *heapTrimmer) period() (trimmed bool) {
 	if t.quiet < quietPeriods {
 		return false
 	}
-	if !t.trimmed && t.since >= t.spacing && beyond > max(trimFloor, live/trimShare) {
+	if !t.trimmed && t.since >= t.spacing && t.worth {
 		debug.FreeOSMemory()
 		t.trimmed, t.since, trimmed = true, 0, true
 		t.allocs, _, _ = t.read() // what the collection itself allocated is not the heap's
@@ -138,9 +144,15 @@ func (t *heapTrimmer) period() (trimmed bool) {
 	return trimmed
 }
 
-// trimWhenQuiet runs the trimmer for p every period until stop is closed.
-func trimWhenQuiet(p *gcPacer, period time.Duration, stop <-chan struct{}) {
-	t := newHeapTrimmer(p)
+// asleep reports whether the trimmer has nothing to do until the collector's rest ends: the
+// collector rests, and the heap was trimmed since it was last busy or holds too little to.
+func (t *heapTrimmer) asleep() bool {
+	return (t.trimmed || !t.worth) && t.pacer.resting()
+}
+
+// trimWhenQuiet runs the trimmer t for p every period until stop is closed, and not at all
+// while it is asleep.
+func trimWhenQuiet(t *heapTrimmer, p *gcPacer, period time.Duration, stop <-chan struct{}) {
 	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
@@ -148,8 +160,22 @@ func trimWhenQuiet(p *gcPacer, period time.Duration, stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-tick.C:
-			t.period()
 		}
+		t.period()
+		select {
+		case <-p.woke: // a rest that ended before this one
+		default:
+		}
+		if !t.asleep() {
+			continue
+		}
+		tick.Stop()
+		select {
+		case <-stop:
+			return
+		case <-p.woke:
+		}
+		tick.Reset(period)
 	}
 }
 
@@ -164,14 +190,15 @@ func startGCPacer(maxPercent, minPercent int, headroom uint64) (stop func()) {
 	if old := pacing.Swap(p); old != nil {
 		old.stop()
 	}
-	go trimWhenQuiet(p, trimPeriod, p.done)
+	go trimWhenQuiet(newHeapTrimmer(p), p, trimPeriod, p.done)
 	return p.stop
 }
 
 // newGCPacer sets the collector's target to maxPercent and paces it after every collection.
 func newGCPacer(maxPercent, minPercent int, headroom uint64) *gcPacer {
 	p := &gcPacer{max: maxPercent, min: minPercent, headroom: headroom, percent: maxPercent,
-		sample: newSamples(gcCounted), restSample: newSamples(restSamples), done: make(chan struct{})}
+		sample: newSamples(gcCounted), restSample: newSamples(restSamples), done: make(chan struct{}),
+		woke: make(chan struct{}, 1)}
 	debug.SetGCPercent(maxPercent)
 	runtime.SetFinalizer(&sentinel{}, p.collected)
 	return p
@@ -264,11 +291,26 @@ func (p *gcPacer) wake() {
 	}
 }
 
-// wakeLocked restores the target and the limit the rest replaced. The caller holds mu.
+// wakeLocked restores the target and the limit the rest replaced, and wakes the trimmer. The
+// caller holds mu.
 func (p *gcPacer) wakeLocked() {
 	debug.SetGCPercent(p.percent)
 	debug.SetMemoryLimit(p.rest.limit)
 	p.rest = nil
+	select {
+	case p.woke <- struct{}{}:
+	default:
+	}
+}
+
+// resting reports whether the collector rests. A nil pacer never does.
+func (p *gcPacer) resting() bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rest != nil
 }
 
 // counted is what the target is a percentage of, less what is left out.

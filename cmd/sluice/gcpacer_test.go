@@ -217,3 +217,55 @@ func TestCollectorRests(t *testing.T) {
 	awake("after a busy period")
 	runtime.KeepAlive(sink)
 }
+
+// TestTrimmerSleepsWhileTheCollectorRests: once the collector rests with nothing left to trim,
+// the trimmer stops looking, and the collection that ends the rest starts it again. Not
+// parallel: it sets the process's collector.
+func TestTrimmerSleepsWhileTheCollectorRests(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(8 << 30))
+	p := newGCPacer(400, 50, 16<<20)
+	tr := newHeapTrimmer(p)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		trimWhenQuiet(tr, p, 2*time.Millisecond, p.done)
+	}()
+	defer func() {
+		p.stop()
+		<-done
+	}()
+	runtime.GC() // a collection under way when the rest begins would end it
+	// still waits until the trimmer looks no more: 50 periods' time without one.
+	still := func(what string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			n := tr.periods.Load()
+			time.Sleep(100 * time.Millisecond)
+			if tr.periods.Load() == n {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the trimmer still looks every period (%d periods, resting %v)", what, tr.periods.Load(), p.resting())
+			}
+		}
+		if !p.resting() {
+			t.Fatalf("%s: the trimmer sleeps while the collector does not rest", what)
+		}
+	}
+	still("quiet")
+	var sink [][]*int
+	sink = make([][]*int, 64) // 64 MiB of pointers, past the lowered limit: a collection ends the rest
+	for i := range sink {
+		sink[i] = make([]*int, 1<<17)
+	}
+	sink = nil
+	n := tr.periods.Load()
+	for deadline := time.Now().Add(10 * time.Second); tr.periods.Load() == n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the trimmer sleeps on after the rest ended (resting %v)", p.resting())
+		}
+	}
+	still("quiet again")
+	runtime.KeepAlive(sink)
+}

@@ -26,6 +26,7 @@ var ErrUnavailable = errors.New("broker unavailable")
 // the first probe the broker counts as reachable.
 type Health struct {
 	check    func(context.Context) error
+	changed  func() <-chan struct{} // nil: check is asked every interval
 	hosts    []string
 	interval time.Duration
 	timeout  time.Duration
@@ -49,15 +50,24 @@ func NewHealth(serviceURL string, interval time.Duration, log *slog.Logger) (*He
 	if err != nil {
 		return nil, err
 	}
-	h := NewHealthCheck(nil, interval, log)
+	h := newHealth(nil, interval, log)
 	h.hosts, h.timeout = hosts, min(max(h.interval, 500*time.Millisecond), 5*time.Second)
 	h.check = h.dial
 	return h, nil
 }
 
-// NewHealthCheck returns a probe that asks check every interval (zero means 1s): for a broker
-// in the same process, whose state can be read without a connection that would disturb it.
-func NewHealthCheck(check func(context.Context) error, interval time.Duration, log *slog.Logger) *Health {
+// NewHealthCheck returns a Health that asks check at once and then each time the channel
+// changed returns is closed: for a broker in the same process, whose state can be read
+// without a connection that would disturb it, and which says when it changes, so that an idle
+// edge does not wake to ask.
+func NewHealthCheck(check func(context.Context) error, changed func() <-chan struct{}, log *slog.Logger) *Health {
+	h := newHealth(check, 0, log)
+	h.changed = changed
+	return h
+}
+
+// newHealth returns a Health that asks check every interval (zero means 1s).
+func newHealth(check func(context.Context) error, interval time.Duration, log *slog.Logger) *Health {
 	if interval <= 0 {
 		interval = time.Second
 	}
@@ -94,6 +104,10 @@ func serviceHosts(serviceURL string) ([]string, error) {
 // while it is down it probes with a backoff from HealthRetry up to the interval, so that its
 // return is seen quickly.
 func (h *Health) Run(ctx context.Context) {
+	if h.changed != nil {
+		h.follow(ctx)
+		return
+	}
 	wait := time.Duration(0)
 	failures := 0
 	for {
@@ -118,6 +132,24 @@ func (h *Health) Run(ctx context.Context) {
 			failures++
 			h.set(err)
 			wait = min(HealthRetry<<min(failures-2, 10), h.interval)
+		}
+	}
+}
+
+// follow asks check at once and again after every change, until ctx ends. The channel is
+// taken before check is asked, so that a change while it is asked is not missed.
+func (h *Health) follow(ctx context.Context) {
+	for {
+		next := h.changed()
+		err := h.check(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		h.set(err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-next:
 		}
 	}
 }

@@ -143,7 +143,8 @@ type Strategies struct {
 	// means 2s.
 	DecisionTimeout time.Duration `koanf:"decision_timeout" json:"decision_timeout"`
 	// AdjustInterval is how often adaptive strategies are given their
-	// route's pressure and asked for new limits. Zero means 1s.
+	// route's pressure and asked for new limits; while no route's strategy is
+	// adaptive (no builtin is), nothing runs. Zero means 1s.
 	AdjustInterval time.Duration `koanf:"adjust_interval" json:"adjust_interval"`
 }
 
@@ -282,7 +283,8 @@ type Broker struct {
 	ConnectionsPerBroker int `koanf:"connections_per_broker" json:"connections_per_broker"`
 	// HealthInterval is how often the edge dials the broker to know whether it is
 	// reachable; while it is not, handshakes are refused at once with 503 instead of
-	// waiting for websocket.handshake_timeout. Zero means 1s.
+	// waiting for websocket.handshake_timeout. The embedded broker is not dialled: the edge
+	// reads its listener's state each time it changes. Zero means 1s.
 	HealthInterval time.Duration `koanf:"health_interval" json:"health_interval"`
 	// Embedded configures the embedded broker; it is used only when URL is
 	// empty.

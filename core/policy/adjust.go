@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -78,14 +79,27 @@ func (p *pressure) take(route string, r *Route) strategy.Pressure {
 }
 
 // adjustLoop asks every adaptive route's strategy to adjust, every interval, until ctx ends.
+// While no route is adaptive (no builtin strategy is) its clock is stopped until routes are
+// applied again, so that an idle edge does not wake for it.
 func (m *Table) adjustLoop(ctx context.Context) {
 	t := time.NewTicker(m.adjustEvery)
 	defer t.Stop()
+	ticking := true
 	next := map[*Route]time.Time{}
 	for {
+		adaptive := slices.ContainsFunc(m.Routes(), (*Route).adaptive)
+		switch {
+		case adaptive && !ticking:
+			t.Reset(m.adjustEvery)
+		case !adaptive && ticking:
+			t.Stop()
+		}
+		ticking = adaptive
 		select {
 		case <-ctx.Done():
 			return
+		case <-m.applied:
+			clear(next) // Apply builds every route anew
 		case now := <-t.C:
 			for _, r := range m.Routes() {
 				if r.adjuster == nil || now.Before(next[r]) {

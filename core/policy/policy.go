@@ -72,6 +72,8 @@ type Table struct {
 
 	applyMu sync.Mutex            // serialises Apply
 	current *route.Holder[*Route] // the routes in force
+	// applied (cap 1) is signalled when Apply swaps routes in, for adjustLoop.
+	applied chan struct{}
 }
 
 // Option configures a Table.
@@ -156,6 +158,7 @@ func New(reg *strategy.Registry, producers, consumers *admission.Pool, settings 
 		log:       slog.New(slog.DiscardHandler),
 		timeout:   DefaultDecisionTimeout,
 		current:   route.NewHolder[*Route](nil),
+		applied:   make(chan struct{}, 1),
 
 		adjustEvery: DefaultAdjustInterval,
 	}
@@ -262,6 +265,10 @@ func (m *Table) Apply(ctx context.Context, routes []config.Route) error {
 		return err
 	}
 	m.current.Swap(next)
+	select {
+	case m.applied <- struct{}{}:
+	default:
+	}
 	for _, r := range old {
 		closeStrategy(r.strat, m.log)
 	}

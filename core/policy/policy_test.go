@@ -289,6 +289,39 @@ func TestAdjusterGetsPressureAndSetsLimits(t *testing.T) {
 	}
 }
 
+// TestAdaptiveRouteAppliedWhileRunning: with no adaptive route the adjusting clock stops, and
+// routes applied later with an adaptive strategy start it again.
+func TestAdaptiveRouteAppliedWhileRunning(t *testing.T) {
+	t.Parallel()
+	m, reg, _ := newTable(t, 0, policy.WithAdjustInterval(5*time.Millisecond))
+	a := &adaptive{cap: 1 << 20, calls: make(chan struct{}, 1)}
+	if err := reg.Register("adaptive", func(context.Context, map[string]any) (strategy.Strategy, error) { return a, nil }); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	defer func() {
+		stop()
+		<-done
+	}()
+	if err := m.Apply(ctx, []config.Route{route("still", "/ws/**", "bytes", nil)}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	time.Sleep(50 * time.Millisecond) // ten intervals with the clock stopped
+	if err := m.Apply(ctx, []config.Route{route("r", "/ws/**", "adaptive", nil)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.calls:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Adjust not called after an adaptive route was applied")
+	}
+}
+
 // TestPrefetchBytes: a consumer grant bounds the client library's prefetch in bytes by the
 // session's share of the consumer pool, divided among its broker-side consumers; with an
 // unbounded pool there is no bound.

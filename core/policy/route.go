@@ -29,6 +29,9 @@ type Route struct {
 // Name is the route's name.
 func (r *Route) Name() string { return r.cfg.Name }
 
+// adaptive reports whether the route's strategy adjusts its limits (strategy.Adjuster).
+func (r *Route) adaptive() bool { return r.adjuster != nil }
+
 // Config is the route's configuration, defaults applied.
 func (r *Route) Config() config.Route { return r.cfg }
 

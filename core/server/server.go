@@ -235,14 +235,14 @@ func (s *Server) startHealth() error {
 	log := s.log.With("component", "broker-health")
 	var h *broker.Health
 	if eb := s.embedded; eb != nil {
-		// In-process: its listener's state is its reachability, and no probe connection
-		// disturbs it.
+		// In-process: its listener's state is its reachability, read when it changes, and
+		// no probe connection disturbs it.
 		h = broker.NewHealthCheck(func(context.Context) error {
 			if !eb.Listening() {
 				return errors.New("embedded broker not listening")
 			}
 			return nil
-		}, s.cfg.Broker.HealthInterval, log)
+		}, eb.ListenChange, log)
 	} else {
 		var err error
 		if h, err = broker.NewHealth(s.brokerURL, s.cfg.Broker.HealthInterval, log); err != nil {

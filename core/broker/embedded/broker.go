@@ -47,6 +47,8 @@ type Broker struct {
 	wildcard   bool // listening on 0.0.0.0 or [::]: lookups advertise the connection's local address
 	// unreachable: the listener is closed by the Unreachable fault.
 	unreachable bool
+	// listenChange is closed, and replaced, when Listening's answer changes.
+	listenChange chan struct{}
 
 	// mu guards the registry below and serialises control-plane commands
 	// (see doc.go for the lock order).
@@ -156,19 +158,20 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 	}
 	cfg = cfg.withDefaults()
 	b := &Broker{
-		cfg:         cfg,
-		log:         o.logger,
-		maxFrame:    cfg.MaxMessageSize + 2*framePadding, // see advertisedMaxMessageSize
-		store:       newStore(cfg),
-		stop:        make(chan struct{}),
-		pumpWake:    make(chan struct{}, 1),
-		nsEvictWake: make(chan struct{}, 1),
-		conns:       make(map[*conn]struct{}),
-		topics:      make(map[string]*topic),
-		partitioned: make(map[string]int),
-		namespaces:  make(map[string]*namespace),
-		receiptQ:    make(map[*producer]struct{}),
-		dueDispatch: make(map[*subscription]time.Time),
+		cfg:          cfg,
+		log:          o.logger,
+		maxFrame:     cfg.MaxMessageSize + 2*framePadding, // see advertisedMaxMessageSize
+		store:        newStore(cfg),
+		stop:         make(chan struct{}),
+		listenChange: make(chan struct{}),
+		pumpWake:     make(chan struct{}, 1),
+		nsEvictWake:  make(chan struct{}, 1),
+		conns:        make(map[*conn]struct{}),
+		topics:       make(map[string]*topic),
+		partitioned:  make(map[string]int),
+		namespaces:   make(map[string]*namespace),
+		receiptQ:     make(map[*producer]struct{}),
+		dueDispatch:  make(map[*subscription]time.Time),
 	}
 	b.faults = &Faults{
 		onChange:       b.wakePump,
@@ -205,6 +208,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		}
 	}
 	b.started = true
+	b.listenChangedLocked()
 	b.ln = ln
 	b.serviceURL = "pulsar://" + loopbackIfUnspecified(ln.Addr())
 	b.wildcard = isUnspecified(ln.Addr())
@@ -254,6 +258,7 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.stopped = true
+	b.listenChangedLocked()
 	close(b.stop)
 	var errs []error
 	if b.ln != nil {
@@ -665,6 +670,20 @@ func (b *Broker) Listening() bool {
 	return b.started && !b.stopped && !b.unreachable
 }
 
+// ListenChange returns a channel closed the next time Listening's answer changes, so that
+// whoever follows it (the edge's broker health) waits rather than asks on a clock.
+func (b *Broker) ListenChange() <-chan struct{} {
+	b.lifeMu.Lock()
+	defer b.lifeMu.Unlock()
+	return b.listenChange
+}
+
+// listenChangedLocked wakes those waiting on ListenChange. The caller holds lifeMu.
+func (b *Broker) listenChangedLocked() {
+	close(b.listenChange)
+	b.listenChange = make(chan struct{})
+}
+
 // setUnreachable closes the listener and every connection (on), or listens again on the same
 // address (off): the broker is gone from the network and comes back.
 func (b *Broker) setUnreachable(on bool) error {
@@ -678,6 +697,7 @@ func (b *Broker) setUnreachable(on bool) error {
 	}
 	if on {
 		b.unreachable = true
+		b.listenChangedLocked()
 		err := b.ln.Close()
 		b.dropConnections()
 		if err != nil && !errors.Is(err, net.ErrClosed) {
@@ -690,6 +710,7 @@ func (b *Broker) setUnreachable(on bool) error {
 		return fmt.Errorf("listening again on %s: %w", b.ln.Addr(), err)
 	}
 	b.unreachable = false
+	b.listenChangedLocked()
 	b.ln = ln
 	b.wg.Add(1)
 	go b.acceptLoop(ln)

@@ -150,9 +150,10 @@ func (t *heapTrimmer) asleep() bool {
 	return (t.trimmed || !t.worth) && t.pacer.resting()
 }
 
-// trimWhenQuiet runs the trimmer t for p every period until stop is closed, and not at all
-// while it is asleep.
-func trimWhenQuiet(t *heapTrimmer, p *gcPacer, period time.Duration, stop <-chan struct{}) {
+// trimWhenQuiet runs the trimmer t, which has a pacer, every period until stop is closed, and
+// not at all while it is asleep.
+func trimWhenQuiet(t *heapTrimmer, period time.Duration, stop <-chan struct{}) {
+	woke := t.pacer.woke
 	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
@@ -163,7 +164,7 @@ func trimWhenQuiet(t *heapTrimmer, p *gcPacer, period time.Duration, stop <-chan
 		}
 		t.period()
 		select {
-		case <-p.woke: // a rest that ended before this one
+		case <-woke: // a rest that ended before this one
 		default:
 		}
 		if !t.asleep() {
@@ -173,7 +174,7 @@ func trimWhenQuiet(t *heapTrimmer, p *gcPacer, period time.Duration, stop <-chan
 		select {
 		case <-stop:
 			return
-		case <-p.woke:
+		case <-woke:
 		}
 		tick.Reset(period)
 	}
@@ -190,7 +191,7 @@ func startGCPacer(maxPercent, minPercent int, headroom uint64) (stop func()) {
 	if old := pacing.Swap(p); old != nil {
 		old.stop()
 	}
-	go trimWhenQuiet(newHeapTrimmer(p), p, trimPeriod, p.done)
+	go trimWhenQuiet(newHeapTrimmer(p), trimPeriod, p.done)
 	return p.stop
 }
 

@@ -229,7 +229,7 @@ func TestTrimmerSleepsWhileTheCollectorRests(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		trimWhenQuiet(tr, p, 2*time.Millisecond, p.done)
+		trimWhenQuiet(tr, 2*time.Millisecond, p.done)
 	}()
 	defer func() {
 		p.stop()

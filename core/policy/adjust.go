@@ -84,17 +84,13 @@ func (p *pressure) take(route string, r *Route) strategy.Pressure {
 func (m *Table) adjustLoop(ctx context.Context) {
 	t := time.NewTicker(m.adjustEvery)
 	defer t.Stop()
-	ticking := true
 	next := map[*Route]time.Time{}
 	for {
-		adaptive := slices.ContainsFunc(m.Routes(), (*Route).adaptive)
-		switch {
-		case adaptive && !ticking:
-			t.Reset(m.adjustEvery)
-		case !adaptive && ticking:
+		if slices.ContainsFunc(m.Routes(), (*Route).adaptive) {
+			t.Reset(m.adjustEvery) // just after a tick or an Apply: the period is unchanged
+		} else {
 			t.Stop()
 		}
-		ticking = adaptive
 		select {
 		case <-ctx.Done():
 			return

@@ -437,12 +437,15 @@ func stays(waiters func() int) bool {
 	return waiters() == 1
 }
 
-// tallyUntilQuiet counts acks by result until none has arrived for a second.
+// tallyUntilQuiet counts acks by result until none has arrived for a second, or all have.
 func tallyUntilQuiet(acks <-chan ack) map[string]int {
 	results := map[string]int{}
 	for {
 		select {
-		case a := <-acks:
+		case a, ok := <-acks:
+			if !ok { // readAcks read them all (or the connection ended)
+				return results
+			}
 			results[a.Result]++
 		case <-time.After(time.Second):
 			return results

@@ -1278,10 +1278,8 @@ func dvRecord(f []byte, ids *dvIDs) map[string]string {
 	return r
 }
 
-type dvDiff struct{ field, text string }
-
 // compare lists the differences between what Sluice and Pulsar delivered, one per field.
-func (r *dvRun) compare() []dvDiff {
+func (r *dvRun) compare() []sdDiff {
 	var all []wsapi.MessageID
 	for _, byPhase := range r.frames {
 		for _, frames := range byPhase {
@@ -1298,14 +1296,8 @@ func (r *dvRun) compare() []dvDiff {
 		}
 	}
 	ids := newDVIDs(all)
-	byField := map[string][]string{}
-	var order []string
-	add := func(field, text string) {
-		if _, ok := byField[field]; !ok {
-			order = append(order, field)
-		}
-		byField[field] = append(byField[field], text)
-	}
+	var d sdDiffs
+	add := d.add
 	for _, ph := range r.phases {
 		recs := map[string][]map[string]string{}
 		for _, name := range []string{"sluice", "pulsar"} {
@@ -1334,11 +1326,7 @@ func (r *dvRun) compare() []dvDiff {
 			add("note."+k, fmt.Sprintf("sluice %q, pulsar %q", r.notes["sluice"][k], r.notes["pulsar"][k]))
 		}
 	}
-	var out []dvDiff
-	for _, f := range order {
-		out = append(out, dvDiff{f, strings.Join(byField[f], "; ")})
-	}
-	return out
+	return d.list()
 }
 
 // dump logs every frame each target delivered.

@@ -848,18 +848,36 @@ func sdKeyValue(b []byte) string {
 
 type sdDiff struct{ field, text string }
 
+// sdDiffs gathers differences by field, each with every record where it shows, in the order
+// the fields first differ.
+type sdDiffs struct {
+	byField map[string][]string
+	order   []string
+}
+
+func (d *sdDiffs) add(field, text string) {
+	if _, ok := d.byField[field]; !ok {
+		if d.byField == nil {
+			d.byField = map[string][]string{}
+		}
+		d.order = append(d.order, field)
+	}
+	d.byField[field] = append(d.byField[field], text)
+}
+
+// list is one difference a field.
+func (d *sdDiffs) list() []sdDiff {
+	var out []sdDiff
+	for _, f := range d.order {
+		out = append(out, sdDiff{f, strings.Join(d.byField[f], "; ")})
+	}
+	return out
+}
+
 // sdCompare lists the differences between what Sluice (s) and Pulsar (p) stored.
 func sdCompare(cs sdCase, s, p *sdObs) []sdDiff {
-	var out []sdDiff
-	// One difference per field, with every record where it shows.
-	byField := map[string][]string{}
-	var order []string
-	add := func(field, text string) {
-		if _, ok := byField[field]; !ok {
-			order = append(order, field)
-		}
-		byField[field] = append(byField[field], text)
-	}
+	var d sdDiffs
+	add := d.add
 	list := func(kind string, a, b []map[string]string) {
 		if len(a) != len(b) {
 			add("count."+kind, fmt.Sprintf("sluice %d, pulsar %d", len(a), len(b)))
@@ -872,16 +890,13 @@ func sdCompare(cs sdCase, s, p *sdObs) []sdDiff {
 	list("publisher", s.publishers, p.publishers)
 	list("topic", s.topics, p.topics)
 	list("msg", s.msgs, p.msgs)
-	if _, reordered := byField["msg.payload"]; reordered {
+	if _, reordered := d.byField["msg.payload"]; reordered {
 		// The messages regardless of their order, with the replicate_to of their entry.
 		list("msgset", sdSet(s), sdSet(p))
 	}
 	list("entry", s.entries, p.entries)
 	list("batch", s.batches, p.batches)
-	for _, f := range order {
-		out = append(out, sdDiff{f, strings.Join(byField[f], "; ")})
-	}
-	return out
+	return d.list()
 }
 
 // sdSet is the messages of o without their batch and in the order of their payloads, each with

@@ -11,6 +11,7 @@ require (
 	github.com/RoaringBitmap/roaring/v2 v2.8.0
 	github.com/bits-and-blooms/bitset v1.12.0
 	github.com/emirpasic/gods v1.18.1
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-viper/mapstructure/v2 v2.4.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/go-cmp v0.7.0

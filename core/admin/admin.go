@@ -128,48 +128,62 @@ func New(src Source, m *Metrics, cfg Config, log *slog.Logger) *Admin {
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &Admin{src: src, m: m, cfg: cfg, log: log, started: time.Now()}
-	a.sampler = newSampler(cfg.HistorySamples)
+	a.sampler = newSampler(cfg.HistorySamples, cfg.SampleInterval)
 	a.sampler.sample(a, time.Now())
 	return a
 }
 
 // Run samples the history every SampleInterval until ctx ends, and the per-session rates
 // while someone reads them (see sampler). After quietSamples samples in a row with the same
-// figures and nobody reading the rates, it samples every quietEvery intervals, until a sample
-// differs or the rates are read: gathering the metrics each second was a third of an idle
-// process's CPU, and its garbage what made it collect. The owner runs it on a goroutine of its
-// own and waits for it.
+// figures and nobody reading the rates, it samples every quietEvery intervals, then twice as
+// far apart after each unchanged sample, up to quietMost intervals, until a sample differs or
+// the rates are read: gathering the metrics each second was a third of an idle process's
+// CPU, and its garbage what made it collect. A read of the rates while it samples slowly has
+// it sample at once, at the interval's pace again; so has a read of the history that finds
+// the figures changed (see serveHistory). The owner runs it on a goroutine of its own and
+// waits for it.
+//
+// Its clock is a timer armed again once it fires, not a ticker whose period changes: resetting
+// a timer that has yet to fire costs the runtime, when the timer comes due, a pass over every
+// timer of its processor, and an idle edge holds one for each session.
 func (a *Admin) Run(ctx context.Context) {
-	t := time.NewTicker(a.cfg.SampleInterval)
+	t := time.NewTimer(a.cfg.SampleInterval)
 	defer t.Stop()
 	quiet := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-a.sampler.wake:
+			quiet = 0
+			a.sampler.sample(a, time.Now())
 		case now := <-t.C:
-			was := quiet
 			quiet++
 			if !a.sampler.sample(a, now) {
 				quiet = 0
 			}
-			switch {
-			case quiet == quietSamples:
-				t.Reset(quietEvery * a.cfg.SampleInterval)
-			case quiet == 0 && was >= quietSamples:
-				t.Reset(a.cfg.SampleInterval)
-			}
 			a.m.Prune(routeNames(a.src.Routes()))
 		}
+		t.Reset(a.quietPace(quiet))
 	}
 }
 
 // The history's pace while nothing changes: after quietSamples unchanged samples, one every
-// quietEvery intervals.
+// quietEvery intervals, the gap doubling with each unchanged sample up to quietMost intervals.
 const (
 	quietSamples = 5
 	quietEvery   = 10
+	quietMost    = 300
 )
+
+// quietPace is the history's sampling period after quiet unchanged samples in a row.
+func (a *Admin) quietPace(quiet int) time.Duration {
+	if quiet < quietSamples {
+		return a.cfg.SampleInterval
+	}
+	doublings := min(quiet-quietSamples, 8) // 10 << 8 is past quietMost
+	return a.cfg.SampleInterval * time.Duration(min(quietEvery<<doublings, quietMost))
+}
 
 // Handler serves every admin endpoint: /healthz and /readyz (always open), /metrics,
 // /stats and /stats/history, /sessions (list, GET /sessions/{id}, DELETE /sessions/{id},
@@ -236,6 +250,11 @@ func (a *Admin) serveHistory(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "since: want an RFC 3339 time")
 			return
 		}
+	}
+	// Sampled slowly while the process was quiet, the history is brought up to now for its
+	// reader, and Run back to its pace if the figures moved.
+	if now := time.Now(); a.sampler.slow(now) && !a.sampler.sample(a, now) {
+		a.sampler.ask()
 	}
 	writeJSON(w, http.StatusOK, a.sampler.history(a.cfg.SampleInterval, since))
 }

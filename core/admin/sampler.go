@@ -25,6 +25,10 @@ type sampler struct {
 	prev     map[uint64]sessionSample
 	rates    map[uint64]Rates
 	lastRead time.Time // the last read of a rate
+	interval time.Duration
+	// wake (capacity 1) asks Run for a sample now and the interval's pace: a reader came while
+	// samples were taken slowly.
+	wake chan struct{}
 }
 
 // rateWatch is how long after a read of the rates they go on being sampled: longer than a
@@ -91,8 +95,9 @@ type sessionSample struct {
 	msgsIn, bytesIn, msgsOut, bytesOut, f int64
 }
 
-func newSampler(n int) *sampler {
-	return &sampler{max: n, prev: map[uint64]sessionSample{}, rates: map[uint64]Rates{}}
+func newSampler(n int, interval time.Duration) *sampler {
+	return &sampler{max: n, interval: interval, prev: map[uint64]sessionSample{}, rates: map[uint64]Rates{},
+		wake: make(chan struct{}, 1)}
 }
 
 // sample takes one sample of a's source at now. It reports whether the process is quiet:
@@ -101,7 +106,9 @@ func (s *sampler) sample(a *Admin, now time.Time) (quiet bool) {
 	smp := a.historySample(now)
 	s.mu.Lock()
 	unchanged := len(s.samples) > 0 && sameFigures(s.last(), smp)
-	s.add(smp)
+	if len(s.samples) == 0 || smp.Time.After(s.last().Time) { // a reader's sample may come first
+		s.add(smp)
+	}
 	watched := now.Sub(s.lastRead) <= rateWatch
 	if !watched && len(s.prev) > 0 {
 		s.prev, s.rates = map[uint64]sessionSample{}, map[uint64]Rates{}
@@ -203,6 +210,34 @@ func (s *sampler) last() Sample {
 	return s.samples[(s.next+s.max-1)%s.max]
 }
 
+// slow reports whether the last sample is more than two intervals old: Run samples slowly.
+func (s *sampler) slow(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.slowLocked(now)
+}
+
+func (s *sampler) slowLocked(now time.Time) bool {
+	return len(s.samples) > 0 && now.Sub(s.last().Time) > 2*s.interval
+}
+
+// ask has Run sample now, and every interval again.
+func (s *sampler) ask() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// readRatesLocked notes a read of the rates, which are sampled from now on, and asks Run for
+// a sample when it samples slowly. The caller holds mu.
+func (s *sampler) readRatesLocked() {
+	s.lastRead = time.Now()
+	if s.slowLocked(s.lastRead) {
+		s.ask()
+	}
+}
+
 // add puts smp in the ring. The caller holds mu.
 func (s *sampler) add(smp Sample) {
 	if len(s.samples) < s.max {
@@ -233,7 +268,7 @@ func (s *sampler) history(interval time.Duration, since time.Time) History {
 func (s *sampler) rate(id uint64) Rates {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lastRead = time.Now()
+	s.readRatesLocked()
 	return s.rates[id]
 }
 
@@ -243,7 +278,7 @@ func (s *sampler) rate(id uint64) Rates {
 func (s *sampler) allRates() map[uint64]Rates {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lastRead = time.Now()
+	s.readRatesLocked()
 	return s.rates
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/policy"
 	"github.com/sluicehq/sluice/core/session"
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/plugins"
 )
 
@@ -111,16 +112,23 @@ func TestHistorySince(t *testing.T) {
 	}
 }
 
-// An unchanged process is sampled every quietEvery intervals once quietSamples samples in a
-// row were the same, and every interval again from the first sample that differs.
-func TestQuietHistorySampledLess(t *testing.T) {
-	const interval = 20 * time.Millisecond
+// running is an Admin whose Run samples every interval until the test ends.
+func running(t *testing.T, interval time.Duration) *Admin {
 	src := &countingSource{}
 	a := New(src, NewMetrics(src, "test"), Config{SampleInterval: interval, HistorySamples: 100}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	t.Cleanup(func() { cancel(); <-done })
+	return a
+}
+
+// An unchanged process is sampled every quietEvery intervals once quietSamples samples in a
+// row were the same, then ever further apart; a read of the history then samples at once, and
+// from a change it finds, samples come every interval again.
+func TestQuietHistorySampledLess(t *testing.T) {
+	const interval = 20 * time.Millisecond
+	a := running(t, interval)
 	samples := func(n int) []Sample {
 		t.Helper()
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(interval) {
@@ -131,20 +139,46 @@ func TestQuietHistorySampledLess(t *testing.T) {
 		t.Fatalf("fewer than %d samples in 20 s", n)
 		return nil
 	}
-	// The first sample is New's; Run's quietSamples-th unchanged one slows it down.
+	// The first sample is New's; Run's quietSamples-th unchanged one slows it down, and each
+	// unchanged one after that slows it further.
 	h := samples(quietSamples + 4)
 	for i := quietSamples + 1; i < len(h); i++ {
-		if gap := h[i].Time.Sub(h[i-1].Time); gap < quietEvery*interval/2 {
-			t.Fatalf("sample %d came %v after the one before, unchanged: want about %v", i, gap, quietEvery*interval)
+		want := time.Duration(quietEvery<<(i-quietSamples-1)) * interval
+		if gap := h[i].Time.Sub(h[i-1].Time); gap < want*3/4 {
+			t.Fatalf("sample %d came %v after the one before, unchanged: want about %v", i, gap, want)
 		}
 	}
 	a.m.sessions.WithLabelValues("r", "producer").Inc()
-	h = samples(len(h) + 6)
-	fast := false
-	for i := len(h) - 5; i < len(h); i++ {
-		fast = fast || h[i].Time.Sub(h[i-1].Time) < quietEvery*interval/2
+	time.Sleep(3 * interval) // the last sample is older than two intervals; the next is far off
+	rec := httptest.NewRecorder()
+	a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/stats/history", nil))
+	var read History
+	if err := json.Unmarshal(rec.Body.Bytes(), &read); err != nil || len(read.Samples) != len(h)+1 ||
+		read.Samples[len(read.Samples)-1].SessionsByKind["producer"] != 1 {
+		t.Fatalf("history read after a change: %v, %d samples (want %d), the last %+v", err, len(read.Samples), len(h)+1, read.Samples[len(read.Samples)-1])
 	}
-	if !fast {
-		t.Errorf("after a change, no gap among the last five under %v", quietEvery*interval/2)
+	h = samples(len(read.Samples) + 5)
+	for i := len(h) - 4; i < len(h); i++ {
+		if gap := h[i].Time.Sub(h[i-1].Time); gap > quietEvery*interval/2 {
+			t.Fatalf("after a change, sample %d came %v after the one before: want about %v", i, gap, interval)
+		}
+	}
+}
+
+// A read of the rates while the history is sampled slowly has it sampled at once: the rates
+// need two samples, and the next slow one may be minutes away.
+func TestRatesReadWakesQuietSampler(t *testing.T) {
+	const interval = 20 * time.Millisecond
+	a := running(t, interval)
+	count := func() int { return len(a.sampler.history(interval, time.Time{}).Samples) }
+	// New's sample and quietSamples of Run's, then the first slow one.
+	testkit.WaitFor(t, 10*time.Second, "the history sampled slowly", func() bool { return count() >= quietSamples+2 })
+	time.Sleep(3 * interval) // past two intervals since that sample; the next is ten away
+	before := count()
+	read := time.Now()
+	a.sampler.rate(1)
+	testkit.WaitFor(t, 10*time.Second, "a sample after the read", func() bool { return count() > before })
+	if took := time.Since(read); took >= quietEvery*interval {
+		t.Fatalf("the sample after a read came %v later; the slow pace is %v", took, 2*quietEvery*interval)
 	}
 }

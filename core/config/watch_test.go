@@ -207,7 +207,7 @@ func TestWatchWaitsForFileToSettle(t *testing.T) {
 		events := make(chan reload, 10)
 		done := make(chan error, 1)
 		go func() {
-			done <- Watch(ctx, WatchOptions{Load: LoadOptions{Files: []string{file}}, Interval: time.Second},
+			done <- Watch(ctx, WatchOptions{Load: LoadOptions{Files: []string{file}}, Interval: time.Second, Poll: true},
 				func(cfg *Config, err error) { events <- reload{cfg, err} })
 		}()
 		tick := func() {
@@ -245,4 +245,73 @@ func TestWatchWaitsForFileToSettle(t *testing.T) {
 			t.Errorf("Watch returned %v", err)
 		}
 	})
+}
+
+// TestWatchFollowsConfigMapUpdate: a Kubernetes ConfigMap's file links through a directory
+// link that an update replaces, with no event on the file's own name; Watch, following the
+// file system's notifications (its backstop poll is a minute away), reloads it.
+func TestWatchFollowsConfigMapUpdate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	version := func(name, route string) {
+		t.Helper()
+		if err := os.Mkdir(filepath.Join(dir, name), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		body := "routes: [{name: " + route + ", match: /ws/**, strategy: {name: bytes}}]\n"
+		if err := os.WriteFile(filepath.Join(dir, name, "sluice.yaml"), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("..v1", "first")
+	for _, l := range [][2]string{{"..v1", "..data"}, {"..data/sluice.yaml", "sluice.yaml"}} {
+		if err := os.Symlink(l[0], filepath.Join(dir, l[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(dir, "sluice.yaml")
+	w := watcher{files: []string{file}}
+	if notes := w.notifications(); notes == nil {
+		t.Fatal("the ConfigMap's directory cannot be watched")
+	} else {
+		_ = notes.Close()
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	events := make(chan reload, 10)
+	go func() {
+		_ = Watch(ctx, WatchOptions{Load: LoadOptions{Files: []string{file}}, Interval: 20 * time.Millisecond},
+			func(cfg *Config, err error) { events <- reload{cfg, err} })
+	}()
+	route := func() string {
+		t.Helper()
+		select {
+		case r := <-events:
+			if r.err != nil || len(r.cfg.Routes) != 1 {
+				t.Fatalf("load: %+v", r)
+			}
+			return r.cfg.Routes[0].Name
+		case <-time.After(waitFor):
+			t.Fatalf("no load within %v", waitFor)
+			return ""
+		}
+	}
+	if got := route(); got != "first" {
+		t.Fatalf("initial route %q, want first", got)
+	}
+	// As the kubelet updates a ConfigMap: a new version, the data link swapped to it at once.
+	version("..v2", "second")
+	if err := os.Symlink("..v2", filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "..v1")); err != nil {
+		t.Fatal(err)
+	}
+	if got := route(); got != "second" {
+		t.Fatalf("after the update, route %q, want second", got)
+	}
 }

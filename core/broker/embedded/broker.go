@@ -68,6 +68,11 @@ type Broker struct {
 	receiptQ    map[*producer]struct{}      // producers with queued receipts
 	dueDispatch map[*subscription]time.Time // delayed messages: when to dispatch again
 
+	// unattended are the topics the inactive sweep visits (see topic.attended), nil when
+	// nothing sweeps (see sweeps). A leaf lock guards it.
+	unattendedMu sync.Mutex
+	unattended   map[*topic]struct{}
+
 	cmdIn           [maxCommandType + 1]atomic.Uint64
 	cmdOut          [maxCommandType + 1]atomic.Uint64
 	connsOpen       atomic.Int64
@@ -172,6 +177,9 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		namespaces:   make(map[string]*namespace),
 		receiptQ:     make(map[*producer]struct{}),
 		dueDispatch:  make(map[*subscription]time.Time),
+	}
+	if b.sweeps() {
+		b.unattended = make(map[*topic]struct{})
 	}
 	b.faults = &Faults{
 		onChange:       b.wakePump,
@@ -544,6 +552,7 @@ func (b *Broker) addTopicLocked(tn topicName) *topic {
 		t.log.ns = ns
 	}
 	b.topics[tn.full] = t
+	b.unattend(t)
 	return t
 }
 
@@ -878,7 +887,7 @@ func (b *Broker) receiptPump() {
 		expiry = t.C
 	}
 	var gc <-chan time.Time
-	if !b.cfg.KeepInactiveTopics || b.cfg.SubscriptionExpiration > 0 {
+	if b.sweeps() {
 		t := time.NewTicker(b.cfg.InactiveTopicCheckInterval)
 		defer t.Stop()
 		gc = t.C

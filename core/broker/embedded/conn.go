@@ -856,7 +856,7 @@ func (c *conn) handleProducer(r *pulsarpb.CommandProducer) {
 	}
 	p := &producer{c: c, id: r.GetProducerId(), name: name, t: t, epoch: r.GetEpoch()}
 	t.producers[name] = p
-	t.touch()
+	t.attached()
 	c.mu.Lock()
 	c.producers[p.id] = p
 	c.mu.Unlock()
@@ -1011,6 +1011,7 @@ func (t *topic) newSub(name string, r *pulsarpb.CommandSubscribe, durable bool) 
 	s := newSubscription(t, name, r.GetSubType(), durable, pos)
 	s.charge = charge
 	t.subs[name] = s
+	t.b.unattend(t)
 	return s
 }
 

@@ -237,6 +237,7 @@
 //	store.mu          the store: accounting, eviction order, spare blocks
 //	topicLog.mu       a topic's entries and blocks (eviction takes any topic's)
 //	Broker.pumpMu     producers with queued receipts, delayed dispatches (leaf)
+//	Broker.unattendedMu  the topics the inactive sweep visits (leaf)
 //	conn.wmu          a connection's socket writes: the writer's, or the reader's
 //	                  before it waits for its next read
 //	conn.outMu        a connection's outbound buffer (leaf)

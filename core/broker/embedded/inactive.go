@@ -1,6 +1,8 @@
 package embedded
 
 import (
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -18,7 +20,36 @@ import (
 // brokerDeleteInactivePartitionedTopicMetadataEnabled, which is off there by
 // default: here what the broker holds must stay within its bound).
 
-// collectInactive expires subscriptions and deletes inactive topics.
+// sweeps reports whether the pump looks for inactive topics and expired subscriptions.
+func (b *Broker) sweeps() bool {
+	return !b.cfg.KeepInactiveTopics || b.cfg.SubscriptionExpiration > 0
+}
+
+// unattend has the sweep visit t until it finds t attended again: t was created, lost a
+// producer or a consumer, or gained a subscription. Called with t.mu held, or before t is
+// shared.
+func (b *Broker) unattend(t *topic) {
+	if !b.sweeps() {
+		return
+	}
+	b.unattendedMu.Lock()
+	b.unattended[t] = struct{}{}
+	b.unattendedMu.Unlock()
+}
+
+// attend ends the sweep's visits to t. Called with t.mu held.
+func (b *Broker) attend(t *topic) {
+	if !b.sweeps() {
+		return
+	}
+	b.unattendedMu.Lock()
+	delete(b.unattended, t)
+	b.unattendedMu.Unlock()
+}
+
+// collectInactive expires subscriptions and deletes inactive topics. It visits only the
+// topics not attended: an idle broker holding many producers would otherwise touch each
+// topic's lock every interval, which was most of its idle CPU.
 func (b *Broker) collectInactive(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -33,13 +64,18 @@ func (b *Broker) collectInactive(now time.Time) {
 	// As Pulsar's shouldTopicBeRetained: an inactive topic is kept while
 	// within its retention time.
 	deleteBefore := now.Add(-max(b.cfg.InactiveTopicDeleteAfter, b.cfg.RetentionTime)).UnixNano()
+	b.unattendedMu.Lock()
+	visit := slices.Collect(maps.Keys(b.unattended))
+	b.unattendedMu.Unlock()
 	var doomed []*topic
-	for _, t := range b.topics {
+	for _, t := range visit {
 		t.mu.Lock()
 		if expireBefore != 0 {
 			t.expireSubs(expireBefore)
 		}
 		switch {
+		case t.attended(expireBefore != 0):
+			b.attend(t)
 		case !t.inactive():
 			t.lastActive = nowNs
 		case !b.cfg.KeepInactiveTopics && t.lastActive < deleteBefore:
@@ -47,6 +83,13 @@ func (b *Broker) collectInactive(now time.Time) {
 		}
 		t.mu.Unlock()
 	}
+	b.unattendedMu.Lock()
+	if len(b.unattended) == 0 {
+		// Emptied, it is made again: a map keeps the table it grew to, and iterating it
+		// visits all of that.
+		b.unattended = make(map[*topic]struct{})
+	}
+	b.unattendedMu.Unlock()
 	for _, t := range doomed {
 		b.deleteTopicLocked(t)
 		// A partitioned topic's metadata goes with its last partition.
@@ -80,6 +123,23 @@ func (t *topic) expireSubs(before int64) {
 	if expired {
 		t.updateKeep()
 	}
+}
+
+// attended reports whether the topic stays active, and its subscriptions unexpired, until a
+// producer or consumer leaves it or a subscription is added (each of which unattends it): it
+// has a producer or a consumer, and, when subscriptions expire, no durable subscription
+// without a consumer. The sweep need not visit it until then. Called with t.mu held.
+func (t *topic) attended(expiring bool) bool {
+	held := len(t.producers) > 0
+	for _, s := range t.subs {
+		switch {
+		case len(s.consumers) > 0:
+			held = true
+		case expiring && s.durable:
+			return false
+		}
+	}
+	return held
 }
 
 // inactive reports whether the topic could be deleted now. Called with t.mu
@@ -117,6 +177,7 @@ func (b *Broker) deleteTopicLocked(t *topic) {
 	}
 	t.mu.Unlock()
 	delete(b.topics, t.name.full)
+	b.attend(t)
 	b.store.releaseMeta(topicCharge(t.name))
 	if ns := b.namespaces[t.name.namespace]; ns != nil {
 		ns.topics--

@@ -242,6 +242,38 @@ func TestInactiveTopicsDeleted(t *testing.T) {
 	}
 }
 
+// TestInactiveSweepVisitsUnattended: the sweep stops visiting topics that have producers,
+// and a topic is deleted no sooner than the inactive duration after its last producer left,
+// however long it was held before.
+func TestInactiveSweepVisitsUnattended(t *testing.T) {
+	t.Parallel()
+	const deleteAfter = 500 * time.Millisecond
+	b := startBroker(t, embedded.Config{InactiveTopicDeleteAfter: deleteAfter, InactiveTopicCheckInterval: 50 * time.Millisecond})
+	c := newClient(t, b, nil)
+	var held []pulsar.Producer
+	for i := range 20 {
+		held = append(held, mustProducer(t, c, pulsar.ProducerOptions{Topic: uniqueTopic(fmt.Sprint("held", i))}))
+	}
+	testkit.WaitFor(t, 10*time.Second, "the held topics left out of the sweep", func() bool { return b.Unattended() == 0 })
+	time.Sleep(2 * deleteAfter)
+	left := held[0].Topic()
+	closed := time.Now()
+	held[0].Close()
+	if b.Unattended() != 1 {
+		t.Fatalf("after a producer left, the sweep visits %d topics, want 1", b.Unattended())
+	}
+	testkit.WaitFor(t, 10*time.Second, "the topic left deleted", func() bool {
+		_, err := b.TopicInfo(left)
+		return errors.Is(err, embedded.ErrNotFound)
+	})
+	if since := time.Since(closed); since < deleteAfter {
+		t.Fatalf("deleted %v after its producer left, want at least %v", since, deleteAfter)
+	}
+	if n, s := b.Unattended(), b.Stats(); n != 0 || s.TopicsDeleted != 1 || s.Topics != 19 {
+		t.Fatalf("the sweep visits %d topics; stats %+v", n, s)
+	}
+}
+
 // TestInactiveTopicsCaughtUp: in delete_when_subscriptions_caught_up mode
 // a topic whose subscriptions have no backlog is deleted with them; one
 // with a backlog stays.

@@ -357,7 +357,7 @@ func (p *producer) detach() {
 	if p.t.producers[p.name] == p {
 		delete(p.t.producers, p.name)
 	}
-	p.t.touch()
+	p.t.detached()
 	if len(p.receipts) > 0 {
 		p.t.b.receiptsQueued.Add(-int64(len(p.receipts)))
 		p.receipts = nil
@@ -597,7 +597,7 @@ func (s *subscription) redeliver(c *consumer, ids []*pulsarpb.MessageIdData) {
 func (s *subscription) addConsumer(c *consumer) {
 	s.consumers = append(s.consumers, c)
 	s.setTop()
-	s.t.touch()
+	s.t.attached()
 	s.pickActive()
 	s.dispatch()
 }
@@ -617,7 +617,7 @@ func (s *subscription) removeConsumer(c *consumer) {
 	for id := range c.pending {
 		s.unassign(id, false)
 	}
-	s.t.touch()
+	s.t.detached()
 	if len(s.consumers) == 0 {
 		s.idleSince = s.t.lastActive
 	}
@@ -947,8 +947,21 @@ func (s *subscription) endOfTopic() bool {
 	return s.t.terminated && s.readPos >= s.t.nextEntry && len(s.replay) == 0
 }
 
-// touch records that the topic was active now. Called with t.mu held.
-func (t *topic) touch() { t.lastActive = time.Now().UnixNano() }
+// attached records that a producer or consumer came to the topic now; attended, the
+// inactive sweep need not visit it. Called with t.mu held.
+func (t *topic) attached() {
+	t.lastActive = time.Now().UnixNano()
+	if t.attended(t.b.cfg.SubscriptionExpiration > 0) {
+		t.b.attend(t)
+	}
+}
+
+// detached records that a producer or consumer left the topic now, and has the inactive
+// sweep visit it. Called with t.mu held.
+func (t *topic) detached() {
+	t.lastActive = time.Now().UnixNano()
+	t.b.unattend(t)
+}
 
 // dropSub deletes a subscription from its topic and gives back its metadata
 // charge. The caller updates the topic's keep. Called with t.mu held.

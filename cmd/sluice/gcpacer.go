@@ -91,13 +91,13 @@ var trimSamples = []string{
 type heapTrimmer struct {
 	pacer   *gcPacer // rests the collector while the heap is quiet; nil: it never rests
 	sample  []metrics.Sample
-	allocs  uint64 // allocated as of the last period
-	quiet   int    // quiet periods in a row
-	trimmed bool   // since the heap was last busy
-	since   int    // periods since the last trim
-	spacing int    // trimSpacing
-	worth   bool   // the last period held enough beyond the live heap to trim
-	periods atomic.Int64
+	allocs  uint64       // allocated as of the last period
+	quiet   int          // quiet periods in a row
+	trimmed bool         // since the heap was last busy
+	since   int          // periods since the last trim
+	spacing int          // trimSpacing
+	worth   bool         // the last period held enough beyond the live heap to trim
+	periods atomic.Int64 // periods looked at: how a test sees that the trimmer sleeps
 }
 
 func newHeapTrimmer(p *gcPacer) *heapTrimmer {

@@ -80,22 +80,28 @@ func (p *pressure) take(route string, r *Route) strategy.Pressure {
 
 // adjustLoop asks every adaptive route's strategy to adjust, every interval, until ctx ends.
 // While no route is adaptive (no builtin strategy is) its clock is stopped until routes are
-// applied again, so that an idle edge does not wake for it.
+// applied again, so that an idle edge does not wake for it. The clock is set only when routes
+// are applied, not at each tick: resetting a pending ticker costs the runtime a pass over every
+// timer of its processor when it comes due, and a busy edge holds one for each session.
 func (m *Table) adjustLoop(ctx context.Context) {
 	t := time.NewTicker(m.adjustEvery)
 	defer t.Stop()
-	next := map[*Route]time.Time{}
-	for {
+	setClock := func() {
 		if slices.ContainsFunc(m.Routes(), (*Route).adaptive) {
-			t.Reset(m.adjustEvery) // just after a tick or an Apply: the period is unchanged
+			t.Reset(m.adjustEvery)
 		} else {
 			t.Stop()
 		}
+	}
+	setClock()
+	next := map[*Route]time.Time{}
+	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.applied:
 			clear(next) // Apply builds every route anew
+			setClock()
 		case now := <-t.C:
 			for _, r := range m.Routes() {
 				if r.adjuster == nil || now.Before(next[r]) {

@@ -236,13 +236,21 @@ func (a *adaptive) Adjust(_ context.Context, p strategy.Pressure) (strategy.Adju
 	return strategy.Adjustment{ProducerCap: &c, MaxPendingMessages: &n}, nil
 }
 
-func TestAdjusterGetsPressureAndSetsLimits(t *testing.T) {
-	t.Parallel()
-	m, reg, pool := newTable(t, 0, policy.WithAdjustInterval(20*time.Millisecond))
+// registerAdaptive registers as "adaptive" a strategy that halves its route's cap from 1 MiB at
+// each Adjust.
+func registerAdaptive(t *testing.T, reg *strategy.Registry) *adaptive {
+	t.Helper()
 	a := &adaptive{cap: 1 << 20, calls: make(chan struct{}, 1)}
 	if err := reg.Register("adaptive", func(context.Context, map[string]any) (strategy.Strategy, error) { return a, nil }); err != nil {
 		t.Fatal(err)
 	}
+	return a
+}
+
+func TestAdjusterGetsPressureAndSetsLimits(t *testing.T) {
+	t.Parallel()
+	m, reg, pool := newTable(t, 0, policy.WithAdjustInterval(20*time.Millisecond))
+	a := registerAdaptive(t, reg)
 	ctx := context.Background()
 	if err := m.Apply(ctx, []config.Route{route("r", "/ws/**", "adaptive", nil)}); err != nil {
 		t.Fatal(err)
@@ -294,10 +302,7 @@ func TestAdjusterGetsPressureAndSetsLimits(t *testing.T) {
 func TestAdaptiveRouteAppliedWhileRunning(t *testing.T) {
 	t.Parallel()
 	m, reg, _ := newTable(t, 0, policy.WithAdjustInterval(5*time.Millisecond))
-	a := &adaptive{cap: 1 << 20, calls: make(chan struct{}, 1)}
-	if err := reg.Register("adaptive", func(context.Context, map[string]any) (strategy.Strategy, error) { return a, nil }); err != nil {
-		t.Fatal(err)
-	}
+	a := registerAdaptive(t, reg)
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	defer func() {

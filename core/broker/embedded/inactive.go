@@ -37,7 +37,7 @@ func (b *Broker) unattend(t *topic) {
 	b.unattendedMu.Unlock()
 }
 
-// attend ends the sweep's visits to t. Called with t.mu held.
+// attend ends the sweep's visits to t. Called with t.mu held, or once t is out of the registry.
 func (b *Broker) attend(t *topic) {
 	if !b.sweeps() {
 		return

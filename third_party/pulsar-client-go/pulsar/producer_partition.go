@@ -1115,7 +1115,7 @@ func (p *partitionProducer) internalSingleSend(
 	// The payload is only read, once, into the frame: wrapped, not copied.
 	payloadBuf := internal.NewBufferWrapper(compressedPayload)
 
-	buffer := buffersPool.GetBuffer(int(payloadBuf.ReadableBytes() * 3 / 2))
+	buffer := buffersPool.GetBuffer(int(payloadBuf.ReadableBytes()) + internal.FrameHeadroom)
 	p.client.metrics.SendingBuffersCount.Inc()
 	buffer.SetReleaseCallback(p.client.metrics.SendingBufferReleased)
 

@@ -91,6 +91,10 @@ type batchContainer struct {
 
 	maxMessageSize uint32
 
+	// largestBatchBytes is the size of the messages of the producer's largest batch, which a
+	// batch's buffer is taken at, so that it seldom grows while messages are added.
+	largestBatchBytes uint32
+
 	producerName string
 	producerID   uint64
 
@@ -167,13 +171,11 @@ func NewBatchBuilder(
 	return &bc, nil
 }
 
-// batchBufferSize is the size a batch's buffer starts at.
-const batchBufferSize = 4096
-
 // The messages of a batch are gathered in a buffer borrowed from the buffers pool when the
 // first is added and given back once the batch is serialized, rather than in one each
 // container keeps for its life: a producer between batches holds none, and the buffer
-// serves the next batch of any producer.
+// serves the next batch of any producer. The frame the batch is serialized into, held until
+// the broker's receipt, is taken at the batch's own size.
 
 // batchedBytes is the size of the messages in the batch.
 func (bc *batchContainer) batchedBytes() uint32 {
@@ -183,10 +185,12 @@ func (bc *batchContainer) batchedBytes() uint32 {
 	return bc.buffer.ReadableBytes()
 }
 
-// borrowBuffer gives the batch a buffer for its messages, if it has none.
+// borrowBuffer gives the batch a buffer for its messages, if it has none, of the size of the
+// producer's largest batch: growing it as messages come would copy them, and make garbage of a
+// buffer at each step.
 func (bc *batchContainer) borrowBuffer() {
 	if bc.buffer == nil {
-		bc.buffer = bc.buffersPool.GetBuffer(batchBufferSize)
+		bc.buffer = bc.buffersPool.GetBuffer(int(bc.largestBatchBytes))
 	}
 }
 
@@ -305,13 +309,14 @@ func (bc *batchContainer) Flush() *FlushBatch {
 	// As the Java client, a batch compresses only when it is larger than CompressMinBodySize,
 	// and its metadata has a codec and an uncompressed size only then.
 	uncompressedSize := bc.buffer.ReadableBytes()
+	bc.largestBatchBytes = max(bc.largestBatchBytes, uncompressedSize)
 	compress := bc.compression != nil && uncompressedSize > CompressMinBodySize
 	bc.msgMetadata.Compression, bc.msgMetadata.UncompressedSize = nil, nil
 	if compress {
 		bc.msgMetadata.Compression, bc.msgMetadata.UncompressedSize = bc.compression, &uncompressedSize
 	}
 
-	buffer := bc.buffersPool.GetBuffer(int(uncompressedSize * 3 / 2))
+	buffer := bc.buffersPool.GetBuffer(int(uncompressedSize) + FrameHeadroom)
 	bc.metrics.SendingBuffersCount.Inc()
 	buffer.SetReleaseCallback(bc.metrics.SendingBufferReleased)
 

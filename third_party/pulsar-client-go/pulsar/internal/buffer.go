@@ -19,6 +19,7 @@ package internal
 
 import (
 	"encoding/binary"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -90,38 +91,75 @@ type Buffer interface {
 	Clear()
 }
 
+// bufferPoolImpl keeps the buffers given back by size class, so that a buffer taken for a
+// frame is about the frame's size: a single pool of every size lends a batch's buffer of tens
+// of kilobytes to a message of one kilobyte sent on its own, which holds it until the broker's
+// receipt, and a process with many frames in flight holds several times their bytes.
 type bufferPoolImpl struct {
-	sync.Pool
+	classes [len(bufferClasses)]sync.Pool
+}
+
+// bufferClasses are the sizes of the buffers the pool keeps: the powers of two from 512 bytes
+// to 8 MiB and the sizes halfway between them, so that a buffer is at most 1.5 times the size
+// asked for. A larger buffer (beyond the broker's largest frame but for a chunk's reassembly)
+// is made to size and not kept.
+var bufferClasses = func() (sizes [29]int) {
+	for c := range sizes {
+		sizes[c] = (512 + 256*(c%2)) << (c / 2)
+	}
+	return sizes
+}()
+
+// bufferClass is the smallest class of at least size bytes; len(bufferClasses) when none is.
+func bufferClass(size int) int {
+	c, _ := slices.BinarySearch(bufferClasses[:], size)
+	return c
 }
 
 func NewBufferPool() BuffersPool {
-	return &bufferPoolImpl{
-		Pool: sync.Pool{},
-	}
+	return &bufferPoolImpl{}
 }
 
+// GetBuffer gives a buffer of at least initSize bytes: one of its class given back, or a new one
+// of the class's size.
 func (p *bufferPoolImpl) GetBuffer(initSize int) Buffer {
-	b, ok := p.Get().(*buffer)
-	if ok {
+	c := bufferClass(initSize)
+	var b *buffer
+	if c < len(p.classes) {
+		b, _ = p.classes[c].Get().(*buffer)
+	}
+	if b != nil {
 		b.Clear()
 	} else {
-		b = &buffer{
-			data:      make([]byte, initSize),
-			readerIdx: 0,
-			writerIdx: 0,
-		}
+		b = &buffer{data: make([]byte, classSize(initSize))}
 	}
 	b.pool = p
 	b.Retain()
 	return b
 }
 
+// classSize is the size a new buffer of at least size bytes is made: its class's size.
+func classSize(size int) int {
+	if c := bufferClass(size); c < len(bufferClasses) {
+		return bufferClasses[c]
+	}
+	return size
+}
+
+// Put keeps buf in the largest class its capacity holds, which is its own unless it was made
+// to a size of none; one smaller than the smallest class or larger than the largest goes.
 func (p *bufferPoolImpl) Put(buf Buffer) {
 	if b, ok := buf.(*buffer); ok {
 		// Get the callback before putting back to the pool because it might be reset after the
 		// buffer is returned to the pool and reused in GetBuffer.
 		cb := b.releaseCallback
-		p.Pool.Put(b)
+		c, exact := slices.BinarySearch(bufferClasses[:], cap(b.data))
+		if !exact {
+			c--
+		}
+		if c >= 0 && cap(b.data) <= bufferClasses[len(bufferClasses)-1] {
+			p.classes[c].Put(b)
+		}
 		if cb != nil {
 			cb()
 		}
@@ -231,14 +269,16 @@ func (b *buffer) Resize(newSize uint32) {
 	b.writerIdx = size
 }
 
+// ResizeIfNeeded grows the buffer to hold spaceNeeded bytes more than it holds, by half at
+// least, to the size of a class of the pool: the buffer goes back to its own class.
 func (b *buffer) ResizeIfNeeded(spaceNeeded uint32) {
 	if b.WritableBytes() < spaceNeeded {
-		capacityNeeded := uint32(cap(b.data)) + spaceNeeded
+		capacityNeeded := b.ReadableBytes() + spaceNeeded
 		minCapacityIncrease := uint32(cap(b.data) * 3 / 2)
 		if capacityNeeded < minCapacityIncrease {
 			capacityNeeded = minCapacityIncrease
 		}
-		b.Resize(capacityNeeded)
+		b.Resize(uint32(classSize(int(capacityNeeded))))
 	}
 }
 

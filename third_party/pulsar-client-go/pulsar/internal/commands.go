@@ -262,6 +262,11 @@ func addSingleMessageToBatch(wb Buffer, smm *pb.SingleMessageMetadata, payload [
 	wb.Write(payload)
 }
 
+// FrameHeadroom is what a buffer for a frame is taken with beyond its payload, for the frame's
+// sizes, command and metadata, which are small but for a message's properties; serializeMessage
+// grows a buffer that falls short.
+const FrameHeadroom = 256
+
 func serializeMessage(wb Buffer,
 	cmdSend *pb.BaseCommand,
 	msgMetadata *pb.MessageMetadata,
@@ -298,6 +303,8 @@ func serializeMessage(wb Buffer,
 			ErrExceedMaxMessageSize, msgSize, maxMessageSize)
 	}
 
+	// The frame's size is known: grow the buffer once, if it must, before anything is in it.
+	wb.ResizeIfNeeded(4 + 4 + cmdSize + 2 + 4 + 4 + msgMetadataSize + uint32(len(encryptedPayload)))
 	frameSizeIdx := wb.WriterIndex()
 	wb.WriteUint32(0) // Skip frame size until we now the size
 	frameStartIdx := wb.WriterIndex()

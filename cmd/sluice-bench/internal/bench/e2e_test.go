@@ -304,9 +304,10 @@ func TestPulsarDeliveriesEndToEnd(t *testing.T) {
 
 // The pulsar mode, with sluice serve the binary beside sluice-bench (no -serve-bin), in front
 // of a running Pulsar: every configuration gets acks for what it sent, and the proxies their
-// CPU figures and their system calls.
+// CPU figures and their system calls; the run leaves none of its topics behind.
 func TestPulsarThroughputEndToEnd(t *testing.T) {
 	state, configs := runningPulsar(t, "sluice,direct")
+	before := benchTopics(t, state)
 	// pulsarResult embeds an unexported pointer, which JSON cannot fill: the fields read here.
 	var results []struct {
 		Name         string  `json:"name"`
@@ -329,4 +330,33 @@ func TestPulsarThroughputEndToEnd(t *testing.T) {
 			t.Errorf("%s: proxy CPU %v s, %v writes a message", r.Name, r.ProxyCPUS, r.WritesPerMsg)
 		}
 	}
+	for name := range benchTopics(t, state) {
+		if !before[name] {
+			t.Errorf("topic %s left behind", name)
+		}
+	}
+}
+
+// benchTopics are the topics of the benchmarks' namespace that a benchmark's run names.
+func benchTopics(t *testing.T, state string) map[string]bool {
+	t.Helper()
+	p, err := openPulsar(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.adminCall(t.Context(), "GET", "/admin/v2/persistent/"+benchNamespace, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var topics []string
+	if err := json.Unmarshal(b, &topics); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, topic := range topics {
+		if name := strings.TrimPrefix(topic, "persistent://"+benchNamespace+"/"); strings.HasPrefix(name, "tp-") {
+			names[name] = true
+		}
+	}
+	return names
 }

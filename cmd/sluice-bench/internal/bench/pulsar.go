@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -137,6 +139,12 @@ func (p *pulsarInstance) pin(cpus cpuList) (restore func(), err error) {
 
 // admin calls the admin REST API: method on path (from /admin/v2/…) with a JSON body.
 func (p *pulsarInstance) admin(ctx context.Context, method, path string, body []byte) error {
+	_, err := p.adminCall(ctx, method, path, body)
+	return err
+}
+
+// adminCall is admin that returns the answer's body.
+func (p *pulsarInstance) adminCall(ctx context.Context, method, path string, body []byte) ([]byte, error) {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var r io.Reader
@@ -145,7 +153,7 @@ func (p *pulsarInstance) admin(ctx context.Context, method, path string, body []
 	}
 	req, err := http.NewRequestWithContext(rctx, method, strings.TrimSuffix(p.httpURL, "/")+path, r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -155,15 +163,80 @@ func (p *pulsarInstance) admin(ctx context.Context, method, path string, body []
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("pulsar admin %s %s: %w", method, path, err)
+		return nil, fmt.Errorf("pulsar admin %s %s: %w", method, path, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode/100 != 2 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("pulsar admin %s %s: http %d: %s", method, path, resp.StatusCode, strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("pulsar admin %s %s: http %d: %s", method, path, resp.StatusCode, strings.TrimSpace(string(b)))
 	}
-	return nil
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("pulsar admin %s %s: %w", method, path, err)
+	}
+	return b, nil
 }
+
+// benchNamespace is the namespace of the benchmarks' topics.
+const benchNamespace = "public/default"
+
+// deleteTopics deletes the topics of benchNamespace whose names start with prefix, and with
+// them what they stored. A run at 1,000 connections stores gigabytes a minute that Pulsar
+// would keep: the topics are never deleted as inactive here (scripts/pulsar/standalone.conf)
+// and a ledger rolls over no sooner than ten minutes after it opens, so a morning of runs
+// filled the disk, and the bookie refused writes. Call it once nothing publishes to them: a
+// producer still open would create a topic again.
+func (p *pulsarInstance) deleteTopics(ctx context.Context, prefix string) error {
+	b, err := p.adminCall(ctx, "GET", "/admin/v2/persistent/"+benchNamespace, nil)
+	if err != nil {
+		return err
+	}
+	var topics []string
+	if err := json.Unmarshal(b, &topics); err != nil {
+		return fmt.Errorf("pulsar admin: the topics of %s: %w", benchNamespace, err)
+	}
+	names := make(chan string)
+	errs := make(chan error, deleters)
+	for range deleters {
+		go func() { // joined through errs
+			var first error
+			for name := range names {
+				path := "/admin/v2/persistent/" + benchNamespace + "/" + url.PathEscape(name) + "?force=true"
+				if err := p.admin(ctx, "DELETE", path, nil); err != nil && first == nil {
+					first = err
+				}
+			}
+			errs <- first
+		}()
+	}
+	for _, t := range topics {
+		if name := strings.TrimPrefix(t, "persistent://"+benchNamespace+"/"); strings.HasPrefix(name, prefix) {
+			names <- name
+		}
+	}
+	close(names)
+	var all []error
+	for range deleters {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
+}
+
+// dropTopics ends a run: it calls end, which stops the run's processes (a sluice serve still
+// running would create its topics again), then deletes the topics named with prefix, saying on
+// stderr when it cannot: the run's figures stand either way.
+func (p *pulsarInstance) dropTopics(ctx context.Context, end func(), prefix string, stderr io.Writer) {
+	end()
+	// Deleted even when the run was interrupted.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if err := p.deleteTopics(dctx, prefix); err != nil {
+		fmt.Fprintln(stderr, "bench: deleting the run's topics:", err)
+	}
+}
+
+// deleters is how many topics deleteTopics deletes at once.
+const deleters = 4
 
 // pulsarKinds are the configurations in front of (or straight to) the Pulsar broker.
 var pulsarKinds = []string{"pulsar-proxy", "sluice", "sluice-batched", "sluice-shared", "direct", "broker-ws"}

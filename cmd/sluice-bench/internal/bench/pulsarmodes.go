@@ -76,9 +76,10 @@ func benchPulsar(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	defer end()
+	prefix := topicPrefix()
+	defer p.dropTopics(ctx, end, prefix, env.Stderr)
 	mem := sampleRSS(ctx, proxyPIDs(targets), *every)
-	tps, err := o.run(ctx, targets, prog)
+	tps, err := o.run(ctx, targets, prog, prefix)
 	mem.close()
 	if err != nil {
 		return err
@@ -282,7 +283,8 @@ func benchPulsarFlood(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	defer end()
+	id := runID()
+	defer p.dropTopics(ctx, end, "flood-"+id+"-", env.Stderr)
 	ratePath := "/admin/v2/namespaces/" + *namespace + "/publishRate"
 	if *rateMsgs > 0 {
 		body := fmt.Appendf(nil, `{"publishThrottlingRateInMsg":%d,"publishThrottlingRateInByte":-1}`, *rateMsgs)
@@ -302,7 +304,6 @@ func benchPulsarFlood(ctx context.Context, args []string, env Env) error {
 			return err
 		}
 	}
-	id := runID()
 	var results []*pulsarFloodResult
 	for i, t := range targets {
 		if i > 0 {

@@ -190,7 +190,7 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	results, err := o.run(ctx, targets, prog)
+	results, err := o.run(ctx, targets, prog, topicPrefix())
 	if err != nil {
 		return err
 	}
@@ -290,12 +290,16 @@ func (o *tpOptions) startPeerTarget(ctx context.Context, f *fleet, k string) (*t
 	return startCentrifugoTarget(ctx, f, o.centrifugo)
 }
 
-// run warms every target up, then runs the rounds and summarises each target's.
-func (o *tpOptions) run(ctx context.Context, targets []*target, prog *progress) ([]*tpResult, error) {
-	id := runID()
+// topicPrefix begins the names of a run's topics: each target's are named prefix, the
+// target's name and a number.
+func topicPrefix() string { return "tp-" + runID() + "-" }
+
+// run warms every target up, then runs the rounds and summarises each target's, publishing to
+// topics whose names begin with prefix.
+func (o *tpOptions) run(ctx context.Context, targets []*target, prog *progress, prefix string) ([]*tpResult, error) {
 	load := func(t *target, d time.Duration, acked *atomic.Int64) loadgen.ProducerConfig {
 		return loadgen.ProducerConfig{
-			Target: t.url, Token: t.token, Topic: "tp-" + id + "-" + strings.ReplaceAll(t.name, "@", "-"), TopicPerConnection: true, Topics: o.topics,
+			Target: t.url, Token: t.token, Topic: prefix + strings.ReplaceAll(t.name, "@", "-"), TopicPerConnection: true, Topics: o.topics,
 			Connections: o.conns, Window: o.window, MinSize: o.size, Rate: o.rate,
 			Duration: d, Drain: o.drain, Interval: o.interval, Acked: acked, Coalesce: o.coalesce, TLS: o.cert.clientConfig(),
 		}

@@ -1,7 +1,7 @@
 package server_test
 
 import (
-	"strconv"
+	"encoding/base64"
 	"testing"
 	"time"
 
@@ -22,32 +22,96 @@ func TestNonPersistentMessagesAsPulsar(t *testing.T) {
 	consumer := edgetest.Dial(t, base+"/ws/v2/consumer/"+path+"/s")
 	reader := edgetest.Dial(t, base+"/ws/v2/reader/"+path)
 	p := edgetest.Dial(t, base+"/ws/v2/producer/"+path)
-	const n = 20
-	for i := range n {
-		if err := p.WriteJSON(map[string]string{"payload": body(i), "context": strconv.Itoa(i)}); err != nil {
+	subscribers := map[string]*websocket.Conn{"consumer": consumer, "reader": reader}
+	got := map[string]<-chan delivered{}
+	for who, c := range subscribers {
+		got[who] = deliveries(c)
+	}
+	publish := func(payload string) {
+		t.Helper()
+		if err := p.WriteJSON(map[string]string{"payload": payload}); err != nil {
 			t.Fatal(err)
 		}
 		var a ack
 		_ = p.SetReadDeadline(time.Now().Add(docsWait))
 		if err := p.ReadJSON(&a); err != nil || a.Result != "ok" || a.MessageID != zero {
-			t.Fatalf("ack of message %d: %+v (%v), want ok with id %s", i, a, err, zero)
+			t.Fatalf("ack of %q: %+v (%v), want ok with id %s", payload, a, err, zero)
 		}
 	}
-	for who, c := range map[string]*websocket.Conn{"consumer": consumer, "reader": reader} {
+	// A non-persistent message goes only to the consumers that have asked the broker for
+	// messages, which the client library does just after it subscribes: probes until both
+	// have one, then until none is left in flight.
+	probe := base64.StdEncoding.EncodeToString([]byte("probe"))
+	waitFor := func(who string, wait time.Duration) bool {
+		select {
+		case m, ok := <-got[who]:
+			if !ok {
+				t.Fatalf("%s: closed", who)
+			}
+			if m.Payload != probe {
+				t.Fatalf("%s: got %q before the messages", who, m.Payload)
+			}
+			if who == "consumer" {
+				if err := consumer.WriteJSON(map[string]string{"messageId": m.MessageID}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return true
+		case <-time.After(wait):
+			return false
+		}
+	}
+	for who := range subscribers {
+		for i := 0; !waitFor(who, 100*time.Millisecond); i++ {
+			if i == 100 {
+				t.Fatalf("%s: no probe received", who)
+			}
+			publish(probe)
+		}
+	}
+	for who := range subscribers {
+		for waitFor(who, 300*time.Millisecond) {
+		}
+	}
+
+	const n = 20
+	for i := range n {
+		publish(body(i))
+	}
+	for who := range subscribers {
 		for i := range n {
 			var m delivered
-			_ = c.SetReadDeadline(time.Now().Add(docsWait))
-			if err := c.ReadJSON(&m); err != nil {
-				t.Fatalf("%s: message %d of %d: %v", who, i, n, err)
+			select {
+			case m = <-got[who]:
+			case <-time.After(docsWait):
+				t.Fatalf("%s: message %d of %d not received", who, i, n)
 			}
 			if m.MessageID != zero || m.Payload != body(i) {
 				t.Fatalf("%s: got %s %q, want %s %q", who, m.MessageID, m.Payload, zero, body(i))
 			}
 			if who == "consumer" {
-				if err := c.WriteJSON(map[string]string{"messageId": m.MessageID}); err != nil {
+				if err := consumer.WriteJSON(map[string]string{"messageId": m.MessageID}); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
 	}
+}
+
+// deliveries reads c's deliveries on a goroutine of its own until c fails, so that a test
+// can wait for one with a timeout and keep c (a read that times out ends a gorilla
+// connection).
+func deliveries(c *websocket.Conn) <-chan delivered {
+	ch := make(chan delivered, 64)
+	go func() { // ends when the test closes c
+		defer close(ch)
+		for {
+			var m delivered
+			if err := c.ReadJSON(&m); err != nil {
+				return
+			}
+			ch <- m
+		}
+	}()
+	return ch
 }

@@ -28,16 +28,21 @@ type ack struct {
 }
 
 // readAcks reads acks on a goroutine until n have arrived or the connection fails.
-func readAcks(c *websocket.Conn, n int) <-chan ack {
-	ch := make(chan ack, n)
+func readAcks(c *websocket.Conn, n int) <-chan ack { return readJSON[ack](c, n) }
+
+// readJSON reads JSON frames on a goroutine until n have arrived or the connection fails, so
+// that a test can wait for one with a timeout and keep c (a read that times out ends a gorilla
+// connection). The channel holds all n: the goroutine never waits for the test.
+func readJSON[T any](c *websocket.Conn, n int) <-chan T {
+	ch := make(chan T, n)
 	go func() {
 		defer close(ch)
 		for range n {
-			var a ack
-			if err := c.ReadJSON(&a); err != nil {
+			var v T
+			if err := c.ReadJSON(&v); err != nil {
 				return
 			}
-			ch <- a
+			ch <- v
 		}
 	}()
 	return ch

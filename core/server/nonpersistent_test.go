@@ -25,7 +25,7 @@ func TestNonPersistentMessagesAsPulsar(t *testing.T) {
 	subscribers := map[string]*websocket.Conn{"consumer": consumer, "reader": reader}
 	got := map[string]<-chan delivered{}
 	for who, c := range subscribers {
-		got[who] = deliveries(c)
+		got[who] = readJSON[delivered](c, 1000) // the probes (at most 200) and the messages
 	}
 	publish := func(payload string) {
 		t.Helper()
@@ -41,6 +41,15 @@ func TestNonPersistentMessagesAsPulsar(t *testing.T) {
 	// A non-persistent message goes only to the consumers that have asked the broker for
 	// messages, which the client library does just after it subscribes: probes until both
 	// have one, then until none is left in flight.
+	ackIfConsumer := func(who string, m delivered) {
+		t.Helper()
+		if who != "consumer" {
+			return
+		}
+		if err := consumer.WriteJSON(map[string]string{"messageId": m.MessageID}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	probe := base64.StdEncoding.EncodeToString([]byte("probe"))
 	waitFor := func(who string, wait time.Duration) bool {
 		select {
@@ -51,11 +60,7 @@ func TestNonPersistentMessagesAsPulsar(t *testing.T) {
 			if m.Payload != probe {
 				t.Fatalf("%s: got %q before the messages", who, m.Payload)
 			}
-			if who == "consumer" {
-				if err := consumer.WriteJSON(map[string]string{"messageId": m.MessageID}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			ackIfConsumer(who, m)
 			return true
 		case <-time.After(wait):
 			return false
@@ -89,29 +94,7 @@ func TestNonPersistentMessagesAsPulsar(t *testing.T) {
 			if m.MessageID != zero || m.Payload != body(i) {
 				t.Fatalf("%s: got %s %q, want %s %q", who, m.MessageID, m.Payload, zero, body(i))
 			}
-			if who == "consumer" {
-				if err := consumer.WriteJSON(map[string]string{"messageId": m.MessageID}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			ackIfConsumer(who, m)
 		}
 	}
-}
-
-// deliveries reads c's deliveries on a goroutine of its own until c fails, so that a test
-// can wait for one with a timeout and keep c (a read that times out ends a gorilla
-// connection).
-func deliveries(c *websocket.Conn) <-chan delivered {
-	ch := make(chan delivered, 64)
-	go func() { // ends when the test closes c
-		defer close(ch)
-		for {
-			var m delivered
-			if err := c.ReadJSON(&m); err != nil {
-				return
-			}
-			ch <- m
-		}
-	}()
-	return ch
 }

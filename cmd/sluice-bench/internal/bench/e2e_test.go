@@ -344,19 +344,13 @@ func benchTopics(t *testing.T, state string) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := p.adminCall(t.Context(), "GET", "/admin/v2/persistent/"+benchNamespace, nil)
+	topics, err := p.topics(t.Context(), "tp-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var topics []string
-	if err := json.Unmarshal(b, &topics); err != nil {
-		t.Fatal(err)
-	}
 	names := map[string]bool{}
-	for _, topic := range topics {
-		if name := strings.TrimPrefix(topic, "persistent://"+benchNamespace+"/"); strings.HasPrefix(name, "tp-") {
-			names[name] = true
-		}
+	for _, name := range topics {
+		names[name] = true
 	}
 	return names
 }

@@ -187,13 +187,9 @@ const benchNamespace = "public/default"
 // filled the disk, and the bookie refused writes. Call it once nothing publishes to them: a
 // producer still open would create a topic again.
 func (p *pulsarInstance) deleteTopics(ctx context.Context, prefix string) error {
-	b, err := p.adminCall(ctx, "GET", "/admin/v2/persistent/"+benchNamespace, nil)
+	topics, err := p.topics(ctx, prefix)
 	if err != nil {
 		return err
-	}
-	var topics []string
-	if err := json.Unmarshal(b, &topics); err != nil {
-		return fmt.Errorf("pulsar admin: the topics of %s: %w", benchNamespace, err)
 	}
 	names := make(chan string)
 	errs := make(chan error, deleters)
@@ -209,10 +205,8 @@ func (p *pulsarInstance) deleteTopics(ctx context.Context, prefix string) error 
 			errs <- first
 		}()
 	}
-	for _, t := range topics {
-		if name := strings.TrimPrefix(t, "persistent://"+benchNamespace+"/"); strings.HasPrefix(name, prefix) {
-			names <- name
-		}
+	for _, name := range topics {
+		names <- name
 	}
 	close(names)
 	var all []error
@@ -220,6 +214,25 @@ func (p *pulsarInstance) deleteTopics(ctx context.Context, prefix string) error 
 		all = append(all, <-errs)
 	}
 	return errors.Join(all...)
+}
+
+// topics are the names of benchNamespace's persistent topics that start with prefix.
+func (p *pulsarInstance) topics(ctx context.Context, prefix string) ([]string, error) {
+	b, err := p.adminCall(ctx, "GET", "/admin/v2/persistent/"+benchNamespace, nil)
+	if err != nil {
+		return nil, err
+	}
+	var all []string
+	if err := json.Unmarshal(b, &all); err != nil {
+		return nil, fmt.Errorf("pulsar admin: the topics of %s: %w", benchNamespace, err)
+	}
+	var names []string
+	for _, t := range all {
+		if name := strings.TrimPrefix(t, "persistent://"+benchNamespace+"/"); strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	return names, nil
 }
 
 // dropTopics ends a run: it calls end, which stops the run's processes (a sluice serve still

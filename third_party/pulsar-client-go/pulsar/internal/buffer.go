@@ -123,15 +123,16 @@ func NewBufferPool() BuffersPool {
 // GetBuffer gives a buffer of at least initSize bytes: one of its class given back, or a new one
 // of the class's size.
 func (p *bufferPoolImpl) GetBuffer(initSize int) Buffer {
-	c := bufferClass(initSize)
 	var b *buffer
-	if c < len(p.classes) {
+	size := initSize
+	if c := bufferClass(initSize); c < len(p.classes) {
 		b, _ = p.classes[c].Get().(*buffer)
+		size = bufferClasses[c]
 	}
 	if b != nil {
 		b.Clear()
 	} else {
-		b = &buffer{data: make([]byte, classSize(initSize))}
+		b = &buffer{data: make([]byte, size)}
 	}
 	b.pool = p
 	b.Retain()

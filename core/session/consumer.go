@@ -651,8 +651,12 @@ func (s *deliverySession) writeFrames(frames [][]byte) bool {
 		} else {
 			s.log.Debug("writing frame", "err", err)
 		}
-		// Unblock the reader: the session ends.
-		s.conn.InterruptRead()
+		// The session ends. A client that has gone (it closed or reset the connection) may
+		// have sent acks before it went, still unread in the socket: the reader reads them,
+		// then finds the end. A client still there and not reading is interrupted.
+		if !wsconn.PeerGone(err) {
+			s.conn.InterruptRead()
+		}
 		return false
 	}
 	return true

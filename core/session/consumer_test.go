@@ -180,6 +180,60 @@ func TestConsumerChargeReleasedWhenWritten(t *testing.T) {
 	h.waitPoolsEmpty()
 }
 
+// A client that acks what it received and leaves at once has its acks honoured even when a
+// write to it fails before the session has read them (its reader starved of CPU): the session
+// reads what the client sent before it went, and the next consumer of the subscription gets
+// only what was never acknowledged.
+func TestConsumerAcksOutliveAFailedWrite(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessConfig{})
+	topic := h.topic()
+	want := payloads("m", 3)
+	h.publish(topic, want...)
+	hold := newReadHold()
+	r := h.startConsumer(topic, h.consumerGrant(), broker.ConsumerOptions{}, nil, serveOptions{hold: hold})
+	var got []message
+	for _, p := range want {
+		got = append(got, recvPayload(t, r, p))
+	}
+	// The session's read, waiting since before the hold, takes a ping; its next waits.
+	hold.hold()
+	if err := r.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(patience)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-hold.waited():
+	case <-time.After(patience):
+		t.Fatal("the session's reader never came back to read")
+	}
+	for _, m := range got {
+		r.send(ackFrame(m))
+	}
+	r.close()
+	// What is published now is written to a connection its client has closed: the first
+	// write draws a reset, a later one fails.
+	deadline := time.Now().Add(patience)
+	for i := 0; ; i++ {
+		h.publish(topic, "after"+strconv.Itoa(i))
+		select {
+		case <-hold.writeFailed:
+		case <-time.After(20 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatalf("no write failed after %d messages to a closed client", i+1)
+			}
+			continue
+		}
+		break
+	}
+	hold.release()
+	r.ended(t)
+	next := h.startConsumer(topic, h.consumerGrant(), broker.ConsumerOptions{}, nil, serveOptions{})
+	recvPayload(t, next, "after0")
+	next.goodbye()
+	next.ended(t)
+	h.waitPoolsEmpty()
+}
+
 // A client that does not read is closed with 4010 once a frame cannot be written within the
 // slow-consumer timeout, and what the session held is released.
 func TestConsumerSlowConsumerClosed(t *testing.T) {

@@ -226,6 +226,9 @@ type serveOptions struct {
 	// MSS (64 KiB), TCP trickles what the client reads in the end: such buffers are for
 	// clients that never read again.
 	buffer int
+	// hold, when set, lets the test hold the session's reads (a reader starved of CPU) and
+	// wait for its writes to fail.
+	hold *readHold
 }
 
 // smallBuffers are serveOptions for a client that stops reading for good.
@@ -259,9 +262,7 @@ func (h *harness) serve(r *run, cc session.ConnConfig, o serveOptions, session f
 		}
 		session(ctx, c)
 	}))
-	if o.buffer > 0 {
-		srv.Listener = smallBufferListener{srv.Listener, o.buffer}
-	}
+	srv.Listener = servedListener{srv.Listener, o}
 	srv.Start()
 	t.Cleanup(func() {
 		// Whatever the test left: no fault holds the session open, the edge shuts down and
@@ -296,18 +297,93 @@ func (h *harness) serve(r *run, cc session.ConnConfig, o serveOptions, session f
 	r.client = newClient(t, ws)
 }
 
-type smallBufferListener struct {
+// servedListener accepts the session's connection as its serveOptions say.
+type servedListener struct {
 	net.Listener
-	size int
+	o serveOptions
 }
 
-func (l smallBufferListener) Accept() (net.Conn, error) {
+func (l servedListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetWriteBuffer(l.size)
-		_ = tc.SetReadBuffer(l.size)
+	if err != nil {
+		return nil, err
 	}
-	return c, err
+	if tc, ok := c.(*net.TCPConn); ok && l.o.buffer > 0 {
+		_ = tc.SetWriteBuffer(l.o.buffer)
+		_ = tc.SetReadBuffer(l.o.buffer)
+	}
+	if l.o.hold != nil {
+		c = heldConn{c, l.o.hold}
+	}
+	return c, nil
+}
+
+// readHold holds the reads of the session's connection while the test says, and tells when
+// one waits on it and when a write fails.
+type readHold struct {
+	mu          sync.Mutex
+	released    chan struct{} // nil: reads pass; closed by release
+	waiting     chan struct{} // closed once a read waits on the hold
+	writeFailed chan struct{} // closed by the first failed write
+	failOnce    sync.Once
+}
+
+func newReadHold() *readHold { return &readHold{writeFailed: make(chan struct{})} }
+
+// hold makes the reads that start from now on wait for release.
+func (h *readHold) hold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.released, h.waiting = make(chan struct{}), make(chan struct{})
+}
+
+func (h *readHold) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	close(h.released)
+	h.released = nil
+}
+
+// waited returns a channel closed once a read has waited on the hold.
+func (h *readHold) waited() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.waiting
+}
+
+func (h *readHold) wait() {
+	h.mu.Lock()
+	released, waiting := h.released, h.waiting
+	if released != nil {
+		select {
+		case <-waiting:
+		default:
+			close(waiting)
+		}
+	}
+	h.mu.Unlock()
+	if released != nil {
+		<-released
+	}
+}
+
+// heldConn is a connection whose reads a readHold holds.
+type heldConn struct {
+	net.Conn
+	h *readHold
+}
+
+func (c heldConn) Read(b []byte) (int, error) {
+	c.h.wait()
+	return c.Conn.Read(b)
+}
+
+func (c heldConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if err != nil {
+		c.h.failOnce.Do(func() { close(c.h.writeFailed) })
+	}
+	return n, err
 }
 
 // newRun returns a run whose recorder and release count g's observer and release will use.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -180,6 +181,12 @@ func (c *Conn) controlDeadline() time.Time {
 func IsTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// PeerGone reports whether err, from a write, says that the peer has closed or reset the
+// connection: what it sent before is still there to read, and then the read ends.
+func PeerGone(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // LastActivity is when a frame was last read (pings, pongs and close frames included) or a

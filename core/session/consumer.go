@@ -377,7 +377,7 @@ func (s *deliverySession) resolve(id string, forget bool) (broker.MessageID, err
 // the close code to send, or 0 for none.
 func (s *deliverySession) readLoop(ctx context.Context) (int, string) {
 	f := frameBuffer{mem: s.g.Memory} // reused: commands keep nothing of it
-	defer f.release()
+	defer f.done()
 	for {
 		f.done()
 		typ, data, err := f.read(s.conn)

@@ -9,19 +9,22 @@ import (
 	"github.com/sluicehq/sluice/core/wsconn"
 )
 
-// keptReadBuffer is the largest frame buffer a session keeps between frames, and the most it
-// holds uncharged: the session's cost (ProducerSessionCost, ConsumerSessionCost) covers it.
-const keptReadBuffer = 4 << 10
+// smallFrameBuffer is the buffer a frame is read into first, and the largest a session holds
+// uncharged: the session's cost (ProducerSessionCost, ConsumerSessionCost) covers one.
+const smallFrameBuffer = 4 << 10
 
-// frameBuffer is the buffer a session's reader reads frames into. Growing it past
-// keptReadBuffer is charged to the session pool (memory.session_limit) before the bytes are
-// read into it, and stays charged while the frame is handled, so that clients cannot make the
-// edge hold large frames it has not charged: with permessage-deflate, a compressed frame is
-// charged by its inflated size as it is inflated. A frame that does not fit is refused and
-// answered as such.
+// frameBuffer is the buffer a session's reader reads frames into, taken from the shared
+// buffers for each frame and given back once the frame has been handled, so that a session
+// waiting for its next frame holds none: at 1,000 busy connections the buffers each kept
+// between frames were 2 MiB of the live heap. Growing it past smallFrameBuffer is charged to
+// the session pool (memory.session_limit) before the bytes are read into it, and stays
+// charged while the frame is handled, so that clients cannot make the edge hold large frames
+// it has not charged: with permessage-deflate, a compressed frame is charged by its inflated
+// size as it is inflated. A frame that does not fit is refused and answered as such.
 type frameBuffer struct {
 	mem    *admission.Gate // nil: not charged
 	buf    []byte
+	lent   *[]byte // the shared buffer buf is; nil: none
 	charge *admission.Charge
 }
 
@@ -36,70 +39,62 @@ func (f *frameBuffer) read(conn *wsconn.Conn) (wsconn.MessageType, []byte, error
 // is taken, and b's charge released only once its bytes have been copied, so that the
 // buffers a frame holds are always charged, the old one included while it is copied.
 func (f *frameBuffer) grow(b []byte, size int) ([]byte, error) {
-	if size <= keptReadBuffer {
-		return append(make([]byte, 0, size), b...), nil
-	}
-	size = frameBufferSize(size)
+	size = frameBufferSize(max(size, smallFrameBuffer))
 	var c *admission.Charge
-	if f.mem != nil {
+	if f.mem != nil && size > smallFrameBuffer {
 		var err error
 		if c, err = f.mem.TryHold(int64(size)); err != nil {
 			return nil, fmt.Errorf("no memory for a frame buffer of %d bytes (memory.session_limit): %w", size, err)
 		}
 	}
-	nb := append(getFrameBuffer(size), b...)
-	putFrameBuffer(b)
+	p := getFrameBuffer(size)
+	*p = append(*p, b...)
+	putFrameBuffer(f.lent)
+	f.lent = p
 	f.charge.Release()
 	f.charge = c
-	return nb, nil
+	return *p, nil
 }
 
-// done is called once a frame has been handled: a large buffer goes back to the shared
-// buffers, and its charge is released.
+// done is called once a frame has been handled, and when the reader stops: the buffer goes
+// back to the shared buffers, and its charge is released.
 func (f *frameBuffer) done() {
-	if cap(f.buf) > keptReadBuffer {
-		putFrameBuffer(f.buf)
-		f.buf = nil
-		f.release()
-	}
-}
-
-// release frees the buffer's charge; the reader calls it when it stops.
-func (f *frameBuffer) release() {
+	putFrameBuffer(f.lent)
+	f.buf, f.lent = nil, nil
 	f.charge.Release()
 	f.charge = nil
 }
 
-// Frame buffers larger than keptReadBuffer are shared by every session's reader, in classes of
-// powers of two, rather than dropped when their frame has been handled. A dropped buffer is
-// garbage the collector has to catch up with, and frames that inflate a thousand times
+// Frame buffers are shared by every session's reader, in classes of powers of two from
+// smallFrameBuffer up, rather than dropped when their frame has been handled. A dropped buffer
+// is garbage the collector has to catch up with, and frames that inflate a thousand times
 // (permessage-deflate of repetitive text: 7 KB on the wire, 7 MB inflated) make it faster
 // than it can: each such frame allocated about twice its inflated size, and 400 of them took
 // `sluice serve` to a peak resident memory of 526 to 538 MiB, past its Go memory limit of
 // 512 MiB, while its live heap stayed under 180 MiB (280 MiB with the buffers shared). A
-// buffer in use is charged to the session pool; an idle one is not, and the collector frees
-// those that stay idle for two cycles (sync.Pool): a class holds idle at most as many buffers
-// as it had in use, and charged, at once shortly before. (An explicit free list capped at
-// 32 MiB was tried: bursts overflowed it, and a flood allocated three times as much.)
+// buffer in use is charged to the session pool (past smallFrameBuffer); an idle one is not,
+// and the collector frees those that stay idle for two cycles (sync.Pool): a class holds idle
+// at most as many buffers as it had in use at once shortly before. (An explicit free list
+// capped at 32 MiB was tried: bursts overflowed it, and a flood allocated three times as
+// much.)
 var frameBuffers [bits.UintSize]sync.Pool // index i: buffers of 1<<i bytes, as *[]byte
 
 // frameBufferSize is the class size of a buffer of at least size bytes.
 func frameBufferSize(size int) int { return 1 << bits.Len(uint(size-1)) }
 
 // getFrameBuffer returns an empty buffer of size bytes, a class size.
-func getFrameBuffer(size int) []byte {
+func getFrameBuffer(size int) *[]byte {
 	if p, ok := frameBuffers[bits.Len(uint(size-1))].Get().(*[]byte); ok {
-		return (*p)[:0]
+		*p = (*p)[:0]
+		return p
 	}
-	return make([]byte, 0, size)
+	b := make([]byte, 0, size)
+	return &b
 }
 
-// putFrameBuffer hands b back to the shared buffers when it is one of them.
-func putFrameBuffer(b []byte) {
-	n := cap(b)
-	if n <= keptReadBuffer || n&(n-1) != 0 {
-		return
+// putFrameBuffer hands p, from getFrameBuffer, back to the shared buffers; nil is none.
+func putFrameBuffer(p *[]byte) {
+	if p != nil {
+		frameBuffers[bits.Len(uint(cap(*p)-1))].Put(p)
 	}
-	b = b[:0]
-	frameBuffers[bits.Len(uint(n-1))].Put(&b)
 }

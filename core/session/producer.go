@@ -293,7 +293,7 @@ func (s *producerSession) flushTimeout() time.Duration {
 // stops it between frames.
 func (s *producerSession) readLoop(ctx context.Context) (int, string) {
 	f := frameBuffer{mem: s.g.Memory} // reused: the decoder copies what it keeps
-	defer f.release()
+	defer f.done()
 	for {
 		if !s.waitRoom(ctx) {
 			return edgeClose(ctx)

@@ -70,6 +70,7 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	settle := fs.Duration("settle", 10*time.Second, "wait after the last connection opened before measuring: sluice serve returns its heap's headroom once it has been quiet for 3 s, a collection that is not idle CPU")
 	idle := fs.Duration("idle", 10*time.Second, "how long the idle CPU is measured")
 	parallel := fs.Int("parallel", 32, "handshakes in flight at once")
+	publish := fs.Int("publish", 0, "producers: bytes of a message each sends, waiting for its ack, before it is left idle (0: none)")
 	sessionLimit := fs.String("session-limit", "2GiB", "memory.session_limit of the serve process: the default (256MiB) admits about 7,000 idle producers (36 KiB charged each)")
 	useTLS := fs.Bool("tls", false, "sluice serve listens over TLS 1.3 (wss://), with a certificate made for the run")
 	profile := fs.String("profile", "", "turn admin_pprof on and write the serve process's heap and goroutine profiles, taken after the idle period, and a CPU profile of a second idle period, to this `directory`")
@@ -81,6 +82,9 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	}
 	if *kind != "producer" && *kind != "consumer" && *kind != "reader" {
 		return fmt.Errorf("-kind %q: want producer, consumer or reader", *kind)
+	}
+	if *publish < 0 || *publish > 0 && *kind != "producer" {
+		return errors.New("-publish: a size in bytes, for producers only")
 	}
 	if *config != "single" && *config != "edge" {
 		return fmt.Errorf("-config %q: want single or edge", *config)
@@ -130,7 +134,7 @@ func benchConnections(ctx context.Context, args []string, env Env) error {
 	prog.step(fmt.Sprintf("opening %d %s connections", *conns, *kind), 0, &opened, "open")
 	start := time.Now()
 	held, err := loadgen.Hold(ctx, loadgen.IdleConfig{
-		Target: t.url, TLS: cert.clientConfig(), Kind: *kind, Topic: "idle-" + runID(), Topics: *topics, Connections: *conns, Parallel: *parallel, Progress: &opened,
+		Target: t.url, TLS: cert.clientConfig(), Kind: *kind, Topic: "idle-" + runID(), Topics: *topics, Connections: *conns, Parallel: *parallel, Publish: *publish, Progress: &opened,
 	})
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -31,6 +32,9 @@ type IdleConfig struct {
 	Connections int
 	// Parallel is how many handshakes are in flight at once. Zero: 32.
 	Parallel int
+	// Publish, for producers, is the size of a message each sends, waiting for its ack, before
+	// it is left idle: a device that has reported once. Zero: none is sent.
+	Publish int
 	// Progress, when set, is incremented for every connection opened.
 	Progress *atomic.Int64
 }
@@ -81,6 +85,11 @@ func Hold(ctx context.Context, cfg IdleConfig) (*Held, error) {
 		dialers.Go(func() {
 			for i := range next {
 				c, err := dialWith(dctx, cfg.url(cfg.Topic+"-"+itoa(i%topics)), 0, idleBufferSize, cfg.TLS)
+				if err == nil && cfg.Publish > 0 && (cfg.Kind == "" || cfg.Kind == "producer") {
+					if err = publishOne(c, cfg.Publish); err != nil {
+						_ = c.Close()
+					}
+				}
 				if err != nil {
 					select {
 					case errs <- err:
@@ -133,6 +142,31 @@ func (cfg IdleConfig) url(topic string) string {
 		return base + "reader/persistent/public/default/" + topic
 	}
 	return wsProducerURL(cfg.Target, topic, "")
+}
+
+// publishOne sends a message of size bytes on c and waits for its ack, which must be ok.
+func publishOne(c *websocket.Conn, size int) error {
+	msg, err := json.Marshal(map[string]any{"payload": make([]byte, size)}) // base64, as the API has it
+	if err != nil {
+		return err
+	}
+	if err := c.SetReadDeadline(time.Now().Add(dialTimeout)); err != nil {
+		return err
+	}
+	if err := c.WriteMessage(websocket.TextMessage, msg); err != nil {
+		return err
+	}
+	var ack struct {
+		Result   string `json:"result"`
+		ErrorMsg string `json:"errorMsg"`
+	}
+	if err := c.ReadJSON(&ack); err != nil {
+		return fmt.Errorf("the ack of a connection's message: %w", err)
+	}
+	if ack.Result != "ok" {
+		return fmt.Errorf("a connection's message: %s %s", ack.Result, ack.ErrorMsg)
+	}
+	return c.SetReadDeadline(time.Time{})
 }
 
 func (h *Held) read(c *websocket.Conn) {

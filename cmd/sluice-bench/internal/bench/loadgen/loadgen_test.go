@@ -260,6 +260,18 @@ func TestConsumerMessagesAndIdleHold(t *testing.T) {
 		}
 		h.Close()
 	}
+
+	// Producers that publish a message before they are left idle: each is acked (Hold fails
+	// otherwise) and stored.
+	h, err := loadgen.Hold(ctx, loadgen.IdleConfig{Target: base, Topic: topic + "-published", Topics: 1, Connections: 3, Publish: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	r, err := loadgen.RunConsumer(ctx, loadgen.ConsumerConfig{Target: base, Topic: topic + "-published-0", Subscription: "s", Query: "subscriptionInitialPosition=Earliest", Duration: 10 * time.Second, Messages: 3})
+	if err != nil || r.Received != 3 {
+		t.Errorf("the idle producers' messages: read %v, %v; want 3", r, err)
+	}
 }
 
 func TestRejectsNonLoopback(t *testing.T) {

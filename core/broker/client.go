@@ -152,8 +152,9 @@ func Dial(cfg Config, opts ...Option) (*Client, error) {
 		// Some of the library's warnings and errors follow from what clients send (an ack of an
 		// id it cannot place, say): rate-limited, so that a client cannot flood the log.
 		Logger: newLibLogger(slog.New(lograte.Handler(logger.Handler(), lograte.New(20, 10)))),
-		// No per-topic Prometheus series from the library: the edge exports its own metrics.
-		MetricsCardinality: pulsar.MetricsCardinalityNone,
+		// No Prometheus metrics from the library: the edge keeps and exports its own, and the
+		// library's were counted for each message into a registry nothing exports.
+		DisableMetrics: true,
 	}
 	if cfg.AuthToken != "" {
 		popts.Authentication = pulsar.NewAuthenticationToken(cfg.AuthToken)

@@ -155,6 +155,12 @@ type ClientOptions struct {
 	// Default prometheus.DefaultRegisterer
 	MetricsRegisterer prometheus.Registerer
 
+	// DisableMetrics makes the client keep no metrics: nothing is registered, and what its
+	// producers, consumers and readers would count or observe for each message is dropped, for
+	// a program that keeps metrics of its own. MetricsCardinality, CustomMetricsLabels and
+	// MetricsRegisterer are then unused.
+	DisableMetrics bool
+
 	// Release the connection if it is not used for more than ConnectionMaxIdleTime.
 	// Default is 180 seconds, minimum is 60 seconds. Negative such as -1 to disable.
 	ConnectionMaxIdleTime time.Duration

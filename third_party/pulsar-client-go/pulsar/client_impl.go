@@ -146,10 +146,13 @@ func newClient(options ClientOptions) (Client, error) {
 	}
 
 	var metrics *internal.Metrics
-	if options.CustomMetricsLabels != nil {
+	switch {
+	case options.DisableMetrics:
+		metrics = internal.NewDiscardedMetrics()
+	case options.CustomMetricsLabels != nil:
 		metrics = internal.NewMetricsProvider(
 			int(options.MetricsCardinality), options.CustomMetricsLabels, options.MetricsRegisterer)
-	} else {
+	default:
 		metrics = internal.NewMetricsProvider(
 			int(options.MetricsCardinality), map[string]string{}, options.MetricsRegisterer)
 	}

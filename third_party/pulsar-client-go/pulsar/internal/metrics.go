@@ -103,6 +103,47 @@ type LeveledMetrics struct {
 	ReadersClosed              prometheus.Counter
 }
 
+// discarded is a counter, gauge and observer that keeps nothing: what it is given is dropped.
+// Its Desc, Write, Describe and Collect are those of a gauge that is never registered.
+type discarded struct{ prometheus.Gauge }
+
+func (discarded) Set(float64)       {}
+func (discarded) Inc()              {}
+func (discarded) Dec()              {}
+func (discarded) Add(float64)       {}
+func (discarded) Sub(float64)       {}
+func (discarded) SetToCurrentTime() {}
+func (discarded) Observe(float64)   {}
+
+// NewDiscardedMetrics returns metrics that keep nothing and register nothing
+// (ClientOptions.DisableMetrics): every producer, consumer and reader shares one set of them.
+func NewDiscardedMetrics() *Metrics {
+	d := discarded{prometheus.NewGauge(prometheus.GaugeOpts{Name: "pulsar_client_discarded"})}
+	return &Metrics{
+		metricsLevel: 1,
+		unlabelled: &LeveledMetrics{
+			MessagesPublished: d, BytesPublished: d, MessagesPending: d, BytesPending: d,
+			PublishErrorsTimeout: d, PublishErrorsMsgTooLarge: d, PublishLatency: d, PublishRPCLatency: d,
+			MessagesReceived: d, BytesReceived: d, PrefetchedMessages: d, PrefetchedBytes: d,
+			AcksCounter: d, NacksCounter: d, DlqCounter: d, ProcessingTime: d,
+			ProducersOpened: d, ProducersClosed: d, ProducersReconnectFailure: d,
+			ProducersReconnectMaxRetry: d, ProducersPartitions: d,
+			ConsumersOpened: d, ConsumersClosed: d, ConsumersReconnectFailure: d,
+			ConsumersReconnectMaxRetry: d, ConsumersPartitions: d,
+			ReadersOpened: d, ReadersClosed: d,
+		},
+		SendingBuffersCount:                   d,
+		SendingBufferReleased:                 func() {},
+		ConnectionsOpened:                     d,
+		ConnectionsClosed:                     d,
+		ConnectionsEstablishmentErrors:        d,
+		ConnectionsHandshakeErrors:            d,
+		LookupRequestsCount:                   d,
+		PartitionedTopicMetadataRequestsCount: d,
+		RPCRequestCount:                       d,
+	}
+}
+
 // NewMetricsProvider returns metrics registered to registerer.
 func NewMetricsProvider(metricsCardinality int, userDefinedLabels map[string]string,
 	registerer prometheus.Registerer) *Metrics {

@@ -19,13 +19,13 @@ func newPulsarClient(url, token string) (pulsar.Client, error) {
 		auth = pulsar.NewAuthenticationToken(token)
 	}
 	c, err := pulsar.NewClient(pulsar.ClientOptions{
-		Authentication:     auth,
-		URL:                url,
-		OperationTimeout:   30 * time.Second,
-		ConnectionTimeout:  dialTimeout,
-		MemoryLimitBytes:   -1,
-		MetricsCardinality: pulsar.MetricsCardinalityNone,
-		Logger:             plog.NewLoggerWithSlog(slog.New(slog.DiscardHandler)),
+		Authentication:    auth,
+		URL:               url,
+		OperationTimeout:  30 * time.Second,
+		ConnectionTimeout: dialTimeout,
+		MemoryLimitBytes:  -1,
+		DisableMetrics:    true, // as the edge's client: the reference pays for nothing the edge does not
+		Logger:            plog.NewLoggerWithSlog(slog.New(slog.DiscardHandler)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating pulsar client for %s: %w", url, err)

@@ -112,7 +112,7 @@ func benchPulsar(ctx context.Context, args []string, env Env) error {
 	rep.Results = results
 	loadDesc := o.describeLoad()
 	rep.tables = []*table{
-		pulsarTable(results, fmt.Sprintf("in front of Pulsar (%s): %s; %d rounds × %s, configurations interleaved", p.serviceURL, loadDesc, o.rounds, o.round)),
+		pulsarTable(results, o.conns, fmt.Sprintf("in front of Pulsar (%s): %s; %d rounds × %s, configurations interleaved", p.serviceURL, loadDesc, o.rounds, o.round)),
 	}
 	if rt := pulsarRatios(results); rt != nil {
 		rep.tables = append(rep.tables, rt)
@@ -125,7 +125,7 @@ func benchPulsar(ctx context.Context, args []string, env Env) error {
 		"Pulsar broker; \"proxy CPU-s\" is the proxy process's utime+stime over every round and \"per proxy CPU-s\" the",
 		"ok acks divided by it. With -cpus the broker's and the Java proxy's threads are moved to the server CPUs for the",
 		"run (and back after). \"proxy RSS\" is VmRSS sampled every -sample from the first warm-up to the last round:",
-		"the first sample, and the peak.",
+		"the first sample, and the peak; \"RSS a connection\" is the peak less the first sample, over the connections.",
 	)
 	rep.chart = throughputChart(tps, loadDesc)
 	return c.emit(rep, env)
@@ -158,17 +158,20 @@ func pairPulsar(results []*pulsarResult, sets []*binSet) {
 	}
 }
 
-func pulsarTable(results []*pulsarResult, title string) *table {
+// pulsarTable is the run's figures by configuration; conns divides the proxy's growth in RSS
+// (its peak less its first sample) into what a connection costs.
+func pulsarTable(results []*pulsarResult, conns int, title string) *table {
 	t := &table{title: title, header: []string{"configuration", "acked msgs/s", "min–max", "p50", "p99", "p99.9",
 		"proxy CPU-s", "proxy CPUs busy", "acked per proxy CPU-s", "acked per server CPU-s", "proxy RSS first → peak",
-		"paired ratio", "load CPU", "other CPU", "errors"}}
+		"RSS a connection", "paired ratio", "load CPU", "other CPU", "errors"}}
 	for _, r := range results {
-		cpuS, busy, per, rss := "–", "–", "–", "–"
+		cpuS, busy, per, rss, perConn := "–", "–", "–", "–", "–"
 		if r.ProxyCPUS > 0 {
 			cpuS, busy, per = fmt.Sprintf("%.1f", r.ProxyCPUS), fmt.Sprintf("%.2f", r.ProxyCPU), rate(r.PerEdgeCPU)
 		}
 		if r.PeakRSS > 0 {
 			rss = mib(r.RSSBefore) + " → " + mib(r.PeakRSS)
+			perConn = kib(float64(r.PeakRSS-r.RSSBefore) / float64(conns))
 		}
 		var paired []string
 		for _, ref := range slices.Sorted(maps.Keys(r.Paired)) {
@@ -179,7 +182,7 @@ func pulsarTable(results []*pulsarResult, title string) *table {
 			ps = "–"
 		}
 		t.add(r.Name, rate(r.Rate), rate(r.Min)+"–"+rate(r.Max), msec(r.P50Ms*1000), msec(r.P99Ms*1000), msec(r.P999Ms*1000),
-			cpuS, busy, per, rate(r.PerServerCPU), rss, ps, fmt.Sprintf("%.2f", r.LoadCPU), fmt.Sprintf("%.2f", r.OtherCPU), count(r.Errors))
+			cpuS, busy, per, rate(r.PerServerCPU), rss, perConn, ps, fmt.Sprintf("%.2f", r.LoadCPU), fmt.Sprintf("%.2f", r.OtherCPU), count(r.Errors))
 	}
 	return t
 }

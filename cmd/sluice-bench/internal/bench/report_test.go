@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -266,5 +267,25 @@ func TestUntilFrontCalls(t *testing.T) {
 	unread := cpuSample{at: at.Add(time.Second)}
 	if c := before.until(unread); c.FrontReads != 0 || c.FrontWrites != 0 {
 		t.Errorf("counted %d reads and %d writes without the second sample", c.FrontReads, c.FrontWrites)
+	}
+}
+
+// The Pulsar table gives what a connection cost the proxy: its RSS growth over the connections;
+// a configuration with no proxy process (direct) has none.
+func TestPulsarTableRSSAConnection(t *testing.T) {
+	results := []*pulsarResult{
+		{tpResult: &tpResult{Name: "sluice"}, ProxyCPUS: 1, RSSBefore: 20 << 20, PeakRSS: 84 << 20},
+		{tpResult: &tpResult{Name: "direct"}},
+	}
+	tbl := pulsarTable(results, 1000, "t")
+	col := slices.Index(tbl.header, "RSS a connection")
+	if col < 0 {
+		t.Fatalf("no RSS a connection column in %q", tbl.header)
+	}
+	if got := tbl.rows[0][col]; got != "65.5 KiB" {
+		t.Errorf("sluice: %s, want 65.5 KiB (64 MiB over 1,000 connections)", got)
+	}
+	if got := tbl.rows[1][col]; got != "–" {
+		t.Errorf("direct: %s, want –", got)
 	}
 }

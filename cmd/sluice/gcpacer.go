@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -54,9 +55,13 @@ var pacing atomic.Pointer[gcPacer]
 // trimPeriod the trimmer looks at what was allocated: after quietPeriods periods in a row of
 // under a quietShare-th of the live heap (or quietFloor), with more than a trimShare-th of it
 // (or trimFloor) held beyond the live heap, it collects and returns the free pages to the
-// system, once, until the heap is busy again, and at most once in trimSpacing periods, since
-// each trim marks the whole heap. Held open but idle, 19,000 connections so hold the RSS of
-// their live data rather than half as much again (docs/benchmarks.md, "Idle connections").
+// system, once, until the heap is busy again. Each trim marks the whole heap, so the next
+// waits until the CPU the last took is at most a trimCPUShare-th of one CPU over the time
+// between them: 40 s after the 0.4 s a trim of 19,000 idle connections takes, 1 s after one
+// of a few MiB. Held open but idle, 19,000 connections so hold the RSS of their live data
+// rather than half as much again (docs/benchmarks.md, "Idle connections"); and a process
+// whose clients all leave, then come back, takes the new ones on a heap rid of the old ones
+// rather than on top of them.
 //
 // A quiet heap also lets the collector rest. The runtime collects at least every two minutes
 // however little was allocated, and each of those collections marks the whole heap (about
@@ -73,7 +78,7 @@ const (
 	quietFloor   = 2 << 20
 	trimShare    = 8
 	trimFloor    = 16 << 20
-	trimSpacing  = 30
+	trimCPUShare = 100
 )
 
 // The runtime's figures the trimmer reads: what was allocated, what is live, and the heap's
@@ -87,21 +92,32 @@ var trimSamples = []string{
 	"/memory/classes/heap/free:bytes",
 }
 
+// trimCostSamples are the runtime's figures for what a trim costs: the CPU its collection
+// took, and the CPU returning pages took.
+var trimCostSamples = []string{
+	"/cpu/classes/gc/total:cpu-seconds",
+	"/cpu/classes/scavenge/total:cpu-seconds",
+}
+
 // heapTrimmer is the trimmer's state between periods.
 type heapTrimmer struct {
 	pacer   *gcPacer // rests the collector while the heap is quiet; nil: it never rests
 	sample  []metrics.Sample
-	allocs  uint64       // allocated as of the last period
-	quiet   int          // quiet periods in a row
-	trimmed bool         // since the heap was last busy
-	since   int          // periods since the last trim
-	spacing int          // trimSpacing
-	worth   bool         // the last period held enough beyond the live heap to trim
-	periods atomic.Int64 // periods looked at: how a test sees that the trimmer sleeps
+	cost    []metrics.Sample // trimCostSamples
+	allocs  uint64           // allocated as of the last period
+	quiet   int              // quiet periods in a row
+	trimmed bool             // since the heap was last busy
+	since   int              // periods since the last trim
+	spacing int              // periods after the last trim before the next may come
+	worth   bool             // the last period held enough beyond the live heap to trim
+	periods atomic.Int64     // periods looked at: how a test sees that the trimmer sleeps
+	// spaceFor is the spacing after a trim that took cost CPU-seconds: trimSpacingFor.
+	spaceFor func(cost float64) int
 }
 
 func newHeapTrimmer(p *gcPacer) *heapTrimmer {
-	t := &heapTrimmer{pacer: p, sample: newSamples(trimSamples), since: trimSpacing, spacing: trimSpacing}
+	t := &heapTrimmer{pacer: p, sample: newSamples(trimSamples), spaceFor: trimSpacingFor,
+		cost: newSamples(trimCostSamples)}
 	t.allocs, _, _ = t.read()
 	return t
 }
@@ -136,12 +152,40 @@ func (t *heapTrimmer) period() (trimmed bool) {
 		return false
 	}
 	if !t.trimmed && t.since >= t.spacing && t.worth {
-		debug.FreeOSMemory()
-		t.trimmed, t.since, trimmed = true, 0, true
-		t.allocs, _, _ = t.read() // what the collection itself allocated is not the heap's
+		t.trim()
+		trimmed = true
 	}
 	t.pacer.restCollector()
 	return trimmed
+}
+
+// trim collects and returns the free pages to the system, and spaces the next trim by what
+// this one cost.
+func (t *heapTrimmer) trim() {
+	before := t.costSoFar()
+	debug.FreeOSMemory()
+	t.spacing = t.spaceFor(t.costSoFar() - before)
+	t.trimmed, t.since = true, 0
+	t.allocs, _, _ = t.read() // what the collection itself allocated is not the heap's
+}
+
+// costSoFar is the CPU-seconds the runtime has spent collecting and returning pages.
+func (t *heapTrimmer) costSoFar() float64 {
+	metrics.Read(t.cost)
+	var sum float64
+	for _, s := range t.cost {
+		if s.Value.Kind() == metrics.KindFloat64 {
+			sum += s.Value.Float64()
+		}
+	}
+	return sum
+}
+
+// trimSpacingFor is how many periods the next trim waits after one that took cost
+// CPU-seconds: enough for the trims to take at most a trimCPUShare-th of one CPU, one at
+// least.
+func trimSpacingFor(cost float64) int {
+	return max(1, int(math.Ceil(cost*trimCPUShare/trimPeriod.Seconds())))
 }
 
 // asleep reports whether the trimmer has nothing to do until the collector's rest ends: the

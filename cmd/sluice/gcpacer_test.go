@@ -73,9 +73,9 @@ func TestGCPacer(t *testing.T) {
 
 // TestHeapTrimmer: a heap that allocated much in its last period is busy and left alone;
 // after quietPeriods quiet periods it is collected and its free pages returned to the system,
-// once; busy again, it is trimmed again once quiet, but not before trimSpacing periods have
-// passed since the last trim. Not parallel: it reads the process's heap, with the collector
-// off so that only the trimmer collects.
+// once; busy again, it is trimmed again once quiet, but not before the spacing its last trim's
+// cost set has passed. Not parallel: it reads the process's heap, with the collector off so
+// that only the trimmer collects.
 func TestHeapTrimmer(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	released := func() uint64 {
@@ -92,7 +92,11 @@ func TestHeapTrimmer(t *testing.T) {
 		sink = nil
 	}
 	tr := newHeapTrimmer(nil)
-	tr.spacing = quietPeriods + 2 // each round: a busy period, the quiet ones, one more
+	var costs []float64
+	tr.spaceFor = func(cost float64) int {
+		costs = append(costs, cost)
+		return quietPeriods + 2 // each round: a busy period, the quiet ones, one more
+	}
 	for round := range 2 {
 		garbage()
 		if tr.period() {
@@ -118,6 +122,10 @@ func TestHeapTrimmer(t *testing.T) {
 		if tr.period() {
 			t.Fatalf("round %d: trimmed twice without the heap getting busy between", round)
 		}
+		if len(costs) != round+1 || costs[round] <= 0 {
+			t.Errorf("round %d: the trims' costs %v, want one more, above zero: marking 64 MiB of pointers takes CPU",
+				round, costs)
+		}
 	}
 	// Busy, then quiet at once: the spacing, not the quiet, holds the next trim back.
 	tr.spacing = 10
@@ -131,6 +139,23 @@ func TestHeapTrimmer(t *testing.T) {
 		}
 	}
 	runtime.KeepAlive(sink)
+}
+
+// The spacing after a trim keeps the trims to a hundredth of one CPU.
+func TestTrimSpacingFor(t *testing.T) {
+	for _, tc := range []struct {
+		cost float64 // CPU-seconds
+		want int     // periods
+	}{
+		{0, 1},
+		{0.004, 1},
+		{0.0101, 2},
+		{0.4, 40}, // 19,000 idle connections
+	} {
+		if got := trimSpacingFor(tc.cost); got != tc.want {
+			t.Errorf("a trim of %v CPU-s: the next after %d periods, want %d", tc.cost, got, tc.want)
+		}
+	}
 }
 
 // TestCollectorRests: after quietPeriods quiet periods the trimmer turns the collector's

@@ -396,19 +396,25 @@ func TestBadAckIDSaysInvalidOnce(t *testing.T) {
 // TestAcksReachTheBrokerBeforeClose: acks leave in lists the edge gathers; a consumer that
 // acks everything and leaves at once has them all answered by the broker before its
 // subscription is closed, so the next consumer gets none of them again; each further
-// message arrives once.
+// message arrives once. Delivery is at least once: the first consumer acks every frame it
+// reads, a message delivered again included, until it has read each of them.
 func TestAcksReachTheBrokerBeforeClose(t *testing.T) {
 	t.Parallel()
+	const messages = 500
 	_, base := edgetest.Start(t, "admin_listen: \"off\"\n")
 	url := base + "/ws/v2/consumer/persistent/public/default/acked-then-gone/sub?subscriptionType=Shared"
 	c := edgetest.Dial(t, url)
-	publish(t, base, "acked-then-gone", 500, 100, "m")
-	for i := range 500 {
+	publish(t, base, "acked-then-gone", messages, 100, "m")
+	seen := make(map[string]bool, messages)
+	frames := 0
+	for len(seen) < messages {
 		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
 		var m consumerMsg
 		if err := c.ReadJSON(&m); err != nil {
-			t.Fatalf("message %d: %v", i, err)
+			t.Fatalf("after %d messages (%d frames): %v", len(seen), frames, err)
 		}
+		frames++
+		seen[m.Payload] = true
 		if err := c.WriteJSON(map[string]string{"messageId": m.MessageID}); err != nil {
 			t.Fatal(err)
 		}
@@ -422,7 +428,8 @@ func TestAcksReachTheBrokerBeforeClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	if body, _ := base64.StdEncoding.DecodeString(m.Payload); !strings.HasPrefix(string(body), "after-") {
-		t.Fatalf("the next consumer got %q first, an acked message again", body)
+		t.Fatalf("the next consumer got %q first, an acked message again (the first read %d frames for %d messages)",
+			body, frames, messages)
 	}
 	_ = again.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 	if err := again.ReadJSON(&m); err == nil {

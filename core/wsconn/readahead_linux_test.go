@@ -30,11 +30,12 @@ func readable(t *testing.T, c *net.TCPConn) int {
 		t.Fatal(err)
 	}
 	var n int
-	if err := raw.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil {
+	var ioctlErr error
+	if err := raw.Control(func(fd uintptr) { n, ioctlErr = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil {
 		t.Fatal(err)
 	}
-	if err != nil {
-		t.Fatal(err)
+	if ioctlErr != nil {
+		t.Fatal(ioctlErr)
 	}
 	return n
 }
@@ -43,19 +44,7 @@ func readable(t *testing.T, c *net.TCPConn) int {
 // to a buffer of its size when it is a few KiB, and stays in the borrowed 32 KiB one when it
 // is more; every byte arrives in order either way, and nothing is held once all is read.
 func TestReadaheadLeftover(t *testing.T) {
-	accepted := make(chan net.Conn, 1)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	client := dialTo(t, ln.Addr().String())
-	server := (<-accepted).(*net.TCPConn)
-	defer server.Close()
+	server, client := loopbackPair(t)
 	ra := newReadahead(server)
 	if ra.raw == nil {
 		t.Fatal("a plain TCP connection is not read directly")
@@ -101,14 +90,4 @@ func TestReadaheadLeftover(t *testing.T) {
 			t.Errorf("%d B sent and read: still holds a buffer of %d B", tc.send, size)
 		}
 	}
-}
-
-func dialTo(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }

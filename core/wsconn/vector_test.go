@@ -55,15 +55,27 @@ func socketOf(w writer) net.Conn {
 // dialLoopback is a TCP connection to a listener of its own, both closed with the test.
 func dialLoopback(t *testing.T) *net.TCPConn {
 	t.Helper()
+	_, client := loopbackPair(t)
+	return client
+}
+
+// loopbackPair is both ends of a loopback TCP connection, closed with the test.
+func loopbackPair(t *testing.T) (server, client *net.TCPConn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ln.Close() })
+	defer ln.Close()
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	return c.(*net.TCPConn)
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s.(*net.TCPConn), c.(*net.TCPConn)
 }

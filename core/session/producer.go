@@ -259,6 +259,10 @@ type producerSession struct {
 	w      writer
 	batch  []*record // the writer's: the acks of one write
 	frames [][]byte
+	// The writer's too: a tried write left bytes in the connection (flushDue), and these acks,
+	// still charged, go once they are out (flushKept).
+	flushDue bool
+	kept     []*record
 
 	// The client library's queue for the session holds room more messages; backlog are
 	// admitted messages waiting for room, in frame order. Guarded by sendMu; freed is room
@@ -690,6 +694,7 @@ func (s *producerSession) stopWriter() {
 
 // work does what the writer was woken for.
 func (s *producerSession) work() {
+	s.flushKept()
 	ack, pong := s.ready.Swap(false), take(s.conn.Wake())
 	if ack || pong {
 		s.write() // with no acks, it writes the pong due
@@ -707,7 +712,41 @@ func (s *producerSession) busy() bool { return s.slots.Load() > 0 }
 
 // final writes the acks still queued once the session ends: every send has been answered
 // (or the producer closed).
-func (s *producerSession) final() { s.write() }
+func (s *producerSession) final() {
+	s.flushKept()
+	s.write()
+}
+
+// tryWork writes the acks queued and the pong due, when that is all there is to do, without
+// waiting for the client: what the socket does not take now stays in the connection, and its
+// acks with their charges, until a writer of the session's own sends it (flushKept). It
+// reports false, having done nothing, when there is more to do (the keepalive's moment, a
+// timeout, a broken connection), and false too when bytes were kept.
+func (s *producerSession) tryWork() bool {
+	if s.w.broken || s.flushDue || s.w.keep.isDue() || s.expired.Load() {
+		return false
+	}
+	ack, pong := s.ready.Swap(false), take(s.conn.Wake())
+	if !ack && !pong {
+		return true
+	}
+	return s.writeAcks(true)
+}
+
+// flushKept sends what a tried write left in the connection, waiting for the client under the
+// write timeout, then lets its acks go.
+func (s *producerSession) flushKept() {
+	if !s.flushDue {
+		return
+	}
+	s.flushDue = false
+	if !s.w.broken {
+		if err := s.conn.Flush(); err != nil {
+			s.writeFailed(err)
+		}
+	}
+	s.kept = s.answered(s.kept)
+}
 
 // timedOut is expiry's: the oldest send may have timed out.
 func (s *producerSession) timedOut() {
@@ -720,33 +759,66 @@ func (s *producerSession) hasWork() bool {
 	return s.ready.Load() || len(s.conn.Wake()) > 0 || s.w.keep.isDue() || s.expired.Load()
 }
 
-// write writes every ack queued, and the pong due if any, in one write. After a write error
-// it keeps draining acks (dropping them) so that their charges are returned and the reader
-// unblocks.
-func (s *producerSession) write() {
+// write writes every ack queued, and the pong due if any, in one write.
+func (s *producerSession) write() { s.writeAcks(false) }
+
+// writeAcks writes every ack queued, and the pong due if any, in one write; trying, it writes
+// what the socket takes now and reports false when the connection keeps the rest, the acks
+// kept until it is out (flushKept). After a write error it keeps draining acks (dropping them)
+// so that their charges are returned and the reader unblocks.
+func (s *producerSession) writeAcks(try bool) bool {
 	s.batch = s.takeAcks(s.batch)
 	s.frames = s.frames[:0]
 	for _, r := range s.batch {
 		s.frames = append(s.frames, r.ack)
 	}
+	done := true
 	if !s.w.broken { // with no acks, it writes the pong due, if any
-		if err := s.conn.WriteTexts(s.frames...); err != nil {
-			s.log.Debug("writing acks", "err", err)
-			s.w.broken = true
-			_ = s.conn.Close()
-			if w := s.watch.Load(); w != nil {
-				w.lose() // a reader waiting without reading goes on to find the connection closed
-			}
+		var err error
+		if try {
+			done, err = s.conn.TryWriteTexts(s.frames...)
+		} else {
+			err = s.conn.WriteTexts(s.frames...)
+		}
+		if err != nil {
+			s.writeFailed(err)
+			done = true
 		}
 	}
+	clear(s.frames)
+	if !done {
+		s.flushDue = true
+		s.kept, s.batch = s.batch, s.kept[:0]
+		return false
+	}
+	s.batch = s.answered(s.batch)
+	if cap(s.batch) > 256 {
+		s.batch, s.frames = nil, nil // a burst is over: an idle session keeps no large buffer
+	}
+	return true
+}
+
+// writeFailed ends the session's writes after err: acks are dropped from now on.
+func (s *producerSession) writeFailed(err error) {
+	s.log.Debug("writing acks", "err", err)
+	s.w.broken = true
+	_ = s.conn.Close()
+	if w := s.watch.Load(); w != nil {
+		w.lose() // a reader waiting without reading goes on to find the connection closed
+	}
+}
+
+// answered lets the acks of batch go, written or dropped: their charges, their slots, the
+// reader waiting for one. It returns batch emptied.
+func (s *producerSession) answered(batch []*record) []*record {
 	var slots, owed int64
-	for i, r := range s.batch {
+	for i, r := range batch {
 		slots++
 		owed += r.owed
 		r.charge.Release()
 		r.held.Release()
 		r.free()
-		s.batch[i], s.frames[i] = nil, nil
+		batch[i] = nil
 	}
 	if slots > 0 {
 		s.slots.Add(-slots)
@@ -755,9 +827,7 @@ func (s *producerSession) write() {
 			signal(s.wakeRead)
 		}
 	}
-	if cap(s.batch) > 256 {
-		s.batch, s.frames = nil, nil // a burst is over: an idle session keeps no large buffer
-	}
+	return batch[:0]
 }
 
 // signal sends on a cap-1 channel unless it is full. It never blocks.

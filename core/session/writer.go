@@ -1,6 +1,8 @@
 package session
 
 import (
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +22,14 @@ type writerWork interface {
 	final()
 }
 
+// sharedWork is a writerWork the shared writers may do (sharedWriters).
+type sharedWork interface {
+	writerWork
+	// tryWork does the work given when it needs no wait for the peer, and reports true; it
+	// reports false when a writer of the session's own is to do what is left (work).
+	tryWork() bool
+}
+
 // writer runs a session's writes on a goroutine only while the session has work for it:
 // frames queued, a pong due (the connection's Wake), a keepalive moment, a timeout, the
 // session's end. Whoever gives it work records it (a flag, a queue, the Wake), then calls
@@ -29,8 +39,17 @@ type writerWork interface {
 // busy one is not started over. At most one writer runs: running says one runs or is
 // starting. Once the session ends (stop), the last writer does the final work and stop
 // returns; running then stays set, and no writer starts again.
+//
+// A session whose work the shared writers may do (shared: a producer on a connection whose
+// writes can be tried) starts none while that work needs no wait: wake queues it for them
+// (sharedWriters), and running then says it is queued or being done. Work that needs a wait
+// (a write the socket did not take whole, the keepalive's moment, a timeout, the session's end)
+// starts a writer of its own, which does it and stops.
 type writer struct {
-	s        writerWork
+	s writerWork
+	// shared, when not nil, is s, whose work the shared writers do while it needs no wait:
+	// the session then holds no goroutine of its own between reads, however busy it is.
+	shared   sharedWork
 	running  atomic.Bool
 	stopping atomic.Bool
 	// nudge (cap 1) wakes a waiting writer for any of its work, which it then looks for
@@ -59,6 +78,9 @@ const writerLinger = time.Second
 func (w *writer) start(s writerWork, cfg ConnConfig, conn *wsconn.Conn) {
 	w.running.Store(true) // no writer starts before these are set
 	w.s, w.nudge = s, make(chan struct{}, 1)
+	if sw, ok := s.(sharedWork); ok && conn.CanTryWrite() {
+		w.shared = sw
+	}
 	w.keep = newKeepalive(cfg, conn, w.wake)
 	conn.SetWakeFunc(w.wake)
 	w.running.Store(false)
@@ -80,10 +102,29 @@ func (w *writer) stop() {
 // wake starts a writer unless one runs, and otherwise nudges it. It never blocks.
 func (w *writer) wake() {
 	if !w.running.Load() && w.running.CompareAndSwap(false, true) {
+		if w.shared != nil && !w.stopping.Load() && sharedWriters.take(w) {
+			return
+		}
 		go w.run()
 		return
 	}
 	signal(w.nudge)
+}
+
+// runShared is a shared writer's turn at w: it does the session's work while that needs no
+// wait, and hands what does to a writer goroutine of the session's own.
+func (w *writer) runShared() {
+	for {
+		if w.stopping.Load() || !w.shared.tryWork() {
+			go w.run()
+			return
+		}
+		w.running.Store(false)
+		// Work given after work looked, whose giver found this writer still running.
+		if !w.hasWork() || !w.running.CompareAndSwap(false, true) {
+			return
+		}
+	}
 }
 
 // run does the session's work until it finds none and none comes; once the session ends, it
@@ -99,11 +140,11 @@ func (w *writer) run() {
 			close(w.done)
 			return
 		}
-		if w.s.busy() {
+		if w.shared == nil && w.s.busy() {
 			w.await(nil)
 			continue
 		}
-		if w.linger() {
+		if w.shared == nil && w.linger() {
 			continue
 		}
 		w.running.Store(false)
@@ -164,5 +205,47 @@ func (w *writer) keepTick(e *ending) {
 	if r := w.keep.tick(); r != nil {
 		w.broken = true
 		e.end(r, w.keep.conn)
+	}
+}
+
+// writerPool is a few goroutines shared by every session whose work they may do
+// (writer.shared): a session queued on it holds no goroutine, while one writer goroutine a
+// connection, waiting while acks are owed, held its stack (4–8 KiB) for every busy connection.
+// Its writes never wait for a client, so that one that does not read holds up no other.
+type writerPool struct {
+	once  sync.Once
+	queue chan *writer
+}
+
+// sharedWriters does the work of the sessions that let it.
+var sharedWriters writerPool
+
+// sharedWriterQueue bounds the sessions waiting for a shared writer; past it a session's
+// work starts a goroutine of its own, as if it had none to share.
+const sharedWriterQueue = 4096
+
+// take queues w for a shared writer, and reports false when the queue is full.
+func (p *writerPool) take(w *writer) bool {
+	p.once.Do(p.start)
+	select {
+	case p.queue <- w:
+		return true
+	default:
+		return false
+	}
+}
+
+// start starts the shared writers, one for each processor the runtime runs goroutines on
+// (two at least, so that one busy with a session's many acks does not hold up the rest).
+func (p *writerPool) start() {
+	p.queue = make(chan *writer, sharedWriterQueue)
+	for range max(2, runtime.GOMAXPROCS(0)) {
+		go p.serve()
+	}
+}
+
+func (p *writerPool) serve() {
+	for w := range p.queue {
+		w.runShared()
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/sluicehq/sluice/core/internal/rawio"
 )
 
 // The close codes sessions send are in wsapi.
@@ -101,6 +103,8 @@ type Conn struct {
 	onWake       func()                 // called after wake is signalled; nil: none (SetWakeFunc)
 	deflate      bool                   // permessage-deflate was negotiated
 	sock         writer                 // the TCP socket beneath the connection's wrappers, written directly (socketWriter); nil: none
+	shared       *rawio.Conn            // the socket every write passes through, for writes tried (sharedSocket); nil: none
+	tryOne       [1][]byte              // the buffers of a tried write of one buffer
 }
 
 // Upgrade completes the WebSocket handshake. On failure gorilla has already answered with an
@@ -121,7 +125,8 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 	// The limit is enforced by ReadInto, which knows it and can say so in the close frame;
 	// gorilla's own would close with 1009 and no reason.
 	c := &Conn{ws: ws, writeTimeout: o.WriteTimeout, readLimit: limit, wake: make(chan struct{}, 1),
-		deflate: o.Compression && offersDeflate(r.Header), sock: socketWriter(ws.NetConn())}
+		deflate: o.Compression && offersDeflate(r.Header), sock: socketWriter(ws.NetConn()),
+		shared: sharedSocket(ws.NetConn())}
 	if c.writeTimeout == 0 {
 		c.writeTimeout = 10 * time.Second
 	}

@@ -132,6 +132,29 @@ const copyMax = 2048
 // WriteTexts writes each of msgs as a text message, after the pong due if any, in one write:
 // one system call on a TCP connection.
 func (c *Conn) WriteTexts(msgs ...[]byte) error {
+	_, err := c.writeTexts(msgs, false)
+	return err
+}
+
+// TryWriteTexts is WriteTexts for a writer that must not wait for the peer: it writes what
+// the socket takes now, and the connection keeps the rest, which its next write sends first
+// (Flush). It reports whether everything went. Only where CanTryWrite.
+func (c *Conn) TryWriteTexts(msgs ...[]byte) (bool, error) { return c.writeTexts(msgs, true) }
+
+// CanTryWrite reports whether TryWriteTexts may be used: the connection is written through
+// the one rawio.Conn that every write to it passes through, gorilla's close frames included,
+// so that bytes kept for later cannot be overtaken.
+func (c *Conn) CanTryWrite() bool { return c.shared != nil }
+
+// Flush writes what TryWriteTexts kept, under the write timeout. Only where CanTryWrite.
+func (c *Conn) Flush() error {
+	if err := c.setWriteDeadline(); err != nil {
+		return err
+	}
+	return c.shared.Flush()
+}
+
+func (c *Conn) writeTexts(msgs [][]byte, try bool) (bool, error) {
 	bp := writeBufs.Get().(*[]byte)
 	b := (*bp)[:0]
 	if p := c.pong.Swap(nil); p != nil {
@@ -161,7 +184,12 @@ func (c *Conn) WriteTexts(msgs ...[]byte) error {
 	if bufs != nil && start < len(b) {
 		bufs = append(bufs, b[start:])
 	}
-	err := c.write(b, bufs, len(msgs) > 0)
+	done, err := true, error(nil)
+	if try {
+		done, err = c.tryWrite(b, bufs, len(msgs) > 0)
+	} else {
+		err = c.write(b, bufs, len(msgs) > 0)
+	}
 	if z != nil {
 		z.release()
 	}
@@ -169,7 +197,26 @@ func (c *Conn) WriteTexts(msgs ...[]byte) error {
 		*bp = b[:0]
 		writeBufs.Put(bp)
 	}
-	return err
+	return done, err
+}
+
+// tryWrite writes b, or bufs when it is not nil, as far as the socket takes them now; the
+// shared socket keeps the rest (copied, so b may be reused at once). Writing data messages
+// counts as activity.
+func (c *Conn) tryWrite(b []byte, bufs net.Buffers, data bool) (bool, error) {
+	if len(b) == 0 && bufs == nil {
+		return true, nil
+	}
+	if bufs == nil {
+		c.tryOne[0] = b
+		bufs = c.tryOne[:]
+	}
+	done, err := c.shared.TryWriteBuffers(&bufs)
+	c.tryOne[0] = nil
+	if err == nil && data {
+		c.touch()
+	}
+	return done, err
 }
 
 // WritePing sends a ping with the given payload, after the pong due if any. It does not count
@@ -190,14 +237,10 @@ func (c *Conn) write(b []byte, bufs net.Buffers, data bool) error {
 	if len(b) == 0 && bufs == nil {
 		return nil
 	}
-	var deadline time.Time // zero: none
-	if c.writeTimeout > 0 {
-		deadline = time.Now().Add(c.writeTimeout)
-	}
-	nc := c.ws.NetConn()
-	if err := nc.SetWriteDeadline(deadline); err != nil {
+	if err := c.setWriteDeadline(); err != nil {
 		return err
 	}
+	nc := c.ws.NetConn()
 	var err error
 	switch {
 	case c.sock != nil && bufs != nil:
@@ -214,6 +257,29 @@ func (c *Conn) write(b []byte, bufs net.Buffers, data bool) error {
 	}
 	if data {
 		c.touch()
+	}
+	return nil
+}
+
+// setWriteDeadline bounds the write about to be made by the write timeout.
+func (c *Conn) setWriteDeadline() error {
+	var deadline time.Time // zero: none
+	if c.writeTimeout > 0 {
+		deadline = time.Now().Add(c.writeTimeout)
+	}
+	return c.ws.NetConn().SetWriteDeadline(deadline)
+}
+
+// sharedSocket is the rawio.Conn beneath nc's wrappers that leave writes alone, when nc's own
+// writes pass through it (the edge's listeners wrap each connection they accept): a write
+// tried on it and a write made through nc, such as gorilla's close frame, then keep their
+// order. Nil otherwise.
+func sharedSocket(nc net.Conn) *rawio.Conn {
+	for nc != nil {
+		if c, ok := nc.(*rawio.Conn); ok {
+			return c
+		}
+		nc = beneath(nc)
 	}
 	return nil
 }

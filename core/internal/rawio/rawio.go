@@ -32,6 +32,11 @@ type Conn struct {
 	rd  readCall
 	wmu sync.Mutex
 	wr  writeCall
+	// kept is what TryWriteBuffers could not write at once, copied: every write sends it first,
+	// so that bytes go out in the order they were given whoever writes next. Under kmu, which
+	// a try takes without wmu when a write holds that one waiting for the socket.
+	kmu  sync.Mutex
+	kept []byte
 }
 
 // Wrap returns nc as a Conn when it is a TCP connection and rawio makes raw calls here
@@ -46,7 +51,7 @@ func Wrap(nc net.Conn) net.Conn {
 		return nc
 	}
 	c := &Conn{TCPConn: tc, raw: raw}
-	c.rd.fn, c.wr.fn = c.rd.read, c.wr.write
+	c.rd.fn, c.wr.fn, c.wr.tryFn = c.rd.read, c.wr.write, c.wr.try
 	return c
 }
 
@@ -109,11 +114,13 @@ func (c *Conn) Read(p []byte) (int, error) {
 
 // writeCall is the state of a write under way.
 type writeCall struct {
-	bufs net.Buffers
-	one  [1][]byte // bufs for a write of one buffer
-	n    int64
-	err  error
-	fn   func(fd uintptr) bool
+	bufs  net.Buffers
+	one   [1][]byte // bufs for a write of one buffer
+	kept  [1][]byte // bufs for the write of the bytes kept
+	n     int64
+	err   error
+	fn    func(fd uintptr) bool
+	tryFn func(fd uintptr)
 }
 
 // write writes until bufs are written or the socket is full; it reports false, for the
@@ -133,6 +140,9 @@ func (w *writeCall) write(fd uintptr) bool {
 	}
 	return true
 }
+
+// try writes what the socket takes now, leaving the rest in bufs.
+func (w *writeCall) try(fd uintptr) { w.write(fd) }
 
 // Write writes p whole, waiting while the socket is full.
 func (c *Conn) Write(p []byte) (int, error) {
@@ -155,10 +165,96 @@ func (c *Conn) WriteBuffers(bufs *net.Buffers) (int64, error) {
 	return n, err
 }
 
-// writeLocked writes bufs, waiting (under the write deadline) while the socket is full; it
-// leaves what is left of them in c.wr.bufs.
+// TryWriteBuffers writes what the socket takes of bufs now, without waiting, and keeps the
+// rest, copied, to go first in the next write (Flush, Write, WriteBuffers, whoever calls
+// them). It consumes bufs whole and reports whether they all went. It writes nothing, and
+// keeps bufs whole, while bytes are kept or another write waits for the socket: it never
+// waits for the peer, nor for a writer that does. It does not look at the write deadline.
+func (c *Conn) TryWriteBuffers(bufs *net.Buffers) (bool, error) {
+	if !c.wmu.TryLock() { // a write waits for the socket: these go after it
+		c.keep(*bufs)
+		*bufs = nil
+		return false, nil
+	}
+	defer c.wmu.Unlock()
+	if c.Kept() > 0 {
+		c.keep(*bufs)
+		*bufs = nil
+		return false, nil
+	}
+	w := &c.wr
+	w.bufs, w.n, w.err = *bufs, 0, nil
+	err := c.raw.Control(w.tryFn)
+	if err == nil {
+		err = c.opError("write", w.err)
+	}
+	done := err == nil && len(w.bufs) == 0
+	if !done {
+		c.keep(w.bufs)
+	}
+	w.bufs, *bufs = nil, nil
+	return done, err
+}
+
+// keep appends bufs to the bytes kept.
+func (c *Conn) keep(bufs net.Buffers) {
+	c.kmu.Lock()
+	defer c.kmu.Unlock()
+	for _, b := range bufs {
+		c.kept = append(c.kept, b...)
+	}
+}
+
+// Flush writes the bytes TryWriteBuffers kept, waiting (under the write deadline) while the
+// socket is full.
+func (c *Conn) Flush() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.flushLocked()
+}
+
+// Kept is how many bytes TryWriteBuffers kept that are not written yet.
+func (c *Conn) Kept() int {
+	c.kmu.Lock()
+	defer c.kmu.Unlock()
+	return len(c.kept)
+}
+
+// flushLocked writes the bytes kept, and those kept while it writes. Under wmu.
+func (c *Conn) flushLocked() error {
+	for {
+		c.kmu.Lock()
+		kept := c.kept
+		c.kept = nil
+		c.kmu.Unlock()
+		if len(kept) == 0 {
+			return nil
+		}
+		w := &c.wr
+		w.kept[0] = kept
+		w.bufs, w.n, w.err = w.kept[:], 0, nil
+		err := c.raw.Write(w.fn)
+		w.kept[0] = nil
+		if err == nil {
+			err = c.opError("write", w.err)
+		}
+		if err != nil { // what went is gone; the rest goes first next time
+			c.kmu.Lock()
+			c.kept = append(kept[w.n:], c.kept...)
+			c.kmu.Unlock()
+			return err
+		}
+	}
+}
+
+// writeLocked writes bufs, after the bytes kept, waiting (under the write deadline) while the
+// socket is full; it leaves what is left of them in c.wr.bufs.
 func (c *Conn) writeLocked(bufs net.Buffers) (int64, error) {
 	w := &c.wr
+	if err := c.flushLocked(); err != nil {
+		w.bufs = bufs
+		return 0, err
+	}
 	w.bufs, w.n, w.err = bufs, 0, nil
 	err := c.raw.Write(w.fn)
 	if err == nil {

@@ -38,6 +38,16 @@ func pair(t *testing.T) (*rawio.Conn, *net.TCPConn) {
 	return w, peer.(*net.TCPConn)
 }
 
+// readN reads n bytes from peer in the background, and sends what it read.
+func readN(peer net.Conn, n int) <-chan []byte {
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(io.LimitReader(peer, int64(n)))
+		got <- b
+	}()
+	return got
+}
+
 // A write far larger than the socket's buffers waits for the peer to read, and what the peer
 // reads is what was written, from one buffer and from many.
 func TestWritesWaitForRoom(t *testing.T) {
@@ -51,11 +61,7 @@ func TestWritesWaitForRoom(t *testing.T) {
 	}
 	want := append(append([]byte(nil), one...), bytes.Join(many, nil)...)
 
-	got := make(chan []byte, 1)
-	go func() {
-		b, _ := io.ReadAll(io.LimitReader(peer, int64(len(want))))
-		got <- b
-	}()
+	got := readN(peer, len(want))
 	_ = c.SetWriteDeadline(time.Now().Add(20 * time.Second))
 	if n, err := c.Write(one); err != nil || n != len(one) {
 		t.Fatalf("Write: %d, %v; want %d", n, err, len(one))
@@ -117,5 +123,105 @@ func TestWriteErrors(t *testing.T) {
 	}
 	if _, err := c.WriteBuffers(&net.Buffers{[]byte("y")}); !errors.As(err, &op) {
 		t.Fatalf("WriteBuffers after a reset: %v", err)
+	}
+}
+
+// A try that finds the socket full keeps what it could not write, and every write after it,
+// tried or waited, sends that first: the peer reads all of it in the order it was given. The
+// last try is made with a write deadline long past, which a try does not look at.
+func TestTryWriteKeepsTheRest(t *testing.T) {
+	c, peer := pair(t)
+	_ = c.SetWriteBuffer(16 << 10)
+	_ = peer.SetReadBuffer(16 << 10)
+	var want []byte
+	chunk := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 1000+i%300) }
+	tries, full := 0, false
+	for i := 0; !full; i++ {
+		if i == 10_000 {
+			t.Fatal("10,000 tries of about a kilobyte, and the socket never full")
+		}
+		b, more := chunk(i), chunk(i+1)
+		want = append(append(want, b...), more...)
+		bufs := net.Buffers{b, more}
+		done, err := c.TryWriteBuffers(&bufs)
+		if err != nil || bufs != nil {
+			t.Fatalf("try %d: %v, %d buffers left", i, err, len(bufs))
+		}
+		tries, full = i+1, !done
+	}
+	kept := c.Kept()
+	if kept == 0 {
+		t.Fatal("a try reported the socket full and kept nothing")
+	}
+	// Kept bytes stay first: a later try keeps its own after them.
+	later := bytes.Repeat([]byte("later"), 100)
+	want = append(want, later...)
+	_ = c.SetWriteDeadline(time.Now().Add(-time.Hour))
+	if done, err := c.TryWriteBuffers(&net.Buffers{later}); done || err != nil {
+		t.Fatalf("a try after bytes were kept: %v, %v; want false, nil", done, err)
+	}
+	if got := c.Kept(); got != kept+len(later) {
+		t.Fatalf("kept %d bytes, want %d", got, kept+len(later))
+	}
+	last := []byte("last")
+	want = append(want, last...)
+	got := readN(peer, len(want))
+	_ = c.SetWriteDeadline(time.Now().Add(20 * time.Second))
+	if n, err := c.Write(last); err != nil || n != len(last) {
+		t.Fatalf("Write after bytes were kept: %d, %v", n, err)
+	}
+	if err := c.Flush(); err != nil || c.Kept() != 0 {
+		t.Fatalf("Flush with nothing kept: %v, %d kept", err, c.Kept())
+	}
+	if b := <-got; !bytes.Equal(b, want) {
+		t.Fatalf("the peer read %d bytes, not the %d given to %d tries and a write in order", len(b), len(want), tries)
+	}
+}
+
+// A try made while another write waits for the socket does not wait for it: it keeps its
+// bytes, which go after that write's.
+func TestTryWriteDoesNotWaitForAWriter(t *testing.T) {
+	c, peer := pair(t)
+	_ = c.SetWriteBuffer(16 << 10)
+	_ = peer.SetReadBuffer(16 << 10)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 256<<10) // 4 MiB: waits for the peer
+	_ = c.SetWriteDeadline(time.Now().Add(20 * time.Second))
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := c.Write(big)
+		wrote <- err
+	}()
+	// The write holds the socket once the peer's window is full; a try then keeps its bytes.
+	small := []byte("after the big one")
+	var before []byte // tries that went before the write took the socket
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		start := time.Now()
+		done, err := c.TryWriteBuffers(&net.Buffers{small})
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("a try took %s", took)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("every try went through while a 4 MiB write waited")
+		}
+		before = append(before, small...)
+		time.Sleep(time.Millisecond)
+	}
+	want := append(append(before, big...), small...)
+	got := readN(peer, len(want))
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if b := <-got; !bytes.Equal(b, want) {
+		t.Fatalf("the peer read %d bytes, not the %d written in order", len(b), len(want))
 	}
 }

@@ -259,10 +259,9 @@ type producerSession struct {
 	w      writer
 	batch  []*record // the writer's: the acks of one write
 	frames [][]byte
-	// The writer's too: a tried write left bytes in the connection (flushDue), and these acks,
+	// The writer's too: a tried write left bytes in the connection, and the acks of batch,
 	// still charged, go once they are out (flushKept).
 	flushDue bool
-	kept     []*record
 
 	// The client library's queue for the session holds room more messages; backlog are
 	// admitted messages waiting for room, in frame order. Guarded by sendMu; freed is room
@@ -745,7 +744,7 @@ func (s *producerSession) flushKept() {
 			s.writeFailed(err)
 		}
 	}
-	s.kept = s.answered(s.kept)
+	s.batch = s.answered(s.batch)
 }
 
 // timedOut is expiry's: the oldest send may have timed out.
@@ -764,7 +763,7 @@ func (s *producerSession) write() { s.writeAcks(false) }
 
 // writeAcks writes every ack queued, and the pong due if any, in one write; trying, it writes
 // what the socket takes now and reports false when the connection keeps the rest, the acks
-// kept until it is out (flushKept). After a write error it keeps draining acks (dropping them)
+// held in batch until it is out (flushKept). After a write error it keeps draining acks (dropping them)
 // so that their charges are returned and the reader unblocks.
 func (s *producerSession) writeAcks(try bool) bool {
 	s.batch = s.takeAcks(s.batch)
@@ -787,8 +786,7 @@ func (s *producerSession) writeAcks(try bool) bool {
 	}
 	clear(s.frames)
 	if !done {
-		s.flushDue = true
-		s.kept, s.batch = s.batch, s.kept[:0]
+		s.flushDue = true // batch is let go by flushKept
 		return false
 	}
 	s.batch = s.answered(s.batch)

@@ -46,12 +46,12 @@ type sharedWork interface {
 // (a write the socket did not take whole, the keepalive's moment, a timeout, the session's end)
 // starts a writer of its own, which does it and stops.
 type writer struct {
-	s writerWork
-	// shared, when not nil, is s, whose work the shared writers do while it needs no wait:
-	// the session then holds no goroutine of its own between reads, however busy it is.
-	shared   sharedWork
+	s        writerWork
 	running  atomic.Bool
 	stopping atomic.Bool
+	// shared: s is a sharedWork, whose work the shared writers do while it needs no wait; the
+	// session then holds no goroutine of its own between reads, however busy it is.
+	shared bool
 	// nudge (cap 1) wakes a waiting writer for any of its work, which it then looks for
 	// (work): one channel to wait on, because a select over a channel for each would cost
 	// every message (5 % of the process's CPU at 1,000 connections, profiled).
@@ -78,9 +78,8 @@ const writerLinger = time.Second
 func (w *writer) start(s writerWork, cfg ConnConfig, conn *wsconn.Conn) {
 	w.running.Store(true) // no writer starts before these are set
 	w.s, w.nudge = s, make(chan struct{}, 1)
-	if sw, ok := s.(sharedWork); ok && conn.CanTryWrite() {
-		w.shared = sw
-	}
+	_, ok := s.(sharedWork)
+	w.shared = ok && conn.CanTryWrite()
 	w.keep = newKeepalive(cfg, conn, w.wake)
 	conn.SetWakeFunc(w.wake)
 	w.running.Store(false)
@@ -102,7 +101,7 @@ func (w *writer) stop() {
 // wake starts a writer unless one runs, and otherwise nudges it. It never blocks.
 func (w *writer) wake() {
 	if !w.running.Load() && w.running.CompareAndSwap(false, true) {
-		if w.shared != nil && !w.stopping.Load() && sharedWriters.take(w) {
+		if w.shared && !w.stopping.Load() && sharedWriters.take(w) {
 			return
 		}
 		go w.run()
@@ -114,8 +113,9 @@ func (w *writer) wake() {
 // runShared is a shared writer's turn at w: it does the session's work while that needs no
 // wait, and hands what does to a writer goroutine of the session's own.
 func (w *writer) runShared() {
+	sw := w.s.(sharedWork)
 	for {
-		if w.stopping.Load() || !w.shared.tryWork() {
+		if w.stopping.Load() || !sw.tryWork() {
 			go w.run()
 			return
 		}
@@ -140,11 +140,11 @@ func (w *writer) run() {
 			close(w.done)
 			return
 		}
-		if w.shared == nil && w.s.busy() {
+		if !w.shared && w.s.busy() {
 			w.await(nil)
 			continue
 		}
-		if w.shared == nil && w.linger() {
+		if !w.shared && w.linger() {
 			continue
 		}
 		w.running.Store(false)

@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-
-	"github.com/sluicehq/sluice/core/internal/rawio"
 )
 
 // The close codes sessions send are in wsapi.
@@ -102,9 +100,10 @@ type Conn struct {
 	wake         chan struct{}          // cap 1: a pong is due
 	onWake       func()                 // called after wake is signalled; nil: none (SetWakeFunc)
 	deflate      bool                   // permessage-deflate was negotiated
-	sock         writer                 // the TCP socket beneath the connection's wrappers, written directly (socketWriter); nil: none
-	shared       *rawio.Conn            // the socket every write passes through, for writes tried (sharedSocket); nil: none
-	tryOne       [1][]byte              // the buffers of a tried write of one buffer
+	// canTry: sock is the socket every write to the connection passes through, and writes
+	// may be tried on it (sharedSocket).
+	canTry bool
+	sock   writer // the TCP socket beneath the connection's wrappers, written directly (socketWriter); nil: none
 }
 
 // Upgrade completes the WebSocket handshake. On failure gorilla has already answered with an
@@ -126,7 +125,7 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 	// gorilla's own would close with 1009 and no reason.
 	c := &Conn{ws: ws, writeTimeout: o.WriteTimeout, readLimit: limit, wake: make(chan struct{}, 1),
 		deflate: o.Compression && offersDeflate(r.Header), sock: socketWriter(ws.NetConn()),
-		shared: sharedSocket(ws.NetConn())}
+		canTry: sharedSocket(ws.NetConn()) != nil}
 	if c.writeTimeout == 0 {
 		c.writeTimeout = 10 * time.Second
 	}

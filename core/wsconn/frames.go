@@ -144,14 +144,14 @@ func (c *Conn) TryWriteTexts(msgs ...[]byte) (bool, error) { return c.writeTexts
 // CanTryWrite reports whether TryWriteTexts may be used: the connection is written through
 // the one rawio.Conn that every write to it passes through, gorilla's close frames included,
 // so that bytes kept for later cannot be overtaken.
-func (c *Conn) CanTryWrite() bool { return c.shared != nil }
+func (c *Conn) CanTryWrite() bool { return c.canTry }
 
 // Flush writes what TryWriteTexts kept, under the write timeout. Only where CanTryWrite.
 func (c *Conn) Flush() error {
 	if err := c.setWriteDeadline(); err != nil {
 		return err
 	}
-	return c.shared.Flush()
+	return c.sock.(*rawio.Conn).Flush()
 }
 
 func (c *Conn) writeTexts(msgs [][]byte, try bool) (bool, error) {
@@ -201,18 +201,20 @@ func (c *Conn) writeTexts(msgs [][]byte, try bool) (bool, error) {
 }
 
 // tryWrite writes b, or bufs when it is not nil, as far as the socket takes them now; the
-// shared socket keeps the rest (copied, so b may be reused at once). Writing data messages
-// counts as activity.
+// socket keeps the rest (copied, so b may be reused at once). Writing data messages counts as
+// activity.
 func (c *Conn) tryWrite(b []byte, bufs net.Buffers, data bool) (bool, error) {
-	if len(b) == 0 && bufs == nil {
+	sock := c.sock.(*rawio.Conn)
+	var done bool
+	var err error
+	switch {
+	case bufs != nil:
+		done, err = sock.TryWriteBuffers(&bufs)
+	case len(b) > 0:
+		done, err = sock.TryWrite(b)
+	default:
 		return true, nil
 	}
-	if bufs == nil {
-		c.tryOne[0] = b
-		bufs = c.tryOne[:]
-	}
-	done, err := c.shared.TryWriteBuffers(&bufs)
-	c.tryOne[0] = nil
 	if err == nil && data {
 		c.touch()
 	}
@@ -273,7 +275,7 @@ func (c *Conn) setWriteDeadline() error {
 // sharedSocket is the rawio.Conn beneath nc's wrappers that leave writes alone, when nc's own
 // writes pass through it (the edge's listeners wrap each connection they accept): a write
 // tried on it and a write made through nc, such as gorilla's close frame, then keep their
-// order. Nil otherwise.
+// order; socketWriter returns the same one. Nil otherwise.
 func sharedSocket(nc net.Conn) *rawio.Conn {
 	for nc != nil {
 		if c, ok := nc.(*rawio.Conn); ok {

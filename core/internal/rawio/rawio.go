@@ -17,6 +17,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -32,11 +33,17 @@ type Conn struct {
 	rd  readCall
 	wmu sync.Mutex
 	wr  writeCall
-	// kept is what TryWriteBuffers could not write at once, copied: every write sends it first,
-	// so that bytes go out in the order they were given whoever writes next. Under kmu, which
-	// a try takes without wmu when a write holds that one waiting for the socket.
-	kmu  sync.Mutex
-	kept []byte
+	// kept holds what a try could not write at once (TryWriteBuffers), made by the first try
+	// that keeps anything: most connections never do, and hold only the pointer.
+	kept atomic.Pointer[keptBytes]
+}
+
+// keptBytes is what tries could not write at once, copied: every write sends it first, so
+// that bytes go out in the order they were given whoever writes next. Under its own lock,
+// which a try takes without wmu when a write holds that one waiting for the socket.
+type keptBytes struct {
+	mu sync.Mutex
+	b  []byte
 }
 
 // Wrap returns nc as a Conn when it is a TCP connection and rawio makes raw calls here
@@ -116,7 +123,6 @@ func (c *Conn) Read(p []byte) (int, error) {
 type writeCall struct {
 	bufs  net.Buffers
 	one   [1][]byte // bufs for a write of one buffer
-	kept  [1][]byte // bufs for the write of the bytes kept
 	n     int64
 	err   error
 	fn    func(fd uintptr) bool
@@ -171,19 +177,41 @@ func (c *Conn) WriteBuffers(bufs *net.Buffers) (int64, error) {
 // keeps bufs whole, while bytes are kept or another write waits for the socket: it never
 // waits for the peer, nor for a writer that does. It does not look at the write deadline.
 func (c *Conn) TryWriteBuffers(bufs *net.Buffers) (bool, error) {
+	done, err := c.try(*bufs)
+	*bufs = nil
+	return done, err
+}
+
+// TryWrite is TryWriteBuffers for one buffer.
+func (c *Conn) TryWrite(p []byte) (bool, error) {
+	if !c.wmu.TryLock() {
+		c.keep(net.Buffers{p})
+		return false, nil
+	}
+	c.wr.one[0] = p
+	done, err := c.tryLocked(c.wr.one[:])
+	c.wr.one[0] = nil
+	c.wmu.Unlock()
+	return done, err
+}
+
+func (c *Conn) try(bufs net.Buffers) (bool, error) {
 	if !c.wmu.TryLock() { // a write waits for the socket: these go after it
-		c.keep(*bufs)
-		*bufs = nil
+		c.keep(bufs)
 		return false, nil
 	}
 	defer c.wmu.Unlock()
+	return c.tryLocked(bufs)
+}
+
+// tryLocked writes what the socket takes of bufs now and keeps the rest. Under wmu.
+func (c *Conn) tryLocked(bufs net.Buffers) (bool, error) {
 	if c.Kept() > 0 {
-		c.keep(*bufs)
-		*bufs = nil
+		c.keep(bufs)
 		return false, nil
 	}
 	w := &c.wr
-	w.bufs, w.n, w.err = *bufs, 0, nil
+	w.bufs, w.n, w.err = bufs, 0, nil
 	err := c.raw.Control(w.tryFn)
 	if err == nil {
 		err = c.opError("write", w.err)
@@ -192,17 +220,43 @@ func (c *Conn) TryWriteBuffers(bufs *net.Buffers) (bool, error) {
 	if !done {
 		c.keep(w.bufs)
 	}
-	w.bufs, *bufs = nil, nil
+	w.bufs = nil
 	return done, err
 }
 
 // keep appends bufs to the bytes kept.
 func (c *Conn) keep(bufs net.Buffers) {
-	c.kmu.Lock()
-	defer c.kmu.Unlock()
-	for _, b := range bufs {
-		c.kept = append(c.kept, b...)
+	k := c.kept.Load()
+	if k == nil {
+		c.kept.CompareAndSwap(nil, new(keptBytes))
+		k = c.kept.Load()
 	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, b := range bufs {
+		k.b = append(k.b, b...)
+	}
+}
+
+// take takes the bytes kept, leaving none.
+func (c *Conn) take() []byte {
+	k := c.kept.Load()
+	if k == nil {
+		return nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	b := k.b
+	k.b = nil
+	return b
+}
+
+// putBack puts b back in front of the bytes kept.
+func (c *Conn) putBack(b []byte) {
+	k := c.kept.Load()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.b = append(b, k.b...)
 }
 
 // Flush writes the bytes TryWriteBuffers kept, waiting (under the write deadline) while the
@@ -215,33 +269,30 @@ func (c *Conn) Flush() error {
 
 // Kept is how many bytes TryWriteBuffers kept that are not written yet.
 func (c *Conn) Kept() int {
-	c.kmu.Lock()
-	defer c.kmu.Unlock()
-	return len(c.kept)
+	k := c.kept.Load()
+	if k == nil {
+		return 0
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.b)
 }
 
 // flushLocked writes the bytes kept, and those kept while it writes. Under wmu.
 func (c *Conn) flushLocked() error {
 	for {
-		c.kmu.Lock()
-		kept := c.kept
-		c.kept = nil
-		c.kmu.Unlock()
+		kept := c.take()
 		if len(kept) == 0 {
 			return nil
 		}
 		w := &c.wr
-		w.kept[0] = kept
-		w.bufs, w.n, w.err = w.kept[:], 0, nil
+		w.bufs, w.n, w.err = net.Buffers{kept}, 0, nil
 		err := c.raw.Write(w.fn)
-		w.kept[0] = nil
 		if err == nil {
 			err = c.opError("write", w.err)
 		}
 		if err != nil { // what went is gone; the rest goes first next time
-			c.kmu.Lock()
-			c.kept = append(kept[w.n:], c.kept...)
-			c.kmu.Unlock()
+			c.putBack(kept[w.n:])
 			return err
 		}
 	}

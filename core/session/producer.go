@@ -744,7 +744,7 @@ func (s *producerSession) flushKept() {
 			s.writeFailed(err)
 		}
 	}
-	s.batch = s.answered(s.batch)
+	s.answered()
 }
 
 // timedOut is expiry's: the oldest send may have timed out.
@@ -763,8 +763,8 @@ func (s *producerSession) write() { s.writeAcks(false) }
 
 // writeAcks writes every ack queued, and the pong due if any, in one write; trying, it writes
 // what the socket takes now and reports false when the connection keeps the rest, the acks
-// held in batch until it is out (flushKept). After a write error it keeps draining acks (dropping them)
-// so that their charges are returned and the reader unblocks.
+// held in batch until it is out (flushKept). After a write error it keeps draining acks
+// (dropping them) so that their charges are returned and the reader unblocks.
 func (s *producerSession) writeAcks(try bool) bool {
 	s.batch = s.takeAcks(s.batch)
 	s.frames = s.frames[:0]
@@ -789,7 +789,7 @@ func (s *producerSession) writeAcks(try bool) bool {
 		s.flushDue = true // batch is let go by flushKept
 		return false
 	}
-	s.batch = s.answered(s.batch)
+	s.answered()
 	if cap(s.batch) > 256 {
 		s.batch, s.frames = nil, nil // a burst is over: an idle session keeps no large buffer
 	}
@@ -807,16 +807,16 @@ func (s *producerSession) writeFailed(err error) {
 }
 
 // answered lets the acks of batch go, written or dropped: their charges, their slots, the
-// reader waiting for one. It returns batch emptied.
-func (s *producerSession) answered(batch []*record) []*record {
+// reader waiting for one; batch is left empty.
+func (s *producerSession) answered() {
 	var slots, owed int64
-	for i, r := range batch {
+	for i, r := range s.batch {
 		slots++
 		owed += r.owed
 		r.charge.Release()
 		r.held.Release()
 		r.free()
-		batch[i] = nil
+		s.batch[i] = nil
 	}
 	if slots > 0 {
 		s.slots.Add(-slots)
@@ -825,7 +825,7 @@ func (s *producerSession) answered(batch []*record) []*record {
 			signal(s.wakeRead)
 		}
 	}
-	return batch[:0]
+	s.batch = s.batch[:0]
 }
 
 // signal sends on a cap-1 channel unless it is full. It never blocks.

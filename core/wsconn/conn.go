@@ -101,7 +101,7 @@ type Conn struct {
 	onWake       func()                 // called after wake is signalled; nil: none (SetWakeFunc)
 	deflate      bool                   // permessage-deflate was negotiated
 	// canTry: sock is the socket every write to the connection passes through, and writes
-	// may be tried on it (sharedSocket).
+	// may be tried on it (socketWriter).
 	canTry bool
 	sock   writer // the TCP socket beneath the connection's wrappers, written directly (socketWriter); nil: none
 }
@@ -124,8 +124,8 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o Options) (*Conn, error) {
 	// The limit is enforced by ReadInto, which knows it and can say so in the close frame;
 	// gorilla's own would close with 1009 and no reason.
 	c := &Conn{ws: ws, writeTimeout: o.WriteTimeout, readLimit: limit, wake: make(chan struct{}, 1),
-		deflate: o.Compression && offersDeflate(r.Header), sock: socketWriter(ws.NetConn()),
-		canTry: sharedSocket(ws.NetConn()) != nil}
+		deflate: o.Compression && offersDeflate(r.Header)}
+	c.sock, c.canTry = socketWriter(ws.NetConn())
 	if c.writeTimeout == 0 {
 		c.writeTimeout = 10 * time.Second
 	}

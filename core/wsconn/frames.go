@@ -272,38 +272,27 @@ func (c *Conn) setWriteDeadline() error {
 	return c.ws.NetConn().SetWriteDeadline(deadline)
 }
 
-// sharedSocket is the rawio.Conn beneath nc's wrappers that leave writes alone, when nc's own
-// writes pass through it (the edge's listeners wrap each connection they accept): a write
-// tried on it and a write made through nc, such as gorilla's close frame, then keep their
-// order; socketWriter returns the same one. Nil otherwise.
-func sharedSocket(nc net.Conn) *rawio.Conn {
-	for nc != nil {
-		if c, ok := nc.(*rawio.Conn); ok {
-			return c
-		}
-		nc = beneath(nc)
-	}
-	return nil
-}
-
 // socketWriter is the TCP connection under nc's wrappers that leave writes alone (the
 // connection limit's and the request-line check's, which Unwrap, and the PROXY protocol's,
 // whose header is read before any write: Raw), written through rawio: a vectored write is then
 // one system call, which does not wake the runtime's monitor thread. It is nil when a layer
 // changes what is written (TLS): writes then go through it, vectored ones a buffer at a time.
-func socketWriter(nc net.Conn) writer {
+// shared reports that it is the rawio.Conn nc's own writes pass through (the edge's listeners
+// wrap each connection they accept): a write tried on it and a write made through nc, such as
+// gorilla's close frame, then keep their order.
+func socketWriter(nc net.Conn) (w writer, shared bool) {
 	for {
 		switch c := nc.(type) {
 		case *rawio.Conn:
-			return c
+			return c, true
 		case *net.TCPConn:
 			if w, ok := rawio.Wrap(c).(writer); ok {
-				return w
+				return w, false
 			}
-			return tcpWriter{c}
+			return tcpWriter{c}, false
 		default:
 			if nc = beneath(nc); nc == nil {
-				return nil
+				return nil, false
 			}
 		}
 	}

@@ -35,7 +35,8 @@ func TestSocketWriter(t *testing.T) {
 		"unwrap to tls":             {wrapped{tls.Client(tcp, &tls.Config{})}, nil},
 		"opaque":                    {opaque{tcp}, nil},
 	} {
-		if got := socketOf(socketWriter(tc.conn)); got != tc.want {
+		w, _ := socketWriter(tc.conn)
+		if got := socketOf(w); got != tc.want {
 			t.Errorf("%s: writes to %v, want %v", name, got, tc.want)
 		}
 	}

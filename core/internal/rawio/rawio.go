@@ -177,9 +177,14 @@ func (c *Conn) WriteBuffers(bufs *net.Buffers) (int64, error) {
 // keeps bufs whole, while bytes are kept or another write waits for the socket: it never
 // waits for the peer, nor for a writer that does. It does not look at the write deadline.
 func (c *Conn) TryWriteBuffers(bufs *net.Buffers) (bool, error) {
-	done, err := c.try(*bufs)
+	b := *bufs
 	*bufs = nil
-	return done, err
+	if !c.wmu.TryLock() { // a write waits for the socket: these go after it
+		c.keep(b)
+		return false, nil
+	}
+	defer c.wmu.Unlock()
+	return c.tryLocked(b)
 }
 
 // TryWrite is TryWriteBuffers for one buffer.
@@ -193,15 +198,6 @@ func (c *Conn) TryWrite(p []byte) (bool, error) {
 	c.wr.one[0] = nil
 	c.wmu.Unlock()
 	return done, err
-}
-
-func (c *Conn) try(bufs net.Buffers) (bool, error) {
-	if !c.wmu.TryLock() { // a write waits for the socket: these go after it
-		c.keep(bufs)
-		return false, nil
-	}
-	defer c.wmu.Unlock()
-	return c.tryLocked(bufs)
 }
 
 // tryLocked writes what the socket takes of bufs now and keeps the rest. Under wmu.

@@ -38,6 +38,7 @@ func runCeilingServer(ctx context.Context, args []string, env Env) error {
 	fs := flag.NewFlagSet("sluice-bench "+ceilingCommand, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "listen address")
+	work := fs.Duration("work", 0, "busy work for each message before its ack")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -45,7 +46,7 @@ func runCeilingServer(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	cs := newCeilingServer()
+	cs := newCeilingServer(*work)
 	srv := &http.Server{Handler: cs, ReadHeaderTimeout: 10 * time.Second}
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = srv.Serve(batchListener{ln}) })
@@ -58,16 +59,18 @@ func runCeilingServer(ctx context.Context, args []string, env Env) error {
 }
 
 type ceilingServer struct {
-	up websocket.Upgrader
+	up   websocket.Upgrader
+	work time.Duration // busy work for each message, on the reader's goroutine
 
 	mu       sync.Mutex
 	conns    map[*websocket.Conn]struct{}
 	sessions sync.WaitGroup
 }
 
-func newCeilingServer() *ceilingServer {
+func newCeilingServer(work time.Duration) *ceilingServer {
 	return &ceilingServer{
 		up:    websocket.Upgrader{ReadBufferSize: 4096, WriteBufferSize: 4096, CheckOrigin: func(*http.Request) bool { return true }},
+		work:  work,
 		conns: map[*websocket.Conn]struct{}{},
 	}
 }
@@ -95,7 +98,7 @@ func (s *ceilingServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if bc != nil {
 		bc.startBatching()
 	}
-	serveCeilingConn(c, bc)
+	serveCeilingConn(c, bc, s.work)
 }
 
 func (s *ceilingServer) closeAll() {
@@ -108,8 +111,8 @@ func (s *ceilingServer) closeAll() {
 }
 
 // serveCeilingConn reads frames on this goroutine and writes acks on one it starts and
-// joins, as the edge's sessions do.
-func serveCeilingConn(c *websocket.Conn, bc *batchConn) {
+// joins, as the edge's sessions do. Each message costs work of busy work besides.
+func serveCeilingConn(c *websocket.Conn, bc *batchConn, work time.Duration) {
 	acks := make(chan []byte, ceilingQueue)
 	free := make(chan []byte, ceilingQueue+1)
 	var wg sync.WaitGroup
@@ -138,6 +141,7 @@ func serveCeilingConn(c *websocket.Conn, bc *batchConn) {
 			entry++
 			ack = wsapi.AckOK(wsapi.EncodeMessageID(wsapi.NewMessageID(1, entry)), m.Context)
 		}
+		busy(work)
 		var b []byte
 		select {
 		case b = <-free:
@@ -145,6 +149,14 @@ func serveCeilingConn(c *websocket.Conn, bc *batchConn) {
 			b = make([]byte, 0, 128)
 		}
 		acks <- ack.AppendJSON(b[:0])
+	}
+}
+
+// busy keeps the CPU busy for d: work that does not wait, as the edge's own work between a
+// message and its ack does not.
+func busy(d time.Duration) {
+	start := time.Now()
+	for time.Since(start) < d { //nolint:revive // empty-block: the loop is the work
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -18,21 +19,7 @@ import (
 // frame's context, or the error ack the edge would send.
 func TestCeilingServerAcks(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := newCeilingServer()
-	srv := &http.Server{Handler: cs, ReadHeaderTimeout: 10 * time.Second}
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = srv.Serve(batchListener{ln}) })
-	t.Cleanup(func() { _ = srv.Close(); cs.closeAll(); wg.Wait() })
-
-	c, _, err := websocket.DefaultDialer.DialContext(t.Context(), "ws://"+ln.Addr().String()+"/ws/v2/producer/persistent/public/default/t", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialCeiling(t, 0)
 	const n = 200
 	for i := range n {
 		frame := `{"payload":"aGVsbG8=","context":"` + strconv.Itoa(i) + `"}`
@@ -64,6 +51,67 @@ func TestCeilingServerAcks(t *testing.T) {
 		}
 		if _, err := wsapi.DecodeMessageID(a.MessageID); err != nil {
 			t.Errorf("ack %d: message id %q: %v", i, a.MessageID, err)
+		}
+	}
+}
+
+// With -work the ceiling server spends that long on each message before its ack: four
+// messages sent at once are answered no sooner than four times it after the first is sent.
+func TestCeilingServerWork(t *testing.T) {
+	t.Parallel()
+	const work, n = 25 * time.Millisecond, 4
+	c := dialCeiling(t, work)
+	start := time.Now()
+	for i := range n {
+		if err := c.WriteMessage(websocket.TextMessage, []byte(`{"payload":"aGVsbG8=","context":"`+strconv.Itoa(i)+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for i := range n {
+		if _, _, err := c.ReadMessage(); err != nil {
+			t.Fatalf("ack %d: %v", i, err)
+		}
+	}
+	if took := time.Since(start); took < n*work {
+		t.Errorf("%d acks took %v, want at least %v of work", n, took, n*work)
+	}
+}
+
+// dialCeiling starts a ceiling server doing work for each message and opens a producer
+// connection to it.
+func dialCeiling(t *testing.T, work time.Duration) *websocket.Conn {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := newCeilingServer(work)
+	srv := &http.Server{Handler: cs, ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.Serve(batchListener{ln}) })
+	t.Cleanup(func() { _ = srv.Close(); cs.closeAll(); wg.Wait() })
+	c, _, err := websocket.DefaultDialer.DialContext(t.Context(), "ws://"+ln.Addr().String()+"/ws/v2/producer/persistent/public/default/t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestParseWork(t *testing.T) {
+	t.Parallel()
+	got, err := parseWork("3us, 5us,1ms", true)
+	if want := []time.Duration{3 * time.Microsecond, 5 * time.Microsecond, time.Millisecond}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("parseWork = %v, %v; want %v", got, err, want)
+	}
+	if got, err := parseWork("", false); err != nil || got != nil {
+		t.Errorf("parseWork of nothing = %v, %v", got, err)
+	}
+	for _, bad := range []string{"5us", "0s", "-1us", "5", "3us,3us", "3us,"} {
+		ceiling := bad != "5us" // without -ceiling
+		if _, err := parseWork(bad, ceiling); err == nil {
+			t.Errorf("parseWork(%q, %v) took it", bad, ceiling)
 		}
 	}
 }

@@ -325,9 +325,10 @@ type ceilingProc struct {
 	wsURL string
 }
 
-func (f *fleet) startCeiling(ctx context.Context, bin string) (*ceilingProc, error) {
+func (f *fleet) startCeiling(ctx context.Context, bin string, work time.Duration) (*ceilingProc, error) {
 	const lis = ceilingReadyLine
-	p, found, err := f.start(ctx, procSpec{name: "ceiling", bin: bin, args: []string{ceilingCommand, "-listen", "127.0.0.1:0"}, env: sysmonAwakeEnv(), want: []string{lis}})
+	args := []string{ceilingCommand, "-listen", "127.0.0.1:0", "-work", work.String()}
+	p, found, err := f.start(ctx, procSpec{name: "ceiling", bin: bin, args: args, env: sysmonAwakeEnv(), want: []string{lis}})
 	if err != nil {
 		return nil, err
 	}

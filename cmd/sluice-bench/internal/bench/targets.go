@@ -213,15 +213,21 @@ func startDirectTarget(ctx context.Context, f *fleet, b *binSet, retention int64
 		url:  bp.serviceURL, brokerURL: bp.serviceURL, server: []int{bp.pid()}}, nil
 }
 
-// startCeilingTarget is the bare gorilla reference server, from this binary.
-func startCeilingTarget(ctx context.Context, f *fleet, self string) (*target, error) {
-	cp, err := f.startCeiling(ctx, self)
+// startCeilingTarget is the bare gorilla reference server, from this binary, doing work of
+// busy work for each message besides (named ceiling+WORK then).
+func startCeilingTarget(ctx context.Context, f *fleet, self string, work time.Duration) (*target, error) {
+	cp, err := f.startCeiling(ctx, self, work)
 	if err != nil {
 		return nil, err
 	}
-	return &target{name: "ceiling", kind: "ceiling",
+	t := &target{name: "ceiling", kind: "ceiling",
 		note: "bare gorilla server: the same decode and ack encoding, coalesced writes, no broker",
-		url:  cp.wsURL, server: []int{cp.pid()}, front: cp.pid()}, nil
+		url:  cp.wsURL, server: []int{cp.pid()}, front: cp.pid()}
+	if work > 0 {
+		t.name += "+" + work.String()
+		t.note += ", " + work.String() + " of busy work a message"
+	}
+	return t, nil
 }
 
 // cpuSample is the CPU time of a target's processes, of this process and of the whole

@@ -20,22 +20,23 @@ import (
 // histogram and the CPU time the target's server processes spent on it.
 
 type throughputSettings struct {
-	Connections int     `json:"connections"`
-	Window      int     `json:"window"`
-	Size        int     `json:"size"`
-	Rate        float64 `json:"rate,omitempty"`
-	Rounds      int     `json:"rounds"`
-	RoundS      float64 `json:"round_s"`
-	WarmupS     float64 `json:"warmup_s"`
-	IntervalS   float64 `json:"interval_s"`
-	Configs     string  `json:"configs"`
-	Ceiling     bool    `json:"ceiling"`
-	Direct      bool    `json:"direct"`
-	Compare     string  `json:"compare,omitempty"`
-	Retention   int64   `json:"broker_retention_bytes"`
-	RetryNoisy  float64 `json:"retry_noisy,omitempty"`
-	Coalesce    bool    `json:"coalesce,omitempty"`
-	TLS         bool    `json:"tls,omitempty"`
+	Connections int       `json:"connections"`
+	Window      int       `json:"window"`
+	Size        int       `json:"size"`
+	Rate        float64   `json:"rate,omitempty"`
+	Rounds      int       `json:"rounds"`
+	RoundS      float64   `json:"round_s"`
+	WarmupS     float64   `json:"warmup_s"`
+	IntervalS   float64   `json:"interval_s"`
+	Configs     string    `json:"configs"`
+	Ceiling     bool      `json:"ceiling"`
+	CeilingWork []float64 `json:"ceiling_work_us,omitempty"`
+	Direct      bool      `json:"direct"`
+	Compare     string    `json:"compare,omitempty"`
+	Retention   int64     `json:"broker_retention_bytes"`
+	RetryNoisy  float64   `json:"retry_noisy,omitempty"`
+	Coalesce    bool      `json:"coalesce,omitempty"`
+	TLS         bool      `json:"tls,omitempty"`
 }
 
 // tpResult is one target's outcome over all rounds.
@@ -112,6 +113,7 @@ type tpOptions struct {
 	rate, noisy                 float64
 	kinds                       []string
 	ceiling, direct, coalesce   bool
+	ceilingWork                 []time.Duration // -ceiling-work: a ceiling for each, with that busy work a message
 	compare, newLabel, oldLabel string
 	plugin                      string
 	centrifugo                  string // -centrifugo
@@ -142,6 +144,7 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	fs.StringVar(&o.centrifugo, "centrifugo", "", "the centrifugo binary for the centrifugo configuration (default: "+centrifugoModule+", installed once into the user cache directory)")
 	fs.StringVar(&o.nats, "nats", "", "the nats-server binary for the nats configuration (default: "+natsModule+", installed once into the user cache directory)")
 	fs.BoolVar(&o.ceiling, "ceiling", false, "add the ceiling reference: a bare gorilla server doing the same decode and ack work, no broker")
+	work := fs.String("ceiling-work", "", "with -ceiling, durations (3us,5us): one more ceiling server for each, doing that much busy work for each message before its ack, to show how the latency floor answers a server that much slower")
 	fs.BoolVar(&o.direct, "direct", false, "add the direct reference: pulsar-client-go straight to the same sluice broker, no edge")
 	fs.StringVar(&o.compare, "compare", "", "also run every configuration with this sluice binary (its serve and broker), as its own column")
 	fs.StringVar(&o.newLabel, "label", "new", "with -compare, the label of this invocation's binaries")
@@ -159,13 +162,16 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	if o.rounds < 1 || o.round <= 0 || o.conns < 1 || o.size < 1 || o.interval <= 0 {
 		return errors.New("-rounds, -round, -conns, -size and -interval must be positive")
 	}
+	var err error
+	if o.ceilingWork, err = parseWork(*work, o.ceiling); err != nil {
+		return err
+	}
 	if o.rate > 0 && !flagSet(fs, "window") {
 		o.window = 0 // an open loop is not held back by acks
 	}
 	if o.plugin != "" && !strings.Contains(*configs, "hybrid-plugin") {
 		*configs += ",hybrid-plugin"
 	}
-	var err error
 	if o.kinds, err = parseKinds(*configs, o.plugin, true); err != nil {
 		return err
 	}
@@ -198,7 +204,8 @@ func benchThroughput(ctx context.Context, args []string, env Env) error {
 	rep := c.newReport(throughputSettings{
 		Connections: o.conns, Window: o.window, Size: o.size, Rate: o.rate, Rounds: o.rounds, RoundS: seconds(o.round),
 		WarmupS: seconds(o.warmup), IntervalS: seconds(o.interval), Configs: strings.Join(o.kinds, ","), Ceiling: o.ceiling,
-		Direct: o.direct, Compare: o.compare, Retention: o.retention, RetryNoisy: o.noisy, Coalesce: o.coalesce, TLS: o.tls,
+		CeilingWork: microseconds(o.ceilingWork),
+		Direct:      o.direct, Compare: o.compare, Retention: o.retention, RetryNoisy: o.noisy, Coalesce: o.coalesce, TLS: o.tls,
 	})
 	rep.Machine.Binaries = binaryReports(ctx, sets)
 	rep.Results = results
@@ -238,11 +245,13 @@ func (o *tpOptions) describeLoad() string {
 func (o *tpOptions) startTargets(ctx context.Context, f *fleet, sets []*binSet, self string) ([]*target, error) {
 	var targets []*target
 	if o.ceiling {
-		t, err := startCeilingTarget(ctx, f, self)
-		if err != nil {
-			return nil, err
+		for _, work := range append([]time.Duration{0}, o.ceilingWork...) {
+			t, err := startCeilingTarget(ctx, f, self, work)
+			if err != nil {
+				return nil, err
+			}
+			targets = append(targets, t)
 		}
-		targets = append(targets, t)
 	}
 	for _, k := range o.kinds {
 		if slices.Contains(peerKinds, k) {
@@ -578,4 +587,33 @@ func throughputChart(results []*tpResult, loadDesc string) *chart {
 		latP.series = append(latP.series, series{name: r.Name, points: ls})
 	}
 	return &chart{title: "sluice-bench throughput: " + loadDesc, xLabel: "seconds of load (each configuration's rounds end to end)", panels: []panel{rateP, latP}}
+}
+
+// parseWork reads -ceiling-work: durations above zero, comma-separated, each given once, and
+// only with -ceiling.
+func parseWork(list string, ceiling bool) ([]time.Duration, error) {
+	if list == "" {
+		return nil, nil
+	}
+	if !ceiling {
+		return nil, errors.New("-ceiling-work: only with -ceiling")
+	}
+	var ds []time.Duration
+	for f := range strings.SplitSeq(list, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d <= 0 || slices.Contains(ds, d) {
+			return nil, fmt.Errorf("-ceiling-work: %q: want distinct durations above zero, such as 3us,5us", f)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
+// microseconds is ds in microseconds, for the JSON report.
+func microseconds(ds []time.Duration) []float64 {
+	var us []float64
+	for _, d := range ds {
+		us = append(us, float64(d)/float64(time.Microsecond))
+	}
+	return us
 }

@@ -58,11 +58,13 @@ type block struct {
 }
 
 // Block sizes: a log's blocks grow from minBlock to maxBlock (doubling), and
-// an entry larger than the next block gets a block of its own size.
+// an entry larger than the next block gets a block of its own size. Both
+// start small, so that a topic holding a message or two, such as each of many
+// devices' own that reported once, holds about the message's size.
 const (
 	maxBlockSize = 1 << 20
-	minBlockSize = 4 << 10
-	minRingSize  = 16
+	minBlockSize = 512
+	minRingSize  = 4
 	// spareBlocks bounds the freed blocks of maxBlock bytes kept for reuse.
 	spareBlocks = 4
 )
@@ -323,6 +325,10 @@ func (st *store) makeRoomAndAppend(l *topicLog, id uint64, data []byte, e entry,
 		if l.heapIdx < 0 {
 			heap.Push(&st.logs, l)
 		}
+		// A refusal stands while nothing is evictable, but a block of a log no backlog
+		// needs is evictable as soon as it is made, whatever its size: the next
+		// reservation that does not fit looks again.
+		st.refusing = false
 	}
 	l.put(id, data, e, now)
 	if st.retentionSize > 0 {
@@ -413,9 +419,6 @@ func (st *store) reserve(n int64) bool {
 				return false
 			}
 		}
-	}
-	if n >= int64(st.maxBlock) {
-		st.refusing = false
 	}
 	st.used.Add(n)
 	return true

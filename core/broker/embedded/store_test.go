@@ -123,6 +123,40 @@ func TestStoreTinyEntries(t *testing.T) {
 		size: func(rng *rand.Rand) int { return 8 + rng.IntN(40) }}.run(t)
 }
 
+// A refusal is remembered until a backlog moves, so that a full store does not look for
+// something to evict at every send; but a block made since, smaller than the store's largest,
+// of a topic no backlog needs, is evictable at once, and a send that needs its room is not
+// refused.
+func TestStoreRefusalForgottenByANewBlock(t *testing.T) {
+	t.Parallel()
+	s := newStoreLogs(Config{StoreLimit: 1 << 20}, 2) // blocks of 16 KiB at most
+	s.logs[0].setKeep(0)                              // log 0's backlog holds all it stores
+	const big = 100 << 10                             // a block of its own size
+	stored := 0
+	for s.append(0, big) {
+		stored++
+	}
+	if stored < 8 {
+		t.Fatalf("the store took %d entries of %d bytes", stored, big)
+	}
+	st := s.st
+	const small = 10 << 10 // a block of this size: smaller than the largest
+	if !s.append(1, small) {
+		t.Fatalf("the store refused a %d-byte entry with %d bytes free", small, st.limit-st.used.Load())
+	}
+	const need = 20 << 10
+	if free := st.limit - st.used.Load(); free >= need {
+		t.Fatalf("%d bytes free: the test needs less than %d", free, need)
+	}
+	if !s.append(0, need) {
+		t.Fatal("refused an entry that evicting the unneeded log's block makes room for")
+	}
+	if s.logs[1].n != 0 {
+		t.Errorf("the unneeded log keeps %d entries", s.logs[1].n)
+	}
+	s.check(t)
+}
+
 // storeWorkload is random operations on logs sharing a store: appends of entries of size(rng)
 // bytes (appends percent of them), and in equal parts a backlog appearing at a log's end (or
 // staying) and a backlog consumed.

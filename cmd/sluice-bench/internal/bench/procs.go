@@ -325,10 +325,12 @@ type ceilingProc struct {
 	wsURL string
 }
 
-func (f *fleet) startCeiling(ctx context.Context, bin string, work time.Duration) (*ceilingProc, error) {
+// startCeiling runs a ceiling server doing work of busy work a message, named name (its log is
+// NAME.log).
+func (f *fleet) startCeiling(ctx context.Context, name, bin string, work time.Duration) (*ceilingProc, error) {
 	const lis = ceilingReadyLine
 	args := []string{ceilingCommand, "-listen", "127.0.0.1:0", "-work", work.String()}
-	p, found, err := f.start(ctx, procSpec{name: "ceiling", bin: bin, args: args, env: sysmonAwakeEnv(), want: []string{lis}})
+	p, found, err := f.start(ctx, procSpec{name: name, bin: bin, args: args, env: sysmonAwakeEnv(), want: []string{lis}})
 	if err != nil {
 		return nil, err
 	}

@@ -216,18 +216,17 @@ func startDirectTarget(ctx context.Context, f *fleet, b *binSet, retention int64
 // startCeilingTarget is the bare gorilla reference server, from this binary, doing work of
 // busy work for each message besides (named ceiling+WORK then).
 func startCeilingTarget(ctx context.Context, f *fleet, self string, work time.Duration) (*target, error) {
-	cp, err := f.startCeiling(ctx, self, work)
+	name, note := "ceiling", "bare gorilla server: the same decode and ack encoding, coalesced writes, no broker"
+	if work > 0 {
+		name += "+" + work.String()
+		note += ", " + work.String() + " of busy work a message"
+	}
+	cp, err := f.startCeiling(ctx, name, self, work)
 	if err != nil {
 		return nil, err
 	}
-	t := &target{name: "ceiling", kind: "ceiling",
-		note: "bare gorilla server: the same decode and ack encoding, coalesced writes, no broker",
-		url:  cp.wsURL, server: []int{cp.pid()}, front: cp.pid()}
-	if work > 0 {
-		t.name += "+" + work.String()
-		t.note += ", " + work.String() + " of busy work a message"
-	}
-	return t, nil
+	return &target{name: name, kind: "ceiling", note: note,
+		url: cp.wsURL, server: []int{cp.pid()}, front: cp.pid()}, nil
 }
 
 // cpuSample is the CPU time of a target's processes, of this process and of the whole

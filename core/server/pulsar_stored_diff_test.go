@@ -268,7 +268,6 @@ var sdCases = []sdCase{
 		partitions:    4,
 		rawPartitions: true,
 		frames:        sdKeyFrames(sdPartitionKeys...),
-		known:         sdGeneratedNames,
 	},
 	{
 		name:          "partitioned keys Murmur3_32Hash",
@@ -276,7 +275,6 @@ var sdCases = []sdCase{
 		partitions:    5,
 		rawPartitions: true,
 		frames:        sdKeyFrames(sdPartitionKeys...),
-		known:         sdGeneratedNames,
 	},
 	{
 		name:          "partitioned keys RoundRobinPartition",
@@ -284,32 +282,29 @@ var sdCases = []sdCase{
 		partitions:    3,
 		rawPartitions: true,
 		frames:        sdKeyFrames(sdPartitionKeys...),
-		known:         sdGeneratedNames,
 	},
 	{
 		name:       "partitioned unkeyed SinglePartition",
 		partitions: 4,
 		frames:     sdPlainFrames("single", 6),
-		known:      sdGeneratedNames,
 	},
 	{
 		name:       "partitioned unkeyed RoundRobinPartition",
 		query:      "messageRoutingMode=RoundRobinPartition",
 		partitions: 4,
 		frames:     sdPlainFrames("rr", 9),
-		known:      sdGeneratedNames,
 	},
 	{
 		name:          "partitioned empty key",
 		partitions:    4,
 		rawPartitions: true,
 		frames:        sdKeyFrames("", "", ""),
-		known: append(slices.Clone(sdGeneratedNames),
-			sdKnown{"msg.partition", "Sluice routes a message with an empty key as one without a key (its producer's " +
+		known: []sdKnown{
+			{"msg.partition", "Sluice routes a message with an empty key as one without a key (its producer's " +
 				"single partition, chosen at random), where Pulsar's Java client hashes \"\" (partition 0); " +
 				"docs/compatibility.md. It may match by chance (1 in 4)"},
-			sdKnown{"topic.msgInCounter", "the empty-keyed messages land on another partition through Sluice (above)"},
-		),
+			{"topic.msgInCounter", "the empty-keyed messages land on another partition through Sluice (above)"},
+		},
 	},
 	{
 		name:       "partitioned producerName",
@@ -317,14 +312,6 @@ var sdCases = []sdCase{
 		partitions: 3,
 		frames:     sdPlainFrames("pn", 3),
 	},
-}
-
-// sdGeneratedNames are the differences of a partitioned producer with no producerName.
-var sdGeneratedNames = []sdKnown{
-	{"publisher.producerName", "Pulsar's Java client gives the producers of every partition the name the broker " +
-		"generated for the first; pulsar-client-go lets the broker name each partition's producer"},
-	{"msg.producerName", "each partition's producer has its own generated name through Sluice, one for all through Pulsar"},
-	{"entry.X-Pulsar-Producer-Name", "each partition's producer has its own generated name through Sluice, one for all through Pulsar"},
 }
 
 // sdBatchKnown are the differences every batch shows, and extra.

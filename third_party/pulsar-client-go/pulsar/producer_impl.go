@@ -56,6 +56,10 @@ type producer struct {
 	stopDiscovery func()
 	log           log.Logger
 	metrics       *internal.LeveledMetrics
+
+	// partitionName is the name every partition's producer asks for when options.Name is
+	// empty: the one the broker gave the first partition's, as the Java client names them.
+	partitionName string
 }
 
 func getHashingFunction(s HashingScheme) func(string) uint32 {
@@ -243,13 +247,29 @@ func (p *producer) internalCreatePartitionsProducers() error {
 		partitionsToAdd = newNumPartitions
 		startPartition = 0
 	}
+	var newProducers []Producer
+	if p.options.Name == "" && p.partitionName == "" && partitionsToAdd > 0 {
+		// The first partition's producer is created on its own, so that the others take the
+		// name the broker gives it.
+		prod, err := newPartitionProducer(p.client, partitions[startPartition], p.options, startPartition,
+			p.metrics, "")
+		if err != nil {
+			return err
+		}
+		p.partitionName = prod.Name()
+		producers[startPartition] = prod
+		newProducers = append(newProducers, prod)
+		startPartition++
+		partitionsToAdd--
+	}
 	c := make(chan ProducerError, partitionsToAdd)
 
 	for partitionIdx := startPartition; partitionIdx < newNumPartitions; partitionIdx++ {
 		partition := partitions[partitionIdx]
 
 		go func(partitionIdx int, partition string) {
-			prod, e := newPartitionProducer(p.client, partition, p.options, partitionIdx, p.metrics)
+			prod, e := newPartitionProducer(p.client, partition, p.options, partitionIdx, p.metrics,
+				p.partitionName)
 			c <- ProducerError{
 				partition: partitionIdx,
 				prod:      prod,
@@ -257,8 +277,6 @@ func (p *producer) internalCreatePartitionsProducers() error {
 			}
 		}(partitionIdx, partition)
 	}
-
-	var newProducers []Producer
 
 	for i := 0; i < partitionsToAdd; i++ {
 		pe, ok := <-c

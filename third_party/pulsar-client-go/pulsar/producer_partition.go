@@ -210,8 +210,11 @@ func (s *schemaCache) Get(schema *SchemaInfo) (schemaVersion []byte) {
 	return val.([]byte)
 }
 
+// newPartitionProducer creates the producer of one topic or partition. When options.Name is
+// empty, name is the name it asks the broker for (the one its partitioned producer's first
+// partition was given) without claiming it as the user's; an empty name lets the broker choose.
 func newPartitionProducer(client *client, topic string, options *ProducerOptions, partitionIdx int,
-	metrics *internal.LeveledMetrics) (
+	metrics *internal.LeveledMetrics, name string) (
 	*partitionProducer, error) {
 
 	var boFunc func() backoff.Policy
@@ -289,6 +292,7 @@ func newPartitionProducer(client *client, topic string, options *ProducerOptions
 		p.producerName = options.Name
 		p.userProvidedProducerName = true
 	} else {
+		p.producerName = name
 		p.userProvidedProducerName = false
 	}
 	p.setProducerState(producerConnecting)

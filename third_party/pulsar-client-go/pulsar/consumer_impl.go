@@ -860,7 +860,7 @@ func (c *consumer) setLastDequeuedMsg(msgID MessageID) error {
 	if err := c.checkMsgIDPartition(msgID); err != nil {
 		return err
 	}
-	c.consumers[msgID.PartitionIdx()].lastDequeuedMsg = toTrackingMessageID(msgID)
+	c.consumers[msgID.PartitionIdx()].lastDequeuedMsg.Store(toTrackingMessageID(msgID))
 	return nil
 }
 

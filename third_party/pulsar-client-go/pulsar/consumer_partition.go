@@ -168,7 +168,7 @@ type partitionConsumer struct {
 	maxQueueSize    int32
 	received        *receivedQueue
 	startMessageID  atomicMessageID
-	lastDequeuedMsg *trackingMessageID
+	lastDequeuedMsg atomic.Pointer[trackingMessageID] // set by the application's goroutine, read at reconnection
 
 	// This is used to track the seeking message id during the seek operation.
 	// It will be set to nil after seek completes and reconnected.
@@ -1234,7 +1234,7 @@ func (pc *partitionConsumer) requestSeek(msgID *messageID) error {
 	//    we can safely clear the messages in the queue (at this point, it won't contain messages after the seek).
 	// 2. The startMessageID is reset to ensure accurate judgment when calling hasNext next time.
 	//    Since the messages in the queue are cleared here reconnection won't reset startMessageId.
-	pc.lastDequeuedMsg = nil
+	pc.lastDequeuedMsg.Store(nil)
 	pc.seekMessageID.set(toTrackingMessageID(msgID))
 	pc.clearQueueAndGetNextMessage()
 	return nil
@@ -1308,7 +1308,7 @@ func (pc *partitionConsumer) internalSeekByTime(seek *seekByTimeRequest) {
 		seek.err = err
 		return
 	}
-	pc.lastDequeuedMsg = nil
+	pc.lastDequeuedMsg.Store(nil)
 	pc.hasSoughtByTime.Store(true)
 	pc.clearQueueAndGetNextMessage()
 }
@@ -1831,6 +1831,11 @@ func (pc *partitionConsumer) messageShouldBeDiscarded(msgID *trackingMessageID) 
 	if pc.startMessageID.get() == nil {
 		return false
 	}
+	// Every message of a non-persistent topic has the id 0:0: none is before another (as
+	// the Java client, apache/pulsar#12348, a consumer of one discards none).
+	if strings.HasPrefix(pc.topic, "non-persistent://") {
+		return false
+	}
 
 	// if we start at latest message, we should never discard
 	if pc.startMessageID.get().equal(latestMessageID) {
@@ -2080,6 +2085,10 @@ func (pc *partitionConsumer) dispatcher() {
 		case clearQueueCb := <-pc.clearQueueCh:
 			// drop what the queue holds on any new connection
 			var nextMessageInQueue *trackingMessageID
+			if len(messages) > 0 {
+				// held here, not yet handed to the application: it comes first
+				nextMessageInQueue = toTrackingMessageID(messages[0].msgID)
+			}
 			for _, m := range pc.received.takeAll() {
 				if nextMessageInQueue == nil {
 					nextMessageInQueue = toTrackingMessageID(m[0].msgID)
@@ -2657,10 +2666,10 @@ func (pc *partitionConsumer) clearReceiverQueue() *trackingMessageID {
 
 	if nextMessageInQueue != nil {
 		return getPreviousMessage(nextMessageInQueue)
-	} else if pc.lastDequeuedMsg != nil {
+	} else if last := pc.lastDequeuedMsg.Load(); last != nil {
 		// If the queue was empty we need to restart from the message just after the last one that has been dequeued
 		// in the past
-		return pc.lastDequeuedMsg
+		return last
 	}
 	// No message was received or dequeued by this consumer. Next message would still be the startMessageId
 	return pc.startMessageID.get()
@@ -2821,7 +2830,7 @@ func (pc *partitionConsumer) hasNext() bool {
 	// If a seek by time has been performed, then the `startMessageId` becomes irrelevant.
 	// We need to compare `markDeletePosition` and `lastMessageId`,
 	// and then reset `startMessageID` to `markDeletePosition`.
-	if pc.lastDequeuedMsg == nil && pc.hasSoughtByTime.CompareAndSwap(true, false) {
+	if pc.lastDequeuedMsg.Load() == nil && pc.hasSoughtByTime.CompareAndSwap(true, false) {
 		res, err := pc.getLastMessageIDAndMarkDeletePosition()
 		if err != nil {
 			pc.log.WithError(err).Error("Failed to get last message id")
@@ -2850,8 +2859,8 @@ func (pc *partitionConsumer) hasNext() bool {
 }
 
 func (pc *partitionConsumer) hasMoreMessages() bool {
-	if pc.lastDequeuedMsg != nil {
-		return pc.lastMessageInBroker.isEntryIDValid() && pc.lastMessageInBroker.greater(pc.lastDequeuedMsg.messageID)
+	if last := pc.lastDequeuedMsg.Load(); last != nil {
+		return pc.lastMessageInBroker.isEntryIDValid() && pc.lastMessageInBroker.greater(last.messageID)
 	}
 
 	if pc.options.startMessageIDInclusive {

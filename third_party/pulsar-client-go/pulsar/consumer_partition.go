@@ -197,6 +197,12 @@ type partitionConsumer struct {
 	// reconnects come, and stops when it finds none for eventsLinger: whoever queues one
 	// starts it again (wakeEvents), so that an idle consumer holds no goroutine for it.
 	eventsRunning atomic.Bool
+	// queuedEvents counts the events and reconnects queued for the loop and not yet taken.
+	// A stopping loop's last look reads it, not the channels' lengths: it and eventsRunning
+	// are atomics, so that the loop's look and a queuer's wakeEvents cannot both miss the
+	// other (a channel's length is a plain read, which the loop's store of eventsRunning need
+	// not precede on arm64).
+	queuedEvents atomic.Int32
 
 	nackTracker *negativeAcksTracker
 	dlq         *dlqRouter
@@ -1899,6 +1905,7 @@ func (pc *partitionConsumer) ConnectionClosed(closeConsumer *pb.CommandCloseCons
 
 	select {
 	case pc.connectClosedCh <- &connectionClosed{assignedBrokerURL: assignedBrokerURL}:
+		pc.queuedEvents.Add(1)
 	default:
 		// Reconnect has already been requested so we do not block the
 		// connection callback.
@@ -2303,9 +2310,11 @@ func (pc *partitionConsumer) runEventsLoop() {
 			pc.log.Info("close consumer, exit reconnect")
 			return
 		case connectionClosed := <-pc.connectClosedCh:
+			pc.queuedEvents.Add(-1)
 			pc.log.Debug("runEventsLoop will reconnect")
 			pc.reconnectToBroker(connectionClosed)
 		case event := <-pc.eventsCh:
+			pc.queuedEvents.Add(-1)
 			if !pc.handleEvent(event) {
 				return
 			}
@@ -2351,6 +2360,7 @@ func (pc *partitionConsumer) handleEvent(event interface{}) bool {
 // queueEvent hands ev to the event loop, and starts the loop unless it runs.
 func (pc *partitionConsumer) queueEvent(ev interface{}) {
 	pc.eventsCh <- ev
+	pc.queuedEvents.Add(1)
 	pc.wakeEvents()
 }
 
@@ -2367,7 +2377,7 @@ func (pc *partitionConsumer) wakeEvents() {
 // was started for it.
 func (pc *partitionConsumer) idleEvents() bool {
 	pc.eventsRunning.Store(false)
-	return (len(pc.eventsCh) > 0 || len(pc.connectClosedCh) > 0) && pc.eventsRunning.CompareAndSwap(false, true)
+	return pc.queuedEvents.Load() > 0 && pc.eventsRunning.CompareAndSwap(false, true)
 }
 
 func (pc *partitionConsumer) internalClose(req *closeRequest) {

@@ -168,6 +168,13 @@ type partitionProducer struct {
 	// or starting.
 	eventsOnDemand bool
 	eventsRunning  atomic.Bool
+	// queuedCmds and queuedReconnects count the commands in cmdChan and the reconnects in
+	// connectClosedCh not yet taken. A stopping loop's last look reads them, not the
+	// channels' lengths: they and the running flags are atomics, so that the loop's look and
+	// a queuer's wake-up cannot both miss the other (a channel's length is a plain read,
+	// which the loop's store of its flag need not precede on arm64).
+	queuedCmds       atomic.Int32
+	queuedReconnects atomic.Int32
 	// sendTimeouts runs failTimeoutMessages when the oldest pending send may have timed out:
 	// a timer rather than a goroutine, so that a producer with a send timeout holds none
 	// while it waits. nil without a send timeout.
@@ -520,6 +527,7 @@ func (p *partitionProducer) ConnectionClosed(closeProducer *pb.CommandCloseProdu
 
 	select {
 	case p.connectClosedCh <- &connectionClosed{assignedBrokerURL: assignedBrokerURL}:
+		p.queuedReconnects.Add(1)
 	default:
 		// Reconnect has already been requested so we do not block the
 		// connection callback.
@@ -539,6 +547,7 @@ func (p *partitionProducer) runReconnectLoop() {
 	for {
 		select {
 		case connectionClosed := <-p.connectClosedCh:
+			p.queuedReconnects.Add(-1)
 			p.log.Info("runEventsLoop will reconnect in producer")
 			p.reconnectToBroker(connectionClosed)
 		case <-p.ctx.Done():
@@ -556,7 +565,7 @@ func (p *partitionProducer) runReconnectLoop() {
 // all, because an event arrived meanwhile and no other loop was started for it.
 func (p *partitionProducer) idleReconnect() bool {
 	p.reconnecting.Store(false)
-	return len(p.connectClosedCh) > 0 && p.reconnecting.CompareAndSwap(false, true)
+	return p.queuedReconnects.Load() > 0 && p.reconnecting.CompareAndSwap(false, true)
 }
 
 func (p *partitionProducer) SetRedirectedClusterURI(redirectedClusterURI string) {
@@ -694,6 +703,7 @@ func (p *partitionProducer) runEventsLoop() {
 		case <-p.sendReady:
 			p.handleQueuedSends()
 		case cmd, ok := <-p.cmdChan:
+			p.tookCmd(ok)
 			if !p.handleCmd(cmd, ok) {
 				return
 			}
@@ -720,6 +730,7 @@ func (p *partitionProducer) runEventsOnDemand() {
 		case <-p.sendReady:
 			p.handleQueuedSends()
 		case cmd, ok := <-p.cmdChan:
+			p.tookCmd(ok)
 			if !p.handleCmd(cmd, ok) {
 				return
 			}
@@ -896,7 +907,14 @@ func (p *partitionProducer) wakeEvents() {
 func (p *partitionProducer) idleEvents() bool {
 	p.dropSendQueue()
 	p.eventsRunning.Store(false)
-	return (p.queuedSends.Load() > 0 || len(p.cmdChan) > 0) && p.eventsRunning.CompareAndSwap(false, true)
+	return (p.queuedSends.Load() > 0 || p.queuedCmds.Load() > 0) && p.eventsRunning.CompareAndSwap(false, true)
+}
+
+// tookCmd counts a command the event loop took from cmdChan (ok false: the channel closed).
+func (p *partitionProducer) tookCmd(ok bool) {
+	if ok {
+		p.queuedCmds.Add(-1)
+	}
 }
 
 func (p *partitionProducer) Topic() string {
@@ -1895,6 +1913,7 @@ func (p *partitionProducer) sendCmd(ctx context.Context, cmd interface{}) error 
 	}
 	select {
 	case p.cmdChan <- cmd:
+		p.queuedCmds.Add(1)
 		p.wakeEvents()
 		return nil
 	case <-p.closingCh:

@@ -28,13 +28,12 @@ func tenantTopic(tenant, ns, prefix string) string {
 // checkInOrder fails unless got holds exactly the indexes want, in order.
 func checkInOrder(t *testing.T, got []pulsar.Message, want []int) {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%d messages, want %d", len(got), len(want))
-	}
+	indexes := make([]int, len(got))
 	for i, m := range got {
-		if indexOf(m) != want[i] {
-			t.Fatalf("message %d: index %d, want %d", i, indexOf(m), want[i])
-		}
+		indexes[i] = indexOf(m)
+	}
+	if !slices.Equal(indexes, want) {
+		t.Fatalf("messages of indexes %v, want %v", indexes, want)
 	}
 }
 
@@ -107,6 +106,43 @@ func TestBacklogQuotaIsolatesTenants(t *testing.T) {
 		_, err = p.Send(ctxT(t, 5*time.Second), &pulsar.ProducerMessage{Payload: indexed(0)})
 		return err == nil
 	})
+}
+
+// TestSendPastQuotaFailsAtOnce: a SEND that would take a backlog under its
+// quota past it is refused, and its producer's client, reconnecting, is
+// refused too while that SEND would still not fit: the client fails it at
+// once with Pulsar's quota exception, instead of resending it to be refused
+// again, thousands of times a second, until its send timeout, and the message
+// it was told failed is not stored later. Once the backlog is consumed the
+// topic takes producers and sends again.
+func TestSendPastQuotaFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{StoreLimit: 64 << 20, BacklogQuotaLimit: 1 << 20})
+	c := newClient(t, b, nil)
+	topic := tenantTopic("tenant-q", "ns", "large")
+	cons := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true, SendTimeout: 20 * time.Second})
+	payload := func(i int) []byte { return append(indexed(i), make([]byte, 400<<10)...) }
+	for i := range 2 { // 800 KiB of a 1 MiB quota: under 90% of it
+		if _, err := p.Send(ctxT(t, 10*time.Second), &pulsar.ProducerMessage{Payload: payload(i)}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	start := time.Now()
+	_, err := p.Send(ctxT(t, 30*time.Second), &pulsar.ProducerMessage{Payload: payload(2)})
+	if took := time.Since(start); !errors.Is(err, pulsar.ErrProducerBlockedQuotaExceeded) || took > 5*time.Second {
+		t.Fatalf("a send past the quota failed after %s with %v, want ErrProducerBlockedQuotaExceeded at once", took, err)
+	}
+	if n := b.Stats().BacklogQuotaRefusedSends; n > 3 {
+		t.Fatalf("the send past the quota was refused %d times", n)
+	}
+	checkInOrder(t, receiveN(t, cons, 2, 10*time.Second, true), []int{0, 1})
+	expectNone(t, cons, time.Second)
+	testkit.WaitFor(t, 15*time.Second, "the topic taking sends again", func() bool {
+		_, err := p.Send(ctxT(t, 5*time.Second), &pulsar.ProducerMessage{Payload: payload(3)})
+		return err == nil
+	})
+	checkInOrder(t, receiveN(t, cons, 1, 10*time.Second, true), []int{3})
 }
 
 // TestNamespaceBacklogQuota: topics each within their own quota are refused

@@ -35,9 +35,10 @@ var errStoreFull = errors.New("the store is full")
 type namespace struct {
 	topics  int          // guarded by Broker.mu
 	backlog atomic.Int64 // bytes, summed over its topics' logs (topicLog.recount)
-	// blocked: a SEND was refused for the namespace's quota; producers are
-	// refused until its backlog is back under 90% of the quota.
-	blocked atomic.Bool
+	// refused is the cost of the SEND last refused for the namespace's quota
+	// (1 once its backlog reached the quota), 0 while producers are admitted
+	// (quotaBlocks).
+	refused atomic.Int64
 	// evict: consumer_backlog_eviction found it over its quota; the pump
 	// evicts from its topics.
 	evict atomic.Bool
@@ -121,21 +122,33 @@ func (t *topic) quotaRefusal() string {
 	}
 	bl := t.log.backlogNow()
 	if lim := cfg.BacklogQuotaLimit; lim > 0 {
-		if bl >= lim || (t.quotaBlocked && bl > lim/10*9) {
-			t.quotaBlocked = true
+		if quotaBlocks(bl, lim, t.quotaRefused) {
+			t.quotaRefused = max(t.quotaRefused, 1)
 			return fmt.Sprintf("Cannot create producer on topic with backlog quota exceeded: the backlog of %s holds %d bytes, its quota is %d", t.name.full, bl, lim)
 		}
-		t.quotaBlocked = false
+		t.quotaRefused = 0
 	}
 	if lim, ns := cfg.NamespaceBacklogQuotaLimit, t.log.ns; lim > 0 && ns != nil {
 		nb := ns.backlog.Load()
-		if nb >= lim || (ns.blocked.Load() && nb > lim/10*9) {
-			ns.blocked.Store(true)
+		if quotaBlocks(nb, lim, ns.refused.Load()) {
+			ns.refused.CompareAndSwap(0, 1)
 			return fmt.Sprintf("Cannot create producer on topic with backlog quota exceeded: the backlogs of namespace %s hold %d bytes, its quota is %d", t.name.namespace, nb, lim)
 		}
-		ns.blocked.Store(false)
+		ns.refused.Store(0)
 	}
 	return ""
+}
+
+// quotaBlocks reports whether a backlog of bl bytes under a quota of lim
+// keeps producers out, refused having been the cost of the SEND last refused
+// for it (0: none since producers were last admitted). A backlog at its quota
+// does; once a SEND was refused, so does one until it is back under 90% of the
+// quota with room for that SEND. The producer's client resends the SEND when
+// it reconnects: admitted sooner, it would only be refused again and closed,
+// over and over, and the client's send would wait out its timeout. Refused
+// here, the client fails its pending sends at once.
+func quotaBlocks(bl, lim, refused int64) bool {
+	return bl >= lim || (refused > 0 && (bl > lim/10*9 || (bl > 0 && bl+refused > lim)))
 }
 
 // overQuota reports whether an entry costing cost bytes would take t's
@@ -191,10 +204,10 @@ func (t *topic) quotaAllows(size int) bool {
 		}
 	}
 	if topicOver {
-		t.quotaBlocked = true
+		t.quotaRefused = cost
 	}
 	if nsOver {
-		l.ns.blocked.Store(true)
+		l.ns.refused.Store(cost)
 	}
 	return false
 }

@@ -35,9 +35,10 @@ type topic struct {
 	subs       map[string]*subscription
 	schema     *pulsarpb.Schema
 
-	// quotaBlocked: a SEND was refused for the topic's backlog quota;
-	// producers are refused until the backlog is under 90% of it.
-	quotaBlocked bool
+	// quotaRefused is the cost of the SEND last refused for the topic's
+	// backlog quota (1 once the backlog reached the quota), 0 while producers
+	// are admitted (quotaBlocks).
+	quotaRefused int64
 	// lastActive is when the topic was last seen active (unix nanos): with
 	// producers or consumers, or as InactiveTopicMode counts subscriptions.
 	lastActive int64

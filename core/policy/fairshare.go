@@ -67,9 +67,19 @@ func (s *addressShares) hold(remote string, cost int64) (*sessionCharge, error) 
 	defer s.mu.Unlock()
 	edge := s.pool.Snapshot().Edge
 	if limit := edge.Limit; limit > 0 {
+		// Past the threshold a session must leave the others at least what it holds, so one
+		// that alone goes past it is never admitted: it is told so, not that its address holds
+		// more than its share.
+		threshold := limit / FairShareThresholdDen * FairShareThresholdNum
+		if cost > threshold {
+			return nil, &wsapi.Error{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf(
+				"Service unavailable: this session would hold %d bytes, more than one session may hold of "+
+					"memory.session_limit (%d of its %d bytes): a consumer or reader is charged for each topic "+
+					"and partition it reads", cost, threshold, limit)}
+		}
 		used := edge.Used + cost
 		mine := s.held[addr] + cost
-		if used > limit/FairShareThresholdDen*FairShareThresholdNum && mine > limit-used {
+		if used > threshold && mine > limit-used {
 			return nil, &wsapi.Error{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf(
 				"Service unavailable: no memory for a new session (memory.session_limit): the pool is nearly full "+
 					"and %s holds more of it than it would leave to other addresses (fair share)", addr)}

@@ -77,3 +77,25 @@ func TestFairShare(t *testing.T) {
 		t.Errorf("192.0.2.1 holds %d after releasing, want 16", got)
 	}
 }
+
+// A session that alone goes past the fair share's threshold (7/8 of the pool) is told that it
+// can never be admitted, not that its address holds more than its share: the pool is empty.
+func TestSessionLargerThanTheThreshold(t *testing.T) {
+	t.Parallel()
+	pool, err := admission.NewPool(admission.PoolConfig{Name: "session", Limit: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := pool.Route(admission.RouteConfig{Name: "sessions"})
+	g, _ := r.Gate(admission.GateConfig{})
+	s := &addressShares{pool: pool, gate: g, held: map[string]int64{}}
+	_, err = s.hold("192.0.2.1:1234", 897)
+	we, ok := errors.AsType[*wsapi.Error](err)
+	if !ok || we.Status != http.StatusServiceUnavailable ||
+		!strings.Contains(we.Message, "would hold 897 bytes, more than one session may hold of memory.session_limit (896 of its 1024 bytes)") {
+		t.Fatalf("refusal %v, want a 503 saying the session is larger than one may be", err)
+	}
+	if _, err := s.hold("192.0.2.1:1234", 896); err != nil {
+		t.Fatalf("a session of 7/8 of the pool, the pool empty: %v", err)
+	}
+}

@@ -126,6 +126,24 @@ broker: { embedded: { max_message_size: 1MiB } }
 	if want := "larger than the broker's maxMessageSize"; acks[1].Result != "send-error:8" || !strings.Contains(acks[1].ErrorMsg, want) {
 		t.Fatalf("payload over the broker's limit: ack %+v, want %q", acks[1], want)
 	}
+
+	// A payload within the limit whose properties take the message past it is refused by the
+	// same error, naming the size with the metadata; nothing in it is encrypted.
+	p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/broker-max-size")
+	m := map[string]any{"payload": base64.StdEncoding.EncodeToString(randomBytes(t, 1<<20-1024)),
+		"properties": map[string]string{"k": strings.Repeat("v", 32<<10)}, "context": "properties"}
+	if err := p.WriteJSON(m); err != nil {
+		t.Fatal(err)
+	}
+	var a ack
+	_ = p.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if err := p.ReadJSON(&a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Result != "send-error:8" || !strings.Contains(a.ErrorMsg, "larger than the broker's maxMessageSize") ||
+		!strings.Contains(a.ErrorMsg, "with its metadata") || strings.Contains(a.ErrorMsg, "encrypted") {
+		t.Fatalf("payload within the broker's limit, properties past it: ack %+v", a)
+	}
 }
 
 // The text-frame limit follows the maximum message size unless set: with 64 KiB messages, a

@@ -27,7 +27,10 @@ func TestPriorityLevel(t *testing.T) {
 // priorityLevelFlow checks what Pulsar's broker does with the priorityLevel of the consumers of
 // a Shared subscription, on the edge at base: the priority-0 consumer gets every message while
 // it has permits, although the priority-1 consumer subscribed first and has permits too; while
-// it has none (pull mode, no permit asked), the priority-1 consumer gets them.
+// it has none (pull mode, no permit asked), the priority-1 consumer gets them. A consumer asks
+// the broker for one message until its first has arrived (docs/compatibility.md, "A consumer's
+// first permits"), so the first message is published alone: with one permit each, it goes to the
+// priority-0 consumer, which then has permits for the rest.
 func priorityLevelFlow(t *testing.T, base string) {
 	t.Run("permits", func(t *testing.T) {
 		t.Parallel()
@@ -35,9 +38,11 @@ func priorityLevelFlow(t *testing.T, base string) {
 		u := base + "/ws/v2/consumer/persistent/public/default/" + topic + "/s?subscriptionType=Shared"
 		low := dialPrio(t, u+"&consumerName=low&priorityLevel=1")
 		high := dialPrio(t, u+"&consumerName=high&priorityLevel=0")
-		want := prioProduce(t, base, topic, 20)
-		if got := high.take(t, len(want)); !slices.Equal(got, want) {
-			t.Fatalf("the priority-0 consumer got %q, want %q", got, want)
+		for _, batch := range [][2]int{{0, 1}, {1, 19}} { // the first alone, then the rest
+			want := prioProduce(t, base, topic, batch[0], batch[1])
+			if got := high.take(t, len(want)); !slices.Equal(got, want) {
+				t.Fatalf("the priority-0 consumer got %q, want %q", got, want)
+			}
 		}
 		if got := low.drain(t, 500*time.Millisecond); len(got) > 0 {
 			t.Fatalf("the priority-1 consumer got %q while the priority-0 one had permits", got)
@@ -50,7 +55,7 @@ func priorityLevelFlow(t *testing.T, base string) {
 		low := dialPrio(t, u+"&consumerName=low&priorityLevel=1")
 		high := dialPrio(t, u+"&consumerName=high&priorityLevel=0&pullMode=true&receiverQueueSize=1")
 		const n = 60
-		want := prioProduce(t, base, topic, n)
+		want := prioProduce(t, base, topic, 0, n)
 		lows := low.drain(t, time.Second)
 		// The priority-0 consumer asks for everything now: it gets what its broker client took
 		// while it had permits, its receiver queue and the client library's channel, at most.
@@ -148,14 +153,14 @@ func (p *prioConsumer) ack(t *testing.T, m prioMsg) string {
 	return string(body)
 }
 
-// prioProduce publishes n messages m-000, m-001, … to topic and waits for each ack; it returns
-// their bodies.
-func prioProduce(t *testing.T, base, topic string, n int) []string {
+// prioProduce publishes n messages m-from, m-(from+1), … (three digits) to topic and waits for
+// each ack; it returns their bodies.
+func prioProduce(t *testing.T, base, topic string, from, n int) []string {
 	t.Helper()
 	c := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/"+topic)
 	bodies := make([]string, n)
 	for i := range bodies {
-		bodies[i] = fmt.Sprintf("m-%03d", i)
+		bodies[i] = fmt.Sprintf("m-%03d", from+i)
 		m := map[string]string{"payload": base64.StdEncoding.EncodeToString([]byte(bodies[i])), "context": strconv.Itoa(i)}
 		if err := c.WriteJSON(m); err != nil {
 			t.Fatal(err)

@@ -323,20 +323,16 @@ func (p *availablePermits) flowIfNeed() {
 	}
 }
 
-// initialBytesPerMessage is the size a message is expected to have before one has been
-// received: large enough that the first flow of a consumer of small messages is its whole
-// queue, small enough that one of large messages is not sent many times the bound.
-const initialBytesPerMessage = 64 << 10
-
 // flowWithinBytes sends the permits receiverQueueMaxBytes has room for: the bound less the
 // bytes queued and those the permits the broker has not used yet may bring, a message counted at
 // its expected size. Permits that the room does not limit wait for half the queue, as in
 // flowIfNeed, while the broker has permits left. When nothing is queued or expected, the broker
 // is given one permit whatever the room, so that a message larger than the bound still flows
 // (after a batch, whose messages each take a permit, the broker's count may be below zero).
-// Until a message has been received, one is expected to be initialBytesPerMessage: a
-// consumer of small messages then asks for its whole queue at once, as without the bound, and
-// one of large messages for no more than the bound holds of them.
+// Until a message has been received, one is expected to be as large as the broker allows, so
+// that the first permits cannot bring more than the bound and one message whatever the
+// messages' size; a consumer of small messages asks for the rest of its queue once its first
+// message is taken.
 func (p *availablePermits) flowWithinBytes() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -349,7 +345,7 @@ func (p *availablePermits) flowWithinBytes() {
 	queued := pc.queuedBytes.Load()
 	per := pc.bytesPerMessage.Load()
 	if per <= 0 {
-		per = initialBytesPerMessage
+		per = int64(pc._getConn().GetMaxMessageSize())
 	}
 	room := pc.options.receiverQueueMaxBytes - queued - int64(max(unused, 0))*per
 	n := int32(min(int64(current), max(room/per, 0)))

@@ -1128,6 +1128,22 @@ func (p *partitionProducer) genSingleMessageMetadataInBatch(
 	return mb
 }
 
+// messageTooLarge is a frame's size error as a send's callback gets it: its text the
+// serializer's, with the sizes, and errors.Is ErrMessageTooLarge, as a message too large
+// before it is serialized is.
+type messageTooLarge struct{ error }
+
+func (e messageTooLarge) Unwrap() []error { return []error{ErrMessageTooLarge, e.error} }
+
+// tooLarge makes a frame's size error a messageTooLarge; it returns other errors, and nil,
+// as they are.
+func tooLarge(err error) error {
+	if errors.Is(err, internal.ErrExceedMaxMessageSize) {
+		return messageTooLarge{err}
+	}
+	return err
+}
+
 func (p *partitionProducer) internalSingleSend(
 	mm *pb.MessageMetadata,
 	compressedPayload []byte,
@@ -1170,7 +1186,7 @@ func (p *partitionProducer) internalSingleSend(
 		// Log before done: the caller may reuse msg once its send is answered. The payload
 		// is not logged.
 		p.log.WithError(err).Error("Single message serialize failed")
-		sr.done(nil, err)
+		sr.done(nil, tooLarge(err))
 		return
 	}
 
@@ -1210,7 +1226,7 @@ func (p *partitionProducer) internalFlushCurrentBatch() {
 	if batch == nil {
 		return
 	}
-	batchData, sequenceID, callbacks, err := batch.BatchData, batch.SequenceID, batch.Callbacks, batch.Error
+	batchData, sequenceID, callbacks, err := batch.BatchData, batch.SequenceID, batch.Callbacks, tooLarge(batch.Error)
 
 	// error occurred in batch flush
 	// report it using callback
@@ -1377,6 +1393,7 @@ func (p *partitionProducer) internalFlushCurrentBatches() {
 		// error occurred in processing batch
 		// report it using callback
 		if b.Error != nil {
+			b.Error = tooLarge(b.Error)
 			for _, cb := range b.Callbacks {
 				if sr, ok := cb.(*sendRequest); ok {
 					sr.done(nil, b.Error)

@@ -50,7 +50,7 @@ var ErrEOM = errors.New("EOF")
 
 var ErrConnectionClosed = errors.New("connection closed")
 
-var ErrExceedMaxMessageSize = errors.New("encryptedPayload exceeds MaxMessageSize")
+var ErrExceedMaxMessageSize = errors.New("the message with its metadata exceeds MaxMessageSize")
 
 func NewMessageReader(headersAndPayload Buffer) *MessageReader {
 	return &MessageReader{

@@ -69,3 +69,41 @@ func BenchmarkProduceConsume(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSendBesideDelayedMessages measures a message sent to a Shared subscription's topic
+// and received, while 20,000 messages on the topic wait to be delivered an hour later: dispatch
+// looks only at the delayed messages that are due, so they cost a send nothing.
+func BenchmarkSendBesideDelayedMessages(b *testing.B) {
+	br := startBroker(b, embedded.Config{})
+	c := newClient(b, br, nil)
+	topic := uniqueTopic("delayed-beside")
+	cons := mustConsumer(b, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+	p := mustProducer(b, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	payload := make([]byte, 64)
+	for range 20000 {
+		p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: payload, DeliverAfter: time.Hour},
+			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				if err != nil {
+					b.Errorf("send: %v", err)
+				}
+			})
+	}
+	if err := p.FlushWithCtx(ctx); err != nil {
+		b.Fatalf("flush: %v", err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: payload}); err != nil {
+			b.Fatalf("send: %v", err)
+		}
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			b.Fatalf("receive: %v", err)
+		}
+		if err := cons.Ack(m); err != nil {
+			b.Fatalf("ack: %v", err)
+		}
+	}
+}

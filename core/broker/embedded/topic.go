@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"container/heap"
 	"math"
 	"math/bits"
 	"slices"
@@ -385,6 +386,10 @@ type subscription struct {
 	partial    map[uint64][]uint64 // remaining unacknowledged batch indexes
 	pending    map[uint64]*consumer
 	replay     []uint64 // sorted ids to redeliver
+	// delayed holds the entries read whose delivery time has not come (Shared and
+	// Key_Shared), earliest first: dispatch moves them to replay when due, and
+	// does not look at the others.
+	delayed    delayedEntries
 	redelivery map[uint64]uint32
 	charge     int64 // metadata charged to the store
 	idleSince  int64 // unix nanos: when its last consumer left (subscription expiration)
@@ -556,6 +561,28 @@ func (s *subscription) ack(cmd *pulsarpb.CommandAck) {
 	}
 }
 
+// delayedEntry is an entry read before its delivery time, at (unix ms).
+type delayedEntry struct {
+	at int64
+	id uint64
+}
+
+// delayedEntries is a heap of delayed entries, the earliest due (then the lowest id) first.
+type delayedEntries []delayedEntry
+
+func (h delayedEntries) Len() int { return len(h) }
+func (h delayedEntries) Less(i, j int) bool {
+	return h[i].at < h[j].at || (h[i].at == h[j].at && h[i].id < h[j].id)
+}
+func (h delayedEntries) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *delayedEntries) Push(x any)   { *h = append(*h, x.(delayedEntry)) }
+func (h *delayedEntries) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
 func (s *subscription) addReplay(id uint64) {
 	i, found := slices.BinarySearch(s.replay, id)
 	if !found {
@@ -695,6 +722,7 @@ func (s *subscription) resetTo(pos uint64) {
 	s.partial = map[uint64][]uint64{}
 	s.redelivery = map[uint64]uint32{}
 	s.replay = nil
+	s.delayed = nil
 	for id, c := range s.pending {
 		delete(c.pending, id)
 	}
@@ -798,8 +826,7 @@ func (s *subscription) dispatch() {
 		return
 	}
 	s.skipEvicted()
-	var now int64     // unix ms, read when first needed
-	var nextDue int64 // earliest delayed entry not yet due
+	var now int64 // unix ms, read when first needed
 	delayed := func(e entry) bool {
 		if e.deliverAt == 0 || (s.subType != pulsarpb.CommandSubscribe_Shared && s.subType != pulsarpb.CommandSubscribe_Key_Shared) {
 			return false
@@ -807,20 +834,20 @@ func (s *subscription) dispatch() {
 		if now == 0 {
 			now = time.Now().UnixMilli()
 		}
-		if e.deliverAt <= now {
-			return false
+		return e.deliverAt > now
+	}
+	if len(s.delayed) > 0 {
+		now = time.Now().UnixMilli()
+		for len(s.delayed) > 0 && s.delayed[0].at <= now {
+			s.addReplay(heap.Pop(&s.delayed).(delayedEntry).id)
 		}
-		if nextDue == 0 || e.deliverAt < nextDue {
-			nextDue = e.deliverAt
-		}
-		return true
 	}
 	defer func() {
-		if nextDue != 0 {
-			s.t.b.scheduleDispatch(s, time.UnixMilli(nextDue))
+		if len(s.delayed) > 0 {
+			s.t.b.scheduleDispatch(s, time.UnixMilli(s.delayed[0].at))
 		}
 	}()
-	// Redeliveries and delayed entries, in id order.
+	// Redeliveries and delayed entries now due, in id order.
 	kept := s.replay[:0]
 	for i, id := range s.replay {
 		if s.isAcked(id) || s.pending[id] != nil {
@@ -828,10 +855,6 @@ func (s *subscription) dispatch() {
 		}
 		e, ok := s.t.lookup(id)
 		if !ok {
-			continue
-		}
-		if delayed(e) {
-			kept = append(kept, id)
 			continue
 		}
 		if !s.anyReady() {
@@ -860,7 +883,7 @@ func (s *subscription) dispatch() {
 			continue
 		}
 		if delayed(e) {
-			s.addReplay(id)
+			heap.Push(&s.delayed, delayedEntry{at: e.deliverAt, id: id})
 			s.readPos++
 			continue
 		}
@@ -945,7 +968,7 @@ func (s *subscription) dispatchTransient(e entry, data []byte) bool {
 // endOfTopic reports whether a terminated topic's subscription has
 // delivered everything.
 func (s *subscription) endOfTopic() bool {
-	return s.t.terminated && s.readPos >= s.t.nextEntry && len(s.replay) == 0
+	return s.t.terminated && s.readPos >= s.t.nextEntry && len(s.replay) == 0 && len(s.delayed) == 0
 }
 
 // attached records that a producer or consumer came to the topic now; attended, the

@@ -137,6 +137,9 @@ func (t *tracked) closeReason(code int) string {
 	if r := t.closing.Load(); r != nil && (code == wsapi.CloseGoingAway || code == wsapi.ClosePolicyViolation || code == wsapi.CloseByOperator || code == 0) {
 		return *r
 	}
+	if r := t.tally.CloseReason(); r != "" {
+		return r // the session's own: "Pong Timeout", "Connection Idle Timeout", …
+	}
 	switch code {
 	case 0:
 		return "connection lost without a close frame"

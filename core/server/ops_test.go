@@ -951,3 +951,35 @@ func historyMatches(smp admin.Sample, st admin.Stats) bool {
 	}
 	return true
 }
+
+// A session the edge closes logs the reason it sent in its close frame rather than its code's
+// general meaning: idle producer and consumer sessions say "Connection Idle Timeout", not
+// "going away".
+func TestSessionCloseLineSaysWhy(t *testing.T) {
+	t.Parallel()
+	var buf testkit.SyncBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg := config.Defaults()
+	cfg.AdminListen = config.AdminListenOff
+	cfg.WebSocket.IdleTimeout = 300 * time.Millisecond
+	_, base := edgetest.StartWith(t, cfg, server.WithLogger(log))
+	topic := "public/default/idle-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	edgetest.Dial(t, base+"/ws/v2/producer/persistent/"+topic)
+	edgetest.Dial(t, base+"/ws/v2/consumer/persistent/"+topic+"/sub")
+	var closes []map[string]any
+	edgetest.WaitFor(t, 10*time.Second, "both sessions' close lines", func() bool {
+		closes = closes[:0]
+		for _, l := range parseLines(t, buf.String()) {
+			if l["msg"] == "session closed" {
+				closes = append(closes, l)
+			}
+		}
+		return len(closes) == 2
+	})
+	for _, l := range closes {
+		if l["close_code"] != 1001.0 || l["close_reason"] != "Connection Idle Timeout" {
+			t.Errorf("%v session's close line: code %v, reason %q; want 1001 and \"Connection Idle Timeout\"",
+				l["kind"], l["close_code"], l["close_reason"])
+		}
+	}
+}

@@ -48,7 +48,8 @@ func RunConsumer(ctx context.Context, conn *wsconn.Conn, c *broker.Consumer, g C
 	s := newDeliverySession(conn, g, eot, log)
 	s.consumer = c
 	g.Observer.SessionOpened(wsapi.Consumer)
-	code := s.run(ctx, c)
+	code, reason := s.run(ctx, c)
+	tally.sentClose(reason)
 	g.Observer.SessionClosed(wsapi.Consumer, code)
 }
 
@@ -61,7 +62,8 @@ func RunReader(ctx context.Context, conn *wsconn.Conn, r *broker.Reader, g Consu
 	g.PullMode = false
 	s := newDeliverySession(conn, g, eot, log)
 	g.Observer.SessionOpened(wsapi.Reader)
-	code := s.run(ctx, readerSource{r})
+	code, reason := s.run(ctx, readerSource{r})
+	tally.sentClose(reason)
 	g.Observer.SessionClosed(wsapi.Reader, code)
 }
 
@@ -169,8 +171,9 @@ func newDeliverySession(conn *wsconn.Conn, g ConsumerGrant, eot EndOfTopic, log 
 	return s
 }
 
-// run serves the session until it ends and returns the close code it ended with.
-func (s *deliverySession) run(ctx context.Context, src source) int {
+// run serves the session until it ends and returns the close code it ended with, and the text
+// of the close frame it sent ("" when it sent none).
+func (s *deliverySession) run(ctx context.Context, src source) (int, string) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.startWriter()
@@ -191,6 +194,8 @@ func (s *deliverySession) run(ctx context.Context, src source) int {
 	// close frame gets lingerTimeout, not the write timeout.
 	if code > 0 {
 		writeCloseWithin(s.conn, code, reason, lingerTimeout)
+	} else {
+		reason = ""
 	}
 	closeConn(s.conn, s.readErr, false)
 	wg.Wait()
@@ -208,7 +213,7 @@ func (s *deliverySession) run(ctx context.Context, src source) int {
 		}
 		break
 	}
-	return endCode(code, s.readErr)
+	return endCode(code, s.readErr), reason
 }
 
 // writeCloseWithin sends a close frame, giving up after d: behind messages a client does not

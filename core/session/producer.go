@@ -208,6 +208,7 @@ func (s *producerSession) finish(ctx context.Context, closeCode int, reason stri
 	s.p.Close()
 	s.stopWriter()
 	if closeCode > 0 {
+		s.tally.sentClose(reason)
 		_ = s.conn.WriteClose(closeCode, reason)
 	}
 	// The edge ending the session (a drain, lame duck) lingers for a client still sending; a

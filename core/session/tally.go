@@ -14,6 +14,8 @@ import (
 type Tally struct {
 	msgsIn, bytesIn, msgsOut, bytesOut, failed atomic.Int64
 	closeCode                                  atomic.Int64
+	// closeReason is the text of the close frame the session sent, nil when it sent none.
+	closeReason atomic.Pointer[string]
 	// A producer session's reader paused, not reading its socket: since when (Unix
 	// nanoseconds; 0 while it reads) and on what.
 	pausedSince atomic.Int64
@@ -80,6 +82,22 @@ func (t *Tally) Counts() Counts {
 // CloseCode is the code the session ended with (0 while it runs, or when the connection
 // ended without a close frame).
 func (t *Tally) CloseCode() int { return int(t.closeCode.Load()) }
+
+// CloseReason is the text of the close frame the session sent ("" when it sent none, or its
+// client closed it).
+func (t *Tally) CloseReason() string {
+	if r := t.closeReason.Load(); r != nil {
+		return *r
+	}
+	return ""
+}
+
+// sentClose records the text of the close frame the session sent; a nil tally counts nothing.
+func (t *Tally) sentClose(reason string) {
+	if t != nil && reason != "" {
+		t.closeReason.Store(&reason)
+	}
+}
 
 // tallied is the observer a session reports to: it counts each outcome in the session's
 // tally and forwards it to the route's observer.

@@ -16,13 +16,7 @@ import (
 // address back in.
 func TestFairShare(t *testing.T) {
 	t.Parallel()
-	pool, err := admission.NewPool(admission.PoolConfig{Name: "session", Limit: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, _ := pool.Route(admission.RouteConfig{Name: "sessions"})
-	g, _ := r.Gate(admission.GateConfig{})
-	s := &addressShares{pool: pool, gate: g, held: map[string]int64{}}
+	s := newShares(t, 1024)
 	hold := func(addr string) (*sessionCharge, bool) {
 		t.Helper()
 		c, err := s.hold(addr+":1234", 16)
@@ -82,14 +76,8 @@ func TestFairShare(t *testing.T) {
 // can never be admitted, not that its address holds more than its share: the pool is empty.
 func TestSessionLargerThanTheThreshold(t *testing.T) {
 	t.Parallel()
-	pool, err := admission.NewPool(admission.PoolConfig{Name: "session", Limit: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, _ := pool.Route(admission.RouteConfig{Name: "sessions"})
-	g, _ := r.Gate(admission.GateConfig{})
-	s := &addressShares{pool: pool, gate: g, held: map[string]int64{}}
-	_, err = s.hold("192.0.2.1:1234", 897)
+	s := newShares(t, 1024)
+	_, err := s.hold("192.0.2.1:1234", 897)
 	we, ok := errors.AsType[*wsapi.Error](err)
 	if !ok || we.Status != http.StatusServiceUnavailable ||
 		!strings.Contains(we.Message, "would hold 897 bytes, more than one session may hold of memory.session_limit (896 of its 1024 bytes)") {
@@ -98,4 +86,16 @@ func TestSessionLargerThanTheThreshold(t *testing.T) {
 	if _, err := s.hold("192.0.2.1:1234", 896); err != nil {
 		t.Fatalf("a session of 7/8 of the pool, the pool empty: %v", err)
 	}
+}
+
+// newShares is the fair share of a session pool of limit bytes, with one route and gate.
+func newShares(t *testing.T, limit int64) *addressShares {
+	t.Helper()
+	pool, err := admission.NewPool(admission.PoolConfig{Name: "session", Limit: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := pool.Route(admission.RouteConfig{Name: "sessions"})
+	g, _ := r.Gate(admission.GateConfig{})
+	return &addressShares{pool: pool, gate: g, held: map[string]int64{}}
 }

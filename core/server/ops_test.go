@@ -499,11 +499,7 @@ func failing(rd admin.Readiness) string {
 // figures; nothing is logged per message; every line is flat JSON with each key once.
 func TestSessionLogLines(t *testing.T) {
 	t.Parallel()
-	var buf testkit.SyncBuffer
-	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg := config.Defaults()
-	cfg.AdminListen = config.AdminListenOff
-	_, base := edgetest.StartWith(t, cfg, server.WithLogger(log))
+	base, buf := startLogged(t, nil)
 	topic := "public/default/logs-" + strconv.FormatInt(time.Now().UnixNano(), 10)
 	const n = 50
 	cons := edgetest.Dial(t, base+"/ws/v2/consumer/persistent/"+topic+"/sub")
@@ -957,12 +953,7 @@ func historyMatches(smp admin.Sample, st admin.Stats) bool {
 // "going away".
 func TestSessionCloseLineSaysWhy(t *testing.T) {
 	t.Parallel()
-	var buf testkit.SyncBuffer
-	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg := config.Defaults()
-	cfg.AdminListen = config.AdminListenOff
-	cfg.WebSocket.IdleTimeout = 300 * time.Millisecond
-	_, base := edgetest.StartWith(t, cfg, server.WithLogger(log))
+	base, buf := startLogged(t, func(cfg *config.Config) { cfg.WebSocket.IdleTimeout = 300 * time.Millisecond })
 	topic := "public/default/idle-" + strconv.FormatInt(time.Now().UnixNano(), 10)
 	edgetest.Dial(t, base+"/ws/v2/producer/persistent/"+topic)
 	edgetest.Dial(t, base+"/ws/v2/consumer/persistent/"+topic+"/sub")
@@ -982,4 +973,19 @@ func TestSessionCloseLineSaysWhy(t *testing.T) {
 				l["kind"], l["close_code"], l["close_reason"])
 		}
 	}
+}
+
+// startLogged starts an edge (edit, when not nil, changes its default configuration) that
+// logs at Info, as JSON, into the buffer it returns.
+func startLogged(t *testing.T, edit func(*config.Config)) (string, *testkit.SyncBuffer) {
+	t.Helper()
+	buf := &testkit.SyncBuffer{}
+	log := slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg := config.Defaults()
+	cfg.AdminListen = config.AdminListenOff
+	if edit != nil {
+		edit(cfg)
+	}
+	_, base := edgetest.StartWith(t, cfg, server.WithLogger(log))
+	return base, buf
 }

@@ -62,11 +62,11 @@ func TestMetadataCharge(t *testing.T) {
 			t.Fatal("no room for a subscription")
 		}
 		// A subscription that was consumed keeps its maps' buckets.
-		s.acked[1] = struct{}{}
+		s.acked.Add(1)
 		s.partial[1] = nil
 		s.pending[1] = nil
 		s.redelivery[1] = 1
-		delete(s.acked, 1)
+		s.acked.Remove(1)
 		delete(s.partial, 1)
 		delete(s.pending, 1)
 		delete(s.redelivery, 1)
@@ -84,6 +84,62 @@ func TestMetadataCharge(t *testing.T) {
 	}
 	if perSub > float64(subCharge(subName)) {
 		t.Errorf("a subscription costs %.0f B of heap, the store charges %d", perSub, subCharge(subName))
+	}
+	runtime.KeepAlive(b)
+}
+
+// TestStateCharge measures what a subscription's per-entry records cost the
+// heap, kind by kind and at several counts (a Go map costs the most per
+// record just after it grows), and checks that stateBytes counts at least
+// that much for them.
+func TestStateCharge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates ~50 MiB")
+	}
+	b, err := New(Config{StoreLimit: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CreateTopic("persistent://public/default/state", 0); err != nil {
+		t.Fatal(err)
+	}
+	tp := b.topics["persistent://public/default/state"]
+	req := &pulsarpb.CommandSubscribe{SubType: pulsarpb.CommandSubscribe_Shared.Enum(), Durable: proto.Bool(true)}
+	kinds := []struct {
+		name string
+		add  func(s *subscription, c *consumer, id uint64)
+	}{
+		{"pending", func(s *subscription, c *consumer, id uint64) { s.pend(id, c) }},
+		{"partial", func(s *subscription, _ *consumer, id uint64) {
+			s.partial[id] = make([]uint64, 1+id%3)
+			s.partialWords += 1 + int(id%3)
+		}},
+		{"redelivery", func(s *subscription, _ *consumer, id uint64) { s.redelivery[id]++ }},
+		{"delayed", func(s *subscription, _ *consumer, id uint64) {
+			s.delayed = append(s.delayed, delayedEntry{at: int64(id), id: id})
+		}},
+		{"replay", func(s *subscription, _ *consumer, id uint64) { s.replay = append(s.replay, id) }},
+		{"acked, every other entry", func(s *subscription, _ *consumer, id uint64) {
+			s.acked.Add(2 * id)
+			s.ackedChanged()
+		}},
+	}
+	for _, k := range kinds {
+		for _, n := range []int{900, 7_200, 29_000, 115_000} {
+			tp.mu.Lock()
+			s := tp.newSub(fmt.Sprintf("%s-%d", k.name, n), req, true)
+			c := &consumer{sub: s, pending: map[uint64]struct{}{}}
+			tp.mu.Unlock()
+			before := heapInUse()
+			for id := range uint64(n) {
+				k.add(s, c, id)
+			}
+			used := int64(heapInUse() - before)
+			if charged := s.stateBytes(); used > charged {
+				t.Errorf("%s, %d records: %d B of heap (%.1f a record), counted %d", k.name, n, used, float64(used)/float64(n), charged)
+			}
+			runtime.KeepAlive(c)
+		}
 	}
 	runtime.KeepAlive(b)
 }

@@ -323,36 +323,33 @@ func (s *subscription) skipTo(pos uint64) int64 {
 	}
 	var dropped int64
 	for id := s.markDelete; id < pos; id++ {
-		if _, ok := s.acked[id]; ok {
+		if s.acked.Contains(id) {
 			continue
 		}
 		if e, ok := s.t.lookup(id); ok {
 			dropped += int64(e.numMessages)
 		}
 	}
-	for id, c := range s.pending {
+	for id := range s.pending {
 		if id < pos {
-			delete(c.pending, id)
-			delete(s.pending, id)
+			s.unpend(id)
 		}
 	}
-	for id := range s.acked {
-		if id < pos {
-			delete(s.acked, id)
-		}
-	}
+	s.acked.RemoveRange(0, pos)
 	for id := range s.partial {
 		if id < pos {
-			delete(s.partial, id)
+			s.dropPartial(id)
 		}
 	}
 	for id := range s.redelivery {
 		if id < pos {
-			delete(s.redelivery, id)
+			s.dropRedelivery(id)
 		}
 	}
 	s.markDelete = pos
 	s.readPos = max(s.readPos, pos)
 	s.advance()
+	s.ackedChanged()
+	s.chargeState()
 	return dropped
 }

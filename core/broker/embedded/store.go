@@ -75,7 +75,10 @@ type store struct {
 	retentionSize int64
 	retentionTime time.Duration
 	maxBlock      int
-	minBlock      int
+	// stateStep is the granularity of subscriptions' state charges
+	// (chargeState): a block's size, at most maxStateStep.
+	stateStep int64
+	minBlock  int
 
 	mu        sync.Mutex // guards the fields below; see doc.go for lock order
 	logs      logHeap    // logs holding blocks, by their oldest block's seq
@@ -97,6 +100,7 @@ type store struct {
 	evictedBytes     atomic.Uint64
 	refusedSends     atomic.Uint64
 	refusedProducers atomic.Uint64
+	statePauses      atomic.Uint64
 }
 
 func newStore(cfg Config) *store {
@@ -115,6 +119,7 @@ func newStore(cfg Config) *store {
 		retentionTime: cfg.RetentionTime,
 		maxBlock:      int(mb),
 		minBlock:      min(minBlockSize, int(mb)),
+		stateStep:     min(maxStateStep, mb),
 	}
 }
 
@@ -638,7 +643,7 @@ type StoreStats struct {
 	// entry indexes, and the metadata charged for topics and subscriptions.
 	Bytes int64 `json:"bytes"`
 	// MetadataBytes is the part of Bytes charged for topics and
-	// subscriptions.
+	// subscriptions, their per-entry records included.
 	MetadataBytes int64 `json:"metadata_bytes"`
 	// Messages is the number of messages held (batch entries weighted by size).
 	Messages int64 `json:"messages"`
@@ -655,6 +660,9 @@ type StoreStats struct {
 	QuotaRefusedSends uint64 `json:"quota_refused_sends"`
 	// QuotaRefusedProducers counts PRODUCER requests refused for the same reason.
 	QuotaRefusedProducers uint64 `json:"quota_refused_producers"`
+	// StatePauses counts the times a subscription stopped reading new
+	// entries because the store had no room for its per-entry records.
+	StatePauses uint64 `json:"state_pauses"`
 	// Refusing reports whether the store is full of messages some backlog needs.
 	Refusing bool `json:"refusing"`
 }
@@ -674,6 +682,7 @@ func (st *store) stats() StoreStats {
 		EvictedBytes:          st.evictedBytes.Load(),
 		QuotaRefusedSends:     st.refusedSends.Load(),
 		QuotaRefusedProducers: st.refusedProducers.Load(),
+		StatePauses:           st.statePauses.Load(),
 		Refusing:              refusing,
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
@@ -382,10 +383,13 @@ type subscription struct {
 	active     *consumer // Exclusive and Failover
 	readPos    uint64    // next entry to read from the log
 	markDelete uint64    // every entry below is acknowledged
-	acked      map[uint64]struct{}
-	partial    map[uint64][]uint64 // remaining unacknowledged batch indexes
-	pending    map[uint64]*consumer
-	replay     []uint64 // sorted ids to redeliver
+	// acked holds the entries at or above markDelete acknowledged, as ranges:
+	// a consumer that leaves one message unacknowledged and acknowledges a
+	// million after it costs a few bytes, not a million records.
+	acked   *roaring64.Bitmap
+	partial map[uint64][]uint64 // remaining unacknowledged batch indexes
+	pending map[uint64]*consumer
+	replay  []uint64 // sorted ids to redeliver
 	// delayed holds the entries read whose delivery time has not come (Shared and
 	// Key_Shared), earliest first: dispatch moves them to replay when due, and
 	// does not look at the others.
@@ -393,13 +397,22 @@ type subscription struct {
 	redelivery map[uint64]uint32
 	charge     int64 // metadata charged to the store
 	idleSince  int64 // unix nanos: when its last consumer left (subscription expiration)
+
+	// The per-entry records' cost and charge (substate.go).
+	stateCharge    int64
+	ackedBytes     int64
+	partialWords   int // words of the ack sets in partial
+	peakPending    int
+	peakPartial    int
+	peakRedelivery int
+	consumerPeaks  int // the sum of the consumers' peaks
 }
 
 func newSubscription(t *topic, name string, st pulsarpb.CommandSubscribe_SubType, durable bool, pos uint64) *subscription {
 	return &subscription{
 		t: t, name: name, subType: st, durable: durable,
 		readPos: pos, markDelete: pos,
-		acked:      map[uint64]struct{}{},
+		acked:      roaring64.New(),
 		partial:    map[uint64][]uint64{},
 		pending:    map[uint64]*consumer{},
 		redelivery: map[uint64]uint32{},
@@ -415,16 +428,13 @@ type consumer struct {
 	priority int32
 	ranges   [][2]int32 // sticky Key_Shared hash ranges; nil = auto split
 	pending  map[uint64]struct{}
+	peak     int // the most entries pending has held since it was made
 	endSent  bool
 	closed   bool // removed from its subscription
 }
 
 func (s *subscription) isAcked(id uint64) bool {
-	if id < s.markDelete {
-		return true
-	}
-	_, ok := s.acked[id]
-	return ok
+	return id < s.markDelete || s.acked.Contains(id)
 }
 
 func (s *subscription) backlog() int64 {
@@ -440,7 +450,7 @@ func (s *subscription) backlog() int64 {
 		if !ok {
 			continue
 		}
-		if _, ok := s.acked[id]; ok {
+		if s.acked.Contains(id) {
 			continue
 		}
 		if rem, ok := s.partial[id]; ok {
@@ -467,11 +477,8 @@ func (s *subscription) skipEvicted() {
 }
 
 func (s *subscription) advance() {
-	for {
-		if _, ok := s.acked[s.markDelete]; !ok {
-			return
-		}
-		delete(s.acked, s.markDelete)
+	for s.acked.Contains(s.markDelete) {
+		s.acked.Remove(s.markDelete)
 		s.markDelete++
 	}
 }
@@ -480,13 +487,14 @@ func (s *subscription) ackEntry(id uint64) {
 	if s.isAcked(id) {
 		return
 	}
-	if c := s.pending[id]; c != nil {
-		delete(c.pending, id)
+	s.unpend(id)
+	s.dropPartial(id)
+	s.dropRedelivery(id)
+	if id == s.markDelete {
+		s.markDelete++
+	} else {
+		s.acked.Add(id)
 	}
-	delete(s.pending, id)
-	delete(s.partial, id)
-	delete(s.redelivery, id)
-	s.acked[id] = struct{}{}
 	s.advance()
 }
 
@@ -502,6 +510,7 @@ func (s *subscription) ackPartial(id uint64, ackSet []int64) {
 			n = e.numMessages
 		}
 		cur = make([]uint64, (n+63)/64)
+		s.partialWords += len(cur)
 		for i := range n {
 			cur[i/64] |= 1 << (uint(i) % 64)
 		}
@@ -517,11 +526,10 @@ func (s *subscription) ackPartial(id uint64, ackSet []int64) {
 			remaining = true
 		}
 	}
+	s.partial[id] = cur
 	if !remaining {
 		s.ackEntry(id)
-		return
 	}
-	s.partial[id] = cur
 }
 
 func (s *subscription) ack(cmd *pulsarpb.CommandAck) {
@@ -530,6 +538,10 @@ func (s *subscription) ack(cmd *pulsarpb.CommandAck) {
 		if s.durable && s.markDelete != before {
 			s.t.updateKeep()
 		}
+		// Acknowledgements are applied whether or not their records fit:
+		// a subscription over its charge reads nothing new (mayRead).
+		s.ackedChanged()
+		s.chargeState()
 	}()
 	if cmd.GetAckType() == pulsarpb.CommandAck_Cumulative {
 		if len(cmd.MessageId) == 0 || cmd.MessageId[0].GetLedgerId() != s.t.ledger {
@@ -592,12 +604,10 @@ func (s *subscription) addReplay(id uint64) {
 
 // unassign takes an entry back from its consumer for redelivery.
 func (s *subscription) unassign(id uint64, countRedelivery bool) {
-	c, ok := s.pending[id]
-	if !ok {
+	if s.pending[id] == nil {
 		return
 	}
-	delete(c.pending, id)
-	delete(s.pending, id)
+	s.unpend(id)
 	if countRedelivery {
 		s.redelivery[id]++
 	}
@@ -645,6 +655,8 @@ func (s *subscription) removeConsumer(c *consumer) {
 	for id := range c.pending {
 		s.unassign(id, false)
 	}
+	s.consumerPeaks -= c.peak
+	c.peak = 0
 	s.t.detached()
 	if len(s.consumers) == 0 {
 		s.idleSince = s.t.lastActive
@@ -718,15 +730,17 @@ func (s *subscription) pickActive() {
 func (s *subscription) resetTo(pos uint64) {
 	pos = min(max(pos, s.t.firstEntry()), s.t.nextEntry)
 	s.readPos, s.markDelete = pos, pos
-	s.acked = map[uint64]struct{}{}
-	s.partial = map[uint64][]uint64{}
-	s.redelivery = map[uint64]uint32{}
+	s.acked.Clear()
+	s.partial, s.partialWords, s.peakPartial = map[uint64][]uint64{}, 0, 0
+	s.redelivery, s.peakRedelivery = map[uint64]uint32{}, 0
 	s.replay = nil
 	s.delayed = nil
-	for id, c := range s.pending {
-		delete(c.pending, id)
+	for id := range s.pending {
+		s.unpend(id)
 	}
-	s.pending = map[uint64]*consumer{}
+	s.pending, s.peakPending = map[uint64]*consumer{}, 0
+	s.ackedChanged()
+	s.chargeState()
 	if s.durable {
 		s.t.updateKeep()
 	}
@@ -871,7 +885,7 @@ func (s *subscription) dispatch() {
 	clear(s.replay[len(kept):])
 	s.replay = kept
 	// New entries.
-	for s.readPos < s.t.nextEntry && s.anyReady() {
+	for s.readPos < s.t.nextEntry && s.anyReady() && s.mayRead() {
 		id := s.readPos
 		if s.isAcked(id) || s.pending[id] != nil {
 			s.readPos++
@@ -940,8 +954,7 @@ func (s *subscription) deliver(c *consumer, id uint64) {
 	if !ok {
 		return
 	}
-	s.pending[id] = c
-	c.pending[id] = struct{}{}
+	s.pend(id, c)
 	c.permits -= int64(e.numMessages)
 }
 
@@ -997,4 +1010,5 @@ func (t *topic) dropSub(s *subscription) {
 	t.b.subscriptions.Add(-1)
 	t.b.store.releaseMeta(s.charge)
 	s.charge = 0
+	s.releaseState()
 }

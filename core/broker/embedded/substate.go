@@ -1,0 +1,166 @@
+package embedded
+
+import "time"
+
+// Per-entry state. For the entries it has read and its mark-delete has not
+// yet passed, a subscription keeps records: which consumer each pending entry
+// waits on, which entries are acknowledged out of order, which batches are
+// partly acknowledged, redelivery counts, and the redeliveries and delayed
+// entries still to dispatch. Clients make these records (by acknowledging out
+// of order or one batch index at a time, by delaying messages, by asking for
+// many), and a subscription outlives its clients, so they are charged to the
+// store as topics and subscriptions are. chargeState reserves room for them
+// in steps of store.stateStep; when the store has none, the subscription reads
+// no new entries while any is pending, delayed or waiting for redelivery, so
+// that its records stop growing until acknowledgements shrink them, delayed
+// entries come due, or room frees up. With none of these it still reads, one
+// entry at a time, so a subscription never waits on itself.
+//
+// Go maps keep their tables when emptied: a map is charged for the most
+// records it has held since it was made, and is made anew once it empties
+// after holding more than renewRecords. Slices are charged their capacity.
+
+// Heap bytes per record, measured by TestStateCharge: a map slot with its
+// control byte, at the lowest load a Go map has just after it grows (7/16).
+const (
+	pendingRecordBytes  = 48 // subscription.pending: id → consumer
+	consumedRecordBytes = 40 // consumer.pending: id
+	partialRecordBytes  = 96 // subscription.partial: id → ack set (plus 8 a word)
+	redeliveryBytes     = 48 // subscription.redelivery: id → count
+	delayedRecordBytes  = 16
+	replayRecordBytes   = 8
+	// ackedOverhead is what the acknowledged set's headers cost beyond what
+	// roaring counts (GetSizeInBytes): a fixed part and an eighth.
+	ackedOverhead = 1 << 10
+
+	// maxStateStep bounds the granularity of a subscription's state charge
+	// (store.stateStep): fine enough that a subscription with a few records
+	// is charged little more than they cost, coarse enough to keep the
+	// store's lock off the way of most acknowledgements and dispatches.
+	maxStateStep = 4 << 10
+	// renewRecords: a map emptied after holding more is made anew. Low, so
+	// that an idle subscription keeps little; a busy one seldom empties.
+	renewRecords = 64
+	// stateRetry is how soon a subscription whose records did not fit tries
+	// again when no acknowledgement comes first.
+	stateRetry = 50 * time.Millisecond
+)
+
+// stateBytes is what the subscription's per-entry records cost the heap.
+func (s *subscription) stateBytes() int64 {
+	s.peakPending = max(s.peakPending, len(s.pending))
+	s.peakPartial = max(s.peakPartial, len(s.partial))
+	s.peakRedelivery = max(s.peakRedelivery, len(s.redelivery))
+	return int64(s.peakPending*pendingRecordBytes+s.consumerPeaks*consumedRecordBytes+
+		s.peakPartial*partialRecordBytes+s.partialWords*8+s.peakRedelivery*redeliveryBytes+
+		cap(s.delayed)*delayedRecordBytes+cap(s.replay)*replayRecordBytes) + s.ackedBytes
+}
+
+// chargeState brings the subscription's state charge to what its records
+// cost, reserving or releasing whole steps; it reports false when they cost
+// more than it could reserve. Called with t.mu held.
+func (s *subscription) chargeState() bool {
+	want, step := s.stateBytes(), s.t.b.store.stateStep
+	switch {
+	case want > s.stateCharge:
+		n := (want - s.stateCharge + step - 1) / step * step
+		if !s.t.b.store.reserveMeta(n) {
+			return false
+		}
+		s.stateCharge += n
+	case s.stateCharge-want >= 2*step:
+		// Keep one step in hand, so that a subscription near a step's edge
+		// does not reserve and release it over and over.
+		n := (s.stateCharge - want - step) / step * step
+		s.t.b.store.releaseMeta(n)
+		s.stateCharge -= n
+	}
+	return true
+}
+
+// mayRead reports whether the subscription may read a new entry: its
+// records fit their charge, or nothing is pending, delayed or waiting for
+// redelivery (an entry read then is delivered, and its acknowledgement moves
+// the subscription on).
+// When they do not fit it tries again after stateRetry. Called with t.mu
+// held.
+func (s *subscription) mayRead() bool {
+	if s.chargeState() || (len(s.pending) == 0 && len(s.delayed) == 0 && len(s.replay) == 0) {
+		return true
+	}
+	s.t.b.store.statePauses.Add(1)
+	s.t.b.scheduleDispatch(s, time.Now().Add(stateRetry))
+	return false
+}
+
+// releaseState gives back the subscription's state charge (it is deleted).
+func (s *subscription) releaseState() {
+	s.t.b.store.releaseMeta(s.stateCharge)
+	s.stateCharge = 0
+}
+
+// ackedChanged records what the acknowledged-out-of-order set costs now.
+func (s *subscription) ackedChanged() {
+	if s.acked.IsEmpty() {
+		s.ackedBytes = 0
+		return
+	}
+	n := int64(s.acked.GetSizeInBytes()) //nolint:gosec // G115: a few bytes a hole, far below 2^63
+	s.ackedBytes = n + n/8 + ackedOverhead
+}
+
+// unpend removes a pending entry from its subscription and consumer, making
+// either's map anew once it empties after holding many.
+func (s *subscription) unpend(id uint64) {
+	c := s.pending[id]
+	if c == nil {
+		return
+	}
+	delete(s.pending, id)
+	delete(c.pending, id)
+	if len(s.pending) == 0 && s.peakPending > renewRecords {
+		s.pending = map[uint64]*consumer{}
+		s.peakPending = 0
+	}
+	if len(c.pending) == 0 && c.peak > renewRecords {
+		c.pending = map[uint64]struct{}{}
+		s.consumerPeaks -= c.peak
+		c.peak = 0
+	}
+}
+
+// pend records id as pending on c.
+func (s *subscription) pend(id uint64, c *consumer) {
+	s.pending[id] = c
+	c.pending[id] = struct{}{}
+	if n := len(c.pending); n > c.peak {
+		s.consumerPeaks += n - c.peak
+		c.peak = n
+	}
+}
+
+// dropPartial forgets a batch's partial acknowledgement.
+func (s *subscription) dropPartial(id uint64) {
+	rem, ok := s.partial[id]
+	if !ok {
+		return
+	}
+	s.partialWords -= len(rem)
+	delete(s.partial, id)
+	if len(s.partial) == 0 && s.peakPartial > renewRecords {
+		s.partial = map[uint64][]uint64{}
+		s.peakPartial = 0
+	}
+}
+
+// dropRedelivery forgets an entry's redelivery count.
+func (s *subscription) dropRedelivery(id uint64) {
+	if _, ok := s.redelivery[id]; !ok {
+		return
+	}
+	delete(s.redelivery, id)
+	if len(s.redelivery) == 0 && s.peakRedelivery > renewRecords {
+		s.redelivery = map[uint64]uint32{}
+		s.peakRedelivery = 0
+	}
+}

@@ -330,26 +330,10 @@ func (s *subscription) skipTo(pos uint64) int64 {
 			dropped += int64(e.numMessages)
 		}
 	}
-	for id := range s.pending {
-		if id < pos {
-			s.unpend(id)
-		}
-	}
-	s.acked.RemoveRange(0, pos)
-	for id := range s.partial {
-		if id < pos {
-			s.dropPartial(id)
-		}
-	}
-	for id := range s.redelivery {
-		if id < pos {
-			s.dropRedelivery(id)
-		}
-	}
+	s.forget(pos)
 	s.markDelete = pos
 	s.readPos = max(s.readPos, pos)
 	s.advance()
-	s.ackedChanged()
 	s.chargeState()
 	return dropped
 }

@@ -109,6 +109,30 @@ func (s *subscription) ackedChanged() {
 	s.ackedBytes = n + n/8 + ackedOverhead
 }
 
+// forget drops the records of the entries below pos, which the subscription's
+// mark-delete is about to pass: the entries evicted before a reader acknowledged
+// them, or skipped by a backlog quota. An acknowledgement of one of them finds
+// it below the mark-delete and would remove nothing.
+func (s *subscription) forget(pos uint64) {
+	for id := range s.pending {
+		if id < pos {
+			s.unpend(id)
+		}
+	}
+	s.acked.RemoveRange(0, pos)
+	s.ackedChanged()
+	for id := range s.partial {
+		if id < pos {
+			s.dropPartial(id)
+		}
+	}
+	for id := range s.redelivery {
+		if id < pos {
+			s.dropRedelivery(id)
+		}
+	}
+}
+
 // unpend removes a pending entry from its subscription and consumer, making
 // either's map anew once it empties after holding many.
 func (s *subscription) unpend(id uint64) {

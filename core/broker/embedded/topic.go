@@ -471,8 +471,10 @@ func (s *subscription) skipEvicted() {
 		s.readPos = first
 	}
 	if s.markDelete < first {
+		s.forget(first)
 		s.markDelete = first
 		s.advance()
+		s.chargeState()
 	}
 }
 

@@ -121,6 +121,19 @@ type Message struct {
 	// EncryptionKeys and EncryptionParam are set when the message was encrypted by its producer
 	// and delivered undecrypted.
 	Encryption *Encryption
+
+	lib pulsar.Message // the library's message, counted in its prefetch bound until Release
+}
+
+// Release tells the client library that the message is taken: until then it counts in the
+// library's prefetch bound in bytes (PrefetchBytes), so that the library asks the broker for
+// nothing in its place while the caller holds it, for instance while the caller waits for
+// room to charge it somewhere. Receive and Next return messages not yet released; a second
+// call does nothing.
+func (m *Message) Release() {
+	if m.lib != nil {
+		release(m.lib)
+	}
 }
 
 // Encryption describes an encrypted message delivered as-is.
@@ -150,10 +163,10 @@ func hasKey(m pulsar.Message) bool {
 	return m.Key() != ""
 }
 
-// release tells the library that m is taken from the consumer's channel: the bound of its
-// prefetch in bytes counts it until then (Release:
-// pulsar-client-go-15-receiver-queue-bytes.patch). Like HasKey, the method is not in the
-// pulsar.Message interface.
+// release tells the library that m is taken: the bound of its prefetch in bytes counts it until
+// then (Release: pulsar-client-go-15-receiver-queue-bytes.patch, and for readers
+// pulsar-client-go-62-reader-holds-until-released.patch). Like HasKey, the method is not in
+// the pulsar.Message interface.
 func release(m pulsar.Message) {
 	if r, ok := m.(interface{ Release() }); ok {
 		r.Release()
@@ -176,6 +189,7 @@ func fromPulsar(m pulsar.Message) *Message {
 		HasKey:          hasKey(m),
 		PublishTime:     m.PublishTime(),
 		RedeliveryCount: m.RedeliveryCount(),
+		lib:             m,
 	}
 	// The library reports an unset event time as the Unix epoch, not as the zero time; any
 	// other is the message's, one before the epoch included (Pulsar writes every event time
@@ -412,15 +426,14 @@ func topicsOf(o ConsumerOptions) string {
 }
 
 // Receive waits for the next message. It returns ctx's error when ctx ends first, and
-// ErrClosed once the consumer is closed. The message leaves the library's prefetch bound
-// (PrefetchBytes) here.
+// ErrClosed once the consumer is closed. The message counts in the library's prefetch bound
+// (PrefetchBytes) until its Release.
 func (c *Consumer) Receive(ctx context.Context) (*Message, error) {
 	select {
 	case cm, ok := <-c.c.Chan():
 		if !ok {
 			return nil, ErrClosed
 		}
-		release(cm.Message)
 		return fromPulsar(cm.Message), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -640,6 +653,7 @@ func (c *Client) CreateReader(ctx context.Context, o ReaderOptions) (*Reader, er
 		StartMessageIDInclusive: o.StartInclusive,
 		ReceiverQueueSize:       o.ReceiverQueueSize,
 		ReceiverQueueMaxBytes:   max(o.PrefetchBytes, 0),
+		HoldUntilReleased:       true,
 	}
 	if popts.ReceiverQueueSize == 0 {
 		popts.ReceiverQueueSize = defaultReceiverQueueSize
@@ -655,7 +669,8 @@ func (c *Client) CreateReader(ctx context.Context, o ReaderOptions) (*Reader, er
 	return &Reader{r: r}, nil
 }
 
-// Next waits for the next message, returning ctx's error when ctx ends first.
+// Next waits for the next message, returning ctx's error when ctx ends first. The message
+// counts in the library's prefetch bound (PrefetchBytes) until its Release.
 func (r *Reader) Next(ctx context.Context) (*Message, error) {
 	m, err := r.r.Next(ctx)
 	if err != nil {

@@ -248,8 +248,12 @@ func (s *deliverySession) pullLoop(ctx context.Context, src source) {
 			}
 			return
 		}
+		// The message stays in the library's prefetch bound until the pool holds it, so that
+		// the library asks for none in its place while the session waits for room.
 		d := deliveries.Get().(*delivery)
-		if _, err := s.g.Gate.AcquireInto(ctx, &d.charge, DeliveryCharge(m), 0); err != nil {
+		_, err = s.g.Gate.AcquireInto(ctx, &d.charge, DeliveryCharge(m), 0)
+		m.Release()
+		if err != nil {
 			deliveries.Put(d)
 			return // ctx ended; the message is redelivered after close
 		}

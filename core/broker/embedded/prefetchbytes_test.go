@@ -164,6 +164,53 @@ func TestReceiverQueueMaxBytes(t *testing.T) {
 		receiveAll(t, cons, 5, n, size)
 	})
 
+	// A reader with HoldUntilReleased (pulsar-client-go-62-reader-holds-until-released.patch)
+	// leaves what Next returns in the bound until Release: the reader asks for nothing in place
+	// of messages it has read and holds. Without the option, each Next makes room for one more.
+	t.Run("reader holds until released", func(t *testing.T) {
+		t.Parallel()
+		b, c, topic := prefetchTopic(t)
+		const n, size = 40, 64 << 10
+		sendSized(t, mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), n, size)
+		r, err := c.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(),
+			ReceiverQueueSize: 1000, ReceiverQueueMaxBytes: bound, HoldUntilReleased: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		ctx := ctxT(t, 20*time.Second)
+		// A message is its payload and its metadata, a little more than size: the bound holds
+		// one fewer than bound/size of them whole.
+		var held []pulsar.Message
+		for i := range bound/size - 1 {
+			m, err := r.Next(ctx)
+			if err != nil {
+				t.Fatalf("next %d: %v", i, err)
+			}
+			held = append(held, m)
+		}
+		expectSentAtMost(t, b, bound/size-1)
+		if m, err := r.Next(ctxT(t, 200*time.Millisecond)); err == nil {
+			t.Fatalf("read %.12q… with the bound held", m.Payload())
+		}
+		for i, m := range held {
+			if !bytes.Equal(m.Payload(), sized(i, size)) {
+				t.Fatalf("message %d: %.12q…, want m-%d", i, m.Payload(), i)
+			}
+			m.(interface{ Release() }).Release()
+		}
+		for i := len(held); i < n; i++ {
+			m, err := r.Next(ctx)
+			if err != nil {
+				t.Fatalf("next %d: %v", i, err)
+			}
+			if !bytes.Equal(m.Payload(), sized(i, size)) {
+				t.Fatalf("message %d: %.12q…, want m-%d", i, m.Payload(), i)
+			}
+			m.(interface{ Release() }).Release()
+		}
+	})
+
 	t.Run("batches", func(t *testing.T) {
 		t.Parallel()
 		b, c, topic := prefetchTopic(t)

@@ -72,6 +72,13 @@ type ReaderOptions struct {
 	// yet read, as ConsumerOptions.ReceiverQueueMaxBytes does. Default is 0, no bound in bytes.
 	ReceiverQueueMaxBytes int64
 
+	// HoldUntilReleased, with ReceiverQueueMaxBytes, leaves each message Next returns counted in the
+	// bound until the application calls its Release method (a method of the library's messages, reached
+	// with an interface assertion), as a consumer's Chan() does: an application that holds a message
+	// before it is done with it then keeps it within the bound, and the Reader asks for no more in its
+	// place meanwhile. Default is false: Next releases the message it returns.
+	HoldUntilReleased bool
+
 	// SubscriptionRolePrefix sets the subscription role prefix. The default prefix is "reader".
 	SubscriptionRolePrefix string
 

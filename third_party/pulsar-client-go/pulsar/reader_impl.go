@@ -41,6 +41,7 @@ type reader struct {
 	log       log.Logger
 	metrics   *internal.LeveledMetrics
 	c         *consumer
+	hold      bool // ReaderOptions.HoldUntilReleased
 }
 
 func newReader(client *client, options ReaderOptions) (Reader, error) {
@@ -127,6 +128,7 @@ func newReader(client *client, options ReaderOptions) (Reader, error) {
 		messageCh: make(chan ConsumerMessage),
 		log:       client.log.SubLogger(log.Fields{"topic": options.Topic}),
 		metrics:   client.metrics.GetLeveledMetrics(options.Topic),
+		hold:      options.HoldUntilReleased,
 	}
 
 	// Provide dummy dlq router with not dlq policy
@@ -167,7 +169,9 @@ func (r *reader) Next(ctx context.Context) (Message, error) {
 			if !ok {
 				return nil, newError(ConsumerClosed, "consumer closed")
 			}
-			release(cm.Message)
+			if !r.hold {
+				release(cm.Message)
+			}
 
 			// Acknowledge message immediately because the reader is based on non-durable subscription. When it reconnects,
 			// it will specify the subscription position anyway

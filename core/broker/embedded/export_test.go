@@ -6,3 +6,21 @@ func (b *Broker) Unattended() int {
 	defer b.unattendedMu.Unlock()
 	return len(b.unattended)
 }
+
+// PendingEntries is the number of entries pending on consumers across the
+// subscriptions of topic (its full name).
+func (b *Broker) PendingEntries(topic string) int {
+	b.mu.Lock()
+	t := b.topics[topic]
+	b.mu.Unlock()
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, s := range t.subs {
+		n += len(s.pending)
+	}
+	return n
+}

@@ -298,3 +298,37 @@ func TestNonPersistentHoldsNothing(t *testing.T) {
 		t.Fatalf("a reader from the earliest got %d after dispatch", indexOf(m))
 	}
 }
+
+// TestReaderForgetsEvictedPending: entries delivered to a reader and evicted
+// before it acknowledged them leave no record behind once it has read on.
+// Its acknowledgements of them come below the mark-delete, which eviction
+// moved past them, and remove nothing.
+func TestReaderForgetsEvictedPending(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{StoreLimit: 256 << 10})
+	c := newClient(t, b, nil)
+	topic := uniqueTopic("evicted-pending")
+	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if acked, errs := publishAll(t, p, 0, 50); len(errs) > 0 || len(acked) != 50 {
+		t.Fatalf("%d acked, errors %v", len(acked), errs)
+	}
+	r, err := c.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReceiverQueueSize: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	testkit.WaitFor(t, 10*time.Second, "entries pending on the reader", func() bool { return b.PendingEntries(topic) > 0 })
+	// Past the store: what the reader holds is evicted.
+	if acked, errs := publishAll(t, p, 50, 1000); len(errs) > 0 || len(acked) != 1000 {
+		t.Fatalf("%d acked, errors %v", len(acked), errs)
+	}
+	ctx := ctxT(t, 20*time.Second)
+	for r.HasNext() {
+		if _, err := r.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.WaitFor(t, 10*time.Second, "nothing pending once the reader has read everything", func() bool {
+		return b.PendingEntries(topic) == 0
+	})
+}

@@ -130,10 +130,9 @@
 // entries they belong to (an entry whose receipt is queued is not evictable)
 // and by 65536 per producer (past that the connection closes). Topics and
 // subscriptions are charged to the store (see "Tenants") and topics are
-// capped. Not bounded: the number of connections clients open (this is a
-// development and test broker), per-message state of a subscription (its
-// delivered but unacknowledged messages, bounded by its consumers'
-// permits), and a connection may hold one partly received frame of up to
+// capped, and so are subscriptions' per-entry records (substate.go). Not
+// bounded: the number of connections clients open (this is a development and
+// test broker), and a connection may hold one partly received frame of up to
 // MaxMessageSize+20 KiB.
 //
 // # The store

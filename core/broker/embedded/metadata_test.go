@@ -111,10 +111,10 @@ func TestStateCharge(t *testing.T) {
 	}{
 		{"pending", func(s *subscription, c *consumer, id uint64) { s.pend(id, c) }},
 		{"partial", func(s *subscription, _ *consumer, id uint64) {
-			s.partial[id] = make([]uint64, 1+id%3)
+			s.addPartial(id, make([]uint64, 1+id%3))
 			s.partialWords += 1 + int(id%3)
 		}},
-		{"redelivery", func(s *subscription, _ *consumer, id uint64) { s.redelivery[id]++ }},
+		{"redelivery", func(s *subscription, _ *consumer, id uint64) { s.countRedelivery(id) }},
 		{"delayed", func(s *subscription, _ *consumer, id uint64) {
 			s.delayed = append(s.delayed, delayedEntry{at: int64(id), id: id})
 		}},

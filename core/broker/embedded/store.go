@@ -660,8 +660,9 @@ type StoreStats struct {
 	QuotaRefusedSends uint64 `json:"quota_refused_sends"`
 	// QuotaRefusedProducers counts PRODUCER requests refused for the same reason.
 	QuotaRefusedProducers uint64 `json:"quota_refused_producers"`
-	// StatePauses counts the times a subscription stopped reading new
-	// entries because the store had no room for its per-entry records.
+	// StatePauses counts the times a subscription about to read new entries
+	// found no room in the store for its per-entry records; a subscription
+	// that stays paused counts again at each retry (every 50 ms).
 	StatePauses uint64 `json:"state_pauses"`
 	// Refusing reports whether the store is full of messages some backlog needs.
 	Refusing bool `json:"refusing"`

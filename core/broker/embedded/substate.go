@@ -1,6 +1,10 @@
 package embedded
 
-import "time"
+import (
+	"container/heap"
+	"slices"
+	"time"
+)
 
 // Per-entry state. For the entries it has read and its mark-delete has not
 // yet passed, a subscription keeps records: which consumer each pending entry
@@ -48,9 +52,6 @@ const (
 
 // stateBytes is what the subscription's per-entry records cost the heap.
 func (s *subscription) stateBytes() int64 {
-	s.peakPending = max(s.peakPending, len(s.pending))
-	s.peakPartial = max(s.peakPartial, len(s.partial))
-	s.peakRedelivery = max(s.peakRedelivery, len(s.redelivery))
 	return int64(s.peakPending*pendingRecordBytes+s.consumerPeaks*consumedRecordBytes+
 		s.peakPartial*partialRecordBytes+s.partialWords*8+s.peakRedelivery*redeliveryBytes+
 		cap(s.delayed)*delayedRecordBytes+cap(s.replay)*replayRecordBytes) + s.ackedBytes
@@ -63,11 +64,16 @@ func (s *subscription) chargeState() bool {
 	want, step := s.stateBytes(), s.t.b.store.stateStep
 	switch {
 	case want > s.stateCharge:
-		n := (want - s.stateCharge + step - 1) / step * step
-		if !s.t.b.store.reserveMeta(n) {
-			return false
+		// A step at a time: a reservation that cannot fit evicts every block
+		// no backlog needs before it fails, and the store then asks room for
+		// it before it takes producers again. A step is what a message's
+		// block asks, never more.
+		for s.stateCharge < want {
+			if !s.t.b.store.reserveMeta(step) {
+				return false
+			}
+			s.stateCharge += step
 		}
-		s.stateCharge += n
 	case s.stateCharge-want >= 2*step:
 		// Keep one step in hand, so that a subscription near a step's edge
 		// does not reserve and release it over and over.
@@ -131,6 +137,17 @@ func (s *subscription) forget(pos uint64) {
 			s.dropRedelivery(id)
 		}
 	}
+	// Left in place, they would count as records to dispatch (mayRead) until
+	// their time comes.
+	if len(s.replay) > 0 && s.replay[0] < pos {
+		i, _ := slices.BinarySearch(s.replay, pos)
+		s.replay = shrink(slices.Delete(s.replay, 0, i))
+	}
+	if len(s.delayed) > 0 {
+		s.delayed = slices.DeleteFunc(s.delayed, func(e delayedEntry) bool { return e.id < pos })
+		heap.Init(&s.delayed)
+		s.delayed = shrink(s.delayed)
+	}
 }
 
 // unpend removes a pending entry from its subscription and consumer, making
@@ -156,11 +173,37 @@ func (s *subscription) unpend(id uint64) {
 // pend records id as pending on c.
 func (s *subscription) pend(id uint64, c *consumer) {
 	s.pending[id] = c
+	s.peakPending = max(s.peakPending, len(s.pending))
 	c.pending[id] = struct{}{}
 	if n := len(c.pending); n > c.peak {
 		s.consumerPeaks += n - c.peak
 		c.peak = n
 	}
+}
+
+// addPartial records a batch's remaining ack set, new or narrowed.
+func (s *subscription) addPartial(id uint64, rem []uint64) {
+	s.partial[id] = rem
+	s.peakPartial = max(s.peakPartial, len(s.partial))
+}
+
+// countRedelivery adds one to an entry's redelivery count.
+func (s *subscription) countRedelivery(id uint64) {
+	s.redelivery[id]++
+	s.peakRedelivery = max(s.peakRedelivery, len(s.redelivery))
+}
+
+// shrink gives back a slice's spare room once it holds a quarter of it or
+// less, so that a burst of delayed or redelivered entries is not charged for
+// good.
+func shrink[T any](v []T) []T {
+	if cap(v) <= renewRecords || len(v) > cap(v)/4 {
+		return v
+	}
+	if len(v) == 0 {
+		return nil
+	}
+	return slices.Clone(v)
 }
 
 // dropPartial forgets a batch's partial acknowledgement.

@@ -383,9 +383,10 @@ type subscription struct {
 	active     *consumer // Exclusive and Failover
 	readPos    uint64    // next entry to read from the log
 	markDelete uint64    // every entry below is acknowledged
-	// acked holds the entries at or above markDelete acknowledged, as ranges:
-	// a consumer that leaves one message unacknowledged and acknowledges a
-	// million after it costs a few bytes, not a million records.
+	// acked holds the entries at or above markDelete acknowledged, in a
+	// roaring bitmap: at most about a bit an entry (a consumer that leaves one
+	// message unacknowledged and acknowledges a million after it holds
+	// 128 KiB, not a million records).
 	acked   *roaring64.Bitmap
 	partial map[uint64][]uint64 // remaining unacknowledged batch indexes
 	pending map[uint64]*consumer
@@ -479,9 +480,13 @@ func (s *subscription) skipEvicted() {
 }
 
 func (s *subscription) advance() {
-	for s.acked.Contains(s.markDelete) {
-		s.acked.Remove(s.markDelete)
-		s.markDelete++
+	end := s.markDelete
+	for s.acked.Contains(end) {
+		end++
+	}
+	if end > s.markDelete {
+		s.acked.RemoveRange(s.markDelete, end)
+		s.markDelete = end
 	}
 }
 
@@ -528,7 +533,7 @@ func (s *subscription) ackPartial(id uint64, ackSet []int64) {
 			remaining = true
 		}
 	}
-	s.partial[id] = cur
+	s.addPartial(id, cur)
 	if !remaining {
 		s.ackEntry(id)
 	}
@@ -611,7 +616,7 @@ func (s *subscription) unassign(id uint64, countRedelivery bool) {
 	}
 	s.unpend(id)
 	if countRedelivery {
-		s.redelivery[id]++
+		s.countRedelivery(id)
 	}
 	s.addReplay(id)
 }
@@ -857,6 +862,7 @@ func (s *subscription) dispatch() {
 		for len(s.delayed) > 0 && s.delayed[0].at <= now {
 			s.addReplay(heap.Pop(&s.delayed).(delayedEntry).id)
 		}
+		s.delayed = shrink(s.delayed)
 	}
 	defer func() {
 		if len(s.delayed) > 0 {
@@ -885,7 +891,7 @@ func (s *subscription) dispatch() {
 		s.deliver(c, id)
 	}
 	clear(s.replay[len(kept):])
-	s.replay = kept
+	s.replay = shrink(kept)
 	// New entries.
 	for s.readPos < s.t.nextEntry && s.anyReady() && s.mayRead() {
 		id := s.readPos

@@ -177,11 +177,12 @@ func (r *reader) Next(ctx context.Context) (Message, error) {
 			// it will specify the subscription position anyway
 			msgID := cm.Message.ID()
 			err := r.c.setLastDequeuedMsg(msgID)
-			if err != nil {
-				return nil, err
+			if err == nil {
+				err = r.c.AckID(msgID)
 			}
-			err = r.c.AckID(msgID)
 			if err != nil {
+				// Not returned, so the application cannot release it (releasing twice does nothing).
+				release(cm.Message)
 				return nil, err
 			}
 			return cm.Message, nil

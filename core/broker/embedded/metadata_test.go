@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"container/heap"
 	"fmt"
 	"runtime"
 	"testing"
@@ -142,4 +143,68 @@ func TestStateCharge(t *testing.T) {
 		}
 	}
 	runtime.KeepAlive(b)
+}
+
+// TestForgetGivesBackRecords: a mark-delete that passes entries forgets their
+// records, the redeliveries and delayed entries among them, and the slices
+// that held many give back their room, so that the subscription's charge
+// falls with them.
+func TestForgetGivesBackRecords(t *testing.T) {
+	b, err := New(Config{StoreLimit: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CreateTopic("persistent://public/default/forget", 0); err != nil {
+		t.Fatal(err)
+	}
+	tp := b.topics["persistent://public/default/forget"]
+	req := &pulsarpb.CommandSubscribe{SubType: pulsarpb.CommandSubscribe_Shared.Enum(), Durable: proto.Bool(true)}
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	s := tp.newSub("s", req, true)
+	c := &consumer{sub: s, pending: map[uint64]struct{}{}}
+	const n, pos = 5000, 4500
+	for id := range uint64(n) {
+		s.pend(id, c)
+		s.countRedelivery(id)
+		s.addReplay(n + id)
+		heap.Push(&s.delayed, delayedEntry{at: int64(id), id: 2*n + id})
+	}
+	if !s.chargeState() {
+		t.Fatal("no room for the records")
+	}
+	before := s.stateCharge
+	s.forget(3 * n)
+	for _, k := range []struct {
+		name     string
+		len, cap int
+	}{
+		{"pending", len(s.pending), 0},
+		{"consumer's pending", len(c.pending), 0},
+		{"redelivery counts", len(s.redelivery), 0},
+		{"replay", len(s.replay), cap(s.replay)},
+		{"delayed", len(s.delayed), cap(s.delayed)},
+	} {
+		if k.len != 0 || k.cap != 0 {
+			t.Errorf("%s: %d records (capacity %d) left below the mark-delete", k.name, k.len, k.cap)
+		}
+	}
+	// Part of a burst: what is left keeps a quarter of the room at most.
+	for id := range uint64(n) {
+		s.addReplay(id)
+		heap.Push(&s.delayed, delayedEntry{at: int64(id), id: id})
+	}
+	s.forget(pos)
+	if len(s.replay) != n-pos || cap(s.replay) > n/4 || len(s.delayed) != n-pos || cap(s.delayed) > n/4 {
+		t.Errorf("replay %d (capacity %d), delayed %d (capacity %d): want %d each, capacity at most %d",
+			len(s.replay), cap(s.replay), len(s.delayed), cap(s.delayed), n-pos, n/4)
+	}
+	if d := s.delayed[0]; d.id != pos {
+		t.Errorf("the earliest delayed entry is %d, want %d: the heap lost its order", d.id, pos)
+	}
+	s.chargeState()
+	if s.stateCharge >= before/2 {
+		t.Errorf("charge %d B after forgetting, %d before", s.stateCharge, before)
+	}
+	runtime.KeepAlive(c)
 }

@@ -97,15 +97,7 @@ func TestStateCharge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates ~50 MiB")
 	}
-	b, err := New(Config{StoreLimit: 1 << 30})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.CreateTopic("persistent://public/default/state", 0); err != nil {
-		t.Fatal(err)
-	}
-	tp := b.topics["persistent://public/default/state"]
-	req := &pulsarpb.CommandSubscribe{SubType: pulsarpb.CommandSubscribe_Shared.Enum(), Durable: proto.Bool(true)}
+	tp, req := sharedTopic(t, 1<<30)
 	kinds := []struct {
 		name string
 		add  func(s *subscription, c *consumer, id uint64)
@@ -142,7 +134,21 @@ func TestStateCharge(t *testing.T) {
 			runtime.KeepAlive(c)
 		}
 	}
-	runtime.KeepAlive(b)
+}
+
+// sharedTopic is a topic of a broker whose store holds storeLimit bytes, and
+// the request for a durable Shared subscription to it.
+func sharedTopic(t *testing.T, storeLimit int64) (*topic, *pulsarpb.CommandSubscribe) {
+	t.Helper()
+	b, err := New(Config{StoreLimit: storeLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "persistent://public/default/state"
+	if err := b.CreateTopic(name, 0); err != nil {
+		t.Fatal(err)
+	}
+	return b.topics[name], &pulsarpb.CommandSubscribe{SubType: pulsarpb.CommandSubscribe_Shared.Enum(), Durable: proto.Bool(true)}
 }
 
 // TestForgetGivesBackRecords: a mark-delete that passes entries forgets their
@@ -150,15 +156,7 @@ func TestStateCharge(t *testing.T) {
 // that held many give back their room, so that the subscription's charge
 // falls with them.
 func TestForgetGivesBackRecords(t *testing.T) {
-	b, err := New(Config{StoreLimit: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.CreateTopic("persistent://public/default/forget", 0); err != nil {
-		t.Fatal(err)
-	}
-	tp := b.topics["persistent://public/default/forget"]
-	req := &pulsarpb.CommandSubscribe{SubType: pulsarpb.CommandSubscribe_Shared.Enum(), Durable: proto.Bool(true)}
+	tp, req := sharedTopic(t, 64<<20)
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
 	s := tp.newSub("s", req, true)

@@ -27,12 +27,12 @@ import (
 // Heap bytes per record, measured by TestStateCharge: a map slot with its
 // control byte, at the lowest load a Go map has just after it grows (7/16).
 const (
-	pendingRecordBytes  = 48 // subscription.pending: id → consumer
-	consumedRecordBytes = 40 // consumer.pending: id
-	partialRecordBytes  = 96 // subscription.partial: id → ack set (plus 8 a word)
-	redeliveryBytes     = 48 // subscription.redelivery: id → count
-	delayedRecordBytes  = 16
-	replayRecordBytes   = 8
+	pendingRecordBytes    = 48 // subscription.pending: id → consumer
+	consumedRecordBytes   = 40 // consumer.pending: id
+	partialRecordBytes    = 96 // subscription.partial: id → ack set (plus 8 a word)
+	redeliveryRecordBytes = 48 // subscription.redelivery: id → count
+	delayedRecordBytes    = 16
+	replayRecordBytes     = 8
 	// ackedOverhead is what the acknowledged set's headers cost beyond what
 	// roaring counts (GetSizeInBytes): a fixed part and an eighth.
 	ackedOverhead = 1 << 10
@@ -53,7 +53,7 @@ const (
 // stateBytes is what the subscription's per-entry records cost the heap.
 func (s *subscription) stateBytes() int64 {
 	return int64(s.peakPending*pendingRecordBytes+s.consumerPeaks*consumedRecordBytes+
-		s.peakPartial*partialRecordBytes+s.partialWords*8+s.peakRedelivery*redeliveryBytes+
+		s.peakPartial*partialRecordBytes+s.partialWords*8+s.peakRedelivery*redeliveryRecordBytes+
 		cap(s.delayed)*delayedRecordBytes+cap(s.replay)*replayRecordBytes) + s.ackedBytes
 }
 
@@ -87,9 +87,8 @@ func (s *subscription) chargeState() bool {
 // mayRead reports whether the subscription may read a new entry: its
 // records fit their charge, or nothing is pending, delayed or waiting for
 // redelivery (an entry read then is delivered, and its acknowledgement moves
-// the subscription on).
-// When they do not fit it tries again after stateRetry. Called with t.mu
-// held.
+// the subscription on). When they do not fit it tries again after
+// stateRetry. Called with t.mu held.
 func (s *subscription) mayRead() bool {
 	if s.chargeState() || (len(s.pending) == 0 && len(s.delayed) == 0 && len(s.replay) == 0) {
 		return true

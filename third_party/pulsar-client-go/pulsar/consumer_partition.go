@@ -2353,9 +2353,15 @@ func (pc *partitionConsumer) handleEvent(event interface{}) bool {
 	return true
 }
 
-// queueEvent hands ev to the event loop, and starts the loop unless it runs.
+// queueEvent hands ev to the event loop, and starts the loop unless it runs. Once the consumer
+// has closed no loop takes events, so a full channel no longer holds the caller (the nack
+// tracker's redelivery, say).
 func (pc *partitionConsumer) queueEvent(ev interface{}) {
-	pc.eventsCh <- ev
+	select {
+	case pc.eventsCh <- ev:
+	case <-pc.closeCh:
+		return
+	}
 	pc.queuedEvents.Add(1)
 	pc.wakeEvents()
 }

@@ -215,7 +215,9 @@ func (t *negativeAcksTracker) Close() {
 		t.Unlock()
 		if started {
 			t.tick.Stop()
-			t.doneCh <- nil
+			// Closed rather than sent on: Close does not wait for track, whose redelivery may be
+			// waiting on the consumer's events, which the consumer's close is handling.
+			close(t.doneCh)
 		}
 	})
 }

@@ -1,0 +1,81 @@
+// Licensed to the Apache Software Foundation (ASF) under one
+// or more contributor license agreements.  See the NOTICE file
+// distributed with this work for additional information
+// regarding copyright ownership.  The ASF licenses this file
+// to you under the Apache License, Version 2.0 (the
+// "License"); you may not use this file except in compliance
+// with the License.  You may obtain a copy of the License at
+//
+//   http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing,
+// software distributed under the License is distributed on an
+// "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+// KIND, either express or implied.  See the License for the
+// specific language governing permissions and limitations
+// under the License.
+
+package pulsar
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
+)
+
+// blockedRedeliverer is a consumer whose redeliveries wait until released, as a consumer's do
+// when its events channel is full and its events loop is busy closing it.
+type blockedRedeliverer struct {
+	entered, release chan struct{}
+}
+
+func (b *blockedRedeliverer) Redeliver([]messageID) {
+	select {
+	case b.entered <- struct{}{}:
+	default:
+	}
+	<-b.release
+}
+
+// The nack tracker's Close returns while a redelivery of its own waits on the consumer: the
+// consumer's events loop closes the tracker, and the redelivery waits for that loop.
+func TestNackTrackerCloseDoesNotWaitForItsRedelivery(t *testing.T) {
+	rc := &blockedRedeliverer{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	defer close(rc.release)
+	tr := newNegativeAcksTracker(rc, 30*time.Millisecond, nil, log.DefaultNopLogger(), ptr(int64(0)))
+	tr.Add(&messageID{ledgerID: 1, entryID: 1, batchIdx: -1})
+	select {
+	case <-rc.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tracker did not redeliver the negative ack")
+	}
+	closed := make(chan struct{})
+	go func() {
+		tr.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for a redelivery that waits for the closing consumer")
+	}
+}
+
+// An event queued once the consumer has closed does not wait on its full events channel, which
+// no loop takes from any more.
+func TestQueueEventAfterCloseDoesNotBlock(t *testing.T) {
+	pc := &partitionConsumer{eventsCh: make(chan interface{}, 1), closeCh: make(chan struct{})}
+	pc.eventsCh <- &redeliveryRequest{}
+	close(pc.closeCh)
+	queued := make(chan struct{})
+	go func() {
+		pc.queueEvent(&redeliveryRequest{})
+		close(queued)
+	}()
+	select {
+	case <-queued:
+	case <-time.After(5 * time.Second):
+		t.Fatal("queueEvent waited on the events channel of a closed consumer")
+	}
+}

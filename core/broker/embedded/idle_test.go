@@ -429,3 +429,32 @@ func TestIdleConsumerQueueGrowsWithWhatArrives(t *testing.T) {
 		}
 	}
 }
+
+// TestUnsubscribeEndsTheConsumer: an unsubscribed consumer is closed, as the Java client's is
+// (pulsar-client-go-64-unsubscribe-closes.patch): its dispatcher ends, and with it the
+// messages it had prefetched for an application that reads no more. Without the patch a
+// consumer that unsubscribed with messages prefetched kept its dispatcher and them for good,
+// since Close does nothing to a consumer already closed: a client that subscribes, unsubscribes
+// and leaves, again and again, grew the process without end. Not parallel: it counts every
+// goroutine.
+func TestUnsubscribeEndsTheConsumer(t *testing.T) {
+	b := startBroker(t, embedded.Config{})
+	c := newClient(t, b, nil)
+	topic := uniqueTopic("unsubscribe")
+	sendSized(t, mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), 40, 1024)
+	before := goroutinesIn(consumerDispatcher)
+	const rounds = 10
+	for i := range rounds {
+		cons := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: fmt.Sprintf("s%d", i),
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReceiverQueueSize: 100})
+		// The channel full, the dispatcher holds the rest of the prefetch.
+		testkit.WaitFor(t, 10*time.Second, "the consumer's channel full", func() bool { return len(cons.Chan()) == cap(cons.Chan()) })
+		if err := cons.Unsubscribe(); err != nil {
+			t.Fatalf("unsubscribe %d: %v", i, err)
+		}
+		cons.Close()
+	}
+	testkit.WaitFor(t, 10*time.Second, "the unsubscribed consumers' dispatchers ended", func() bool {
+		return goroutinesIn(consumerDispatcher) <= before
+	})
+}

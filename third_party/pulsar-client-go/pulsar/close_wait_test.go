@@ -18,9 +18,12 @@
 package pulsar
 
 import (
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/backoff"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
@@ -77,5 +80,63 @@ func TestQueueEventAfterCloseDoesNotBlock(t *testing.T) {
 	case <-queued:
 	case <-time.After(5 * time.Second):
 		t.Fatal("queueEvent waited on the events channel of a closed consumer")
+	}
+}
+
+// A request queued behind the close, which no loop answers, fails with ConsumerClosed rather
+// than being waited on for good; one answered before the close is answered.
+func TestAwaitEventAfterClose(t *testing.T) {
+	pc := &partitionConsumer{closeCh: make(chan struct{})}
+	close(pc.closeCh)
+	_, err := awaitEvent(pc, make(chan struct{}))
+	var perr *Error
+	if !errors.As(err, &perr) || perr.Result() != ConsumerClosed {
+		t.Fatalf("awaiting a request no loop answers: %v, want ConsumerClosed", err)
+	}
+	answered := make(chan error, 1)
+	answered <- nil
+	if _, err := awaitEvent(pc, answered); err != nil {
+		t.Fatalf("awaiting a request answered before the close: %v", err)
+	}
+}
+
+// refusingClient is a client whose producers are all refused.
+type refusingClient struct {
+	Client
+	creates atomic.Int64
+}
+
+func (c *refusingClient) CreateProducer(ProducerOptions) (Producer, error) {
+	c.creates.Add(1)
+	return nil, errors.New("refused")
+}
+
+// quickBackoff retries at once.
+type quickBackoff struct{}
+
+func (quickBackoff) Next() time.Duration       { return time.Millisecond }
+func (quickBackoff) IsMaxBackoffReached() bool { return false }
+func (quickBackoff) Reset()                    {}
+
+// A dead-letter router whose producer the broker refuses stops asking for it once closed.
+// It retried for good, with an error logged each time, after its consumer had gone.
+func TestDlqRouterStopsCreatingItsProducerOnClose(t *testing.T) {
+	c := &refusingClient{}
+	r, err := newDlqRouter(c, &DLQPolicy{MaxDeliveries: 1, DeadLetterTopic: "dlq"}, "t", "s", "c",
+		func() backoff.Policy { return quickBackoff{} }, log.DefaultNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Chan() <- ConsumerMessage{Consumer: &consumer{}, Message: &message{}}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.creates.Load() < 3 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond) // polling a counter, not synchronizing
+	}
+	r.close()
+	time.Sleep(50 * time.Millisecond) // a retry under way when the router closed ends
+	stopped := c.creates.Load()
+	time.Sleep(100 * time.Millisecond)
+	if got := c.creates.Load(); got != stopped {
+		t.Fatalf("the closed router asked for its producer %d more times", got-stopped)
 	}
 }

@@ -635,7 +635,9 @@ func (pc *partitionConsumer) unsubscribe(force bool) error {
 	pc.queueEvent(req)
 
 	// wait for the request to complete
-	<-req.doneCh
+	if _, err := awaitEvent(pc, req.doneCh); err != nil {
+		return err
+	}
 	return req.err
 }
 
@@ -675,12 +677,14 @@ func (pc *partitionConsumer) ackIDCommon(msgID MessageID, withResponse bool, txn
 	if withResponse {
 		if txn != nil {
 			ackReq := pc.sendIndividualAckWithTxn(trackingID, txn.(*transaction))
-			<-ackReq.doneCh
-			err = ackReq.err
+			if _, err = awaitEvent(pc, ackReq.doneCh); err == nil {
+				err = ackReq.err
+			}
 		} else {
 			ackReq := pc.sendIndividualAck(trackingID)
-			<-ackReq.doneCh
-			err = ackReq.err
+			if _, err = awaitEvent(pc, ackReq.doneCh); err == nil {
+				err = ackReq.err
+			}
 		}
 	} else {
 		pc.ackGroupingTracker.add(trackingID)
@@ -806,7 +810,9 @@ func (pc *partitionConsumer) getLastMessageIDAndMarkDeletePosition() (*getLastMs
 		pc.queueEvent(req)
 
 		// wait for the request to complete
-		<-req.doneCh
+		if _, err := awaitEvent(pc, req.doneCh); err != nil {
+			return nil, err
+		}
 		res := &getLastMsgIDResult{req.msgID, req.markDeletePosition}
 		return res, req.err
 	}
@@ -960,7 +966,11 @@ func (pc *partitionConsumer) AckIDList(msgIDs []MessageID) error {
 		msgIDs: toMsgIDDataList(pendingAcks),
 	}
 	pc.queueEvent(req)
-	if err := <-req.errCh; err != nil {
+	err, closed := awaitEvent(pc, req.errCh)
+	if closed != nil {
+		err = closed
+	}
+	if err != nil {
 		return toAckError(map[error][]MessageID{err: validMsgIDs})
 	}
 	for _, id := range chunkedMsgIDs {
@@ -1075,7 +1085,9 @@ func (pc *partitionConsumer) internalAckIDCumulative(msgID MessageID, withRespon
 	var ackReq *ackRequest
 	if withResponse {
 		ackReq = pc.sendCumulativeAck(msgIDToAck)
-		<-ackReq.doneCh
+		if _, err := awaitEvent(pc, ackReq.doneCh); err != nil {
+			return err
+		}
 	} else {
 		pc.ackGroupingTracker.addCumulative(msgIDToAck)
 	}
@@ -1189,8 +1201,8 @@ func (pc *partitionConsumer) Close() {
 	req := &closeRequest{doneCh: make(chan struct{})}
 	pc.queueEvent(req)
 
-	// wait for request to finish
-	<-req.doneCh
+	// wait for request to finish (or for another Close to have closed the consumer)
+	_, _ = awaitEvent(pc, req.doneCh)
 }
 
 func (pc *partitionConsumer) Seek(msgID MessageID) error {
@@ -1218,7 +1230,9 @@ func (pc *partitionConsumer) Seek(msgID MessageID) error {
 	pc.queueEvent(req)
 
 	// wait for the request to complete
-	<-req.doneCh
+	if _, err := awaitEvent(pc, req.doneCh); err != nil {
+		return err
+	}
 	return req.err
 }
 
@@ -1284,7 +1298,9 @@ func (pc *partitionConsumer) SeekByTime(time time.Time) error {
 	pc.queueEvent(req)
 
 	// wait for the request to complete
-	<-req.doneCh
+	if _, err := awaitEvent(pc, req.doneCh); err != nil {
+		return err
+	}
 	return req.err
 }
 
@@ -2326,8 +2342,8 @@ func (pc *partitionConsumer) runEventsLoop() {
 	}
 }
 
-// handleEvent handles one event; it reports false for the close, after which the loop ends
-// for good (eventsRunning stays set, so that nothing starts another).
+// handleEvent handles one event; it reports false for the close and a successful unsubscribe,
+// after which the loop ends for good (eventsRunning stays set, so that nothing starts another).
 func (pc *partitionConsumer) handleEvent(event interface{}) bool {
 	switch v := event.(type) {
 	case *ackRequest:
@@ -2340,6 +2356,14 @@ func (pc *partitionConsumer) handleEvent(event interface{}) bool {
 		pc.internalRedeliver(v)
 	case *unsubscribeRequest:
 		pc.internalUnsubscribe(v)
+		if pc.getConsumerState() == consumerClosed {
+			// Unsubscribed, the consumer is closed, as the Java client's is: the loop and the
+			// dispatcher end, and with them what the dispatcher held, once the unsubscribe is
+			// answered. Left running, the dispatcher waited for good to hand its messages to an
+			// application that reads no more, since Close does nothing to a closed consumer.
+			close(pc.closeCh)
+			return false
+		}
 	case *getLastMsgIDRequest:
 		pc.internalGetLastMessageID(v)
 	case *seekRequest:
@@ -2364,6 +2388,24 @@ func (pc *partitionConsumer) queueEvent(ev interface{}) {
 	}
 	pc.queuedEvents.Add(1)
 	pc.wakeEvents()
+}
+
+// awaitEvent waits for the events loop to answer a request queued with queueEvent on ch, or
+// fails with ConsumerClosed once the consumer has closed without answering it: no loop
+// answers requests after the close, so one queued behind it would be waited on for good.
+func awaitEvent[T any](pc *partitionConsumer, ch <-chan T) (T, error) {
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-pc.closeCh:
+	}
+	select {
+	case v := <-ch: // answered before the close
+		return v, nil
+	default:
+		var none T
+		return none, newError(ConsumerClosed, "consumer closed")
+	}
 }
 
 // wakeEvents starts the event loop unless one runs. Whoever queues an event or a reconnect

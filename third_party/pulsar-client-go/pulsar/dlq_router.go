@@ -40,6 +40,10 @@ type dlqRouter struct {
 	consumerName      string
 	backOffPolicyFunc func() backoff.Policy
 	log               log.Logger
+	// ctx ends the producer's creation, which retries while the topic refuses it, once the
+	// router is closed.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 func newDlqRouter(client Client, policy *DLQPolicy, topicName, subscriptionName, consumerName string,
@@ -71,6 +75,7 @@ func newDlqRouter(client Client, policy *DLQPolicy, topicName, subscriptionName,
 
 		r.messageCh = make(chan ConsumerMessage)
 		r.closeCh = make(chan interface{}, 1)
+		r.ctx, r.cancel = context.WithCancel(context.Background())
 		r.log = logger.SubLogger(log.Fields{"dlq-topic": policy.DeadLetterTopic})
 		go r.run()
 	}
@@ -109,6 +114,11 @@ func (r *dlqRouter) run() {
 		case cm := <-r.messageCh:
 			r.log.WithField("msgID", cm.ID()).Debug("Got message for DLQ")
 			producer := r.getProducer(cm.Consumer.(*consumer).options.Schema)
+			if producer == nil {
+				// Closed while the producer was being created: the message stays
+				// unacknowledged, for the subscription to redeliver.
+				continue
+			}
 			msg := cm.Message.(*message)
 			msgID := msg.ID()
 			producer.SendAsync(context.Background(), &ProducerMessage{
@@ -142,6 +152,9 @@ func (r *dlqRouter) run() {
 }
 
 func (r *dlqRouter) close() {
+	if r.cancel != nil {
+		r.cancel()
+	}
 	// Attempt to write on the close channel, without blocking
 	select {
 	case r.closeCh <- nil:
@@ -176,14 +189,14 @@ func (r *dlqRouter) getProducer(schema Schema) Producer {
 		return r.client.CreateProducer(opt)
 	}
 
-	res, err := internal.Retry(context.Background(), opFn, func(err error) time.Duration {
+	res, err := internal.Retry(r.ctx, opFn, func(err error) time.Duration {
 		r.log.WithError(err).Error("Failed to create DLQ producer")
 		return bo.Next()
 	})
 
-	if err == nil {
-		r.producer = res
+	if err != nil {
+		return nil
 	}
-
+	r.producer = res
 	return res
 }

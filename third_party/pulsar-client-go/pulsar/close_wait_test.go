@@ -18,12 +18,15 @@
 package pulsar
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/backoff"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal"
+	pb "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/internal/pulsar_proto"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 )
 
@@ -138,5 +141,72 @@ func TestDlqRouterStopsCreatingItsProducerOnClose(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if got := c.creates.Load(); got != stopped {
 		t.Fatalf("the closed router asked for its producer %d more times", got-stopped)
+	}
+}
+
+// answeringConn answers every request at once with SUCCESS.
+type answeringConn struct{ internal.Connection }
+
+func (answeringConn) SendRequest(_ uint64, _ *pb.BaseCommand, cb func(*pb.BaseCommand, error)) {
+	cb(&pb.BaseCommand{Type: pb.BaseCommand_SUCCESS.Enum()}, nil)
+}
+func (answeringConn) DeleteConsumeHandler(uint64) {}
+
+// A consumer made ready whose creation then fails (the last message id or the seek of a reader
+// from the latest message inclusive) is closed before its events loop has been started: the
+// close must start it, or it waits for good for a loop that nothing starts.
+func TestCloseOfAConsumerNotStarted(t *testing.T) {
+	cl, err := NewClient(ClientOptions{URL: "pulsar://127.0.0.1:1", DisableMetrics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	c := cl.(*client)
+	ctx, cancel := context.WithCancel(context.Background())
+	pc := &partitionConsumer{client: c, options: &partitionConsumerOpts{},
+		eventsCh: make(chan interface{}, 10), closeCh: make(chan struct{}),
+		connectClosedCh: make(chan *connectionClosed, 1), log: log.DefaultNopLogger(),
+		metrics: c.metrics.GetLeveledMetrics("t"), ctx: ctx, cancelFunc: cancel,
+		ackGroupingTracker: &immediateAckGroupingTracker{}}
+	pc.chunkedMsgCtxMap = newChunkedMsgCtxMap(1, pc)
+	pc._setConn(answeringConn{})
+	pc.eventsRunning.Store(true) // as newPartitionConsumer sets it until its loop starts
+	pc.setConsumerState(consumerReady)
+	closed := make(chan struct{})
+	go func() {
+		pc.closeUnstarted()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the close waited for an events loop that nothing started")
+	}
+	if pc.getConsumerState() != consumerClosed {
+		t.Fatalf("consumer state %v after the close, want closed", pc.getConsumerState())
+	}
+}
+
+// What is handed to the dispatcher once the consumer has closed, and its dispatcher ended for
+// good, is given up rather than waited on for good: the news of a new connection, a seek's
+// pause, the clearing of its queue.
+func TestHandToAnEndedDispatcher(t *testing.T) {
+	pc := &partitionConsumer{closeCh: make(chan struct{}), dispatcherSeekingControlCh: make(chan struct{}),
+		clearQueueCh: make(chan func(*trackingMessageID))}
+	pc.dispatching.Store(true) // a dispatcher that ended on the close leaves it set
+	close(pc.closeCh)
+	pc.setConsumerState(consumerReady) // the close's state not seen yet
+	done := make(chan struct{})
+	go func() {
+		pc.pauseDispatchMessage()
+		if id := pc.clearQueueAndGetNextMessage(); id != nil {
+			t.Errorf("cleared queue of a closed consumer gave %v", id)
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a hand-off to the closed consumer's ended dispatcher waited for good")
 	}
 }

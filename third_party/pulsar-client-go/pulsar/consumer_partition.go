@@ -243,7 +243,12 @@ type partitionConsumer struct {
 // This method will be called When the parent consumer performs the seek operation.
 // After the seek operation, the dispatcher will continue dispatching messages automatically.
 func (pc *partitionConsumer) pauseDispatchMessage() {
-	pc.handToDispatcher(func() { pc.dispatcherSeekingControlCh <- struct{}{} })
+	pc.handToDispatcher(func() {
+		select {
+		case pc.dispatcherSeekingControlCh <- struct{}{}:
+		case <-pc.closeCh:
+		}
+	})
 }
 
 func (pc *partitionConsumer) Topic() string {
@@ -602,7 +607,7 @@ func newPartitionConsumer(parent Consumer, client *client, options *partitionCon
 	if pc.options.startMessageIDInclusive && startingMessageID != nil && startingMessageID.equal(latestMessageID) {
 		msgIDResp, err := pc.requestGetLastMessageID()
 		if err != nil {
-			pc.Close()
+			pc.closeUnstarted()
 			return nil, err
 		}
 		msgID := convertToMessageID(msgIDResp.GetLastMessageId())
@@ -612,7 +617,7 @@ func newPartitionConsumer(parent Consumer, client *client, options *partitionCon
 			// use the WithoutClear version because the dispatcher is not started yet
 			err = pc.requestSeekWithoutClear(msgID.messageID)
 			if err != nil {
-				pc.Close()
+				pc.closeUnstarted()
 				return nil, err
 			}
 		}
@@ -623,6 +628,14 @@ func newPartitionConsumer(parent Consumer, client *client, options *partitionCon
 	go pc.runEventsLoop() // eventsRunning was set when pc was made
 
 	return pc, nil
+}
+
+// closeUnstarted closes a consumer made ready whose creation then failed: its events loop,
+// which handles the close, has not been started (eventsRunning was set when pc was made, so
+// queueing the close starts none).
+func (pc *partitionConsumer) closeUnstarted() {
+	go pc.runEventsLoop()
+	pc.Close()
 }
 
 func (pc *partitionConsumer) unsubscribe(force bool) error {
@@ -2136,7 +2149,8 @@ func (pc *partitionConsumer) wakeDispatcher() {
 }
 
 // handToDispatcher runs send, which hands the dispatcher something on a channel that cannot
-// hold it, with a dispatcher running to take it.
+// hold it, with a dispatcher running to take it. A closed consumer's dispatcher has ended, and
+// none starts again: send gives up once closeCh is closed, or it would wait for good.
 func (pc *partitionConsumer) handToDispatcher(send func()) {
 	pc.toDispatcher.Add(1)
 	pc.wakeDispatcher()
@@ -2678,7 +2692,12 @@ func (pc *partitionConsumer) grabConn(assignedBrokerURL string) error {
 	switch msgType {
 	case pb.BaseCommand_SUCCESS:
 		// notify the dispatcher we have connection
-		go pc.handToDispatcher(func() { pc.connectedCh <- struct{}{} })
+		go pc.handToDispatcher(func() {
+			select {
+			case pc.connectedCh <- struct{}{}:
+			case <-pc.closeCh:
+			}
+		})
 		return nil
 	case pb.BaseCommand_ERROR:
 		errMsg := res.Response.GetError()
@@ -2696,13 +2715,20 @@ func (pc *partitionConsumer) clearQueueAndGetNextMessage() *trackingMessageID {
 	wg.Add(1)
 	var msgID *trackingMessageID
 
+	handed := false
 	pc.handToDispatcher(func() {
-		pc.clearQueueCh <- func(id *trackingMessageID) {
+		select {
+		case pc.clearQueueCh <- func(id *trackingMessageID) {
 			msgID = id
 			wg.Done()
+		}:
+			handed = true
+		case <-pc.closeCh:
 		}
 	})
-
+	if !handed {
+		return nil
+	}
 	wg.Wait()
 	return msgID
 }

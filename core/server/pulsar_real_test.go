@@ -288,9 +288,21 @@ func rpClientTimeout(t *testing.T, e rpEnv, timeout time.Duration) pulsar.Client
 // pulsar-client-go and returns how many times each payload is stored.
 func rpReadBack(t *testing.T, client pulsar.Client, topic string) map[string]int {
 	t.Helper()
-	r, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
-	if err != nil {
-		t.Fatalf("reader on %s: %v", topic, err)
+	// A broker restarted after a kill may fail a topic's first opening while it recovers the
+	// topic's ledger (PersistenceError, "Error while recovering ledger"): the reader is made
+	// again until a deadline, as an application would.
+	var r pulsar.Reader
+	var err error
+	for deadline := time.Now().Add(time.Minute); ; {
+		r, err = client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reader on %s: %v", topic, err)
+		}
+		t.Logf("reader on %s: %v; again in a second", topic, err)
+		time.Sleep(time.Second) // the broker recovering; nothing to wait on instead
 	}
 	defer r.Close()
 	out := map[string]int{}

@@ -121,26 +121,77 @@ func (quickBackoff) Next() time.Duration       { return time.Millisecond }
 func (quickBackoff) IsMaxBackoffReached() bool { return false }
 func (quickBackoff) Reset()                    {}
 
-// A dead-letter router whose producer the broker refuses stops asking for it once closed.
-// It retried for good, with an error logged each time, after its consumer had gone.
-func TestDlqRouterStopsCreatingItsProducerOnClose(t *testing.T) {
-	c := &refusingClient{}
-	r, err := newDlqRouter(c, &DLQPolicy{MaxDeliveries: 1, DeadLetterTopic: "dlq"}, "t", "s", "c",
-		func() backoff.Policy { return quickBackoff{} }, log.DefaultNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Chan() <- ConsumerMessage{Consumer: &consumer{}, Message: &message{}}
+// The dead-letter and retry routers, whose producer the broker refuses, stop asking for it
+// once closed. They retried for good, with an error logged each time, after their consumer
+// had gone.
+func TestRoutersStopCreatingTheirProducerOnClose(t *testing.T) {
+	policy := &DLQPolicy{MaxDeliveries: 1, DeadLetterTopic: "dlq", RetryLetterTopic: "retry"}
+	quick := func() backoff.Policy { return quickBackoff{} }
+	cm := ConsumerMessage{Consumer: &consumer{}, Message: &message{}}
+	t.Run("dead letter", func(t *testing.T) {
+		c := &refusingClient{}
+		r, err := newDlqRouter(c, policy, "t", "s", "c", quick, log.DefaultNopLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Chan() <- cm
+		expectStopsOnClose(t, c, r.close)
+	})
+	t.Run("retry", func(t *testing.T) {
+		c := &refusingClient{}
+		r, err := newRetryRouter(c, policy, true, quick, log.DefaultNopLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Chan() <- RetryMessage{consumerMsg: cm}
+		expectStopsOnClose(t, c, r.close)
+	})
+}
+
+// expectStopsOnClose waits for c to refuse a few producers, closes the router, and checks
+// that it asks for none after.
+func expectStopsOnClose(t *testing.T, c *refusingClient, closeRouter func()) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for c.creates.Load() < 3 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond) // polling a counter, not synchronizing
 	}
-	r.close()
+	closeRouter()
 	time.Sleep(50 * time.Millisecond) // a retry under way when the router closed ends
 	stopped := c.creates.Load()
 	time.Sleep(100 * time.Millisecond)
 	if got := c.creates.Load(); got != stopped {
 		t.Fatalf("the closed router asked for its producer %d more times", got-stopped)
+	}
+}
+
+// The consumer of one topic of a pattern consumer, closed when its topic goes, leaves the
+// routers it shares with the other topics' consumers running: it closed them, and the others'
+// dispatchers then waited for good on a dead-letter router that no longer took messages.
+func TestConsumerLeavesSharedRoutersRunning(t *testing.T) {
+	cl, err := NewClient(ClientOptions{URL: "pulsar://127.0.0.1:1", DisableMetrics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rc := &refusingClient{}
+	r, err := newDlqRouter(rc, &DLQPolicy{MaxDeliveries: 1, DeadLetterTopic: "dlq"}, "t", "s", "c",
+		func() backoff.Policy { return quickBackoff{} }, log.DefaultNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	rlq, err := newRetryRouter(rc, nil, false, nil, log.DefaultNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &consumer{client: cl.(*client), closeCh: make(chan struct{}), dlq: r, rlq: rlq, routersShared: true,
+		stopDiscovery: func() {}, metrics: cl.(*client).metrics.GetLeveledMetrics("t")}
+	c.Close()
+	select {
+	case r.Chan() <- ConsumerMessage{Consumer: &consumer{}, Message: &message{}}:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the shared dead-letter router stopped with one of its consumers")
 	}
 }
 
@@ -208,5 +259,27 @@ func TestHandToAnEndedDispatcher(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("a hand-off to the closed consumer's ended dispatcher waited for good")
+	}
+}
+
+// Asking a closed consumer for its last message id fails at once, rather than being retried,
+// each attempt failing, until the operation timeout.
+func TestLastMessageIDOfAClosedConsumer(t *testing.T) {
+	cl, err := NewClient(ClientOptions{URL: "pulsar://127.0.0.1:1", DisableMetrics: true, OperationTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	pc := &partitionConsumer{client: cl.(*client), eventsCh: make(chan interface{}, 10), closeCh: make(chan struct{}),
+		log: log.DefaultNopLogger(), backoffPolicyFunc: func() backoff.Policy { return quickBackoff{} }}
+	pc.eventsRunning.Store(true) // the loop ended on the close
+	close(pc.closeCh)
+	pc.setConsumerState(consumerReady) // the close's state not seen yet
+	start := time.Now()
+	if _, err := pc.getLastMessageIDAndMarkDeletePosition(); err == nil {
+		t.Fatal("a closed consumer gave a last message id")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("a closed consumer's last message id failed after %v", d)
 	}
 }

@@ -60,8 +60,11 @@ type consumer struct {
 	// channel used to deliver message to clients
 	messageCh chan ConsumerMessage
 
-	dlq           *dlqRouter
-	rlq           *retryRouter
+	dlq *dlqRouter
+	rlq *retryRouter
+	// routersShared: dlq and rlq are the pattern consumer's, shared with its other topics'
+	// consumers; it closes them, not this one when it drops this topic.
+	routersShared bool
 	closeOnce     sync.Once
 	closeCh       chan struct{}
 	errorCh       chan error
@@ -224,7 +227,7 @@ func newConsumer(client *client, options ConsumerOptions) (Consumer, error) {
 		if err != nil {
 			return nil, err
 		}
-		return newInternalConsumer(client, options, topic, messageCh, dlq, rlq, false)
+		return newInternalConsumer(client, options, topic, messageCh, dlq, rlq, false, false)
 	}
 
 	if len(options.Topics) > 1 {
@@ -267,7 +270,7 @@ func newConsumer(client *client, options ConsumerOptions) (Consumer, error) {
 }
 
 func newInternalConsumer(client *client, options ConsumerOptions, topic string,
-	messageCh chan ConsumerMessage, dlq *dlqRouter, rlq *retryRouter, disableForceTopicCreation bool) (Consumer, error) {
+	messageCh chan ConsumerMessage, dlq *dlqRouter, rlq *retryRouter, disableForceTopicCreation, routersShared bool) (Consumer, error) {
 	partitions, err := client.TopicPartitions(topic)
 	if err != nil {
 		return nil, err
@@ -291,6 +294,7 @@ func newInternalConsumer(client *client, options ConsumerOptions, topic string,
 		errorCh:                   make(chan error),
 		dlq:                       dlq,
 		rlq:                       rlq,
+		routersShared:             routersShared,
 		log:                       client.log.SubLogger(log.Fields{"topic": topic}),
 		consumerName:              options.Name,
 		metrics:                   client.metrics.GetLeveledMetrics(topic),
@@ -757,8 +761,10 @@ func (c *consumer) Close() {
 		wg.Wait()
 		close(c.closeCh)
 		c.client.handlers.Del(c)
-		c.dlq.close()
-		c.rlq.close()
+		if !c.routersShared {
+			c.dlq.close()
+			c.rlq.close()
+		}
 		c.metrics.ConsumersClosed.Inc()
 		c.metrics.ConsumersPartitions.Sub(float64(len(c.consumers)))
 	})

@@ -818,20 +818,21 @@ func (pc *partitionConsumer) getLastMessageIDAndMarkDeletePosition() (*getLastMs
 		return nil, errors.New("failed to getLastMessageID for the closing or closed consumer")
 	}
 	bo := pc.backoffPolicyFunc()
+	ctx, cancel := context.WithTimeout(context.Background(), pc.client.operationTimeout)
+	defer cancel()
 	request := func() (*getLastMsgIDResult, error) {
 		req := &getLastMsgIDRequest{doneCh: make(chan struct{})}
 		pc.queueEvent(req)
 
 		// wait for the request to complete
 		if _, err := awaitEvent(pc, req.doneCh); err != nil {
+			cancel() // closed: no retry would be answered either
 			return nil, err
 		}
 		res := &getLastMsgIDResult{req.msgID, req.markDeletePosition}
 		return res, req.err
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), pc.client.operationTimeout)
-	defer cancel()
 	res, err := internal.Retry(ctx, request, func(err error) time.Duration {
 		nextDelay := bo.Next()
 		pc.log.WithError(err).Errorf("Failed to get last message id from broker, retrying in %v...", nextDelay)
@@ -1203,19 +1204,35 @@ func (pc *partitionConsumer) Close() {
 		return
 	}
 
-	pc.cancelFunc()
-
-	// flush all pending ACK requests and terminate the timer goroutine
-	pc.ackGroupingTracker.close()
-
-	// close chunkedMsgCtxMap
-	pc.chunkedMsgCtxMap.Close()
+	pc.stopTrackers()
 
 	req := &closeRequest{doneCh: make(chan struct{})}
 	pc.queueEvent(req)
 
 	// wait for request to finish (or for another Close to have closed the consumer)
 	_, _ = awaitEvent(pc, req.doneCh)
+}
+
+// stopTrackers ends the reconnection under way, flushes the pending acks and stops their
+// timer, and stops the chunks' expiry: what Close does before the broker closes the consumer,
+// and a successful unsubscribe after the broker removed it.
+func (pc *partitionConsumer) stopTrackers() {
+	pc.cancelFunc()
+	pc.ackGroupingTracker.close()
+	pc.chunkedMsgCtxMap.Close()
+}
+
+// closeCompressionProviders frees the consumer's decompressors once it is closed.
+func (pc *partitionConsumer) closeCompressionProviders() {
+	pc.compressionProviders.Range(func(_, v interface{}) bool {
+		if provider, ok := v.(compression.Provider); ok {
+			provider.Close()
+		} else {
+			err := fmt.Errorf("unexpected compression provider type: %T", v)
+			pc.log.WithError(err).Warn("Failed to close compression provider")
+		}
+		return true
+	})
 }
 
 func (pc *partitionConsumer) Seek(msgID MessageID) error {
@@ -2152,6 +2169,11 @@ func (pc *partitionConsumer) wakeDispatcher() {
 // hold it, with a dispatcher running to take it. A closed consumer's dispatcher has ended, and
 // none starts again: send gives up once closeCh is closed, or it would wait for good.
 func (pc *partitionConsumer) handToDispatcher(send func()) {
+	select {
+	case <-pc.closeCh:
+		return // and start no dispatcher
+	default:
+	}
 	pc.toDispatcher.Add(1)
 	pc.wakeDispatcher()
 	send()
@@ -2373,9 +2395,12 @@ func (pc *partitionConsumer) handleEvent(event interface{}) bool {
 		if pc.getConsumerState() == consumerClosed {
 			// Unsubscribed, the consumer is closed, as the Java client's is: the loop and the
 			// dispatcher end, and with them what the dispatcher held, once the unsubscribe is
-			// answered. Left running, the dispatcher waited for good to hand its messages to an
-			// application that reads no more, since Close does nothing to a closed consumer.
+			// answered, and what Close frees is freed here. Left running, the dispatcher waited
+			// for good to hand its messages to an application that reads no more, since Close
+			// does nothing to a closed consumer.
 			close(pc.closeCh)
+			pc.stopTrackers() // after the close: the acks it flushes are queued to no loop
+			pc.closeCompressionProviders()
 			return false
 		}
 	case *getLastMsgIDRequest:
@@ -2472,15 +2497,7 @@ func (pc *partitionConsumer) internalClose(req *closeRequest) {
 		pc.log.Info("Closed consumer")
 	}
 
-	pc.compressionProviders.Range(func(_, v interface{}) bool {
-		if provider, ok := v.(compression.Provider); ok {
-			provider.Close()
-		} else {
-			err := fmt.Errorf("unexpected compression provider type: %T", v)
-			pc.log.WithError(err).Warn("Failed to close compression provider")
-		}
-		return true
-	})
+	pc.closeCompressionProviders()
 
 	pc.setConsumerState(consumerClosed)
 	pc._getConn().DeleteConsumeHandler(pc.consumerID)

@@ -171,6 +171,9 @@ func (r *dlqRouter) getProducer(schema Schema) Producer {
 	// Retry to create producer indefinitely
 	bo := r.backOffPolicyFunc()
 	opFn := func() (Producer, error) {
+		if err := r.ctx.Err(); err != nil {
+			return nil, err // closed: Retry would make one more attempt before it looks
+		}
 		opt := r.policy.ProducerOptions
 		opt.Topic = r.policy.DeadLetterTopic
 		opt.Schema = schema

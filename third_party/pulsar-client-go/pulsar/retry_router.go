@@ -54,6 +54,10 @@ type retryRouter struct {
 	closeCh           chan interface{}
 	backOffPolicyFunc func() backoff.Policy
 	log               log.Logger
+	// ctx ends the producer's creation, which retries while the topic refuses it, once the
+	// router is closed.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 func newRetryRouter(client Client, policy *DLQPolicy, retryEnabled bool, backOffPolicyFunc func() backoff.Policy,
@@ -82,6 +86,7 @@ func newRetryRouter(client Client, policy *DLQPolicy, retryEnabled bool, backOff
 
 		r.messageCh = make(chan RetryMessage)
 		r.closeCh = make(chan interface{}, 1)
+		r.ctx, r.cancel = context.WithCancel(context.Background())
 		r.log = logger.SubLogger(log.Fields{"rlq-topic": policy.RetryLetterTopic})
 		go r.run()
 	}
@@ -98,6 +103,11 @@ func (r *retryRouter) run() {
 		case rm := <-r.messageCh:
 			r.log.WithField("msgID", rm.consumerMsg.ID()).Debug("Got message for RLQ")
 			producer := r.getProducer()
+			if producer == nil {
+				// Closed while the producer was being created: the message stays
+				// unacknowledged, for the subscription to redeliver.
+				continue
+			}
 
 			msgID := rm.consumerMsg.ID()
 			producer.SendAsync(context.Background(), &rm.producerMsg, func(_ MessageID,
@@ -122,6 +132,9 @@ func (r *retryRouter) run() {
 }
 
 func (r *retryRouter) close() {
+	if r.cancel != nil {
+		r.cancel()
+	}
 	// Attempt to write on the close channel, without blocking
 	select {
 	case r.closeCh <- nil:
@@ -138,6 +151,9 @@ func (r *retryRouter) getProducer() Producer {
 	// Retry to create producer indefinitely
 	bo := r.backOffPolicyFunc()
 	opFn := func() (Producer, error) {
+		if err := r.ctx.Err(); err != nil {
+			return nil, err // closed: Retry would make one more attempt before it looks
+		}
 		opt := r.policy.ProducerOptions
 		opt.Topic = r.policy.RetryLetterTopic
 		// the origin code sets to LZ4 compression with no options
@@ -148,13 +164,13 @@ func (r *retryRouter) getProducer() Producer {
 
 		return r.client.CreateProducer(opt)
 	}
-	res, err := internal.Retry(context.Background(), opFn, func(err error) time.Duration {
+	res, err := internal.Retry(r.ctx, opFn, func(err error) time.Duration {
 		r.log.WithError(err).Error("Failed to create RLQ producer")
 		return bo.Next()
 	})
-	if err == nil {
-		r.producer = res
+	if err != nil {
+		return nil
 	}
-
+	r.producer = res
 	return res
 }

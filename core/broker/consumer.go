@@ -308,6 +308,9 @@ type Consumer struct {
 	// partitions is the number of partitions of the consumer's one topic (1 when it is not
 	// partitioned), or 0 for a consumer of several topics.
 	partitions int
+	// unsubscribed is closed once an unsubscribe has succeeded: Receive returns no more.
+	unsubscribed     chan struct{}
+	unsubscribedOnce sync.Once
 }
 
 // Subscribe creates the broker-side consumer and returns once the broker has accepted it, or
@@ -397,7 +400,7 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 	if err != nil {
 		return nil, fmt.Errorf("subscribing %s to %s: %w", o.Subscription, topicsOf(o), classify(err))
 	}
-	cons := &Consumer{c: pc, acks: newAcks(pc, c.log)}
+	cons := &Consumer{c: pc, acks: newAcks(pc, c.log), unsubscribed: make(chan struct{})}
 	if o.Topic != "" {
 		cons.partitions = 1
 		if parts, err := c.pc.TopicPartitions(o.Topic); err == nil && len(parts) > 0 {
@@ -426,10 +429,17 @@ func topicsOf(o ConsumerOptions) string {
 }
 
 // Receive waits for the next message. It returns ctx's error when ctx ends first, and
-// ErrClosed once the consumer is closed. The message counts in the library's prefetch bound
+// ErrClosed once the consumer is closed or unsubscribed. The message counts in the library's prefetch bound
 // (PrefetchBytes) until its Release.
 func (c *Consumer) Receive(ctx context.Context) (*Message, error) {
 	select {
+	case <-c.unsubscribed: // before the messages the library had taken already
+		return nil, ErrClosed
+	default:
+	}
+	select {
+	case <-c.unsubscribed:
+		return nil, ErrClosed
 	case cm, ok := <-c.c.Chan():
 		if !ok {
 			return nil, ErrClosed
@@ -497,6 +507,9 @@ func (c *Consumer) Unsubscribe() error {
 	if err := c.c.Unsubscribe(); err != nil {
 		return fmt.Errorf("unsubscribing: %w", classify(err))
 	}
+	// Unsubscribed, the library's consumer is closed, as Pulsar's Java consumer is, and so
+	// is Receive: the messages it had taken already are not delivered.
+	c.unsubscribedOnce.Do(func() { close(c.unsubscribed) })
 	return nil
 }
 

@@ -429,8 +429,8 @@ func topicsOf(o ConsumerOptions) string {
 }
 
 // Receive waits for the next message. It returns ctx's error when ctx ends first, and
-// ErrClosed once the consumer is closed or unsubscribed. The message counts in the library's prefetch bound
-// (PrefetchBytes) until its Release.
+// ErrClosed once the consumer is closed or unsubscribed. The message counts in the library's
+// prefetch bound (PrefetchBytes) until its Release.
 func (c *Consumer) Receive(ctx context.Context) (*Message, error) {
 	select {
 	case <-c.unsubscribed: // before the messages the library had taken already

@@ -13,8 +13,8 @@ import (
 // TestUnsubscribedSessionDeliversNoMore: after a successful unsubscribe the session delivers
 // nothing more, though the client library had prefetched messages and the client grants
 // permits, and stays open: Pulsar's proxy does the same, its Java consumer closing on
-// unsubscribe. Before, the messages the library had already taken (its channel's) were still
-// delivered, to be acknowledged to a subscription that no longer exists.
+// unsubscribe. Without that, the messages the library had already taken (its channel's) would
+// be delivered, to be acknowledged to a subscription that no longer exists.
 func TestUnsubscribedSessionDeliversNoMore(t *testing.T) {
 	t.Parallel()
 	_, base := edgetest.Start(t, "")

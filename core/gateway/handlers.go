@@ -135,6 +135,10 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 		g.writeError(w, r, ep.Kind, err)
 		return
 	}
+	if params.ReceiverQueueSize == 0 && (n.Partitioned > 0 || ep.Version == wsapi.V3 && !namesOneTopic(ep.Topics)) {
+		g.refuse(w, r, ep.Kind, http.StatusBadRequest, "Failed to subscribe: "+zeroQueueRefused)
+		return
+	}
 	h.Partitions = n.Consumers
 	grant, err := g.grants.Consumer(ctx, h, params)
 	if err != nil {
@@ -165,6 +169,23 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 	g.start(t, conn, func(ctx context.Context) { session.RunConsumer(ctx, conn, c, grant, eot, &t.tally, t.log) })
 }
 
+// zeroQueueRefused is why a receiverQueueSize of 0 is refused where Pulsar's client reads
+// through one consumer of several topics: a v3 consumer of several topics or a pattern, and the
+// consumer or reader of a partitioned topic. Pulsar answers 500 for this request, which can
+// never succeed.
+const zeroQueueRefused = "Receiver queue size needs to be greater than 0 for Topics Consumer: " +
+	"receiverQueueSize=0 needs one topic that is not partitioned"
+
+// namesOneTopic reports whether a v3 topics list names a single topic, however many times.
+func namesOneTopic(topics []string) bool {
+	for _, t := range topics {
+		if t != topics[0] {
+			return false
+		}
+	}
+	return len(topics) > 0
+}
+
 // consumerOptions are the broker-side consumer's options, from the client's parameters and
 // the grant's prefetch.
 func consumerOptions(ep wsapi.Endpoint, params wsapi.ConsumerParams, prefetch int, prefetchBytes int64) broker.ConsumerOptions {
@@ -191,6 +212,10 @@ func consumerOptions(ep wsapi.Endpoint, params wsapi.ConsumerParams, prefetch in
 		opts.Topic = ep.TopicName()
 	case ep.TopicsPattern != "":
 		opts.TopicsPattern = ep.TopicsPattern
+	case namesOneTopic(ep.Topics):
+		// Pulsar's client subscribes a list naming one topic as that topic's own consumer, whose
+		// acks of ids it did not deliver in this session still reach the broker.
+		opts.Topic = ep.Topics[0]
 	default:
 		opts.Topics = ep.Topics
 	}
@@ -222,6 +247,11 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	_, n, err := g.countConsumers(ctx, ep, "Failed to create reader: ", creationStatus)
 	if err != nil {
 		g.writeError(w, r, ep.Kind, err)
+		return
+	}
+	if params.ReceiverQueueSize == 0 && n.Partitioned > 0 && params.Start != wsapi.StartAfterMessageID {
+		// A start id is refused first, below, as in Pulsar.
+		g.refuse(w, r, ep.Kind, http.StatusBadRequest, "Failed to create reader: "+zeroQueueRefused)
 		return
 	}
 	h.Partitions = n.Consumers

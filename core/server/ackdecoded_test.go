@@ -3,8 +3,12 @@ package server_test
 import (
 	"encoding/base64"
 	"fmt"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
@@ -62,5 +66,58 @@ func TestAckOfDecodedID(t *testing.T) {
 	}
 	if m.Payload != "c2Vjb25k" {
 		t.Errorf("the next consumer got %q first, want the second message: the ack of the first was lost", m.Payload)
+	}
+}
+
+// TestAckOfDecodedIDOnV3OneTopic: a v3 consumer whose topics name one topic (once or more) is
+// that topic's own consumer, as in Pulsar's client, so an ack of an id it did not deliver in
+// this session still reaches the broker: the message is not delivered again.
+func TestAckOfDecodedIDOnV3OneTopic(t *testing.T) {
+	t.Parallel()
+	cfg := config.Defaults()
+	cfg.AdminListen = config.AdminListenOff
+	_, base := edgetest.StartWith(t, cfg)
+	for name, list := range map[string]string{"named once": "%s", "named twice": "%s,public/default/%s"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			topic := fmt.Sprintf("ack-v3-%d", time.Now().UnixNano())
+			topics := strings.ReplaceAll(list, "%s", topic)
+			sub := base + "/ws/v3/consumer/s?subscriptionType=Shared&subscriptionInitialPosition=Earliest&topics=" + url.QueryEscape(topics)
+			p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/"+topic)
+			for _, payload := range []string{"Zmlyc3Q=", "c2Vjb25k"} {
+				if err := p.WriteJSON(map[string]string{"payload": payload}); err != nil {
+					t.Fatal(err)
+				}
+				var a ack
+				_ = p.SetReadDeadline(time.Now().Add(docsWait))
+				if err := p.ReadJSON(&a); err != nil || a.Result != "ok" {
+					t.Fatalf("publish: %+v, %v", a, err)
+				}
+			}
+			read := func(c *websocket.Conn) consumerMsg {
+				t.Helper()
+				var m consumerMsg
+				_ = c.SetReadDeadline(time.Now().Add(docsWait))
+				if err := c.ReadJSON(&m); err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+			c := edgetest.Dial(t, sub+"&pullMode=true")
+			if err := c.WriteJSON(map[string]any{"type": "permit", "permitMessages": 1}); err != nil {
+				t.Fatal(err)
+			}
+			first := read(c)
+			_ = c.Close() // unacknowledged: the message goes back to the subscription
+			// A session that never delivered the message acknowledges it.
+			c = edgetest.Dial(t, sub+"&pullMode=true")
+			if err := c.WriteJSON(map[string]string{"messageId": first.MessageID}); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.Close()
+			if m := read(edgetest.Dial(t, sub)); m.Payload != "c2Vjb25k" {
+				t.Errorf("the next consumer got %q first, want the second message: the ack of the first was dropped", m.Payload)
+			}
+		})
 	}
 }

@@ -377,7 +377,7 @@ func TestBadAckIDSaysInvalidOnce(t *testing.T) {
 	t.Parallel()
 	_, base := edgetest.Start(t, "admin_listen: \"off\"\n")
 	for i, tc := range []struct{ id, want string }{
-		{"AAAA", `messageId "AAAA": invalid message id: bad field number 0`},
+		{"AAAA", `messageId "AAAA": invalid message id: bad varint in field 0`},
 		{"CAMQ-DAA", `messageId "CAMQ-DAA": Illegal base64 character 2d`},
 	} {
 		c := edgetest.Dial(t, fmt.Sprintf("%s/ws/v2/consumer/persistent/public/default/bad-ack-id/s%d", base, i))

@@ -183,6 +183,7 @@ const (
 	entryMalformedPath   = "Answers some malformed requests with 500"
 	entryRefusalBody     = "**Refusal bodies**"
 	entryDeadLetterProps = "**A dead-lettered message's properties**"
+	entryZeroQueue       = "Refuses `receiverQueueSize=0` where its client reads"
 )
 
 var dfFlows = []dfFlow{
@@ -215,6 +216,36 @@ var dfFlows = []dfFlow{
 			{step: "no payload ack", entry: entryErrorTexts, fields: []string{"errorMsg"}},
 			{step: "truncated JSON ack", entry: entryErrorTexts, fields: []string{"errorMsg"}},
 			{step: "JSON array ack", entry: entryErrorTexts, fields: []string{"errorMsg"}},
+		},
+	},
+	{
+		name:     "producer frames as Jackson reads them",
+		doc:      "event times at and before the epoch and their parsing, repeated fields, the string null, Jackson's read limits",
+		embedded: true,
+		steps: dfSteps(
+			dfDialStep("open consumer", "c", dfConsumer),
+			dfDialStep("open producer", "p", dfProducer),
+			dfPublish("event time at the epoch", "p", `{"payload":"ZTA=","eventTime":"1970-01-01T00:00:00Z","context":"e0"}`, "a1"),
+			dfNextStep("the message at the epoch", "c"),
+			dfPublish("event time before the epoch", "p", `{"payload":"ZTE=","eventTime":"1969-12-31T23:59:59.5Z","context":"e1"}`, "a2"),
+			dfNextStep("the message before the epoch", "c"),
+			dfPublish("a point without fraction digits", "p", `{"payload":"ZTI=","eventTime":"2020-01-01T00:00:00.Z","context":"e2"}`, "a3"),
+			dfNextStep("the message of the point", "c"),
+			dfPublish("the string null for deliverAt", "p", `{"payload":"ZTM=","deliverAt":"null","disableReplication":"null","context":"e3"}`, "a4"),
+			dfNextStep("the message of the string null", "c"),
+			dfPublish("an offset without a colon", "p", `{"payload":"YQ==","eventTime":"2020-01-01T00:00:00+0100","context":"x1"}`, "x1"),
+			dfPublish("a repeated payload, the first an object", "p", `{"payload":{},"payload":"QQ==","context":"x2"}`, "x2"),
+			dfPublish("nesting 1001 deep", "p", `{"payload":"QQ==","context":"x3","x":`+strings.Repeat("[", 1000)+strings.Repeat("]", 1000)+`}`, "x3"),
+			dfPublish("nesting 1000 deep", "p", `{"payload":"ZTQ=","context":"e4","x":`+strings.Repeat("[", 999)+strings.Repeat("]", 999)+`}`, "a5"),
+			dfNextStep("the message nested 1000 deep", "c"),
+			dfPublish("compressionType past an int", "p", `{"payload":"QQ==","compressionType":99999999999,"context":"x4"}`, "x4"),
+			dfQuietS("nothing more", "c"),
+		),
+		known: []dfKnown{
+			// Pulsar's texts here are Jackson's.
+			{step: "a repeated payload, the first an object ack", entry: entryErrorTexts, fields: []string{"errorMsg"}},
+			{step: "nesting 1001 deep ack", entry: entryErrorTexts, fields: []string{"errorMsg"}},
+			{step: "compressionType past an int ack", entry: entryErrorTexts, fields: []string{"errorMsg"}},
 		},
 	},
 	{
@@ -362,6 +393,9 @@ var dfFlows = []dfFlow{
 			dfDialStep("blank producerName", "x5", dfProducer+"?producerName="),
 			dfDialStep("bad messageId", "x6", dfReader+"?messageId=nonsense"),
 			dfDialStep("messageId not base64", "x11", dfReader+"?messageId=CA+QADAA"),
+			dfDialStep("messageId with a field 0", "r20", dfReader+"?messageId=CAUQAwAA"),
+			dfDialStep("messageId with a batch index and a negative batch size", "x20", dfReader+"?messageId="+url.QueryEscape("CAUQAyAAMPv//////////wE=")),
+			dfDialStep("messageId bad and receiverQueueSize negative", "x21", dfReader+"?receiverQueueSize=-1&messageId=%25"),
 			dfDialStep("bad reader receiverQueueSize", "x10", dfReader+"?receiverQueueSize=abc"),
 			dfDialStep("bad sendTimeoutMillis", "x7", dfProducer+"?sendTimeoutMillis=abc"),
 			dfDialStep("bad compressionType", "x8", dfProducer+"?compressionType=Bogus"),
@@ -371,6 +405,7 @@ var dfFlows = []dfFlow{
 			dfDialStep("second exclusive consumer", "c2", dfConsumer+"?subscriptionType=Exclusive"),
 			dfDialStep("shared consumer of an exclusive subscription", "c3", dfConsumer+"?subscriptionType=Shared"),
 			dfDialStep("short path", "x9", "/ws/v2/producer/persistent/{ns}"),
+			dfDialStep("an escaped slash in the topic", "x22", dfProducer+"%2Fb"),
 			dfDialStep("unknown endpoint", "x12", "/ws/v2/nothing/persistent/{ns}/{t}"),
 			dfDialStep("server-side encryption keys", "x13", dfProducer+"?encryptionKeys=my-key"),
 			dfDialStep("bad subscriptionInitialPosition", "x14", dfConsumer+"?subscriptionInitialPosition=Middle"),
@@ -386,6 +421,7 @@ var dfFlows = []dfFlow{
 		),
 		known: []dfKnown{
 			{step: "short path", entry: entryMalformedPath},
+			{step: "an escaped slash in the topic", entry: entryMalformedPath},
 			// Sluice names the parameter where Pulsar gives only the JDK's text.
 			{step: "bad receiverQueueSize", entry: entryRefusalBody, fields: bodyField},
 			// Pulsar: 500 and a NumberFormatException's text.
@@ -734,6 +770,46 @@ var dfFlows = []dfFlow{
 			dfDialStep("open reader", "r", dfReader+"?messageId=earliest"),
 			dfNextStep("reader message", "r"),
 		),
+	},
+	{
+		name:     "v3 consumer of one topic",
+		doc:      "a v3 topics list naming one topic is that topic's consumer: an ack by an id another session delivered reaches the broker",
+		embedded: true,
+		steps: dfSteps(
+			dfDialStep("open producer", "p", dfProducer),
+			dfPublish("first", "p", `{"payload":"Zmlyc3Q="}`, "a1"),
+			dfDialStep("open consumer", "c1", "/ws/v3/consumer/sub?subscriptionType=Shared&subscriptionInitialPosition=Earliest&topics={ns}/{t}"),
+			dfNextStep("message", "c1"),
+			dfCloseStep("close it unacknowledged", "c1"),
+			dfDialStep("open another consumer", "c2", "/ws/v3/consumer/sub?subscriptionType=Shared&pullMode=true&topics={ns}/{t},{ns}/{t}"),
+			dfSendStep("ack", "c2", `{"messageId":"{a1}"}`),
+			dfQuietS("nothing answers the ack", "c2"),
+			dfCloseStep("close the other", "c2"),
+			dfPublish("second", "p", `{"payload":"c2Vjb25k"}`, "a2"),
+			dfDialStep("open a third consumer", "c3", "/ws/v3/consumer/sub?subscriptionType=Shared&topics={ns}/{t}"),
+			dfNextStep("the second message", "c3"),
+			dfQuietS("nothing more", "c3"),
+		),
+	},
+	{
+		name:     "zero receiver queue",
+		doc:      "receiverQueueSize=0 where Pulsar's client reads through one consumer of several topics",
+		embedded: true,
+		steps: dfSteps(
+			dfAdminStep("partitions", "partitions {t} 2"),
+			dfDialStep("consumer of a partitioned topic", "c1", dfConsumer+"?receiverQueueSize=0"),
+			dfDialStep("reader of a partitioned topic", "r1", dfReader+"?receiverQueueSize=0"),
+			dfDialStep("v3 consumer of two topics", "c2", "/ws/v3/consumer/sub?receiverQueueSize=0&topics={ns}/{t}-a,{ns}/{t}-b"),
+			dfDialStep("v3 consumer of a pattern", "c3", "/ws/v3/consumer/sub?receiverQueueSize=0&topicsPattern={ns}/{t}-.*"),
+			dfDialStep("consumer of one topic", "c4", "/ws/v2/consumer/persistent/{ns}/{t}-a/one?receiverQueueSize=0"),
+			dfDialStep("v3 consumer of one topic named twice", "c5", "/ws/v3/consumer/twice?receiverQueueSize=0&topics={ns}/{t}-a,{ns}/{t}-a"),
+		),
+		known: []dfKnown{
+			{step: "consumer of a partitioned topic", entry: entryZeroQueue},
+			{step: "reader of a partitioned topic", entry: entryZeroQueue},
+			{step: "v3 consumer of two topics", entry: entryZeroQueue},
+			{step: "v3 consumer of a pattern", entry: entryZeroQueue},
+		},
 	},
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,6 +85,15 @@ type delivered struct {
 	// nacked marks a message negatively acknowledged to the broker already: its ack timeout
 	// no longer runs, as Pulsar's consumer stops tracking it, until it is delivered again.
 	nacked bool
+	// seq is the sequence number of the id's place in the eviction order.
+	seq uint32
+}
+
+// orderedID is an id's place in the eviction order. A place whose seq is not its id's is left
+// from an earlier delivery of the id, acknowledged since: a redelivered id takes a new place.
+type orderedID struct {
+	id  string
+	seq uint32
 }
 
 // delivery is a message on its way to the client: its frame and its charge. Deliveries are
@@ -139,8 +149,9 @@ type deliverySession struct {
 	credit  int64         // push: MaxPending - delivered-unacked; pull: permits left
 	wake    chan struct{} // cap 1: credit grew
 	ids     map[string]delivered
-	idOrder []string // insertion order of ids, for eviction
-	idsHeld heldIDs  // the ids' charge
+	idOrder []orderedID // insertion order of ids, for eviction
+	idSeq   uint32      // the last place's seq
+	idsHeld heldIDs     // the ids' charge
 	// delivered is the latest id delivered per topic, for isEndOfTopic: a redelivery of an
 	// earlier message does not move it back.
 	delivered map[string]broker.MessageID
@@ -335,26 +346,31 @@ func (s *deliverySession) remember(id, topic string, mid broker.MessageID) {
 	if s.consumer == nil {
 		return
 	}
-	if _, ok := s.ids[id]; !ok {
-		s.idOrder = append(s.idOrder, id)
+	d, ok := s.ids[id]
+	if !ok {
+		s.idSeq++
+		d.seq = s.idSeq
+		s.idOrder = append(s.idOrder, orderedID{id: id, seq: d.seq})
 	}
-	s.ids[id] = delivered{id: mid, at: time.Now()}
+	s.ids[id] = delivered{id: mid, at: time.Now(), seq: d.seq}
 	for len(s.ids) > maxIDCache && len(s.idOrder) > 0 {
-		delete(s.ids, s.idOrder[0])
+		if o := s.idOrder[0]; s.placed(o) {
+			delete(s.ids, o.id)
+		}
 		s.idOrder = s.idOrder[1:]
 	}
 	// Compact the order slice when acks have emptied most of it: the ids it holds are memory
 	// until then.
 	if len(s.idOrder) > 2*len(s.ids)+idChunk {
-		kept := s.idOrder[:0]
-		for _, k := range s.idOrder {
-			if _, ok := s.ids[k]; ok {
-				kept = append(kept, k)
-			}
-		}
-		s.idOrder = kept
+		s.idOrder = slices.DeleteFunc(s.idOrder, func(o orderedID) bool { return !s.placed(o) })
 	}
 	s.idsHeld.resize(len(s.idOrder))
+}
+
+// placed reports whether o is its id's current place in the eviction order.
+func (s *deliverySession) placed(o orderedID) bool {
+	d, ok := s.ids[o.id]
+	return ok && d.seq == o.seq
 }
 
 // later reports whether a comes after b in their topic, by ledger and entry (the end-of-topic
@@ -693,8 +709,9 @@ func toWireEncryption(e *broker.Encryption) *wsapi.EncryptionContext {
 
 // IDCharge is what a delivered message's id costs while the session keeps it for its ack:
 // pull-mode consumers that received 9,000 messages without acking grew the heap by 323 bytes
-// a message (the id string, the broker id, the map entry and the order slice).
-const IDCharge = 320
+// a message (the id string, the broker id, the map entry and a 16-byte place in the order),
+// and a place with its seq is 24 bytes.
+const IDCharge = 336
 
 // idChunk is how many ids one charge covers, so that the pool is touched once per idChunk
 // deliveries rather than on each.

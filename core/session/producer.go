@@ -418,7 +418,7 @@ func (s *producerSession) publish(ctx context.Context, r *record) {
 	if m.Key != nil {
 		out.Key, out.HasKey = *m.Key, true
 	}
-	if m.EventTimeMillis > 0 {
+	if m.HasEventTime {
 		out.EventTime = time.UnixMilli(m.EventTimeMillis)
 	}
 	if m.DeliverAtMillis > 0 {

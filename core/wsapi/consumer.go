@@ -280,7 +280,9 @@ func commandSyntaxError(err error) *CommandError {
 }
 
 func decodeRawCommand(frame []byte) (rawCommand, *CommandError) {
+	var c rawCommand
 	fs := frameScan{s: newScanner(frame), commands: true, objField: -1}
+	fs.checker = commandChecker{fs: &fs, c: &c} // a value a later one replaces must map too
 	switch fs.scan() {
 	case frameBlank:
 		return rawCommand{}, commandSyntaxError(errNoContent)
@@ -292,29 +294,47 @@ func decodeRawCommand(frame []byte) (rawCommand, *CommandError) {
 		return rawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON,
 			Msg: "cannot parse command: expected a JSON object, got " + describe(fs.top)}
 	}
-	var c rawCommand
+	// Jackson reports the first value it cannot map, in the frame's order.
 	for _, f := range fs.order[:fs.n] {
-		v := &fs.vals[f]
-		var err error
-		switch f {
-		case cfType:
-			if err = v.checkString("type"); err == nil && v.kind != 'n' {
-				c.typ, c.hasType = commandTypeText(v), true
-			}
-		case cfMessageID:
-			if err = v.checkString("messageId"); err == nil && v.kind != 'n' {
-				c.messageID, c.hasID = v.text(), true
-			}
-		case cfPermitMessages:
-			var n int64
-			n, c.hasN, err = v.toInt("permitMessages", 32)
-			c.permits = int32(n) //nolint:gosec // range checked by toInt.
+		err := fs.refusedErr
+		if f != refused {
+			err = c.set(int(f), &fs.vals[f])
 		}
 		if err != nil {
 			return rawCommand{}, commandSyntaxError(err)
 		}
 	}
 	return c, nil
+}
+
+// commandChecker maps a command's value that a later one of its field replaces.
+type commandChecker struct {
+	fs *frameScan
+	c  *rawCommand
+}
+
+func (k commandChecker) check(f int) error { return k.c.set(f, &k.fs.vals[f]) }
+
+// set maps v, the value of known field f, as Jackson does.
+func (c *rawCommand) set(f int, v *jvalue) error {
+	var err error
+	switch f {
+	case cfType:
+		c.typ, c.hasType = "", false
+		if err = v.checkString("type"); err == nil && v.kind != 'n' {
+			c.typ, c.hasType = commandTypeText(v), true
+		}
+	case cfMessageID:
+		c.messageID, c.hasID = "", false
+		if err = v.checkString("messageId"); err == nil && v.kind != 'n' {
+			c.messageID, c.hasID = v.text(), true
+		}
+	case cfPermitMessages:
+		var n int64
+		n, c.hasN, err = v.toInt("permitMessages", 32)
+		c.permits = int32(n) //nolint:gosec // range checked by toInt.
+	}
+	return err
 }
 
 // commandTypeText is v.text() without allocating for the names Pulsar knows.

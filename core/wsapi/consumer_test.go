@@ -143,6 +143,10 @@ var consumerCommandTests = map[string]struct {
 		frame: `{"type":"unsubscribe"} trailing`,
 		want:  ConsumerCommand{Type: CommandUnsubscribe, TypeName: "unsubscribe"},
 	},
+	"repeated type, the last kept": {
+		frame: `{"type":"bogus","type":"isEndOfTopic"}`,
+		want:  ConsumerCommand{Type: CommandIsEndOfTopic, TypeName: "isEndOfTopic"},
+	},
 }
 
 func TestDecodeConsumerCommand(t *testing.T) {
@@ -171,6 +175,8 @@ var consumerCommandErrorTests = map[string]struct {
 	"empty":                    {frame: ``, wantClose: CloseFailedToDeserializeFromJSON},
 	"array":                    {frame: `[]`, wantClose: CloseFailedToDeserializeFromJSON},
 	"object type":              {frame: `{"type":{}}`, wantClose: CloseFailedToDeserializeFromJSON},
+	"object type replaced":     {frame: `{"type":{},"type":"isEndOfTopic"}`, wantClose: CloseFailedToDeserializeFromJSON},
+	"array messageId replaced": {frame: `{"messageId":[],"messageId":"CAMQADAA"}`, wantClose: CloseFailedToDeserializeFromJSON},
 	"permitMessages not a num": {frame: `{"type":"permit","permitMessages":"x"}`, wantClose: CloseFailedToDeserializeFromJSON},
 	"permitMessages overflow":  {frame: `{"type":"permit","permitMessages":2147483648}`, wantClose: CloseFailedToDeserializeFromJSON},
 	"permit without permits":   {frame: `{"type":"permit"}`, wantClose: CloseFailedToDeserializeFromJSON, wantIs: ErrMissingPermitMessages},
@@ -216,6 +222,7 @@ var readerCommandTests = map[string]struct {
 	"bad json":              {frame: `nope`, wantErr: true},
 	"null":                  {frame: `null`, wantErr: true},
 	"wrong field type":      {frame: `{"type":[]}`, wantErr: true},
+	"wrong type replaced":   {frame: `{"type":{},"type":"isEndOfTopic"}`, wantErr: true},
 	"numeric type coerced":  {frame: `{"type":1}`},
 	"trailing data ignored": {frame: `{"type":"isEndOfTopic"}}}`, want: ReaderCommand{IsEndOfTopic: true}},
 }

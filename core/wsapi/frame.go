@@ -11,11 +11,11 @@ import (
 
 // This file reads a client frame the way Pulsar's Jackson ObjectMapper does
 // with its default coercions: scalars coerce to strings, strings and floats
-// coerce to integers, null becomes the zero value, unknown fields are
-// ignored and anything after the first JSON value is never looked at. A
-// repeated field keeps its last value, and the field whose value is of the
-// wrong shape is reported in the order fields first appear (Jackson's
-// LinkedHashMap order).
+// coerce to integers, null (and the string "null" for a number or boolean)
+// becomes the zero value, unknown fields are ignored and anything after the
+// first JSON value is never looked at. Jackson maps the fields in document
+// order and stops at the first value it cannot map: every value of a
+// repeated field is checked so, and the last one is kept.
 
 // mappingError is a Jackson mapping error: a value of the wrong shape.
 type mappingError struct{ msg string }
@@ -73,16 +73,23 @@ func (v *jvalue) checkString(field string) error {
 }
 
 // toInt is Jackson's coercion to a Java long (bits 64) or int (bits 32):
-// integers, floats (truncated toward zero), numeric strings (trimmed; empty
-// is zero); null gives ok=false. Booleans, objects and arrays are errors.
+// integers, floats (truncated toward zero), numeric strings (trimmed as
+// String.trim does); null, and a string that is blank or "null" once trimmed,
+// give ok=false. Booleans, objects and arrays are errors, and so is a string
+// longer than Jackson reads a number.
 func (v *jvalue) toInt(field string, bits int) (n int64, ok bool, err error) {
 	switch v.kind {
 	case 'n':
 		return 0, false, nil
 	case '"':
 		s := javaTrim(v.text())
-		if s == "" {
+		if s == "" || s == "null" {
 			return 0, false, nil
+		}
+		if len(s) > maxNumberLen { // a string's UTF-16 length is at most its length in bytes
+			if n := javaLen(s); n > maxNumberLen {
+				return 0, false, mappingErr("field %q: number value length (%d) exceeds the maximum allowed (%d)", field, n, maxNumberLen)
+			}
 		}
 		n, err := javaParseInt(s, bits)
 		if err != nil {
@@ -136,8 +143,9 @@ func smallInt(raw []byte) (int64, bool) {
 }
 
 // toBool is Jackson's coercion to a Java boolean: true/false, integers (0 is
-// false), "true"/"false" (also "True", "TRUE"...); empty string and null are
-// false.
+// false), and strings trimmed as String.trim does: "true" (also "True",
+// "TRUE") is true, "false" (also "False", "FALSE"), "null" and a blank string
+// are false. null is false.
 func (v *jvalue) toBool(field string) (bool, error) {
 	switch v.kind {
 	case 'n', 'f':
@@ -146,10 +154,10 @@ func (v *jvalue) toBool(field string) (bool, error) {
 		return true, nil
 	case '"':
 		s := v.text()
-		switch strings.TrimSpace(s) {
+		switch javaTrim(s) {
 		case "true", "True", "TRUE":
 			return true, nil
-		case "false", "False", "FALSE", "":
+		case "false", "False", "FALSE", "null", "":
 			return false, nil
 		}
 		return false, mappingErr("field %q: cannot read a boolean from String %q", field, s)
@@ -163,31 +171,58 @@ func (v *jvalue) toBool(field string) (bool, error) {
 	return strings.TrimLeft(text, "-0") != "", nil
 }
 
-// toCompressionType reads a CompressionType enum: a name (unknown names are
-// null, READ_UNKNOWN_ENUM_VALUES_AS_NULL) or an ordinal.
+// toCompressionType reads a CompressionType enum as Jackson's EnumDeserializer
+// does: a name, as is or trimmed as String.trim does; a string of one digit,
+// or an integer, is an ordinal. Unknown names and ordinals are null
+// (READ_UNKNOWN_ENUM_VALUES_AS_NULL); an integer beyond a Java int is an error.
 func (v *jvalue) toCompressionType(field string) (*CompressionType, error) {
 	switch v.kind {
 	case 'n':
 		return nil, nil
 	case '"':
 		s := v.text()
-		for i := range compressionTypes {
-			if string(compressionTypes[i]) == s {
-				return ptr(compressionTypes[i]), nil
-			}
+		if c := compressionTypeNamed(s); c != nil {
+			return c, nil
+		}
+		s = javaTrim(s)
+		if c := compressionTypeNamed(s); c != nil {
+			return c, nil
+		}
+		// Jackson reads a string that starts with a digit (but not with 0 and more) as an
+		// ordinal: of those, only one digit can name a type.
+		if len(s) == 1 && isDigit(s[0]) {
+			return compressionTypeAt(int64(s[0] - '0')), nil
 		}
 		return nil, nil
 	case '0':
 		text := string(v.raw)
-		if i, err := strconv.Atoi(text); err == nil {
-			if i >= 0 && i < len(compressionTypes) {
-				return ptr(compressionTypes[i]), nil
-			}
-			return nil, nil
+		i, err := strconv.ParseInt(text, 10, 32)
+		if err == nil {
+			return compressionTypeAt(i), nil
+		}
+		if !strings.ContainsAny(text, ".eE") {
+			return nil, mappingErr("field %q: numeric value (%s) out of range of int", field, text)
 		}
 		return nil, mappingErr("field %q: cannot read a compression type from %s", field, text)
 	}
 	return nil, mappingErr("field %q: cannot read a compression type from %s", field, describe(v.kind))
+}
+
+func compressionTypeNamed(name string) *CompressionType {
+	for i := range compressionTypes {
+		if string(compressionTypes[i]) == name {
+			return ptr(compressionTypes[i])
+		}
+	}
+	return nil
+}
+
+// compressionTypeAt is the compression type of ordinal i, or nil.
+func compressionTypeAt(i int64) *CompressionType {
+	if i < 0 || i >= int64(len(compressionTypes)) {
+		return nil
+	}
+	return ptr(compressionTypes[i])
 }
 
 // frameStatus is what a frame is at the top level.
@@ -204,16 +239,31 @@ const (
 // maxFrameFields is the most known fields a frame type has.
 const maxFrameFields = 16
 
+// refused stands in frameScan.order for a value that a later one of its field
+// replaced, and that the frame's fieldChecker refused (frameScan.refusedErr).
+const refused = 0xff
+
+// A fieldChecker maps the value of known field f, as Jackson would; the frame
+// scan calls it on a value that a later one of its field replaces.
+type fieldChecker interface{ check(f int) error }
+
 // frameScan is one pass over a frame that should be a JSON object. It keeps
-// the last value of each known field and the order in which the fields
-// first appear; the values of other fields are only checked for syntax.
+// the last value of each known field, in vals, and the order of those values
+// in the frame; the values of other fields are only checked for syntax.
 type frameScan struct {
-	s     scanner
-	top   byte
-	vals  [maxFrameFields]jvalue
-	seen  uint32
-	order [maxFrameFields]uint8
+	s    scanner
+	top  byte
+	vals [maxFrameFields]jvalue
+	seen uint32
+	// order lists the known fields by where their last value is. It has one
+	// entry more than there are fields, for refused.
+	order [maxFrameFields + 1]uint8
 	n     int
+
+	// checker, if not nil, checks each value that a later one replaces;
+	// refusedErr is the first it refused, whose place in order is refused.
+	checker    fieldChecker
+	refusedErr error
 
 	// commands selects the known fields: a consumer or reader command's
 	// (commandField) or a producer message's (producerField).
@@ -302,6 +352,8 @@ func (fs *frameScan) member(f, p int) int {
 		fs.seen |= 1 << f
 		fs.order[fs.n] = uint8(f) //nolint:gosec // f < maxFrameFields.
 		fs.n++
+	} else {
+		fs.replace(f)
 	}
 	v := &fs.vals[f]
 	if f == pfPayload && fs.payloadUnchecked {
@@ -325,6 +377,23 @@ func (fs *frameScan) member(f, p int) int {
 	end, val := fs.s.read(p, 1)
 	*v = val
 	return end
+}
+
+// replace moves field f, whose value is about to be replaced, to the end of
+// order. The value it had is checked first: one the checker refuses keeps its
+// place in order, as refused.
+func (fs *frameScan) replace(f int) {
+	i := bytes.IndexByte(fs.order[:fs.n], uint8(f)) //nolint:gosec // f < maxFrameFields.
+	if fs.checker != nil && fs.refusedErr == nil {
+		if fs.refusedErr = fs.checker.check(f); fs.refusedErr != nil {
+			fs.order[i] = refused
+			fs.order[fs.n] = uint8(f) //nolint:gosec // f < maxFrameFields.
+			fs.n++
+			return
+		}
+	}
+	copy(fs.order[i:fs.n-1], fs.order[i+1:fs.n])
+	fs.order[fs.n-1] = uint8(f) //nolint:gosec // f < maxFrameFields.
 }
 
 // unescapedEnd returns the position after the closing quote of the string at p when it has

@@ -128,31 +128,31 @@ func DecodeMessageID(s string) (MessageID, error) {
 // maxChunkDepth bounds the nesting of first_chunk_message_id.
 const maxChunkDepth = 32
 
-// ParseMessageIDBytes parses MessageIdData bytes. ledgerId and entryId are
-// required; unknown fields, and known fields with an unexpected wire type,
-// are skipped (as LightProto does); ack_set may be packed or not. Absent or
-// negative partition gives -1; absent or negative batch_size gives -1, so
-// that decoding, encoding and decoding again is stable.
+// ParseMessageIDBytes parses MessageIdData bytes as Pulsar's LightProto
+// parser and MessageIdImpl.fromByteArray do. ledgerId and entryId are
+// required; unknown fields, field number 0 among them, and known fields with
+// an unexpected wire type are skipped; a tag keeps its low 32 bits and a
+// varint its low 64 (javaVarint); ack_set may be packed or not. A batch
+// index with a negative batch_size is invalid (Java's acker cannot hold it).
+// Absent or negative partition gives -1; absent or negative batch_size gives
+// -1, so that decoding, encoding and decoding again is stable.
 func ParseMessageIDBytes(b []byte) (MessageID, error) {
 	return parseMessageID(b, 0)
 }
 
 func parseMessageID(b []byte, depth int) (MessageID, error) {
 	id := MessageID{Partition: -1, BatchIndex: -1, BatchSize: -1}
-	var hasLedger, hasEntry bool
+	var hasLedger, hasEntry, hasBatchIndex, negativeBatchSize bool
 	for len(b) > 0 {
-		tag, n := binary.Uvarint(b)
-		if n <= 0 {
+		v, n := javaVarint(b)
+		if n == 0 {
 			return MessageID{}, fmt.Errorf("%w: bad field tag", ErrInvalidMessageID)
 		}
 		b = b[n:]
-		if tag>>3 == 0 || tag>>3 > 1<<29-1 {
-			return MessageID{}, fmt.Errorf("%w: bad field number %d", ErrInvalidMessageID, tag>>3)
-		}
-		switch tag {
+		switch tag := v & 0xffff_ffff; tag { // a tag is read as a Java int
 		case tagLedgerID, tagEntryID, tagPartition, tagBatchIndex, tagAckSet, tagBatchSize:
-			v, n := binary.Uvarint(b)
-			if n <= 0 {
+			v, n := javaVarint(b)
+			if n == 0 {
 				return MessageID{}, fmt.Errorf("%w: bad varint in field %d", ErrInvalidMessageID, tag>>3)
 			}
 			b = b[n:]
@@ -164,11 +164,12 @@ func parseMessageID(b []byte, depth int) (MessageID, error) {
 			case tagPartition:
 				id.Partition = max(int32(v), -1) //nolint:gosec // protobuf int32 truncation.
 			case tagBatchIndex:
-				id.BatchIndex = int32(v) //nolint:gosec // protobuf int32 truncation.
+				id.BatchIndex, hasBatchIndex = int32(v), true //nolint:gosec // protobuf int32 truncation.
 			case tagAckSet:
 				id.AckSet = append(id.AckSet, int64(v)) //nolint:gosec // protobuf int64.
 			case tagBatchSize:
 				id.BatchSize = max(int32(v), -1) //nolint:gosec // protobuf int32 truncation.
+				negativeBatchSize = int32(v) < 0 //nolint:gosec // protobuf int32 truncation.
 			}
 		case tagAckSetPacked, tagFirstChunkMsgID:
 			p, rest, err := lengthDelimited(b, tag)
@@ -188,8 +189,8 @@ func parseMessageID(b []byte, depth int) (MessageID, error) {
 				continue
 			}
 			for len(p) > 0 {
-				v, n := binary.Uvarint(p)
-				if n <= 0 {
+				v, n := javaVarint(p)
+				if n == 0 {
 					return MessageID{}, fmt.Errorf("%w: bad packed ack_set", ErrInvalidMessageID)
 				}
 				p = p[n:]
@@ -206,12 +207,28 @@ func parseMessageID(b []byte, depth int) (MessageID, error) {
 	if !hasLedger || !hasEntry {
 		return MessageID{}, fmt.Errorf("%w: missing required ledgerId or entryId", ErrInvalidMessageID)
 	}
+	if hasBatchIndex && negativeBatchSize {
+		return MessageID{}, fmt.Errorf("%w: batch index with a negative batch size", ErrInvalidMessageID)
+	}
 	return id, nil
 }
 
+// javaVarint reads a varint as protobuf's Java readers do: at most ten bytes, the bits past
+// the 64th dropped (where binary.Uvarint reports an overflow). n is 0 when b ends first or
+// its tenth byte is not the last.
+func javaVarint(b []byte) (v uint64, n int) {
+	for i := 0; i < len(b) && i < binary.MaxVarintLen64; i++ {
+		v |= uint64(b[i]&0x7f) << (7 * i)
+		if b[i] < 0x80 {
+			return v, i + 1
+		}
+	}
+	return 0, 0
+}
+
 func lengthDelimited(b []byte, tag uint64) (field, rest []byte, err error) {
-	l, n := binary.Uvarint(b)
-	if n <= 0 || l > uint64(len(b)-n) { //nolint:gosec // G115: 0 < n <= len(b)
+	l, n := javaVarint(b)
+	if n == 0 || l > uint64(len(b)-n) { //nolint:gosec // G115: 0 < n <= len(b)
 		return nil, nil, fmt.Errorf("%w: truncated field %d", ErrInvalidMessageID, tag>>3)
 	}
 	return b[n : n+int(l)], b[n+int(l):], nil //nolint:gosec // G115: l <= len(b)-n checked above
@@ -220,8 +237,8 @@ func lengthDelimited(b []byte, tag uint64) (field, rest []byte, err error) {
 func skipField(b []byte, tag uint64) ([]byte, error) {
 	switch tag & 7 {
 	case 0:
-		_, n := binary.Uvarint(b)
-		if n <= 0 {
+		_, n := javaVarint(b)
+		if n == 0 {
 			return nil, fmt.Errorf("%w: bad varint in field %d", ErrInvalidMessageID, tag>>3)
 		}
 		return b[n:], nil

@@ -3,6 +3,7 @@ package wsapi
 import (
 	"encoding/base64"
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -89,6 +90,27 @@ func TestDecodeMessageID(t *testing.T) {
 			want:       MessageID{LedgerID: 1, EntryID: 2, Partition: -1, BatchIndex: -1, BatchSize: -1, AckSet: []int64{3, 4}},
 			wantEncode: base64.StdEncoding.EncodeToString([]byte{0x08, 1, 0x10, 2, 0x28, 3, 0x28, 4}),
 		},
+		// As LightProto, checked against Pulsar 4.2.4's reader messageId.
+		"field zero skipped": {
+			in:         base64.StdEncoding.EncodeToString([]byte{0x00, 1, 0x08, 1, 0x10, 2}),
+			want:       MessageID{LedgerID: 1, EntryID: 2, Partition: -1, BatchIndex: -1, BatchSize: -1},
+			wantEncode: base64.StdEncoding.EncodeToString([]byte{0x08, 1, 0x10, 2}),
+		},
+		"bits past the 64th dropped": {
+			in:         base64.StdEncoding.EncodeToString([]byte{0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x10, 1}),
+			want:       MessageID{LedgerID: math.MaxUint64, EntryID: 1, Partition: -1, BatchIndex: -1, BatchSize: -1},
+			wantEncode: base64.StdEncoding.EncodeToString([]byte{0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x10, 1}),
+		},
+		"a tag's bits past the 32nd dropped": {
+			in:         base64.StdEncoding.EncodeToString([]byte{0x88, 0x80, 0x80, 0x80, 0x10, 5, 0x10, 3}),
+			want:       MessageID{LedgerID: 5, EntryID: 3, Partition: -1, BatchIndex: -1, BatchSize: -1},
+			wantEncode: base64.StdEncoding.EncodeToString([]byte{0x08, 5, 0x10, 3}),
+		},
+		"a negative batch size without a batch index": {
+			in:         base64.StdEncoding.EncodeToString([]byte{0x08, 5, 0x10, 3, 0x30, 0xfb, 0xff, 0xff, 0xff, 0x0f}),
+			want:       MessageID{LedgerID: 5, EntryID: 3, Partition: -1, BatchIndex: -1, BatchSize: -1},
+			wantEncode: base64.StdEncoding.EncodeToString([]byte{0x08, 5, 0x10, 3}),
+		},
 		"wrong wire type for ledgerId skipped, later value used": {
 			in:         base64.StdEncoding.EncodeToString([]byte{0x0a, 1, 0x00, 0x08, 7, 0x10, 8}),
 			want:       MessageID{LedgerID: 7, EntryID: 8, Partition: -1, BatchIndex: -1, BatchSize: -1},
@@ -119,15 +141,16 @@ func TestDecodeMessageIDErrors(t *testing.T) {
 		in         string
 		wantBase64 bool
 	}{
-		"empty":                {in: ""},
-		"missing entry":        {in: b64(0x08, 1)},
-		"missing ledger":       {in: b64(0x10, 1)},
-		"truncated varint":     {in: b64(0x08, 0x80)},
-		"truncated length":     {in: b64(0x08, 1, 0x10, 2, 0x3a, 5, 0x08)},
-		"field zero":           {in: b64(0x00, 1, 0x08, 1, 0x10, 2)},
-		"group wire type":      {in: b64(0x08, 1, 0x10, 2, 0x4b)},
-		"bad nested chunk id":  {in: b64(0x08, 1, 0x10, 2, 0x3a, 2, 0x08, 1)},
-		"varint overflow":      {in: b64(0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x10, 1)},
+		"empty":                 {in: ""},
+		"missing entry":         {in: b64(0x08, 1)},
+		"missing ledger":        {in: b64(0x10, 1)},
+		"truncated varint":      {in: b64(0x08, 0x80)},
+		"truncated length":      {in: b64(0x08, 1, 0x10, 2, 0x3a, 5, 0x08)},
+		"group wire type":       {in: b64(0x08, 1, 0x10, 2, 0x4b)},
+		"bad nested chunk id":   {in: b64(0x08, 1, 0x10, 2, 0x3a, 2, 0x08, 1)},
+		"varint past ten bytes": {in: b64(0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x10, 1)},
+		"batch index with a negative batch size": {in: b64(0x08, 5, 0x10, 3, 0x20, 0,
+			0x30, 0xfb, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)},
 		"url-safe":             {in: "CAMQ_DAA", wantBase64: true},
 		"whitespace":           {in: "CAMQ ADAA", wantBase64: true},
 		"one char":             {in: "C", wantBase64: true},

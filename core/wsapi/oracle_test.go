@@ -2,10 +2,13 @@ package wsapi
 
 // The frame decoders as they were before the single-pass decoder (scan.go,
 // frame.go): encoding/json's Decoder into a RawMessage, an ordered-object
-// token walk and json.Unmarshal per field. They are kept, renamed and
-// otherwise unchanged, as the oracle of the differential fuzz tests
-// (differential_test.go): the new decoders must give the same result and
-// the same error for every frame.
+// token walk and json.Unmarshal per field. They are kept, renamed, as the
+// oracle of the differential fuzz tests (differential_test.go): the new
+// decoders must give the same result and the same error for every frame.
+// They follow Pulsar where the decoders were found to part from it, written
+// here the simple way: Jackson's read limits (oracleLimits), every value of a
+// repeated field mapped in document order (oracleMembers), the coercion of
+// "null" and blank strings, and event times at or before the epoch.
 
 import (
 	"bytes"
@@ -14,10 +17,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
 )
 
 // firstValue returns the first JSON value of frame, checking its syntax but
@@ -25,6 +31,9 @@ import (
 func oracleFirstValue(frame []byte) (json.RawMessage, error) {
 	if len(bytes.TrimLeft(frame, " \t\r\n")) == 0 {
 		return nil, errors.New("no content to map due to end-of-input")
+	}
+	if err := oracleLimits(frame); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(frame))
 	dec.UseNumber()
@@ -35,9 +44,134 @@ func oracleFirstValue(frame []byte) (json.RawMessage, error) {
 	return raw, nil
 }
 
+// oracleLimits walks the tokens of frame's first value, up to its first syntax
+// error, and returns the first of Jackson's read limits they pass: nesting
+// deeper than 1000, a number of more than 1000 digits, a key of more than
+// 50,000 UTF-16 units.
+func oracleLimits(frame []byte) error {
+	over := func(what string, n, limit int) error {
+		return fmt.Errorf("%s (%d) exceeds the maximum allowed (%d)", what, n, limit)
+	}
+	dec := json.NewDecoder(bytes.NewReader(frame))
+	dec.UseNumber()
+	var objects []bool // the open containers, true for an object
+	key := false       // the next token is a key
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		wasKey := key
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				if len(objects)+1 > 1000 {
+					return over("document nesting depth", len(objects)+1, 1000)
+				}
+				objects = append(objects, t == '{')
+			default:
+				objects = objects[:len(objects)-1]
+			}
+		case json.Number:
+			if n := oracleNumberLen(string(t)); n > 1000 {
+				return over("number value length", n, 1000)
+			}
+		case string:
+			if n := len(utf16.Encode([]rune(t))); wasKey && n > 50_000 {
+				return over("name length", n, 50_000)
+			}
+		}
+		if len(objects) == 0 {
+			return nil
+		}
+		key = objects[len(objects)-1] && !wasKey
+	}
+}
+
+// oracleNumberLen is the length Jackson checks: the digits of the integer
+// part, the fraction and the exponent. Jackson reads a number that starts with
+// 0 on a path that counts a missing fraction or exponent as -1.
+func oracleNumberLen(num string) int {
+	m := regexp.MustCompile(`^-?([0-9]+)(?:\.([0-9]+))?(?:[eE][+-]?([0-9]+))?$`).FindStringSubmatchIndex(num)
+	part := func(i int) int {
+		if m[2*i] < 0 {
+			return -1
+		}
+		return m[2*i+1] - m[2*i]
+	}
+	intLen, frac, exp := part(1), part(2), part(3)
+	switch {
+	case frac < 0 && exp < 0:
+		return intLen
+	case strings.TrimPrefix(num, "-")[0] == '0':
+		return intLen + frac + exp
+	}
+	return intLen + max(frac, 0) + max(exp, 0)
+}
+
+// oracleMembers returns every member of a JSON object in document order, a
+// repeated key each time.
+func oracleMembers(raw []byte) ([]objectEntry, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	var entries []objectEntry
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		entries = append(entries, objectEntry{key: key, value: v})
+	}
+	return entries, nil
+}
+
+// oracleStringMap is a Map<String,String>: null is (nil, false); values
+// coerce as strings, the first that cannot is the error; hasNull reports a
+// key whose last value is null (kept as "").
+func oracleStringMap(field string, raw json.RawMessage) (m map[string]string, hasNull bool, err error) {
+	switch k := kind(raw); k {
+	case 'n':
+		return nil, false, nil
+	case '{':
+	default:
+		return nil, false, mappingErr("field %q: cannot read a map from %s", field, describe(k))
+	}
+	entries, err := oracleMembers(raw)
+	if err != nil {
+		return nil, false, mappingErr("field %q: %v", field, err)
+	}
+	m = make(map[string]string, len(entries))
+	nulls := map[string]bool{}
+	for _, e := range entries {
+		s, err := lenientString(field+"."+e.key, e.value)
+		if err != nil {
+			return nil, false, err
+		}
+		nulls[e.key] = s == nil
+		if s == nil {
+			m[e.key] = ""
+			continue
+		}
+		m[e.key] = *s
+	}
+	for _, isNull := range nulls {
+		hasNull = hasNull || isNull
+	}
+	return m, hasNull, nil
+}
+
 // lenientInt is Jackson's coercion to a Java long (bits 64) or int (bits 32):
 // integers, floats (truncated toward zero), numeric strings (trimmed; empty
-// is zero); null gives ok=false. Booleans, objects and arrays are errors.
+// and "null" are null, more than 1000 characters an error); null gives
+// ok=false. Booleans, objects and arrays are errors.
 func oracleLenientInt(field string, raw json.RawMessage, bits int) (v int64, ok bool, err error) {
 	switch k := kind(raw); k {
 	case 'n':
@@ -48,8 +182,11 @@ func oracleLenientInt(field string, raw json.RawMessage, bits int) (v int64, ok 
 			return 0, false, mappingErr("field %q: %v", field, err)
 		}
 		s = javaTrim(s)
-		if s == "" {
+		if s == "" || s == "null" {
 			return 0, false, nil
+		}
+		if n := len(utf16.Encode([]rune(s))); n > 1000 {
+			return 0, false, mappingErr("field %q: number value length (%d) exceeds the maximum allowed (1000)", field, n)
 		}
 		v, err := javaParseInt(s, bits)
 		if err != nil {
@@ -76,8 +213,8 @@ func oracleLenientInt(field string, raw json.RawMessage, bits int) (v int64, ok 
 }
 
 // lenientBool is Jackson's coercion to a Java boolean: true/false, integers
-// (0 is false), "true"/"false" (also "True", "TRUE"...), empty string and
-// null are false.
+// (0 is false), "true"/"false" (also "True", "TRUE"...) trimmed of the
+// characters up to U+0020; "null", a blank string and null are false.
 func oracleLenientBool(field string, raw json.RawMessage) (bool, error) {
 	switch k := kind(raw); k {
 	case 'n', 'f':
@@ -89,10 +226,10 @@ func oracleLenientBool(field string, raw json.RawMessage) (bool, error) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return false, mappingErr("field %q: %v", field, err)
 		}
-		switch strings.TrimSpace(s) {
+		switch strings.TrimFunc(s, func(r rune) bool { return r <= ' ' }) {
 		case "true", "True", "TRUE":
 			return true, nil
-		case "false", "False", "FALSE", "":
+		case "false", "False", "FALSE", "null", "":
 			return false, nil
 		}
 		return false, mappingErr("field %q: cannot read a boolean from String %q", field, s)
@@ -140,7 +277,7 @@ func oracleLenientStringList(field string, raw json.RawMessage) (l []string, has
 // Pulsar's Jackson mapper:
 //
 //   - unknown fields are ignored, and so is anything after the first JSON
-//     value; a repeated field keeps its last value;
+//     value; every value of a repeated field must map, the last is kept;
 //   - string fields accept numbers and booleans, kept as their literal text
 //     (a numeric context 5 is echoed as "5");
 //   - integer fields accept numeric strings and floats (truncated);
@@ -151,13 +288,13 @@ func oracleLenientStringList(field string, raw json.RawMessage) (l []string, has
 //     deliverAfterMs apply only when > 0.
 //
 // Errors give the ack Pulsar sends: code 3 (no context) when the frame is not
-// a ProducerMessage at all (bad JSON, not an object, a field of the wrong
+// a ProducerMessage at all (bad JSON, not an object, a value of the wrong
 // shape); code 7 (with the context) for JSON null, a missing or null
 // payload, bad base64 and a bad eventTime.
 //
 // Deviations (Pulsar kills the session with 1011 and sends no ack): a null
-// property value, a null replicationClusters element and an eventTime at or
-// before the epoch are code-7 errors here.
+// property value, a null replicationClusters element and an eventTime past
+// a long of milliseconds are code-7 errors here.
 func oracleDecodeProducerMessage(frame []byte) (ProducerMessage, *FrameError) {
 	raw, err := oracleFirstValue(frame)
 	if err != nil {
@@ -171,7 +308,7 @@ func oracleDecodeProducerMessage(frame []byte) (ProducerMessage, *FrameError) {
 		return ProducerMessage{}, &FrameError{Code: ErrorFailedToDeserializeFromJSON,
 			Msg: "cannot parse producer message: expected a JSON object, got " + describe(k)}
 	}
-	entries, err := orderedObject(raw)
+	entries, err := oracleMembers(raw)
 	if err != nil {
 		return ProducerMessage{}, &FrameError{Code: ErrorFailedToDeserializeFromJSON, Msg: "cannot parse producer message: " + err.Error()}
 	}
@@ -187,7 +324,7 @@ func oracleDecodeProducerMessage(frame []byte) (ProducerMessage, *FrameError) {
 		case "payload":
 			payload, err = lenientString(e.key, e.value)
 		case "properties":
-			m.Properties, nullProp, err = lenientStringMap(e.key, e.value)
+			m.Properties, nullProp, err = oracleStringMap(e.key, e.value)
 		case "context":
 			m.Context, err = lenientString(e.key, e.value)
 		case "key":
@@ -212,6 +349,7 @@ func oracleDecodeProducerMessage(frame []byte) (ProducerMessage, *FrameError) {
 			var v int64
 			var ok bool
 			v, ok, err = oracleLenientInt(e.key, e.value, 32)
+			m.UncompressedMessageSize = nil
 			if ok {
 				m.UncompressedMessageSize = ptr(int32(v)) // range checked by lenientInt.
 			}
@@ -246,13 +384,13 @@ func oracleDecodeProducerMessage(frame []byte) (ProducerMessage, *FrameError) {
 		if err != nil {
 			return fail(err.Error())
 		}
-		// Instant.toEpochMilli overflows beyond about ±292 million years.
-		if sec := t.Unix(); sec < 0 || sec > 9_223_372_036_854_775 {
-			return fail(fmt.Sprintf("invalid eventTime %q: it must be after 1970-01-01T00:00:00Z", *eventTime))
+		// Instant.toEpochMilli: floor(seconds*1000 + nanos/1e6), an ArithmeticException past a long.
+		ms := new(big.Int).Mul(big.NewInt(t.Unix()), big.NewInt(1000))
+		ms.Add(ms, big.NewInt(int64(t.Nanosecond()/1e6)))
+		if !ms.IsInt64() {
+			return fail(fmt.Sprintf("invalid eventTime %q: too far from the epoch for milliseconds in a Java long", *eventTime))
 		}
-		if m.EventTimeMillis = t.UnixMilli(); m.EventTimeMillis <= 0 {
-			return fail(fmt.Sprintf("invalid eventTime %q: it must be after 1970-01-01T00:00:00Z", *eventTime))
-		}
+		m.EventTimeMillis, m.HasEventTime = ms.Int64(), true
 	}
 	m.DeliverAtMillis = max(deliverAt, 0)
 	m.DeliverAfterMillis = max(deliverAftr, 0)
@@ -268,9 +406,17 @@ func oracleLenientCompressionType(field string, raw json.RawMessage) (*Compressi
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, mappingErr("field %q: %v", field, err)
 		}
-		for _, c := range compressionTypes {
-			if string(c) == s {
-				return &c, nil
+		for _, name := range []string{s, javaTrim(s)} {
+			for _, c := range compressionTypes {
+				if string(c) == name {
+					return &c, nil
+				}
+			}
+		}
+		// An index in a string: EnumDeserializer parses one that starts with a digit, but not 0 and more.
+		if t := javaTrim(s); t != "" && t[0] >= '0' && t[0] <= '9' && (t[0] != '0' || len(t) == 1) {
+			if i, err := strconv.ParseInt(t, 10, 32); err == nil && i < int64(len(compressionTypes)) {
+				return &compressionTypes[i], nil
 			}
 		}
 		return nil, nil // READ_UNKNOWN_ENUM_VALUES_AS_NULL
@@ -278,13 +424,17 @@ func oracleLenientCompressionType(field string, raw json.RawMessage) (*Compressi
 		return nil, mappingErr("field %q: cannot read a compression type from %s", field, describe(k))
 	}
 	text := strings.TrimSpace(string(raw))
-	if i, err := strconv.Atoi(text); err == nil {
-		if i >= 0 && i < len(compressionTypes) {
-			return &compressionTypes[i], nil
-		}
-		return nil, nil
+	if strings.ContainsAny(text, ".eE") {
+		return nil, mappingErr("field %q: cannot read a compression type from %s", field, text)
 	}
-	return nil, mappingErr("field %q: cannot read a compression type from %s", field, text)
+	i, err := strconv.ParseInt(text, 10, 32)
+	if err != nil {
+		return nil, mappingErr("field %q: numeric value (%s) out of range of int", field, text)
+	}
+	if i >= 0 && i < int64(len(compressionTypes)) {
+		return &compressionTypes[i], nil
+	}
+	return nil, nil
 }
 
 type oracleRawCommand struct {
@@ -305,7 +455,7 @@ func oracleDecodeRawCommand(frame []byte) (oracleRawCommand, *CommandError) {
 		return oracleRawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON,
 			Msg: "cannot parse command: expected a JSON object, got " + describe(k)}
 	}
-	entries, err := orderedObject(raw)
+	entries, err := oracleMembers(raw)
 	if err != nil {
 		return oracleRawCommand{}, &CommandError{PulsarCloseCode: CloseFailedToDeserializeFromJSON, Msg: "cannot parse command: " + err.Error(), Err: err}
 	}

@@ -554,7 +554,10 @@ func ParseConsumerParams(values url.Values) (ConsumerParams, error) {
 			return ConsumerParams{}, invalidParams("MaxRedeliverCount must be > 0.")
 		}
 		p.MaxRedeliverCount = int(v)
-		p.DeadLetterTopic = dlt
+		if !JavaBlank(dlt) {
+			// A blank name is the default topic, as in Pulsar's consumer.
+			p.DeadLetterTopic = dlt
+		}
 	}
 	if s, ok := q.get("cryptoFailureAction"); ok {
 		if a, ok := parseCryptoFailureAction(s); ok {
@@ -622,15 +625,12 @@ func ParseReaderParams(values url.Values) (ReaderParams, error) {
 	p := ReaderParams{ReceiverQueueSize: MaxReceiverQueueSize, CryptoFailureAction: CryptoFail}
 	p.Token, _ = q.get("token")
 	p.ReaderName, _ = q.get("readerName")
-	if v, ok, err := q.int("receiverQueueSize", 32); err != nil {
+	size, hasSize, err := q.int("receiverQueueSize", 32)
+	if err != nil {
 		return ReaderParams{}, err
-	} else if ok {
-		p.RequestedReceiverQueueSize = ptr(int(v))
-		if v < 0 {
-			return ReaderParams{}, afterAuth(invalidParams("receiverQueueSize needs to be >= 0"))
-		}
-		p.ReceiverQueueSize = int(min(v, MaxReceiverQueueSize))
 	}
+	// Pulsar's reader builder takes the start id before the queue size, so a bad id is
+	// reported first.
 	if s, ok := q.get("messageId"); ok {
 		switch {
 		case JavaBlank(s) || s == "latest":
@@ -647,6 +647,13 @@ func ParseReaderParams(values url.Values) (ReaderParams, error) {
 			}
 			p.Start, p.StartMessageID = StartAfterMessageID, id
 		}
+	}
+	if hasSize {
+		p.RequestedReceiverQueueSize = ptr(int(size))
+		if size < 0 {
+			return ReaderParams{}, afterAuth(invalidParams("receiverQueueSize needs to be >= 0"))
+		}
+		p.ReceiverQueueSize = int(min(size, MaxReceiverQueueSize))
 	}
 	if s, ok := q.get("cryptoFailureAction"); ok {
 		if a, ok := parseCryptoFailureAction(s); ok {

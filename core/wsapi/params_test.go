@@ -348,6 +348,7 @@ func TestConsumerParamsDerived(t *testing.T) {
 		"default DLQ":         {query: "maxRedeliverCount=3", wantPending: 1000, wantDLQ: "persistent://my-property/my-ns/my-topic-my-subscription-DLQ"},
 		"explicit DLQ":        {query: "maxRedeliverCount=3&deadLetterTopic=dlq", wantPending: 1000, wantDLQ: "dlq"},
 		"empty explicit DLQ":  {query: "maxRedeliverCount=3&deadLetterTopic=", wantPending: 1000, wantDLQ: "persistent://my-property/my-ns/my-topic-my-subscription-DLQ"},
+		"blank explicit DLQ":  {query: "maxRedeliverCount=3&deadLetterTopic=%20%09", wantPending: 1000, wantDLQ: "persistent://my-property/my-ns/my-topic-my-subscription-DLQ"},
 		"capped queue 2000":   {query: "receiverQueueSize=2000", wantPending: 1000},
 		"queue 7, push mode":  {query: "receiverQueueSize=7", wantPending: 7},
 		"pull overrides zero": {query: "receiverQueueSize=0&pullMode=TRUE", wantPending: 0},
@@ -382,14 +383,16 @@ func TestParseReaderParams(t *testing.T) {
 		want    ReaderParams
 		wantErr string
 	}{
-		"defaults":         {query: "", want: def},
-		"readerName":       {query: "readerName=r", want: with(func(p *ReaderParams) { p.ReaderName = "r" })},
-		"queue capped":     {query: "receiverQueueSize=5000", want: with(func(p *ReaderParams) { p.RequestedReceiverQueueSize = ptr(5000) })},
-		"queue zero":       {query: "receiverQueueSize=0", want: with(func(p *ReaderParams) { p.ReceiverQueueSize = 0; p.RequestedReceiverQueueSize = ptr(0) })},
-		"queue bad":        {query: "receiverQueueSize=x", wantErr: `For input string: "x"`},
-		"queue negative":   {query: "receiverQueueSize=-2", wantErr: "receiverQueueSize needs to be >= 0"},
-		"messageId latest": {query: "messageId=latest", want: def},
-		"messageId blank":  {query: "messageId=+", want: def},
+		"defaults":                      {query: "", want: def},
+		"readerName":                    {query: "readerName=r", want: with(func(p *ReaderParams) { p.ReaderName = "r" })},
+		"queue capped":                  {query: "receiverQueueSize=5000", want: with(func(p *ReaderParams) { p.RequestedReceiverQueueSize = ptr(5000) })},
+		"queue zero":                    {query: "receiverQueueSize=0", want: with(func(p *ReaderParams) { p.ReceiverQueueSize = 0; p.RequestedReceiverQueueSize = ptr(0) })},
+		"queue bad":                     {query: "receiverQueueSize=x", wantErr: `For input string: "x"`},
+		"queue negative":                {query: "receiverQueueSize=-2", wantErr: "receiverQueueSize needs to be >= 0"},
+		"queue negative, messageId bad": {query: "receiverQueueSize=-1&messageId=%25", wantErr: "Invalid messageId base64 value"},
+		"queue bad, messageId bad":      {query: "receiverQueueSize=x&messageId=%25", wantErr: `For input string: "x"`},
+		"messageId latest":              {query: "messageId=latest", want: def},
+		"messageId blank":               {query: "messageId=+", want: def},
 		"messageId earliest": {
 			query: "messageId=earliest", want: with(func(p *ReaderParams) { p.Start = StartEarliest }),
 		},

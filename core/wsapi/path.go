@@ -76,7 +76,7 @@ type Endpoint struct {
 	// "property/cluster/ns" for v1. Empty for V3.
 	Namespace string
 	// Topic is the topic's local name, URL-decoded (Java URLDecoder: %xx is
-	// decoded and '+' is a space). Producer and reader topics may contain
+	// decoded and '+' is a space). A v1 producer's and reader's may contain
 	// '/'. Empty for V3.
 	Topic string
 	// Subscription is the URL-decoded subscription name of a consumer (v1,
@@ -230,6 +230,11 @@ func ParsePath(rawPath string) (Endpoint, error) {
 	topic, err := javaURLDecode(b.String())
 	if err != nil {
 		return Endpoint{}, badRequest("Invalid topic name: %v", err)
+	}
+	if ep.Version == V2 && strings.Contains(topic, "/") {
+		// An escaped '/' makes Pulsar's TopicName read a v1 name, which it no longer takes.
+		return Endpoint{}, badRequest("V1 topic names (with cluster component) are no longer supported. "+
+			"Please use the V2 format: '<domain>://tenant/namespace/topic'. Got: %s://%s/%s", ep.Domain, ep.Namespace, topic)
 	}
 	ep.Topic = topic
 	if ep.Kind == Consumer {

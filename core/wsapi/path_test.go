@@ -72,10 +72,6 @@ func TestParsePath(t *testing.T) {
 			path: "/ws/v2/consumer/persistent/t/ns/" + url.PathEscape("[]<>!@#$%^&*( )") + "/" + url.PathEscape("订阅 名"),
 			want: Endpoint{Kind: Consumer, Version: V2, Domain: Persistent, Tenant: "t", Namespace: "t/ns", Topic: "[]<>!@#$%^&*( )", Subscription: "订阅 名"},
 		},
-		"encoded slash in consumer topic": {
-			path: "/ws/v2/consumer/persistent/t/ns/a%2Fb/sub",
-			want: Endpoint{Kind: Consumer, Version: V2, Domain: Persistent, Tenant: "t", Namespace: "t/ns", Topic: "a/b", Subscription: "sub"},
-		},
 		"java hex quirk %+f": {
 			path: "/ws/v2/producer/persistent/t/ns/a%+fb%-0",
 			want: Endpoint{Kind: Producer, Version: V2, Domain: Persistent, Tenant: "t", Namespace: "t/ns", Topic: "a\x0fb\x00"},
@@ -90,6 +86,9 @@ func TestParsePath(t *testing.T) {
 		},
 
 		"consumer with slash in topic":    {path: "/ws/v2/consumer/persistent/t/ns/a/b/sub", wantStatus: 400},
+		"encoded slash in consumer topic": {path: "/ws/v2/consumer/persistent/t/ns/a%2Fb/sub", wantStatus: 400},
+		"encoded slash in producer topic": {path: "/ws/v2/producer/persistent/t/ns/a%2fb", wantStatus: 400},
+		"encoded slash in reader topic":   {path: "/ws/v2/reader/persistent/t/ns/a%2Fb", wantStatus: 400},
 		"consumer empty subscription":     {path: "/ws/v2/consumer/persistent/t/ns/my-topic2/", wantStatus: 400},
 		"consumer without subscription":   {path: "/ws/v2/consumer/persistent/t/ns/my-topic", wantStatus: 400},
 		"v1 consumer without sub":         {path: "/ws/consumer/persistent/prop/cluster/ns/topic", wantStatus: 400},

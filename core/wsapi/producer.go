@@ -20,8 +20,11 @@ type ProducerMessage struct {
 	Key *string
 	// ReplicationClusters is nil if absent or null.
 	ReplicationClusters []string
-	// EventTimeMillis is eventTime in epoch milliseconds, > 0; 0 if absent.
+	// EventTimeMillis is eventTime in epoch milliseconds when HasEventTime:
+	// it may be 0 or negative, as Pulsar's client sends it (a time at or
+	// before the epoch). Pulsar's consumers read an event time of 0 as none.
 	EventTimeMillis int64
+	HasEventTime    bool
 	// DeliverAtMillis (epoch ms) and DeliverAfterMillis are > 0 when set;
 	// Pulsar ignores values <= 0, and so they are 0 here.
 	DeliverAtMillis    int64

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 )
 
 // FrameLimits bounds what one producer frame may make the edge hold. Zero
@@ -127,12 +128,17 @@ type propertiesScan struct {
 	// count and bytes are counted until a bound is passed.
 	count, bytes int
 	over         int
-	// nulls and containers report null and object or array values.
-	nulls, containers bool
+	// badKey is the raw key of the first property whose value is an object or
+	// array (Jackson maps none), with its flags; badKind is that value's kind,
+	// 0 when there is none.
+	badKey   []byte
+	badFlags uint8
+	badKind  byte
 }
 
 // scanProperties reads the properties object at p, counting it against the
-// bounds as it goes; past a bound, the rest is only checked for syntax.
+// bounds as it goes; past a bound, the rest is only checked for syntax and
+// for a value Jackson cannot map.
 func (fs *frameScan) scanProperties(p int) int {
 	s := &fs.s
 	ps := &fs.props
@@ -145,6 +151,9 @@ func (fs *frameScan) scanProperties(p int) int {
 		var v jvalue
 		if p, v = s.read(vp, 2); p < 0 {
 			return p
+		}
+		if v.container() && ps.badKind == 0 {
+			ps.badKey, ps.badFlags, ps.badKind = raw, kflags, v.kind
 		}
 		if ps.over == boundNone {
 			fs.countProperty(raw, kflags, &v)
@@ -162,13 +171,10 @@ func (fs *frameScan) countProperty(key []byte, kflags uint8, v *jvalue) {
 		return
 	}
 	ps.bytes += decodedLen(key, kflags)
-	switch v.kind {
-	case 'n':
-		ps.nulls = true
-	case '{', '[':
-		ps.containers = true
+	switch {
+	case v.container():
 		ps.bytes += len(v.raw)
-	default:
+	case v.kind != 'n':
 		ps.bytes += v.textLen()
 	}
 	if fs.lim.MaxPropertyBytes > 0 && ps.bytes > fs.lim.MaxPropertyBytes {
@@ -180,28 +186,31 @@ func (fs *frameScan) countProperty(key []byte, kflags uint8, v *jvalue) {
 // Pulsar's Jackson mapper:
 //
 //   - unknown fields are ignored, and so is anything after the first JSON
-//     value (whose syntax is checked in full); a repeated field keeps its
-//     last value;
+//     value (whose syntax is checked in full, within Jackson's read limits:
+//     1000 levels of nesting, numbers of 1000 digits, keys of 50,000
+//     characters); every value of a repeated field must map, and the last
+//     one is kept;
 //   - string fields accept numbers and booleans, kept as their literal text
 //     (a numeric context 5 is echoed as "5");
-//   - integer fields accept numeric strings and floats (truncated);
+//   - integer fields accept numeric strings and floats (truncated); integer
+//     and boolean fields take null, "null" and a blank string as 0 or false;
 //   - sequenceId, disableReplication, schemaVersion, keySchema and
 //     valueSchema are type-checked and ignored, as Pulsar ignores them;
 //   - payload is decoded with DecodeJavaBase64; eventTime with
-//     ParseJavaOffsetDateTime (an offset is required); deliverAt and
-//     deliverAfterMs apply only when > 0;
+//     ParseJavaOffsetDateTime (an offset is required; a time at or before
+//     the epoch is kept); deliverAt and deliverAfterMs apply only when > 0;
 //   - strings are decoded as encoding/json decodes them: invalid UTF-8 and
 //     lone surrogate escapes become U+FFFD.
 //
 // Errors give the ack Pulsar sends: code 3 (no context) when the frame is not
-// a ProducerMessage at all (bad JSON, not an object, a field of the wrong
-// shape, reported for the field that appears first); code 7 (with the
-// context) for JSON null, a missing or null payload, bad base64 and a bad
-// eventTime. The texts of JSON syntax errors are encoding/json's.
+// a ProducerMessage at all (bad JSON, past a read limit, not an object, a
+// value of the wrong shape, reported for the first in the frame); code 7
+// (with the context) for JSON null, a missing or null payload, bad base64 and
+// a bad eventTime. The texts of JSON syntax errors are encoding/json's.
 //
 // Deviations (Pulsar kills the session with 1011 and sends no ack): a null
-// property value, a null replicationClusters element and an eventTime at or
-// before the epoch are code-7 errors here.
+// property value, a null replicationClusters element and an eventTime too far
+// from the epoch for a Java long of milliseconds are code-7 errors here.
 //
 // DecodeProducerMessage applies no FrameLimits; see ProducerMessage.Decode.
 func DecodeProducerMessage(frame []byte) (ProducerMessage, *FrameError) {
@@ -294,6 +303,7 @@ func (d *producerDecoder) code7(msg string) *FrameError {
 // its base64 decoding (frameScan.payloadUnchecked).
 func (d *producerDecoder) decode(m *ProducerMessage, frame []byte, lim FrameLimits, payloadUnchecked bool) *FrameError {
 	d.m, d.fs.s, d.fs.objField, d.fs.lim, d.fs.payloadUnchecked = m, newScanner(frame), pfProperties, lim, payloadUnchecked
+	d.fs.checker = d // a value a later one replaces must map too
 	fs := &d.fs
 	switch fs.scan() {
 	case frameBlank:
@@ -305,7 +315,11 @@ func (d *producerDecoder) decode(m *ProducerMessage, frame []byte, lim FrameLimi
 	case frameNotObject:
 		return code3("expected a JSON object, got " + describe(fs.top))
 	}
+	// Jackson reports the first value it cannot map, in the frame's order.
 	for _, f := range fs.order[:fs.n] {
+		if f == refused {
+			return code3(fs.refusedErr.Error())
+		}
 		if err := d.check(int(f)); err != nil {
 			return code3(err.Error())
 		}
@@ -313,8 +327,8 @@ func (d *producerDecoder) decode(m *ProducerMessage, frame []byte, lim FrameLimi
 	return d.build()
 }
 
-// check is the shape check of field f, and the decoding of the fields that
-// cannot fail later.
+// check is the shape check of field f's value, and the decoding of the fields
+// that cannot fail later; each call sets what an earlier value of f set.
 func (d *producerDecoder) check(f int) error {
 	m, v, name := d.m, &d.fs.vals[f], producerFieldNames[f]
 	var err error
@@ -333,6 +347,7 @@ func (d *producerDecoder) check(f int) error {
 		m.CompressionType, err = v.toCompressionType(name)
 	case pfUncompressedMessageSize:
 		n, ok, ierr := v.toInt(name, 32)
+		m.UncompressedMessageSize = nil
 		if ok {
 			m.UncompressedMessageSize = ptr(int32(n)) //nolint:gosec // range checked by toInt.
 		}
@@ -345,6 +360,7 @@ func (d *producerDecoder) check(f int) error {
 	return err
 }
 
+// checkProperties checks the properties value v, whose scan is d.fs.props.
 func (d *producerDecoder) checkProperties(v *jvalue) error {
 	switch v.kind {
 	case 'n':
@@ -353,28 +369,8 @@ func (d *producerDecoder) checkProperties(v *jvalue) error {
 	default:
 		return mappingErr("field %q: cannot read a map from %s", "properties", describe(v.kind))
 	}
-	if d.fs.props.over != boundNone || !d.fs.props.containers {
-		return nil
-	}
-	// Rare: find which property Jackson reports (the first key, by first
-	// appearance, whose last value is an object or array).
-	var order []string
-	last := map[string]byte{}
-	for it := newMembers(v.raw); ; {
-		raw, kflags, pv, ok := it.next()
-		if !ok {
-			break
-		}
-		k := decodeString(raw, kflags)
-		if _, ok := last[k]; !ok {
-			order = append(order, k)
-		}
-		last[k] = pv.kind
-	}
-	for _, k := range order {
-		if kd := last[k]; kd == '{' || kd == '[' {
-			return mappingErr("field %q: cannot read a string from %s", "properties."+k, describe(kd))
-		}
+	if ps := &d.fs.props; ps.badKind != 0 {
+		return mappingErr("field %q: cannot read a string from %s", "properties."+decodeString(ps.badKey, ps.badFlags), describe(ps.badKind))
 	}
 	return nil
 }
@@ -388,6 +384,7 @@ func (d *producerDecoder) readClusters(v *jvalue) error {
 	default:
 		return mappingErr("field %q: cannot read a list from %s", "replicationClusters", describe(v.kind))
 	}
+	d.nullCluster = false
 	l := []string{}
 	it := newElements(v.raw)
 	for i := 0; ; i++ {
@@ -512,19 +509,39 @@ func base64Len(src []byte) int {
 
 func isNull(v *jvalue) bool { return v == nil || v.kind == 'n' }
 
+// eventTime sets the message's event time from s. Pulsar takes any time whose
+// milliseconds fit a Java long, the epoch and before it too.
 func (d *producerDecoder) eventTime(s string) *FrameError {
 	t, err := ParseJavaOffsetDateTime(s)
 	if err != nil {
 		return d.code7(err.Error())
 	}
-	// Instant.toEpochMilli overflows beyond about ±292 million years.
-	if sec := t.Unix(); sec < 0 || sec > 9_223_372_036_854_775 {
-		return d.code7(fmt.Sprintf("invalid eventTime %q: it must be after 1970-01-01T00:00:00Z", s))
+	ms, ok := epochMillis(t)
+	if !ok {
+		return d.code7(fmt.Sprintf("invalid eventTime %q: too far from the epoch for milliseconds in a Java long", s))
 	}
-	if d.m.EventTimeMillis = t.UnixMilli(); d.m.EventTimeMillis <= 0 {
-		return d.code7(fmt.Sprintf("invalid eventTime %q: it must be after 1970-01-01T00:00:00Z", s))
-	}
+	d.m.EventTimeMillis, d.m.HasEventTime = ms, true
 	return nil
+}
+
+// epochMillis is Instant.toEpochMilli: false where the milliseconds overflow a
+// Java long (about 292 million years from 1970), where Java throws an
+// ArithmeticException. It computes as Java does, so as to overflow where Java
+// does.
+func epochMillis(t time.Time) (int64, bool) {
+	sec, ms := t.Unix(), int64(t.Nanosecond())/int64(time.Millisecond)
+	if sec < 0 && ms > 0 {
+		sec, ms = sec+1, ms-1000
+	}
+	hi := sec * 1000
+	if hi/1000 != sec {
+		return 0, false
+	}
+	v := hi + ms
+	if ms > 0 && v < hi || ms < 0 && v > hi {
+		return 0, false
+	}
+	return v, true
 }
 
 // readProperties decodes the scanned properties object obj (with n

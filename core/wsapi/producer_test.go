@@ -65,11 +65,27 @@ var producerMessageTests = map[string]struct {
 	},
 	"event time with offset": {
 		frame: `{"payload":"","eventTime":"2021-10-29T16:01:38.967-07:00"}`,
-		want:  ProducerMessage{Payload: []byte{}, EventTimeMillis: 1635548498967},
+		want:  ProducerMessage{Payload: []byte{}, EventTimeMillis: 1635548498967, HasEventTime: true},
 	},
 	"event time Z": {
 		frame: `{"payload":"","eventTime":"1970-01-01T00:00:00.001Z"}`,
-		want:  ProducerMessage{Payload: []byte{}, EventTimeMillis: 1},
+		want:  ProducerMessage{Payload: []byte{}, EventTimeMillis: 1, HasEventTime: true},
+	},
+	"event time at the epoch": {
+		frame: `{"payload":"","eventTime":"1970-01-01T00:00:00Z"}`,
+		want:  ProducerMessage{Payload: []byte{}, HasEventTime: true},
+	},
+	"event time before the epoch": {
+		frame: `{"payload":"","eventTime":"1969-12-31T23:59:59Z"}`,
+		want:  ProducerMessage{Payload: []byte{}, EventTimeMillis: -1000, HasEventTime: true},
+	},
+	"event time under a millisecond, floored": {
+		frame: `{"payload":"","eventTime":"1969-12-31T23:59:59.9999Z"}`,
+		want:  ProducerMessage{Payload: []byte{}, EventTimeMillis: -1, HasEventTime: true},
+	},
+	"event time with a point and no digits": {
+		frame: `{"payload":"","eventTime":"2020-01-01T00:00:00.Z"}`,
+		want:  ProducerMessage{Payload: []byte{}, EventTimeMillis: 1577836800000, HasEventTime: true},
 	},
 	"deliverAt and deliverAfterMs": {
 		frame: `{"payload":"","deliverAt":1700000000000,"deliverAfterMs":"5000"}`,
@@ -87,6 +103,31 @@ var producerMessageTests = map[string]struct {
 		frame: `{"payload":"","deliverAt":null,"sequenceId":null,"disableReplication":null}`,
 		want:  ProducerMessage{Payload: []byte{}},
 	},
+	"the string null is null for numbers and booleans": {
+		frame: `{"payload":"","deliverAt":"null","deliverAfterMs":" null ","sequenceId":"\u0001null","schemaVersion":"null","uncompressedMessageSize":"null","disableReplication":"null"}`,
+		want:  ProducerMessage{Payload: []byte{}},
+	},
+	"a blank string is null for numbers and booleans (blank: up to U+0020)": {
+		frame: `{"payload":"","deliverAt":"\u0001","uncompressedMessageSize":" ","disableReplication":"\u0000\u001f"}`,
+		want:  ProducerMessage{Payload: []byte{}},
+	},
+	"booleans trimmed of control characters": {
+		frame: `{"payload":"","disableReplication":"\u0001TRUE\u0020"}`,
+		want:  ProducerMessage{Payload: []byte{}},
+	},
+	"numeric strings of 1000 characters": {
+		frame: `{"payload":"","deliverAt":"` + strings.Repeat("0", 999) + `7"}`,
+		want:  ProducerMessage{Payload: []byte{}, DeliverAtMillis: 7},
+	},
+	"a repeated field: every value maps, the last is kept": {
+		frame: `{"payload":"","deliverAt":"5","uncompressedMessageSize":5,"replicationClusters":[null],"deliverAt":7,"uncompressedMessageSize":"null","replicationClusters":["b"]}`,
+		want:  ProducerMessage{Payload: []byte{}, DeliverAtMillis: 7, ReplicationClusters: []string{"b"}},
+	},
+	"Jackson's read limits, at them": {
+		frame: `{"payload":"","x":` + nested("[", "]", 999) + `,"y":1` + strings.Repeat("0", 999) + `,"z":0.` + strings.Repeat("0", 1000) +
+			`,"` + strings.Repeat("k", 50_000) + `":1,"` + strings.Repeat("😀", 25_000) + `":1}`,
+		want: ProducerMessage{Payload: []byte{}},
+	},
 	"encryption fields kept raw": {
 		frame: `{"payload":"","encryptionParam":"AAEC","compressionType":"LZ4","uncompressedMessageSize":10}`,
 		want:  ProducerMessage{Payload: []byte{}, EncryptionParam: "AAEC", CompressionType: ptr(CompressionLZ4), UncompressedMessageSize: ptr(int32(10))},
@@ -98,6 +139,22 @@ var producerMessageTests = map[string]struct {
 	"compression type by ordinal": {
 		frame: `{"payload":"","compressionType":3}`,
 		want:  ProducerMessage{Payload: []byte{}, CompressionType: ptr(CompressionZSTD)},
+	},
+	"compression type name trimmed": {
+		frame: `{"payload":"","compressionType":" LZ4\u0001"}`,
+		want:  ProducerMessage{Payload: []byte{}, CompressionType: ptr(CompressionLZ4)},
+	},
+	"compression type by ordinal in a string": {
+		frame: `{"payload":"","compressionType":"4"}`,
+		want:  ProducerMessage{Payload: []byte{}, CompressionType: ptr(CompressionSNAPPY)},
+	},
+	"compression type ordinal with a leading zero is unknown": {
+		frame: `{"payload":"","compressionType":"01"}`,
+		want:  ProducerMessage{Payload: []byte{}},
+	},
+	"compression type ordinal past the types is null": {
+		frame: `{"payload":"","compressionType":2147483647}`,
+		want:  ProducerMessage{Payload: []byte{}},
 	},
 	"whitespace around": {
 		frame: " \n {\"payload\" : \"QQ\"} \n",
@@ -156,10 +213,39 @@ var producerMessageErrorTests = map[string]struct {
 	"null replication cluster":   {frame: `{"context":"c","payload":"","replicationClusters":[null]}`, wantCode: 7, wantContext: ptr("c")},
 	"event time without offset":  {frame: `{"context":"c","payload":"","eventTime":"2021-10-29T16:01:38.967"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "could not be parsed at index 23"},
 	"event time garbage":         {frame: `{"context":"c","payload":"","eventTime":"yesterday"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "Text 'yesterday' could not be parsed at index 0"},
-	"event time at epoch":        {frame: `{"context":"c","payload":"","eventTime":"1970-01-01T00:00:00Z"}`, wantCode: 7, wantContext: ptr("c")},
-	"event time before epoch":    {frame: `{"context":"c","payload":"","eventTime":"1969-12-31T23:59:59.999Z"}`, wantCode: 7, wantContext: ptr("c")},
-	"event time sub-millisecond": {frame: `{"context":"c","payload":"","eventTime":"1970-01-01T00:00:00.000999Z"}`, wantCode: 7, wantContext: ptr("c")},
-	"event time overflow":        {frame: `{"context":"c","payload":"","eventTime":"+999999999-12-31T23:59:59Z"}`, wantCode: 7, wantContext: ptr("c")},
+	"event time overflow":        {frame: `{"context":"c","payload":"","eventTime":"+999999999-12-31T23:59:59Z"}`, wantCode: 7, wantContext: ptr("c"), wantMsg: "too far from the epoch"},
+	"event time offset without colon": {frame: `{"context":"c","payload":"","eventTime":"2020-01-01T00:00:00+0100"}`, wantCode: 7, wantContext: ptr("c"),
+		wantMsg: "Text '2020-01-01T00:00:00+0100' could not be parsed, unparsed text found at index 22"},
+	// Jackson maps every value of a repeated field, and stops at the first it cannot map.
+	"repeated payload, the first an object":        {frame: `{"payload":{},"payload":"QQ==","context":"c"}`, wantCode: 3, wantMsg: `"payload"`},
+	"repeated context, the first an array":         {frame: `{"payload":"QQ==","context":["x"],"context":"c"}`, wantCode: 3, wantMsg: `"context"`},
+	"repeated deliverAt, the first not a number":   {frame: `{"payload":"QQ==","deliverAt":"abc","deliverAt":5,"context":"c"}`, wantCode: 3, wantMsg: `"deliverAt"`},
+	"repeated properties, the first a string":      {frame: `{"payload":"QQ==","properties":"x","properties":{"a":"b"},"context":"c"}`, wantCode: 3, wantMsg: `"properties"`},
+	"repeated sequenceId, the first not a number":  {frame: `{"payload":"QQ==","sequenceId":"abc","sequenceId":1,"context":"c"}`, wantCode: 3, wantMsg: `"sequenceId"`},
+	"repeated clusters, the first with an object":  {frame: `{"payload":"QQ==","replicationClusters":[{}],"replicationClusters":["a"],"context":"c"}`, wantCode: 3, wantMsg: `"replicationClusters[0]"`},
+	"repeated compressionType, the first too big":  {frame: `{"payload":"QQ==","compressionType":99999999999,"compressionType":"LZ4","context":"c"}`, wantCode: 3, wantMsg: `"compressionType"`},
+	"the first bad value in the frame is reported": {frame: `{"context":"c","key":{},"context":[],"payload":"QQ=="}`, wantCode: 3, wantMsg: `"key"`},
+	"a replaced bad value before a bad last one":   {frame: `{"key":[],"context":{},"key":"k","payload":"QQ=="}`, wantCode: 3, wantMsg: `"key"`},
+	"the first bad property in the frame":          {frame: `{"payload":"QQ==","properties":{"a":"1","b":{},"a":[]}}`, wantCode: 3, wantMsg: `"properties.b"`},
+	"a repeated property key, the first an object": {frame: `{"payload":"QQ==","properties":{"a":{},"a":"2"}}`, wantCode: 3, wantMsg: `"properties.a"`},
+	// Strings for numbers and booleans, as Jackson 2.18 coerces them.
+	"disableReplication no-break space": {frame: `{"context":"c","payload":"","disableReplication":"\u00a0"}`, wantCode: 3, wantMsg: `"disableReplication"`},
+	"numeric string of 1001 characters": {frame: `{"context":"c","payload":"","sequenceId":"` + strings.Repeat("0", 1000) + `7"}`, wantCode: 3,
+		wantMsg: `field "sequenceId": number value length (1001) exceeds the maximum allowed (1000)`},
+	"compressionType past an int":         {frame: `{"context":"c","payload":"","compressionType":99999999999}`, wantCode: 3, wantMsg: "numeric value (99999999999) out of range of int"},
+	"compressionType past a negative int": {frame: `{"context":"c","payload":"","compressionType":-2147483649}`, wantCode: 3, wantMsg: "out of range of int"},
+	// Jackson's read limits, in any field.
+	"nesting 1001 deep": {frame: `{"context":"c","payload":"","x":` + nested("[", "]", 1000) + `}`, wantCode: 3,
+		wantMsg: "cannot parse producer message: invalid JSON: document nesting depth (1001) exceeds the maximum allowed (1000)"},
+	"objects and arrays nesting 1001 deep": {frame: `{"context":"c","payload":"","x":` + nested(`{"a":[`, `]}`, 500) + `}`, wantCode: 3,
+		wantMsg: "document nesting depth (1001)"},
+	"a number of 1001 digits":             {frame: `{"context":"c","payload":"","x":-1` + strings.Repeat("0", 1000) + `}`, wantCode: 3, wantMsg: "number value length (1001) exceeds the maximum allowed (1000)"},
+	"a float of 1001 digits":              {frame: `{"context":"c","payload":"","x":1.5e` + strings.Repeat("1", 999) + `}`, wantCode: 3, wantMsg: "number value length (1001)"},
+	"a float from 0 of 1001 digits":       {frame: `{"context":"c","payload":"","x":0.` + strings.Repeat("0", 1001) + `}`, wantCode: 3, wantMsg: "number value length (1001)"},
+	"a context number of 1001 digits":     {frame: `{"context":1` + strings.Repeat("0", 1000) + `,"payload":""}`, wantCode: 3, wantMsg: "number value length (1001)"},
+	"a key of 50,001 characters":          {frame: `{"context":"c","payload":"","` + strings.Repeat("k", 50_001) + `":1}`, wantCode: 3, wantMsg: "name length (50001) exceeds the maximum allowed (50000)"},
+	"a property key of 50,001 characters": {frame: `{"context":"c","payload":"","properties":{"` + strings.Repeat("k", 50_000) + `\u0041":"v"}}`, wantCode: 3, wantMsg: "name length (50001)"},
+	"a key of 50,001 UTF-16 units":        {frame: `{"context":"c","payload":"","` + strings.Repeat("😀", 25_000) + `k":1}`, wantCode: 3, wantMsg: "name length (50001)"},
 }
 
 func TestDecodeProducerMessageErrors(t *testing.T) {
@@ -319,7 +405,7 @@ func FuzzDecodeProducerMessage(f *testing.F) {
 			}
 			return
 		}
-		if m.Payload == nil || m.DeliverAtMillis < 0 || m.DeliverAfterMillis < 0 || m.EventTimeMillis < 0 {
+		if m.Payload == nil || m.DeliverAtMillis < 0 || m.DeliverAfterMillis < 0 || m.EventTimeMillis != 0 && !m.HasEventTime {
 			t.Fatalf("bad message %+v", m)
 		}
 		_, _ = m.Encryption()

@@ -10,18 +10,29 @@ import (
 )
 
 // This file is the JSON scanner under the frame decoders. It reads one JSON
-// value in place, without reflection or allocation, and fails on exactly the
-// bytes that make encoding/json's Decoder fail, with the same message: the
+// value in place, without reflection or allocation, and fails on the bytes
+// that make encoding/json's Decoder fail, with the same message: the
 // decoders used to be built on that Decoder, and clients may have come to
 // rely on its texts in error acks and close reasons.
 //
 // As with the Decoder, only the first value is read: what follows it is
-// never looked at, a value cut short is "unexpected EOF", and nesting deeper
-// than 10000 containers is refused. Strings are not checked for valid UTF-8;
-// decoding one replaces each invalid byte with U+FFFD.
+// never looked at, and a value cut short is "unexpected EOF". Strings are not
+// checked for valid UTF-8; decoding one replaces each invalid byte with U+FFFD.
+//
+// The scanner also applies the read limits of Jackson 2.18 (StreamReadConstraints'
+// defaults), which Pulsar's mapper applies to every frame, known fields or not: see
+// maxJSONDepth, maxNumberLen and maxNameLen. A frame past one is refused as Pulsar
+// refuses it, with a limitError.
 
-// maxJSONDepth is encoding/json's nesting limit.
-const maxJSONDepth = 10000
+// Jackson's default read limits. Lengths are in UTF-16 code units, as Java counts them.
+const (
+	// maxJSONDepth is the deepest nesting read: the frame's own object is at depth 1.
+	maxJSONDepth = 1000
+	// maxNumberLen bounds a number's digits (see numberLen).
+	maxNumberLen = 1000
+	// maxNameLen bounds an object key, decoded.
+	maxNameLen = 50_000
+)
 
 // syntaxError is a frame that is not JSON; its text is encoding/json's for
 // the same bytes.
@@ -29,15 +40,23 @@ type syntaxError struct{ msg string }
 
 func (e *syntaxError) Error() string { return e.msg }
 
+// limitError is a frame past one of Jackson's read limits; its text is Jackson's, lower-cased
+// and without the name of the Java method that sets the limit.
+type limitError struct{ msg string }
+
+func (e *limitError) Error() string { return e.msg }
+
 // scanner reads JSON from b. Its methods return the position after what they
-// read, or -1 after recording the first fault; a fault is formatted only
-// when someone asks for the error.
+// read, or -1 after recording the first fault; a syntax fault is formatted
+// only when someone asks for the error.
 type scanner struct {
 	b []byte
 	// faultAt is the position of the offending byte; faultEOF when the input
 	// ended early; faultNone when nothing failed.
 	faultAt  int
 	faultCtx string
+	// pastLimit is set when the fault is a read limit passed; faultCtx is then its whole text.
+	pastLimit bool
 }
 
 const (
@@ -57,14 +76,23 @@ func (s *scanner) eof() int {
 	return -1
 }
 
-// err returns the recorded fault as encoding/json reports it: io.ErrUnexpectedEOF
-// or a *syntaxError.
+// overLimit records that the value at p passes a read limit: what, at n, exceeds limit.
+func (s *scanner) overLimit(p int, what string, n, limit int) int {
+	s.faultAt, s.pastLimit = p, true
+	s.faultCtx = what + " (" + strconv.Itoa(n) + ") exceeds the maximum allowed (" + strconv.Itoa(limit) + ")"
+	return -1
+}
+
+// err returns the recorded fault as encoding/json reports it, io.ErrUnexpectedEOF or a
+// *syntaxError, or a *limitError.
 func (s *scanner) err() error {
-	switch s.faultAt {
-	case faultNone:
+	switch {
+	case s.faultAt == faultNone:
 		return nil
-	case faultEOF:
+	case s.faultAt == faultEOF:
 		return io.ErrUnexpectedEOF
+	case s.pastLimit:
+		return &limitError{msg: s.faultCtx}
 	}
 	return &syntaxError{msg: "invalid character " + quoteChar(s.b[s.faultAt]) + " " + s.faultCtx}
 }
@@ -199,6 +227,7 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 // is left to the caller, as encoding/json's scanner does.
 func (s *scanner) num(p int) int {
 	b := s.b
+	start := p
 	if b[p] == '-' {
 		p++
 		if p >= len(b) {
@@ -208,6 +237,7 @@ func (s *scanner) num(p int) int {
 			return s.fail(p, "in numeric literal")
 		}
 	}
+	intStart := p
 	if b[p] == '0' {
 		p++
 	} else {
@@ -216,6 +246,7 @@ func (s *scanner) num(p int) int {
 			p++
 		}
 	}
+	intLen, fracLen, expLen := p-intStart, -1, -1
 	if p < len(b) && b[p] == '.' {
 		p++
 		if p >= len(b) {
@@ -224,10 +255,12 @@ func (s *scanner) num(p int) int {
 		if !isDigit(b[p]) {
 			return s.fail(p, "after decimal point in numeric literal")
 		}
+		fracStart := p
 		p++
 		for p < len(b) && isDigit(b[p]) {
 			p++
 		}
+		fracLen = p - fracStart
 	}
 	if p < len(b) && (b[p] == 'e' || b[p] == 'E') {
 		p++
@@ -240,12 +273,34 @@ func (s *scanner) num(p int) int {
 		if !isDigit(b[p]) {
 			return s.fail(p, "in exponent of numeric literal")
 		}
+		expStart := p
 		p++
 		for p < len(b) && isDigit(b[p]) {
 			p++
 		}
+		expLen = p - expStart
+	}
+	if n := numberLen(b[intStart] == '0', intLen, fracLen, expLen); n > maxNumberLen {
+		return s.overLimit(start, "number value length", n, maxNumberLen)
 	}
 	return p
+}
+
+// numberLen is the length Jackson checks against maxNumberLen, from the digits of a number's
+// integer part, fraction and exponent (-1 when there is none; signs, point and 'e' do not
+// count). A number that starts with 0 is read on Jackson's slower path, which counts a
+// fraction or exponent that is not there as -1 where the faster one counts 0: "0." followed
+// by 1000 zeros passes, "1." followed by 1000 zeros does not. (The slower path also reads a
+// number that crosses the end of the parser's buffer, in frames over 32 KiB; where those
+// buffers end is not known here.)
+func numberLen(leadingZero bool, intLen, fracLen, expLen int) int {
+	if fracLen < 0 && expLen < 0 {
+		return intLen
+	}
+	if !leadingZero {
+		fracLen, expLen = max(fracLen, 0), max(expLen, 0)
+	}
+	return intLen + fracLen + expLen
 }
 
 // literal reads true, false or null (lit) whose first byte is at p.
@@ -334,7 +389,7 @@ func (c *containers) topIsObject() bool {
 }
 
 // container reads the object or array starting at p, inside depth open
-// containers (encoding/json refuses to open the 10001st).
+// containers.
 func (s *scanner) container(p, depth int) int {
 	b := s.b
 	var open containers
@@ -345,8 +400,8 @@ func (s *scanner) container(p, depth int) int {
 		}
 		switch b[p] {
 		case '{':
-			if depth+open.n+1 > maxJSONDepth {
-				return s.fail(p, "exceeded max depth")
+			if d := depth + open.n + 1; d > maxJSONDepth {
+				return s.tooDeep(p, d)
 			}
 			if p = s.ws(p + 1); p >= len(b) {
 				return s.eof()
@@ -361,8 +416,8 @@ func (s *scanner) container(p, depth int) int {
 			}
 			continue
 		case '[':
-			if depth+open.n+1 > maxJSONDepth {
-				return s.fail(p, "exceeded max depth")
+			if d := depth + open.n + 1; d > maxJSONDepth {
+				return s.tooDeep(p, d)
 			}
 			if p = s.ws(p + 1); p >= len(b) {
 				return s.eof()
@@ -418,6 +473,11 @@ func (s *scanner) container(p, depth int) int {
 	}
 }
 
+// tooDeep records a container opened at p at depth d, past maxJSONDepth.
+func (s *scanner) tooDeep(p, d int) int {
+	return s.overLimit(p, "document nesting depth", d, maxJSONDepth)
+}
+
 // objectStep reads what follows a member's value at p: it returns the
 // position of the next key and more=true after a comma, or the position
 // after '}' and more=false.
@@ -442,7 +502,7 @@ func (s *scanner) objectStep(p int) (next int, more bool) {
 // after an empty object's '}' and more=false.
 func (s *scanner) objectStart(p, depth int) (next int, more bool) {
 	if depth+1 > maxJSONDepth {
-		return s.fail(p, "exceeded max depth"), false
+		return s.tooDeep(p, depth+1), false
 	}
 	if p = s.ws(p + 1); p >= len(s.b) {
 		return s.eof(), false
@@ -464,6 +524,12 @@ func (s *scanner) key(p int) (raw []byte, flags uint8, next int) {
 		return nil, 0, end
 	}
 	raw = s.b[p+1 : end-1]
+	// A key's UTF-16 length is at most its length in bytes.
+	if len(raw) > maxNameLen {
+		if n := utf16Len(raw); n > maxNameLen {
+			return nil, 0, s.overLimit(p, "name length", n, maxNameLen)
+		}
+	}
 	if end = s.ws(end); end >= len(s.b) {
 		return nil, 0, s.eof()
 	}
@@ -572,6 +638,38 @@ func hex4(h []byte) rune {
 		r = r<<4 | v
 	}
 	return r
+}
+
+// utf16Len is the length in UTF-16 code units of the Java string a scanned string's raw text
+// decodes to: an escape is one unit (the two of a surrogate pair two), a character above
+// U+FFFF two, any other one.
+func utf16Len(raw []byte) int {
+	n := 0
+	for i := 0; i < len(raw); {
+		switch c := raw[i]; {
+		case c == '\\':
+			_, k := unescape(raw[i:])
+			n += max(k/6, 1) // \n is one unit, \uXXXX one, a surrogate pair of them two
+			i += k
+		case c < utf8.RuneSelf:
+			n++
+			i++
+		default:
+			r, k := utf8.DecodeRune(raw[i:])
+			n += utf16.RuneLen(r)
+			i += k
+		}
+	}
+	return n
+}
+
+// javaLen is the length of s in UTF-16 code units, Java's String.length.
+func javaLen(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
 }
 
 // plainString reports whether a scanned string's raw text is also its

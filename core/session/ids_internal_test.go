@@ -1,0 +1,45 @@
+package session
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/sluicehq/sluice/core/broker"
+)
+
+// TestRedeliveredIDTakesOnePlace: an id acknowledged and delivered again takes a new place in
+// the eviction order and leaves its old one behind for good: the order holds no more places
+// than ids for long, however often one id comes back, and past the cache's bound the oldest
+// id still remembered is the one forgotten.
+func TestRedeliveredIDTakesOnePlace(t *testing.T) {
+	t.Parallel()
+	s := &deliverySession{
+		consumer:  &broker.Consumer{},
+		ids:       map[string]delivered{},
+		delivered: map[string]broker.MessageID{},
+	}
+	mid := broker.NewMessageID(1, 1, -1, 0)
+	forget := func(id string) {
+		if _, err := s.resolve(id, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.remember("a", "t", mid)
+	s.remember("b", "t", mid)
+	for range 1000 {
+		forget("a")
+		s.remember("a", "t", mid)
+	}
+	if n := len(s.idOrder); n > len(s.ids)+idChunk {
+		t.Errorf("the order holds %d places for %d ids", n, len(s.ids))
+	}
+	for i := range maxIDCache - 1 {
+		s.remember(fmt.Sprint("c", i), "t", mid)
+	}
+	if _, ok := s.ids["b"]; ok {
+		t.Error("b, the oldest id, is still remembered past the bound")
+	}
+	if _, ok := s.ids["a"]; !ok {
+		t.Error("a, delivered again after b, was forgotten first")
+	}
+}

@@ -280,9 +280,7 @@ func commandSyntaxError(err error) *CommandError {
 }
 
 func decodeRawCommand(frame []byte) (rawCommand, *CommandError) {
-	var c rawCommand
 	fs := frameScan{s: newScanner(frame), commands: true, objField: -1}
-	fs.checker = commandChecker{fs: &fs, c: &c} // a value a later one replaces must map too
 	switch fs.scan() {
 	case frameBlank:
 		return rawCommand{}, commandSyntaxError(errNoContent)
@@ -295,6 +293,7 @@ func decodeRawCommand(frame []byte) (rawCommand, *CommandError) {
 			Msg: "cannot parse command: expected a JSON object, got " + describe(fs.top)}
 	}
 	// Jackson reports the first value it cannot map, in the frame's order.
+	var c rawCommand
 	for _, f := range fs.order[:fs.n] {
 		err := fs.refusedErr
 		if f != refused {
@@ -306,14 +305,6 @@ func decodeRawCommand(frame []byte) (rawCommand, *CommandError) {
 	}
 	return c, nil
 }
-
-// commandChecker maps a command's value that a later one of its field replaces.
-type commandChecker struct {
-	fs *frameScan
-	c  *rawCommand
-}
-
-func (k commandChecker) check(f int) error { return k.c.set(f, &k.fs.vals[f]) }
 
 // set maps v, the value of known field f, as Jackson does.
 func (c *rawCommand) set(f int, v *jvalue) error {

@@ -260,8 +260,9 @@ type frameScan struct {
 	order [maxFrameFields + 1]uint8
 	n     int
 
-	// checker, if not nil, checks each value that a later one replaces;
-	// refusedErr is the first it refused, whose place in order is refused.
+	// checker, if not nil, checks each value of a producer message that a
+	// later one replaces (checkReplaced); refusedErr is the first value
+	// refused, whose place in order is refused.
 	checker    fieldChecker
 	refusedErr error
 
@@ -384,8 +385,8 @@ func (fs *frameScan) member(f, p int) int {
 // place in order, as refused.
 func (fs *frameScan) replace(f int) {
 	i := bytes.IndexByte(fs.order[:fs.n], uint8(f)) //nolint:gosec // f < maxFrameFields.
-	if fs.checker != nil && fs.refusedErr == nil {
-		if fs.refusedErr = fs.checker.check(f); fs.refusedErr != nil {
+	if fs.refusedErr == nil {
+		if fs.refusedErr = fs.checkReplaced(f); fs.refusedErr != nil {
 			fs.order[i] = refused
 			fs.order[fs.n] = uint8(f) //nolint:gosec // f < maxFrameFields.
 			fs.n++
@@ -394,6 +395,19 @@ func (fs *frameScan) replace(f int) {
 	}
 	copy(fs.order[i:fs.n-1], fs.order[i+1:fs.n])
 	fs.order[fs.n-1] = uint8(f) //nolint:gosec // f < maxFrameFields.
+}
+
+// checkReplaced maps the value of field f that a later one replaces. A command's is mapped
+// here, by a direct call that leaves a command's scan on its decoder's stack.
+func (fs *frameScan) checkReplaced(f int) error {
+	switch {
+	case fs.commands:
+		var c rawCommand
+		return c.set(f, &fs.vals[f])
+	case fs.checker != nil:
+		return fs.checker.check(f)
+	}
+	return nil
 }
 
 // unescapedEnd returns the position after the closing quote of the string at p when it has

@@ -135,7 +135,7 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 		g.writeError(w, r, ep.Kind, err)
 		return
 	}
-	if params.ReceiverQueueSize == 0 && (n.Partitioned > 0 || ep.Version == wsapi.V3 && !namesOneTopic(ep.Topics)) {
+	if params.ReceiverQueueSize == 0 && (n.Partitioned > 0 || ep.Version == wsapi.V3 && len(ep.Topics) != 1) {
 		g.refuse(w, r, ep.Kind, http.StatusBadRequest, "Failed to subscribe: "+zeroQueueRefused)
 		return
 	}
@@ -176,16 +176,6 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 const zeroQueueRefused = "Receiver queue size needs to be greater than 0 for Topics Consumer: " +
 	"receiverQueueSize=0 needs one topic that is not partitioned"
 
-// namesOneTopic reports whether a v3 topics list names a single topic, however many times.
-func namesOneTopic(topics []string) bool {
-	for _, t := range topics {
-		if t != topics[0] {
-			return false
-		}
-	}
-	return len(topics) > 0
-}
-
 // consumerOptions are the broker-side consumer's options, from the client's parameters and
 // the grant's prefetch.
 func consumerOptions(ep wsapi.Endpoint, params wsapi.ConsumerParams, prefetch int, prefetchBytes int64) broker.ConsumerOptions {
@@ -212,7 +202,7 @@ func consumerOptions(ep wsapi.Endpoint, params wsapi.ConsumerParams, prefetch in
 		opts.Topic = ep.TopicName()
 	case ep.TopicsPattern != "":
 		opts.TopicsPattern = ep.TopicsPattern
-	case namesOneTopic(ep.Topics):
+	case len(ep.Topics) == 1:
 		// Pulsar's client subscribes a list naming one topic as that topic's own consumer, whose
 		// acks of ids it did not deliver in this session still reach the broker.
 		opts.Topic = ep.Topics[0]

@@ -396,6 +396,8 @@ var dfFlows = []dfFlow{
 			dfDialStep("messageId with a field 0", "r20", dfReader+"?messageId=CAUQAwAA"),
 			dfDialStep("messageId with a batch index and a negative batch size", "x20", dfReader+"?messageId="+url.QueryEscape("CAUQAyAAMPv//////////wE=")),
 			dfDialStep("messageId bad and receiverQueueSize negative", "x21", dfReader+"?receiverQueueSize=-1&messageId=%25"),
+			dfDialStep("messageId with a length of 2^32", "r21", dfReader+"?messageId=CAEQAhqAgICAEA%3D%3D"),
+			dfDialStep("messageId with a negative length", "x23", dfReader+"?messageId=CAEQAhr%2F%2F%2F%2F%2FDwA%3D"),
 			dfDialStep("bad reader receiverQueueSize", "x10", dfReader+"?receiverQueueSize=abc"),
 			dfDialStep("bad sendTimeoutMillis", "x7", dfProducer+"?sendTimeoutMillis=abc"),
 			dfDialStep("bad compressionType", "x8", dfProducer+"?compressionType=Bogus"),

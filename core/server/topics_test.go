@@ -86,6 +86,8 @@ func TestPartitionsCharged(t *testing.T) {
 		"/ws/v2/consumer/persistent/public/default/charged-dlq/s?maxRedeliverCount=2": session.ConsumerSessionCost(100) + session.DeadLetterCost,
 		"/ws/v3/consumer/s?topicsPattern=" + url.QueryEscape("public/charged/p-.*"): session.ConsumerSessionCost(33) +
 			2*session.ConsumerTopicCost(33),
+		// A topic named twice is one consumer, charged once.
+		"/ws/v3/consumer/s?topics=" + url.QueryEscape("public/charged/p-0,public/charged/p-0"): session.ConsumerSessionCost(100),
 	} {
 		before := pool.Snapshot().Edge.Used
 		c := edgetest.Dial(t, base+path)

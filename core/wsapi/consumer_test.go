@@ -177,6 +177,9 @@ var consumerCommandErrorTests = map[string]struct {
 	"object type":              {frame: `{"type":{}}`, wantClose: CloseFailedToDeserializeFromJSON},
 	"object type replaced":     {frame: `{"type":{},"type":"isEndOfTopic"}`, wantClose: CloseFailedToDeserializeFromJSON},
 	"array messageId replaced": {frame: `{"messageId":[],"messageId":"CAMQADAA"}`, wantClose: CloseFailedToDeserializeFromJSON},
+	"an earlier bad value replaced after a refusal": {
+		frame: `{"permitMessages":"abc","messageId":{},"messageId":"x","permitMessages":1,"type":"permit"}`, wantClose: CloseFailedToDeserializeFromJSON,
+	},
 	"permitMessages not a num": {frame: `{"type":"permit","permitMessages":"x"}`, wantClose: CloseFailedToDeserializeFromJSON},
 	"permitMessages overflow":  {frame: `{"type":"permit","permitMessages":2147483648}`, wantClose: CloseFailedToDeserializeFromJSON},
 	"permit without permits":   {frame: `{"type":"permit"}`, wantClose: CloseFailedToDeserializeFromJSON, wantIs: ErrMissingPermitMessages},

@@ -239,13 +239,9 @@ const (
 // maxFrameFields is the most known fields a frame type has.
 const maxFrameFields = 16
 
-// refused stands in frameScan.order for a value that a later one of its field
-// replaced, and that the frame's fieldChecker refused (frameScan.refusedErr).
+// refused stands in frameScan.order for the first value, in the frame's order, that a later
+// value of its field replaced and that could not be mapped (frameScan.replace).
 const refused = 0xff
-
-// A fieldChecker maps the value of known field f, as Jackson would; the frame
-// scan calls it on a value that a later one of its field replaces.
-type fieldChecker interface{ check(f int) error }
 
 // frameScan is one pass over a frame that should be a JSON object. It keeps
 // the last value of each known field, in vals, and the order of those values
@@ -256,15 +252,13 @@ type frameScan struct {
 	vals [maxFrameFields]jvalue
 	seen uint32
 	// order lists the known fields by where their last value is. It has one
-	// entry more than there are fields, for refused.
-	order [maxFrameFields + 1]uint8
-	n     int
-
-	// checker, if not nil, checks each value of a producer message that a
-	// later one replaces (checkReplaced); refusedErr is the first value
-	// refused, whose place in order is refused.
-	checker    fieldChecker
+	// entry more than there are fields, for refused, at refusedAt.
+	order      [maxFrameFields + 1]uint8
+	n          int
+	refusedAt  int
 	refusedErr error
+	// decoder maps a producer message's replaced values; nil for a command.
+	decoder *producerDecoder
 
 	// commands selects the known fields: a consumer or reader command's
 	// (commandField) or a producer message's (producerField).
@@ -380,14 +374,18 @@ func (fs *frameScan) member(f, p int) int {
 	return end
 }
 
-// replace moves field f, whose value is about to be replaced, to the end of
-// order. The value it had is checked first: one the checker refuses keeps its
-// place in order, as refused.
+// replace moves field f, whose value is about to be replaced, to the end of order. Jackson
+// maps every value in the frame's order and stops at the first it cannot map, so the value
+// f had is mapped first unless a refused value comes before it; refused, it takes that place.
 func (fs *frameScan) replace(f int) {
 	i := bytes.IndexByte(fs.order[:fs.n], uint8(f)) //nolint:gosec // f < maxFrameFields.
-	if fs.refusedErr == nil {
-		if fs.refusedErr = fs.checkReplaced(f); fs.refusedErr != nil {
-			fs.order[i] = refused
+	if fs.refusedErr == nil || i < fs.refusedAt {
+		if err := fs.mapReplaced(f); err != nil {
+			if fs.refusedErr != nil {
+				copy(fs.order[fs.refusedAt:fs.n-1], fs.order[fs.refusedAt+1:fs.n])
+				fs.n--
+			}
+			fs.order[i], fs.refusedAt, fs.refusedErr = refused, i, err
 			fs.order[fs.n] = uint8(f) //nolint:gosec // f < maxFrameFields.
 			fs.n++
 			return
@@ -395,17 +393,20 @@ func (fs *frameScan) replace(f int) {
 	}
 	copy(fs.order[i:fs.n-1], fs.order[i+1:fs.n])
 	fs.order[fs.n-1] = uint8(f) //nolint:gosec // f < maxFrameFields.
+	if fs.refusedErr != nil && i < fs.refusedAt {
+		fs.refusedAt--
+	}
 }
 
-// checkReplaced maps the value of field f that a later one replaces. A command's is mapped
-// here, by a direct call that leaves a command's scan on its decoder's stack.
-func (fs *frameScan) checkReplaced(f int) error {
+// mapReplaced maps the value of field f that a later one replaces, by direct calls: an
+// interface would move a command's scan off its decoder's stack.
+func (fs *frameScan) mapReplaced(f int) error {
 	switch {
 	case fs.commands:
 		var c rawCommand
 		return c.set(f, &fs.vals[f])
-	case fs.checker != nil:
-		return fs.checker.check(f)
+	case fs.decoder != nil:
+		return fs.decoder.check(f)
 	}
 	return nil
 }

@@ -226,12 +226,15 @@ func javaVarint(b []byte) (v uint64, n int) {
 	return 0, 0
 }
 
+// lengthDelimited splits off a length-delimited field. Its length is read as a Java int, as
+// LightProto reads it: the low 32 bits, and one that is then negative fails.
 func lengthDelimited(b []byte, tag uint64) (field, rest []byte, err error) {
-	l, n := javaVarint(b)
-	if n == 0 || l > uint64(len(b)-n) { //nolint:gosec // G115: 0 < n <= len(b)
+	v, n := javaVarint(b)
+	l := int64(int32(v)) //nolint:gosec // G115: the truncation is LightProto's
+	if n == 0 || l < 0 || l > int64(len(b)-n) {
 		return nil, nil, fmt.Errorf("%w: truncated field %d", ErrInvalidMessageID, tag>>3)
 	}
-	return b[n : n+int(l)], b[n+int(l):], nil //nolint:gosec // G115: l <= len(b)-n checked above
+	return b[n : n+int(l)], b[n+int(l):], nil
 }
 
 func skipField(b []byte, tag uint64) ([]byte, error) {

@@ -106,6 +106,11 @@ func TestDecodeMessageID(t *testing.T) {
 			want:       MessageID{LedgerID: 5, EntryID: 3, Partition: -1, BatchIndex: -1, BatchSize: -1},
 			wantEncode: base64.StdEncoding.EncodeToString([]byte{0x08, 5, 0x10, 3}),
 		},
+		"a length's bits past the 32nd dropped": {
+			in:         base64.StdEncoding.EncodeToString([]byte{0x08, 1, 0x10, 2, 0x1a, 0x80, 0x80, 0x80, 0x80, 0x10}),
+			want:       MessageID{LedgerID: 1, EntryID: 2, Partition: -1, BatchIndex: -1, BatchSize: -1},
+			wantEncode: base64.StdEncoding.EncodeToString([]byte{0x08, 1, 0x10, 2}),
+		},
 		"a negative batch size without a batch index": {
 			in:         base64.StdEncoding.EncodeToString([]byte{0x08, 5, 0x10, 3, 0x30, 0xfb, 0xff, 0xff, 0xff, 0x0f}),
 			want:       MessageID{LedgerID: 5, EntryID: 3, Partition: -1, BatchIndex: -1, BatchSize: -1},
@@ -148,6 +153,7 @@ func TestDecodeMessageIDErrors(t *testing.T) {
 		"truncated length":      {in: b64(0x08, 1, 0x10, 2, 0x3a, 5, 0x08)},
 		"group wire type":       {in: b64(0x08, 1, 0x10, 2, 0x4b)},
 		"bad nested chunk id":   {in: b64(0x08, 1, 0x10, 2, 0x3a, 2, 0x08, 1)},
+		"a negative length":     {in: b64(0x08, 1, 0x10, 2, 0x1a, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x00)},
 		"varint past ten bytes": {in: b64(0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x10, 1)},
 		"batch index with a negative batch size": {in: b64(0x08, 5, 0x10, 3, 0x20, 0,
 			0x30, 0xfb, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)},

@@ -86,7 +86,7 @@ type Endpoint struct {
 	// Topics and TopicsPattern are the v3 topic selection (the topics and
 	// topicsPattern query parameters); exactly one is set by ParseEndpoint.
 	// Topics are full topic names (short names are expanded as Pulsar's
-	// TopicName.get does); the pattern is kept as given.
+	// TopicName.get does), each once; the pattern is kept as given.
 	Topics        []string
 	TopicsPattern string
 }
@@ -293,13 +293,17 @@ func ParseEndpoint(rawPath string, q url.Values) (Endpoint, error) {
 		ep.TopicsPattern = pattern[0]
 		return ep, nil
 	}
+	named := map[string]bool{}
 	for _, t := range strings.Split(topics[0], ",") {
 		// Trimmed, as Pulsar's consumer builder trims each name.
 		n, err := normalizeTopicName(javaTrim(t))
 		if err != nil {
 			return Endpoint{}, invalidParams("topics: %v", err)
 		}
-		ep.Topics = append(ep.Topics, n)
+		if !named[n] { // a topic named twice is subscribed to once
+			named[n] = true
+			ep.Topics = append(ep.Topics, n)
+		}
 	}
 	return ep, nil
 }

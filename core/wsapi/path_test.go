@@ -188,6 +188,12 @@ func TestParseEndpoint(t *testing.T) {
 			want:      Endpoint{Kind: Consumer, Version: V3, Subscription: "sub", Topics: []string{"persistent://public/default/a", "persistent://public/default/b"}},
 			wantTopic: "persistent://public/default/a",
 		},
+		"v3 a topic named twice, once": {
+			path:      "/ws/v3/consumer/sub",
+			query:     "topics=b,a,public/default/b,persistent://public/default/a",
+			want:      Endpoint{Kind: Consumer, Version: V3, Subscription: "sub", Topics: []string{"persistent://public/default/b", "persistent://public/default/a"}},
+			wantTopic: "persistent://public/default/b",
+		},
 		"v3 blank topic entry": {path: "/ws/v3/consumer/sub", query: "topics=a,%20,b", wantErr: true},
 		"v3 both":              {path: "/ws/v3/consumer/sub", query: "topics=a&topicsPattern=b.*", wantErr: true},
 		"v3 neither":           {path: "/ws/v3/consumer/sub", query: "", wantErr: true},

@@ -303,7 +303,7 @@ func (d *producerDecoder) code7(msg string) *FrameError {
 // its base64 decoding (frameScan.payloadUnchecked).
 func (d *producerDecoder) decode(m *ProducerMessage, frame []byte, lim FrameLimits, payloadUnchecked bool) *FrameError {
 	d.m, d.fs.s, d.fs.objField, d.fs.lim, d.fs.payloadUnchecked = m, newScanner(frame), pfProperties, lim, payloadUnchecked
-	d.fs.checker = d // a value a later one replaces must map too
+	d.fs.decoder = d
 	fs := &d.fs
 	switch fs.scan() {
 	case frameBlank:

@@ -84,14 +84,9 @@ func TestAckOfDecodedIDOnV3OneTopic(t *testing.T) {
 			topics := strings.ReplaceAll(list, "%s", topic)
 			sub := base + "/ws/v3/consumer/s?subscriptionType=Shared&subscriptionInitialPosition=Earliest&topics=" + url.QueryEscape(topics)
 			p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/"+topic)
-			for _, payload := range []string{"Zmlyc3Q=", "c2Vjb25k"} {
-				if err := p.WriteJSON(map[string]string{"payload": payload}); err != nil {
-					t.Fatal(err)
-				}
-				var a ack
-				_ = p.SetReadDeadline(time.Now().Add(docsWait))
-				if err := p.ReadJSON(&a); err != nil || a.Result != "ok" {
-					t.Fatalf("publish: %+v, %v", a, err)
+			for _, a := range publishPayloadsOn(t, p, []byte("first"), []byte("second")) {
+				if a.Result != "ok" {
+					t.Fatalf("publish: %+v", a)
 				}
 			}
 			read := func(c *websocket.Conn) consumerMsg {

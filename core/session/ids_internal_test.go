@@ -8,9 +8,9 @@ import (
 )
 
 // TestRedeliveredIDTakesOnePlace: an id acknowledged and delivered again takes a new place in
-// the eviction order and leaves its old one behind for good: the order holds no more places
-// than ids for long, however often one id comes back, and past the cache's bound the oldest
-// id still remembered is the one forgotten.
+// the eviction order and leaves its old one behind for good: the order stays within the
+// compaction's bound (twice the ids, and a chunk), however often one id comes back, and past
+// the cache's bound the oldest id still remembered is the one forgotten.
 func TestRedeliveredIDTakesOnePlace(t *testing.T) {
 	t.Parallel()
 	s := &deliverySession{

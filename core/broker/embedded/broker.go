@@ -16,7 +16,14 @@ import (
 
 	"github.com/sluicehq/sluice/core/broker/embedded/internal/memconn"
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
+	"github.com/sluicehq/sluice/core/internal/lograte"
 	"github.com/sluicehq/sluice/core/internal/rawio"
+)
+
+// The connections' log lines: connLogBurst at once, then connLogRate a second.
+const (
+	connLogBurst = 20
+	connLogRate  = 10
 )
 
 // ErrClosed is returned by Start after Close, and by admin calls on a closed broker.
@@ -25,8 +32,11 @@ var ErrClosed = errors.New("broker closed")
 // Broker is an in-memory, single-node Pulsar broker speaking the binary
 // protocol. Create it with New, then Start it; Close releases everything.
 type Broker struct {
-	cfg      Config
-	log      *slog.Logger
+	cfg Config
+	log *slog.Logger
+	// connLog is log through a token bucket: what a connection logs, its client
+	// causes, and a flood of bad connections must cost the log a few lines a second.
+	connLog  *slog.Logger
 	faults   *Faults
 	maxFrame int
 
@@ -165,6 +175,7 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 	b := &Broker{
 		cfg:          cfg,
 		log:          o.logger,
+		connLog:      slog.New(lograte.Handler(o.logger.Handler(), lograte.New(connLogBurst, connLogRate))),
 		maxFrame:     cfg.MaxMessageSize + 2*framePadding, // see advertisedMaxMessageSize
 		store:        newStore(cfg),
 		stop:         make(chan struct{}),

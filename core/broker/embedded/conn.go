@@ -84,7 +84,7 @@ func newConn(b *Broker, nc net.Conn, id uint64) *conn {
 		consumers: map[uint64]*consumer{},
 	}
 	_, c.inProcess = nc.LocalAddr().(memconn.Addr)
-	c.logp.Store(b.log.With("conn_id", id, "remote", nc.RemoteAddr().String()))
+	c.logp.Store(b.connLog.With("conn_id", id, "remote", nc.RemoteAddr().String()))
 	c.lastRecv.Store(time.Now().UnixNano())
 	return c
 }

@@ -65,7 +65,7 @@ func pattern(n int, seed byte) []byte {
 // ahead of frames queued after it, and the writer sends it all in order.
 func TestFlushBeforeWaitPartialWrite(t *testing.T) {
 	srv, cli := tcpPair(t)
-	c := newConn(&Broker{log: slog.New(slog.DiscardHandler)}, srv, 1)
+	c := newConn(&Broker{log: slog.New(slog.DiscardHandler), connLog: slog.New(slog.DiscardHandler)}, srv, 1)
 	first, second := pattern(32<<20, 1), pattern(1<<20, 7)
 	c.out = append([]byte(nil), first...)
 
@@ -107,7 +107,7 @@ func TestFlushBeforeWaitPartialWrite(t *testing.T) {
 // which resumes dispatch when the queue drains, is woken instead.
 func TestFlushBeforeWaitLeavesPausedDispatchToWriter(t *testing.T) {
 	srv, _ := tcpPair(t)
-	c := newConn(&Broker{log: slog.New(slog.DiscardHandler)}, srv, 1)
+	c := newConn(&Broker{log: slog.New(slog.DiscardHandler), connLog: slog.New(slog.DiscardHandler)}, srv, 1)
 	c.out = []byte("queued")
 	c.blocked = true
 	wrote := flushBeforeWait(t, c)

@@ -25,7 +25,12 @@ func testLogger() *slog.Logger {
 
 func startBroker(t testing.TB, cfg embedded.Config) *embedded.Broker {
 	t.Helper()
-	b, err := embedded.New(cfg, embedded.WithLogger(testLogger()))
+	return startBrokerLogging(t, cfg, testLogger())
+}
+
+func startBrokerLogging(t testing.TB, cfg embedded.Config, log *slog.Logger) *embedded.Broker {
+	t.Helper()
+	b, err := embedded.New(cfg, embedded.WithLogger(log))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

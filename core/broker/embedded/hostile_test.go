@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
+	"github.com/sluicehq/sluice/core/testkit"
 )
 
 func frame(t testing.TB, cmd *pulsarpb.BaseCommand) []byte {
@@ -147,6 +149,55 @@ func TestHostileInput(t *testing.T) {
 	}
 	if got := b.Stats().ProtocolErrors - before; got != uint64(len(cases)) {
 		t.Fatalf("protocol errors %d, want %d", got, len(cases))
+	}
+}
+
+// TestProtocolErrorsLogLimited: a flood of connections that break the protocol costs the
+// log the limiter's burst and its rate, and the next line written counts the lines left out,
+// so that every protocol error is accounted for.
+func TestProtocolErrorsLogLimited(t *testing.T) {
+	t.Parallel()
+	var log testkit.SyncBuffer
+	b := startBrokerLogging(t, embedded.Config{}, slog.New(slog.NewJSONHandler(&log, nil)))
+	garbage := []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	breakProtocol := func() {
+		nc := dialRaw(t, b)
+		if _, err := nc.Write(garbage); err != nil {
+			t.Fatal(err)
+		}
+		expectClosed(t, nc)
+	}
+	const flood = 200
+	start := time.Now()
+	for range flood {
+		breakProtocol()
+	}
+	time.Sleep(200 * time.Millisecond) // the bucket refills a line every 100 ms
+	breakProtocol()
+	elapsed := time.Since(start)
+
+	var lines, suppressed, last int
+	for line := range strings.Lines(log.String()) {
+		var rec struct {
+			Msg        string `json:"msg"`
+			Suppressed int    `json:"suppressed"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec.Msg != "closing connection on protocol error" {
+			continue
+		}
+		lines++
+		suppressed += rec.Suppressed
+		last = rec.Suppressed
+	}
+	if most := 20 + int(elapsed.Seconds()*10) + 1; lines > most {
+		t.Errorf("%d lines for %d protocol errors in %v, want at most %d", lines, flood+1, elapsed, most)
+	}
+	if last == 0 || lines+suppressed != flood+1 {
+		t.Errorf("%d lines written, %d counted as left out (the last line %d), want %d in all and the last line counting some",
+			lines, suppressed, last, flood+1)
 	}
 }
 

@@ -81,8 +81,8 @@ func (c *Client) CountTopics(ctx context.Context, topics []string) (TopicCount, 
 
 // MatchPattern lists the persistent topics of namespace ("tenant/ns") whose names expr
 // matches, a partitioned topic once, as Pulsar's clients match a pattern: expr is the pattern
-// from the namespace on (wsapi.SplitPattern), and it must match the whole of a topic's name
-// without its scheme ("tenant/ns/topic"), as Java's Matcher.matches does. (pulsar-client-go's
+// less its scheme (wsapi.SplitPattern), and it must match the whole of a topic's name without
+// its scheme ("tenant/ns/topic"), as Java's Matcher.matches does. (pulsar-client-go's
 // own pattern consumer finds a match anywhere in the full name; Sluice subscribes to the
 // topics listed here instead.)
 func (c *Client) MatchPattern(ctx context.Context, namespace, expr string) ([]string, error) {

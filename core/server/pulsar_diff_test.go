@@ -794,6 +794,19 @@ var dfFlows = []dfFlow{
 		),
 	},
 	{
+		name:     "short v3 pattern",
+		doc:      "a topicsPattern without its namespace ranges over public/default and matches none of its topics",
+		embedded: true,
+		steps: dfSteps(
+			dfDialStep("open producer", "p", "/ws/v2/producer/persistent/{ns}/{t}-a"),
+			dfPublish("m", "p", `{"payload":"bQ=="}`, "m1"),
+			dfDialStep("short pattern", "s", "/ws/v3/consumer/short?subscriptionInitialPosition=Earliest&topicsPattern={t}-.*"),
+			dfDialStep("pattern with its namespace", "n", "/ws/v3/consumer/full?subscriptionInitialPosition=Earliest&topicsPattern={ns}/{t}-.*"),
+			dfNextStep("the message, through the pattern with its namespace", "n"),
+			dfQuietS("nothing through the short pattern", "s"),
+		),
+	},
+	{
 		name:     "zero receiver queue",
 		doc:      "receiverQueueSize=0 where Pulsar's client reads through one consumer of several topics",
 		embedded: true,

@@ -150,27 +150,31 @@ func TestTooManyTopicsRefused(t *testing.T) {
 
 // TestV3TopicSelectionAsPulsar: a v3 consumer subscribes to the topics Pulsar's client would.
 // A topicsPattern must match the whole of a name without its scheme (Java's
-// Matcher.matches), not a part of it; the names in topics are trimmed, as
+// Matcher.matches), not a part of it, so a pattern without its namespace, which ranges over
+// public/default, matches none of its topics; the names in topics are trimmed, as
 // ConsumerBuilder.topics trims them.
 func TestV3TopicSelectionAsPulsar(t *testing.T) {
 	t.Parallel()
 	srv, base := edgetest.Start(t, "")
-	names := []string{"t-0", "t-1", "t-10", "t-1-retry", "x-t-1", "a", "b"}
+	names := []string{"public/select/t-0", "public/select/t-1", "public/select/t-10", "public/select/t-1-retry",
+		"public/select/x-t-1", "public/select/a", "public/select/b", "public/default/select-t-1"}
 	for _, n := range names {
-		if err := srv.Embedded().CreateTopic("persistent://public/select/"+n, 0); err != nil {
+		if err := srv.Embedded().CreateTopic("persistent://"+n, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for path, want := range map[string][]string{
-		"/ws/v3/consumer/pattern?topicsPattern=" + url.QueryEscape("public/select/t-[0-2]"):              {"t-0", "t-1"},
-		"/ws/v3/consumer/scheme?topicsPattern=" + url.QueryEscape("persistent://public/select/t-1.*"):    {"t-1", "t-10", "t-1-retry"},
-		"/ws/v3/consumer/trimmed?topics=" + url.QueryEscape("public/select/a, public/select/b ") + "&x=": {"a", "b"},
+		"/ws/v3/consumer/pattern?topicsPattern=" + url.QueryEscape("public/select/t-[0-2]"):              {"public/select/t-0", "public/select/t-1"},
+		"/ws/v3/consumer/scheme?topicsPattern=" + url.QueryEscape("persistent://public/select/t-1.*"):    {"public/select/t-1", "public/select/t-10", "public/select/t-1-retry"},
+		"/ws/v3/consumer/trimmed?topics=" + url.QueryEscape("public/select/a, public/select/b ") + "&x=": {"public/select/a", "public/select/b"},
+		"/ws/v3/consumer/short?topicsPattern=" + url.QueryEscape("select-t-.*"):                          nil,
+		"/ws/v3/consumer/default?topicsPattern=" + url.QueryEscape("public/default/select-t-.*"):         {"public/default/select-t-1"},
 	} {
 		edgetest.Dial(t, base+path).Close()
 		sub := strings.TrimPrefix(path[:strings.Index(path, "?")], "/ws/v3/consumer/")
 		var got []string
 		for _, n := range names {
-			if slices.Contains(srv.Embedded().Subscriptions("persistent://public/select/"+n), sub) {
+			if slices.Contains(srv.Embedded().Subscriptions("persistent://"+n), sub) {
 				got = append(got, n)
 			}
 		}

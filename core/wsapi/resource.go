@@ -122,8 +122,8 @@ func SplitTopicName(name string) (Resource, bool) {
 }
 
 // patternResource is the namespace a topicsPattern ranges over, found as the client library
-// finds it (the pattern parsed as a topic name), after checking that the pattern compiles: the
-// library compiles it with Go's regexp.
+// finds it (the pattern parsed as a topic name), after checking that its expression compiles:
+// the library compiles it with Go's regexp.
 func patternResource(pattern string) (Resource, error) {
 	full, err := normalizeTopicName(pattern)
 	if err != nil {
@@ -133,23 +133,33 @@ func patternResource(pattern string) (Resource, error) {
 	if !ok {
 		return Resource{}, invalidParams("topicsPattern %q: not a topic name pattern", pattern)
 	}
-	if _, err := regexp.Compile(full[strings.Index(full, r.Namespace):]); err != nil {
+	if _, err := regexp.Compile(patternExpr(pattern)); err != nil {
 		return Resource{}, invalidParams("topicsPattern %q: %v", pattern, err)
 	}
 	r.Topic, r.AnyTopic = "", true
 	return r, nil
 }
 
+// patternExpr is the expression of a topicsPattern that Pulsar's client matches topic names
+// against: the pattern as given, less its domain (TopicList.removeTopicDomainScheme). A name
+// it is matched against begins with its namespace, so a pattern without one (t-.*), which
+// ranges over public/default, matches none of its topics, as in Pulsar.
+func patternExpr(pattern string) string {
+	if _, rest, ok := strings.Cut(pattern, "://"); ok {
+		return rest
+	}
+	return pattern
+}
+
 // SplitPattern splits a v3 topicsPattern as the client library reads it: the namespace it
-// ranges over ("tenant/ns") and the regular expression, from the namespace on, that must
-// match the whole of a topic's name without its scheme (broker.Client.MatchPattern).
+// ranges over ("tenant/ns") and the regular expression that must match the whole of a topic's
+// name without its scheme (broker.Client.MatchPattern).
 func SplitPattern(pattern string) (namespace, expr string, err error) {
 	r, err := patternResource(pattern)
 	if err != nil {
 		return "", "", err
 	}
-	full, _ := normalizeTopicName(pattern)
-	return r.Namespace, full[strings.Index(full, r.Namespace):], nil
+	return r.Namespace, patternExpr(pattern), nil
 }
 
 // TopicResource is a topic named as clients name topics (a short name, tenant/ns/topic, or a

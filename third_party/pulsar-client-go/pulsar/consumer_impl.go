@@ -253,7 +253,7 @@ func newConsumer(client *client, options ConsumerOptions) (Consumer, error) {
 			return nil, err
 		}
 
-		pattern, err := extractTopicPattern(tn)
+		pattern, err := extractTopicPattern(options.TopicsPattern)
 		if err != nil {
 			return nil, err
 		}

@@ -501,6 +501,8 @@ func subscriber(c *client, topics []string, opts ConsumerOptions, ch chan Consum
 	return consumerErrorCh
 }
 
+// filterTopics lists the topics, a partitioned topic once, whose names without their domain
+// ("tenant/ns/topic") regex matches, as Pulsar's Java client filters them.
 func filterTopics(topics []string, regex *regexp.Regexp) []string {
 	matches := make(map[string]bool)
 	matching := make([]string, 0)
@@ -510,7 +512,7 @@ func filterTopics(topics []string, regex *regexp.Regexp) []string {
 		if _, ok := matches[topic]; ok {
 			continue
 		}
-		if regex.MatchString(topic) {
+		if _, name, _ := strings.Cut(topic, "://"); regex.MatchString(name) {
 			matches[topic] = true
 			matching = append(matching, topic)
 		}
@@ -539,11 +541,14 @@ func topicsDiff(topics1 []string, topics2 []string) []string {
 	return diff
 }
 
-func extractTopicPattern(tn *internal.TopicName) (*regexp.Regexp, error) {
-	idx := strings.Index(tn.Name, tn.Namespace)
-	if idx > 0 {
-		return regexp.Compile(tn.Name[idx:])
+// extractTopicPattern compiles a topics pattern as Pulsar's Java client reads it: the pattern
+// as given, less its domain, must match the whole of a topic's name without its domain. So a
+// pattern without its namespace ("t-.*"), which ranges over public/default, matches none of
+// its topics, whose names begin "public/default/", and "public/default/t-[0-2]" does not match
+// public/default/t-10.
+func extractTopicPattern(pattern string) (*regexp.Regexp, error) {
+	if _, rest, ok := strings.Cut(pattern, "://"); ok {
+		pattern = rest
 	}
-
-	return regexp.Compile(tn.Name)
+	return regexp.Compile(`^(?:` + pattern + `)$`)
 }

@@ -151,8 +151,10 @@ func TestTooManyTopicsRefused(t *testing.T) {
 // TestV3TopicSelectionAsPulsar: a v3 consumer subscribes to the topics Pulsar's client would.
 // A topicsPattern must match the whole of a name without its scheme (Java's
 // Matcher.matches), not a part of it, so a pattern without its namespace, which ranges over
-// public/default, matches none of its topics; the names in topics are trimmed, as
-// ConsumerBuilder.topics trims them.
+// public/default, matches none of its topics, and a pattern that matches no whole name
+// subscribes to nothing, not to every topic it is a part of (uncharged: the session is charged
+// for the topics matched); the names in topics are trimmed, as ConsumerBuilder.topics trims
+// them.
 func TestV3TopicSelectionAsPulsar(t *testing.T) {
 	t.Parallel()
 	srv, base := edgetest.Start(t, "")
@@ -168,6 +170,7 @@ func TestV3TopicSelectionAsPulsar(t *testing.T) {
 		"/ws/v3/consumer/scheme?topicsPattern=" + url.QueryEscape("persistent://public/select/t-1.*"):    {"public/select/t-1", "public/select/t-10", "public/select/t-1-retry"},
 		"/ws/v3/consumer/trimmed?topics=" + url.QueryEscape("public/select/a, public/select/b ") + "&x=": {"public/select/a", "public/select/b"},
 		"/ws/v3/consumer/short?topicsPattern=" + url.QueryEscape("select-t-.*"):                          nil,
+		"/ws/v3/consumer/prefix?topicsPattern=" + url.QueryEscape("public/select/t"):                     nil,
 		"/ws/v3/consumer/default?topicsPattern=" + url.QueryEscape("public/default/select-t-.*"):         {"public/default/select-t-1"},
 	} {
 		edgetest.Dial(t, base+path).Close()

@@ -19,22 +19,25 @@ import (
 // client library's producer run only while they have work. On a route with batching: shared,
 // each session on a topic of its own holds a shared producer alone, with the whole shared
 // queue: the charge covers that too. Each also stays within its budget, what idle sessions
-// are known to hold, so that what an idle connection costs does not creep up unseen. Not
-// parallel: it counts the process's memory and goroutines.
+// are known to hold, so that what an idle connection costs does not creep up unseen. A
+// producer asking for LZ4 costs what one without compression does: the library's compressor
+// holds no table of its own. Not parallel: it counts the process's memory and goroutines.
 func TestProducerSessionCostCharged(t *testing.T) {
+	const own = "memory: { session_limit: 1GiB }\n"
 	for name, tc := range map[string]struct {
-		yaml   string
-		budget int64 // bytes a session
+		yaml, query string
+		budget      int64 // bytes a session
 	}{
-		"own producers": {"memory: { session_limit: 1GiB }\n", 18 << 10},
+		"own producers":      {own, "", 18 << 10},
+		"own producers, LZ4": {own, "?compressionType=LZ4", 18 << 10},
 		"shared producers, alone": {`
 memory: { session_limit: 1GiB }
 routes:
   - { name: shared, match: /ws/**, strategy: { name: hybrid }, batching: shared }
-`, 24 << 10},
+`, "", 24 << 10},
 	} {
 		t.Run(name, func(t *testing.T) {
-			sessionCostCharged(t, tc.yaml, idleSessions{kind: "producer", goroutines: 1, budget: tc.budget})
+			sessionCostCharged(t, tc.yaml, idleSessions{kind: "producer", query: tc.query, goroutines: 1, budget: tc.budget})
 		})
 	}
 }
@@ -49,11 +52,11 @@ func TestConsumerSessionCostCharged(t *testing.T) {
 }
 
 // idleSessions are the sessions a cost test opens, each on a topic of its own: their kind,
-// the goroutines each is to hold, and the bytes each may add to the process.
+// their query, the goroutines each is to hold, and the bytes each may add to the process.
 type idleSessions struct {
-	kind       string
-	goroutines int
-	budget     int64
+	kind, query string
+	goroutines  int
+	budget      int64
 }
 
 func sessionCostCharged(t *testing.T, yaml string, want idleSessions) {
@@ -68,7 +71,7 @@ func sessionCostCharged(t *testing.T, yaml string, want idleSessions) {
 		if want.kind == "consumer" {
 			path += "/sub"
 		}
-		c, _, err := d.Dial(path, nil)
+		c, _, err := d.Dial(path+want.query, nil)
 		if err != nil {
 			t.Fatalf("dial %s: %v", topic, err)
 		}

@@ -25,20 +25,18 @@ const (
 	minLz4DestinationBufferSize = 1024 * 1024
 )
 
-type lz4Provider struct {
-	hashTable []int
-}
+// lz4Provider holds nothing: lz4.CompressBlock takes its compressor, hash table included,
+// from a pool of its own and ignores a table passed to it, so a table per provider (512 KiB,
+// one per partition producer and per partition consumer that met an LZ4 message) was
+// allocated and never used.
+type lz4Provider struct{}
 
 // NewLz4Provider return a interface of Provider.
 func NewLz4Provider() Provider {
-	const tableSize = 1 << 16
-
-	return &lz4Provider{
-		hashTable: make([]int, tableSize),
-	}
+	return lz4Provider{}
 }
 
-func (l *lz4Provider) CompressMaxSize(originalSize int) int {
+func (lz4Provider) CompressMaxSize(originalSize int) int {
 	s := lz4.CompressBlockBound(originalSize)
 	if s < minLz4DestinationBufferSize {
 		return minLz4DestinationBufferSize
@@ -47,14 +45,14 @@ func (l *lz4Provider) CompressMaxSize(originalSize int) int {
 	return s
 }
 
-func (l *lz4Provider) Compress(dst, data []byte) []byte {
+func (lz4Provider) Compress(dst, data []byte) []byte {
 	maxSize := lz4.CompressBlockBound(len(data))
 	if cap(dst) >= maxSize {
 		dst = dst[0:maxSize] // Reuse dst buffer
 	} else {
 		dst = make([]byte, maxSize)
 	}
-	size, err := lz4.CompressBlock(data, dst, l.hashTable)
+	size, err := lz4.CompressBlock(data, dst, nil)
 	if err != nil {
 		panic("Failed to compress")
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/session"
+	"github.com/sluicehq/sluice/core/wsapi"
 )
 
 // The tests in this file measure the test process's heap, so they do not run in parallel with
@@ -406,4 +407,41 @@ func TestSessionPoolFullRefuses503(t *testing.T) {
 		_ = c.Close()
 		return true
 	})
+}
+
+// Negative acks of ids a session never delivered are bounded and charged: the client library
+// keeps each until its delay passes (here 23 days), so 50,000 of them grew the process by
+// 14 MB uncharged. The library now holds at most maxForeignNacks (1,000) of them, each
+// charged (session.ForeignNackCharge), and the session drops the rest and goes on.
+func TestForeignNacksBoundedAndCharged(t *testing.T) {
+	srv, base := edgetest.Start(t, "memory: { session_limit: 1GiB }\n")
+	c := newStream(edgetest.Dial(t, base+"/ws/v2/consumer/persistent/public/default/foreign-nacks/s?negativeAckRedeliveryDelay=2000000000"))
+	answered := func() {
+		t.Helper()
+		c.command(t, map[string]string{"type": "isEndOfTopic"})
+		select {
+		case d, ok := <-c.frames:
+			if !ok || d.raw != `{"endOfTopic":false}` {
+				t.Fatalf("after the nacks: %q (open %v), want the session to answer", d.raw, ok)
+			}
+		case <-time.After(docsWait):
+			t.Fatal("no answer after the nacks")
+		}
+	}
+	answered()
+	heap0, used0 := memory(), srv.SessionPool().Snapshot().Edge.Used
+	const nacks = 50000
+	for i := range nacks {
+		id := wsapi.EncodeMessageID(wsapi.NewMessageID(uint64(1000+i), uint64(i)))
+		c.command(t, map[string]string{"type": "negativeAcknowledge", "messageId": id})
+	}
+	answered()
+	grew, charged := memory()-heap0, srv.SessionPool().Snapshot().Edge.Used-used0
+	t.Logf("%d negative acks of ids not delivered: the process grew %d bytes, charged %d", nacks, grew, charged)
+	if grew > 4*mib {
+		t.Errorf("%d negative acks of ids not delivered grew the process by %d bytes", nacks, grew)
+	}
+	if charged < 1000*session.ForeignNackCharge || charged < grew {
+		t.Errorf("the library holds 1,000 of them, charged %d bytes (the process grew %d)", charged, grew)
+	}
 }

@@ -38,6 +38,13 @@ func (s readerSource) Close()                                               { s.
 // dropped id is resolved by decoding its bytes instead.
 const maxIDCache = 10000
 
+// maxForeignNacks bounds the negative acks of ids a session did not deliver (or no longer
+// remembers) that the client library holds for it at once: the library keeps each until its
+// delay passes, the client's choice of up to 24 days, so without a bound one client could make
+// it hold any number. Past it they are dropped (Pulsar's proxy passes every one on; the
+// broker redelivers only what it sent this consumer anyway).
+const maxForeignNacks = 1000
+
 // RunConsumer serves one consumer socket under g until the client goes away or its read is
 // interrupted, as RunProducer does. It owns conn and c and closes both before returning, then
 // releases g; unacknowledged messages are then redelivered by the broker. eot answers
@@ -152,6 +159,10 @@ type deliverySession struct {
 	idOrder []orderedID // insertion order of ids, for eviction
 	idSeq   uint32      // the last place's seq
 	idsHeld heldIDs     // the ids' charge
+	// foreignNacks are when the library lets go of the negative acks of ids not delivered
+	// here that it holds, oldest first (maxForeignNacks), each charged ForeignNackCharge.
+	foreignNacks     []time.Time
+	foreignNacksHeld heldIDs
 	// delivered is the latest id delivered per topic, for isEndOfTopic: a redelivery of an
 	// earlier message does not move it back.
 	delivered map[string]broker.MessageID
@@ -172,7 +183,8 @@ func newDeliverySession(conn *wsconn.Conn, g ConsumerGrant, eot EndOfTopic, log 
 		wake: make(chan struct{}, 1),
 		ids:  make(map[string]delivered),
 
-		idsHeld: heldIDs{gate: g.Memory},
+		idsHeld:          heldIDs{gate: g.Memory, each: IDCharge},
+		foreignNacksHeld: heldIDs{gate: g.Memory, each: ForeignNackCharge},
 
 		delivered: make(map[string]broker.MessageID),
 	}
@@ -213,6 +225,7 @@ func (s *deliverySession) run(ctx context.Context, src source) (int, string) {
 	s.stopWriter()
 	s.mu.Lock()
 	s.idsHeld.release()
+	s.foreignNacksHeld.release()
 	s.mu.Unlock()
 	// Release what the writer did not get to.
 	for {
@@ -629,6 +642,11 @@ func (s *deliverySession) nack(id string) error {
 	if err != nil {
 		return err
 	}
+	if !s.admitNack(id) {
+		s.log.Debug("negative ack dropped: the library already holds as many of ids not delivered here as it may",
+			"message_id", id, "held", maxForeignNacks)
+		return nil
+	}
 	if err := s.consumer.Nack(mid); err != nil {
 		s.log.Debug("negative ack", "err", err)
 	}
@@ -641,6 +659,42 @@ func (s *deliverySession) nack(id string) error {
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// admitNack reports whether the negative ack of id may go to the library: always for an id
+// the session delivered and remembers, whose place there its charge covers; for another while
+// the library holds fewer than maxForeignNacks of them, and then it is charged
+// (ForeignNackCharge) until the library lets go of it.
+func (s *deliverySession) admitNack(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.ids[id]; ok {
+		return true
+	}
+	now := time.Now()
+	i := 0
+	for i < len(s.foreignNacks) && !s.foreignNacks[i].After(now) {
+		i++
+	}
+	s.foreignNacks = s.foreignNacks[i:]
+	if len(s.foreignNacks) >= maxForeignNacks {
+		s.foreignNacksHeld.resize(len(s.foreignNacks))
+		return false
+	}
+	s.foreignNacks = append(s.foreignNacks, now.Add(s.libraryNackHold()))
+	s.foreignNacksHeld.resize(len(s.foreignNacks))
+	return true
+}
+
+// libraryNackHold is how long the client library may hold a negative ack: its delay (the
+// client's, or AckTimeoutNackDelay under an ack timeout), and a third more, as its tracker
+// looks at them every third of the delay.
+func (s *deliverySession) libraryNackHold() time.Duration {
+	d := max(s.g.NackDelay, time.Millisecond)
+	if s.g.AckTimeout > 0 {
+		d = min(d, AckTimeoutNackDelay)
+	}
+	return d + d/3
 }
 
 // expireUnacked sends back to the broker the messages delivered more than AckTimeout ago and
@@ -713,14 +767,21 @@ func toWireEncryption(e *broker.Encryption) *wsapi.EncryptionContext {
 // with a place of 16 bytes; a place with its seq is 24, which makes 331.
 const IDCharge = 336
 
+// ForeignNackCharge is what a negative ack of an id the session did not deliver costs while the
+// client library holds it, rounded up: its entry in the library's tracker (a map entry and a
+// bitmap by ledger) and its deadline here: the 1,000 the library may hold grew the process by
+// 329 to 366 bytes each.
+const ForeignNackCharge = 512
+
 // idChunk is how many ids one charge covers, so that the pool is touched once per idChunk
 // deliveries rather than on each.
 const idChunk = 64
 
-// heldIDs charges a session's kept ids to its memory gate, a chunk at a time. Guarded by the
-// session's mu.
+// heldIDs charges a session's kept ids to its memory gate, each bytes an id, a chunk at a
+// time. Guarded by the session's mu.
 type heldIDs struct {
 	gate   *admission.Gate
+	each   int64
 	chunks []*admission.Charge
 }
 
@@ -731,7 +792,7 @@ func (h *heldIDs) resize(n int) {
 	}
 	want := (n + idChunk - 1) / idChunk
 	for len(h.chunks) < want {
-		h.chunks = append(h.chunks, h.gate.Hold(idChunk*IDCharge))
+		h.chunks = append(h.chunks, h.gate.Hold(idChunk*h.each))
 	}
 	for len(h.chunks) > want+1 {
 		last := len(h.chunks) - 1

@@ -108,6 +108,21 @@ func (s *stream) command(t *testing.T, cmd map[string]string) {
 	}
 }
 
+// answers asks whether the topic has ended and expects the session's answer, false: the
+// commands sent before it have been handled.
+func (s *stream) answers(t *testing.T, after string) {
+	t.Helper()
+	s.command(t, map[string]string{"type": "isEndOfTopic"})
+	select {
+	case d, ok := <-s.frames:
+		if !ok || d.raw != `{"endOfTopic":false}` {
+			t.Fatalf("after %s: %q (open %v), want the session to answer", after, d.raw, ok)
+		}
+	case <-time.After(docsWait):
+		t.Fatalf("no answer after %s", after)
+	}
+}
+
 // A message of a batch is acknowledged on its own, as Pulsar's WebSocket consumers do: a
 // negative ack, a new consumer of the subscription and an ack by an id the session did not
 // deliver (decoded from its bytes) redeliver the batch's unacknowledged messages and none of
@@ -216,15 +231,7 @@ func TestDecodedAckOfAHugeBatchDropped(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	c.command(t, map[string]string{"messageId": wsapi.EncodeMessageID(id)})
-	c.command(t, map[string]string{"type": "isEndOfTopic"})
-	select {
-	case d, ok := <-c.frames:
-		if !ok || d.raw != `{"endOfTopic":false}` {
-			t.Fatalf("after the ack: %q (open %v), want the session to answer", d.raw, ok)
-		}
-	case <-time.After(docsWait):
-		t.Fatal("no answer after the ack")
-	}
+	c.answers(t, "the ack")
 	runtime.ReadMemStats(&after)
 	if grown := after.TotalAlloc - before.TotalAlloc; grown > 64<<20 {
 		t.Errorf("one ack allocated %d MiB", grown>>20)

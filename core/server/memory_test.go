@@ -416,26 +416,14 @@ func TestSessionPoolFullRefuses503(t *testing.T) {
 func TestForeignNacksBoundedAndCharged(t *testing.T) {
 	srv, base := edgetest.Start(t, "memory: { session_limit: 1GiB }\n")
 	c := newStream(edgetest.Dial(t, base+"/ws/v2/consumer/persistent/public/default/foreign-nacks/s?negativeAckRedeliveryDelay=2000000000"))
-	answered := func() {
-		t.Helper()
-		c.command(t, map[string]string{"type": "isEndOfTopic"})
-		select {
-		case d, ok := <-c.frames:
-			if !ok || d.raw != `{"endOfTopic":false}` {
-				t.Fatalf("after the nacks: %q (open %v), want the session to answer", d.raw, ok)
-			}
-		case <-time.After(docsWait):
-			t.Fatal("no answer after the nacks")
-		}
-	}
-	answered()
+	c.answers(t, "the handshake")
 	heap0, used0 := memory(), srv.SessionPool().Snapshot().Edge.Used
 	const nacks = 50000
 	for i := range nacks {
 		id := wsapi.EncodeMessageID(wsapi.NewMessageID(uint64(1000+i), uint64(i)))
 		c.command(t, map[string]string{"type": "negativeAcknowledge", "messageId": id})
 	}
-	answered()
+	c.answers(t, "the nacks")
 	grew, charged := memory()-heap0, srv.SessionPool().Snapshot().Edge.Used-used0
 	t.Logf("%d negative acks of ids not delivered: the process grew %d bytes, charged %d", nacks, grew, charged)
 	if grew > 4*mib {

@@ -36,15 +36,15 @@ func TestAckLists(t *testing.T) {
 	t.Parallel()
 	c := &listConsumer{lists: make(chan []int64, 16), release: make(chan struct{})}
 	a := newAcks(c, slog.New(slog.DiscardHandler))
-	a.add(entry(0))
+	a.add(entry(0), 0)
 	if got := <-c.lists; len(got) != 1 || got[0] != 0 {
 		t.Fatalf("first list %v, want [0]", got)
 	}
 	for i := range int64(maxAckList) {
-		a.add(entry(1 + i))
+		a.add(entry(1+i), 0)
 	}
 	added := make(chan struct{})
-	go func() { a.add(entry(maxAckList + 1)); close(added) }()
+	go func() { a.add(entry(maxAckList+1), 0); close(added) }()
 	select {
 	case <-added:
 		t.Fatal("add returned with the queue full")
@@ -77,12 +77,46 @@ func TestAckLists(t *testing.T) {
 	}
 }
 
+// TestAckListsBoundDecodedBatches: the decoded acks of one list claim at most maxAckSetBits
+// batch indexes between them, each of which the library writes as a bit of an ack set: an ack
+// that would pass the bound waits for the next list, and one alone in a list always goes.
+func TestAckListsBoundDecodedBatches(t *testing.T) {
+	t.Parallel()
+	c := &listConsumer{lists: make(chan []int64, 16), release: make(chan struct{})}
+	a := newAcks(c, slog.New(slog.DiscardHandler))
+	half := maxAckSetBits / 2
+	a.add(entry(0), 2*maxAckSetBits) // alone, over the bound
+	if got := <-c.lists; len(got) != 1 || got[0] != 0 {
+		t.Fatalf("first list %v, want [0]", got)
+	}
+	a.add(entry(1), half)
+	a.add(entry(2), half)
+	added := make(chan struct{})
+	go func() { a.add(entry(3), half); close(added) }()
+	select {
+	case <-added:
+		t.Fatal("add returned with the queued acks claiming the bound")
+	case <-time.After(50 * time.Millisecond):
+	}
+	c.release <- struct{}{}
+	if second := <-c.lists; len(second) != 2 || second[0] != 1 || second[1] != 2 {
+		t.Fatalf("second list %v, want [1 2]", second)
+	}
+	<-added
+	c.release <- struct{}{}
+	if third := <-c.lists; len(third) != 1 || third[0] != 3 {
+		t.Fatalf("third list %v, want [3]", third)
+	}
+	c.release <- struct{}{}
+	a.wait(5 * time.Second)
+}
+
 // TestAckWaitBounded: wait gives up after its bound when the broker does not answer.
 func TestAckWaitBounded(t *testing.T) {
 	t.Parallel()
 	c := &listConsumer{lists: make(chan []int64, 1), release: make(chan struct{})}
 	a := newAcks(c, slog.New(slog.DiscardHandler))
-	a.add(entry(7))
+	a.add(entry(7), 0)
 	<-c.lists
 	start := time.Now()
 	a.wait(100 * time.Millisecond)

@@ -451,13 +451,18 @@ func (c *Consumer) Receive(ctx context.Context) (*Message, error) {
 }
 
 // Ack acknowledges one message. It returns once the ack is queued for the broker, or waits
-// while maxAckList acks are queued already (the client's acks then pause with its socket).
+// while maxAckList acks, or decoded acks claiming maxAckSetBits batch indexes, are queued
+// already (the client's acks then pause with its socket).
 func (c *Consumer) Ack(id MessageID) error {
 	pid, err := c.place(id)
 	if err != nil {
 		return fmt.Errorf("ack: %w", err)
 	}
-	c.acks.add(pid)
+	bits := 0
+	if id.decoded && pid.BatchIdx() >= 0 {
+		bits = int(pid.BatchSize())
+	}
+	c.acks.add(pid, bits)
 	return nil
 }
 
@@ -542,6 +547,12 @@ func (c *Consumer) Close() {
 const (
 	// maxAckList bounds the acks queued while a list is with the broker, and so one list.
 	maxAckList = 1000
+	// maxAckSetBits bounds the batch indexes that the decoded acks of one list claim. For
+	// each, the library builds an ack set of a bit for every message of the batch the id
+	// claims, then copies it into the command twice over (8 KiB a copy for 65,536 messages),
+	// so that a list of a thousand cost about 50 MB in flight. Acks by the ids the session
+	// delivered claim only the batches the broker sent and weigh nothing here.
+	maxAckSetBits = 1 << 18
 	// keptAckList is the largest list capacity kept once the acks are sent.
 	keptAckList = 64
 	// closeAckWait bounds how long Close waits for queued acks.
@@ -557,11 +568,12 @@ type acks struct {
 	c   pulsar.Consumer
 	log *slog.Logger
 
-	mu      sync.Mutex
-	room    sync.Cond // signalled when a list is taken: add may append again
-	queued  []pulsar.MessageID
-	spare   []pulsar.MessageID // the last list sent, reused
-	sending chan struct{}      // non-nil while a sender runs; closed when it ends
+	mu         sync.Mutex
+	room       sync.Cond // signalled when a list is taken: add may append again
+	queued     []pulsar.MessageID
+	queuedBits int                // the batch indexes the queued decoded acks claim
+	spare      []pulsar.MessageID // the last list sent, reused
+	sending    chan struct{}      // non-nil while a sender runs; closed when it ends
 }
 
 func newAcks(c pulsar.Consumer, log *slog.Logger) *acks {
@@ -570,14 +582,16 @@ func newAcks(c pulsar.Consumer, log *slog.Logger) *acks {
 	return a
 }
 
-// add queues id, starting a sender when none runs, and waits while the queue is full.
-func (a *acks) add(id pulsar.MessageID) {
+// add queues id, which claims bits batch indexes, starting a sender when none runs, and waits
+// while the queue is full. A queue that is not empty has a sender, which takes it.
+func (a *acks) add(id pulsar.MessageID, bits int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for len(a.queued) >= maxAckList {
+	for len(a.queued) >= maxAckList || len(a.queued) > 0 && a.queuedBits+bits > maxAckSetBits {
 		a.room.Wait()
 	}
 	a.queued = append(a.queued, id)
+	a.queuedBits += bits
 	if a.sending == nil {
 		a.sending = make(chan struct{})
 		go a.send(a.sending)
@@ -598,7 +612,7 @@ func (a *acks) send(done chan struct{}) {
 			a.mu.Unlock()
 			return
 		}
-		a.queued = a.spare[:0]
+		a.queued, a.queuedBits = a.spare[:0], 0
 		a.room.Broadcast()
 		a.mu.Unlock()
 		if err := a.c.AckIDList(list); err != nil {

@@ -112,6 +112,7 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 	if !ok {
 		return
 	}
+	var deadLetters string
 	if dlq := params.DeadLetterTopicFor(ep.TopicName(), ep.Subscription); dlq != "" {
 		// The edge writes dead letters for the consumer: the dead-letter topic is a topic the
 		// session produces to, and routes and roles decide on it too.
@@ -121,6 +122,7 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 			return
 		}
 		h.Resources = append(ep.Resources(), res)
+		deadLetters = res.Name()
 	}
 	if !g.admitted(w, r, h) {
 		return
@@ -134,6 +136,15 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 	if err != nil {
 		g.writeError(w, r, ep.Kind, err)
 		return
+	}
+	if deadLetters != "" {
+		// The library's dead-letter producer holds a producer per partition of its topic.
+		dn, err := g.client.CountTopics(ctx, []string{deadLetters})
+		if err != nil {
+			g.writeError(w, r, ep.Kind, lookupError("Failed to subscribe: ", creationStatus, err))
+			return
+		}
+		h.DeadLetterPartitions = dn.Consumers
 	}
 	if params.ReceiverQueueSize == 0 && (n.Partitioned > 0 || ep.Version == wsapi.V3 && len(ep.Topics) != 1) {
 		g.refuse(w, r, ep.Kind, http.StatusBadRequest, "Failed to subscribe: "+zeroQueueRefused)

@@ -199,7 +199,7 @@ func (m *Table) producer(ctx context.Context, h session.Handshake, p wsapi.Produ
 func (m *Table) Consumer(ctx context.Context, h session.Handshake, p wsapi.ConsumerParams) (session.ConsumerGrant, error) {
 	var deadLetters int64
 	if p.MaxRedeliverCount > 0 {
-		deadLetters = session.DeadLetterCost // the library's dead-letter producer
+		deadLetters = session.DeadLetterCost(h.DeadLetterPartitions) // the library's dead-letter producer
 	}
 	g, err := m.delivery(ctx, h, p.RequestedReceiverQueueSize, p.ReceiverQueueSize, p.PullMode, deadLetters)
 	if err != nil {

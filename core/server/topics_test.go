@@ -63,12 +63,16 @@ func TestTopicCostCharged(t *testing.T) {
 // TestPartitionsCharged: a producer, consumer or reader on a partitioned topic holds one
 // broker-side producer or consumer per partition and is charged for each; so is a v3 session
 // whose pattern matches topics, for each topic it matches when it opens; a consumer with a
-// dead-letter policy is charged the library's dead-letter producer.
+// dead-letter policy is charged the library's dead-letter producer, a producer per partition of
+// its topic.
 func TestPartitionsCharged(t *testing.T) {
 	t.Parallel()
 	srv, base := edgetest.Start(t, "")
 	pool := srv.SessionPool()
 	if err := srv.Embedded().CreateTopic("persistent://public/default/charged-parts", 8); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Embedded().CreateTopic("persistent://public/default/charged-dlq-parts", 16); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
@@ -83,7 +87,10 @@ func TestPartitionsCharged(t *testing.T) {
 		"/ws/v2/reader/persistent/public/default/charged-parts":     parts,
 		"/ws/v2/producer/persistent/public/default/charged-parts":   session.ProducerSessionCost(128) + 7*session.ProducerPartitionCost(128),
 		// A dead-letter policy: the library's dead-letter producer too.
-		"/ws/v2/consumer/persistent/public/default/charged-dlq/s?maxRedeliverCount=2": session.ConsumerSessionCost(100) + session.DeadLetterCost,
+		"/ws/v2/consumer/persistent/public/default/charged-dlq/s?maxRedeliverCount=2": session.ConsumerSessionCost(100) + session.DeadLetterCost(1),
+		// On a partitioned dead-letter topic, it holds a producer per partition.
+		"/ws/v2/consumer/persistent/public/default/charged-dlq/s2?maxRedeliverCount=2&deadLetterTopic=charged-dlq-parts": session.ConsumerSessionCost(100) +
+			session.DeadLetterCost(16),
 		"/ws/v3/consumer/s?topicsPattern=" + url.QueryEscape("public/charged/p-.*"): session.ConsumerSessionCost(33) +
 			2*session.ConsumerTopicCost(33),
 		// A topic named twice is one consumer, charged once.

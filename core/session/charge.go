@@ -73,10 +73,14 @@ func ConsumerSessionCost(prefetch int) int64 { return 52<<10 + 48*int64(prefetch
 // the default queue of 128, the embedded broker's side included; 13 KiB charged).
 func ProducerPartitionCost(queue int) int64 { return 10<<10 + 24*int64(queue) }
 
-// DeadLetterCost is what a consumer session with a dead-letter policy costs more: the
-// producer the client library creates for its dead letters (a producer session's cost, which
-// also covers the session's socket and goroutines, so more than the library's producer alone).
-var DeadLetterCost = ProducerSessionCost(broker.DeadLetterQueue)
+// DeadLetterCost is what a consumer session with a dead-letter policy costs more, for a
+// dead-letter topic of partitions partitions (0 or 1: not partitioned): the producer the
+// client library creates for its dead letters (a producer session's cost, which also covers
+// the session's socket and goroutines, so more than the library's producer alone), and a
+// producer for each partition past the first.
+func DeadLetterCost(partitions int) int64 {
+	return ProducerSessionCost(broker.DeadLetterQueue) + int64(max(partitions, 1)-1)*ProducerPartitionCost(broker.DeadLetterQueue)
+}
 
 // ConsumerTopicCost is what each broker-side consumer of a consumer or reader session beyond
 // its first costs, with a prefetch of prefetch messages: a v3 session holds one per topic,

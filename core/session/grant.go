@@ -32,6 +32,10 @@ type Handshake struct {
 	// topic (a v3 consumer's topics added up). The gateway looks them up before the session
 	// is granted, so that it is charged for each. Zero means one.
 	Partitions int
+	// DeadLetterPartitions is how many partitions a consumer's dead-letter topic has, for a
+	// consumer with a dead-letter policy: the client library's dead-letter producer holds a
+	// producer for each. The gateway looks them up as it does Partitions. Zero means one.
+	DeadLetterPartitions int
 	// Path is the request's escaped path, for logs; routes never match it.
 	Path string
 }

@@ -8,8 +8,10 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -434,5 +436,42 @@ func TestReceiptsInOrderWhenReadLate(t *testing.T) {
 		if f.Cmd.GetType() != pulsarpb.BaseCommand_SEND_RECEIPT || f.Cmd.SendReceipt.GetSequenceId() != want {
 			t.Fatalf("frame %d: %v sequence %d, want SEND_RECEIPT %d", want, f.Cmd.GetType(), f.Cmd.GetSendReceipt().GetSequenceId(), want)
 		}
+	}
+}
+
+// TestForgedChunkMetadata: a chunk whose metadata, which its producer writes, claims a negative
+// or a huge message size and a huge number of chunks costs a consumer of the topic what it
+// sends, and the consumer goes on to the next message. The client library allocated from the
+// claims: a negative size panicked, taking the process down, and 2^31 chunks asked for
+// 16 GiB. (Not parallel: it measures what the process allocates.)
+func TestForgedChunkMetadata(t *testing.T) {
+	b := startBroker(t, embedded.Config{})
+	topic := uniqueTopic("forged-chunks")
+	cons := mustConsumer(t, newClient(t, b, nil), pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	nc := dialRaw(t, b)
+	forged := func(uuid string, chunks, size int32) []byte {
+		md := testMetadata()
+		md.Uuid, md.NumChunksFromMsg, md.TotalChunkMsgSize, md.ChunkId = proto.String(uuid), proto.Int32(chunks), proto.Int32(size), proto.Int32(0)
+		return payloadFrame(t, sendCmd(), md, []byte("first chunk"), false)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for _, f := range [][]byte{
+		frame(t, connectCmd()), frame(t, producerCmd(topic)),
+		forged("negative", 2, -1),
+		forged("huge", math.MaxInt32, math.MaxInt32),
+		payloadFrame(t, sendCmd(), testMetadata(), []byte("after"), false),
+	} {
+		if _, err := nc.Write(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := receiveN(t, cons, 1, 10*time.Second, true)
+	runtime.ReadMemStats(&after)
+	if string(got[0].Payload()) != "after" {
+		t.Errorf("received %q, want the message after the forged chunks", got[0].Payload())
+	}
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 64<<20 {
+		t.Errorf("two forged chunks allocated %d MiB", grown>>20)
 	}
 }

@@ -1770,9 +1770,11 @@ func (pc *partitionConsumer) processMessageChunk(compressedPayload internal.Buff
 			ctx.chunkedMsgBuffer.Clear()
 			pc.chunkedMsgCtxMap.remove(uuid)
 		}
+		// The buffer starts at the size the metadata claims, but at no more than a few times
+		// what this chunk brings (newChunkedMsgCtx).
 		pc.chunkedMsgCtxMap.addIfAbsent(uuid,
 			numChunks,
-			totalChunksSize,
+			min(totalChunksSize, 4*int(compressedPayload.ReadableBytes())),
 		)
 	}
 
@@ -3026,20 +3028,26 @@ type chunkedMsgCtx struct {
 	mu sync.Mutex
 }
 
-func newChunkedMsgCtx(numChunksFromMsg int32, totalChunkMsgSize int) *chunkedMsgCtx {
+// newChunkedMsgCtx makes the context of a chunked message whose metadata says it has
+// numChunksFromMsg chunks, its buffer starting at bufferSize bytes. Any producer of the topic
+// writes that metadata, so the ids are appended as chunks arrive and the buffer grows with
+// them, so that a message claiming 2^31 chunks or bytes costs about what it sends (allocated
+// from the claims, it took gigabytes, and a negative size panicked).
+func newChunkedMsgCtx(numChunksFromMsg int32, bufferSize int) *chunkedMsgCtx {
 	return &chunkedMsgCtx{
 		totalChunks:      numChunksFromMsg,
-		chunkedMsgBuffer: internal.NewBuffer(totalChunkMsgSize),
+		chunkedMsgBuffer: internal.NewBuffer(max(bufferSize, 0)),
 		lastChunkedMsgID: -1,
-		chunkedMsgIDs:    make([]*messageID, numChunksFromMsg),
 		receivedTime:     time.Now().Unix(),
 	}
 }
 
+// append adds the next chunk, chunkID, which is lastChunkedMsgID+1 (processMessageChunk
+// checks it).
 func (c *chunkedMsgCtx) append(chunkID int32, msgID *messageID, partPayload internal.Buffer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.chunkedMsgIDs[chunkID] = msgID
+	c.chunkedMsgIDs = append(c.chunkedMsgIDs, msgID)
 	c.chunkedMsgBuffer.Write(partPayload.ReadableSlice())
 	c.lastChunkedMsgID = chunkID
 }
@@ -3096,14 +3104,14 @@ func newChunkedMsgCtxMap(maxPending int, pc *partitionConsumer) *chunkedMsgCtxMa
 	}
 }
 
-func (c *chunkedMsgCtxMap) addIfAbsent(uuid string, totalChunks int32, totalChunkMsgSize int) {
+func (c *chunkedMsgCtxMap) addIfAbsent(uuid string, totalChunks int32, bufferSize int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return
 	}
 	if _, ok := c.chunkedMsgCtxs[uuid]; !ok {
-		c.chunkedMsgCtxs[uuid] = newChunkedMsgCtx(totalChunks, totalChunkMsgSize)
+		c.chunkedMsgCtxs[uuid] = newChunkedMsgCtx(totalChunks, bufferSize)
 		c.pendingQueue.PushBack(uuid)
 		go c.discardChunkIfExpire(uuid, true, c.pc.options.expireTimeOfIncompleteChunk)
 	}

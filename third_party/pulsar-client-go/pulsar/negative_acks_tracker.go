@@ -44,8 +44,8 @@ type negativeAcksTracker struct {
 	tick             *time.Ticker // set when track starts
 	delay            time.Duration
 	log              log.Logger
-	// started and closed are guarded by the mutex: the ticker and track run from the first
-	// negative ack until Close, so that a consumer that never nacks holds neither.
+	// started and closed are guarded by the mutex: the ticker and track run from a negative
+	// ack until none is pending, or until Close, so that a consumer with none holds neither.
 	started, closed bool
 }
 
@@ -87,8 +87,8 @@ func newNegativeAcksTracker(rc redeliveryConsumer, delay time.Duration,
 	return t
 }
 
-// startLocked starts the ticker and track on the first negative ack. The caller holds the
-// mutex.
+// startLocked starts the ticker and track on a negative ack when they are not running. The
+// caller holds the mutex.
 func (t *negativeAcksTracker) startLocked() {
 	if t.started || t.closed {
 		return
@@ -196,10 +196,21 @@ func (t *negativeAcksTracker) track() {
 					t.negativeAcks.Remove(targetTime)
 				}
 
+				// With nothing left to wait for, the ticker and track stop until the next
+				// negative ack, as the Java client schedules its timer only while negative
+				// acks are pending: a delay of 1 ms ticked every 333 µs for the consumer's life.
+				idle := t.negativeAcks.Empty()
+				if idle {
+					t.tick.Stop()
+					t.started = false
+				}
 				t.Unlock()
 
 				if len(msgIDs) > 0 {
 					t.rc.Redeliver(msgIDs)
+				}
+				if idle {
+					return
 				}
 			}
 		}

@@ -160,7 +160,8 @@ type deliverySession struct {
 	idSeq   uint32      // the last place's seq
 	idsHeld heldIDs     // the ids' charge
 	// foreignNacks are when the library lets go of the negative acks of ids not delivered
-	// here that it holds, oldest first (maxForeignNacks), each charged ForeignNackCharge.
+	// here that it holds, oldest first (maxForeignNacks), each charged ForeignNackCharge
+	// until admitNack finds it gone.
 	foreignNacks     []time.Time
 	foreignNacksHeld heldIDs
 	// delivered is the latest id delivered per topic, for isEndOfTopic: a redelivery of an
@@ -663,8 +664,9 @@ func (s *deliverySession) nack(id string) error {
 
 // admitNack reports whether the negative ack of id may go to the library: always for an id
 // the session delivered and remembers, whose place there its charge covers; for another while
-// the library holds fewer than maxForeignNacks of them, and then it is charged
-// (ForeignNackCharge) until the library lets go of it.
+// the library holds fewer than maxForeignNacks of them. Such a one is charged
+// (ForeignNackCharge) until a later negative ack, or the session's end, finds that the library
+// has let go of it.
 func (s *deliverySession) admitNack(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

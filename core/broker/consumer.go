@@ -550,7 +550,7 @@ const (
 	// maxAckSetBits bounds the batch indexes that the decoded acks of one list claim. For
 	// each, the library builds an ack set of a bit for every message of the batch the id
 	// claims, then copies it into the command twice over (8 KiB a copy for 65,536 messages),
-	// so that a list of a thousand cost about 50 MB in flight. Acks by the ids the session
+	// so that a list of a thousand such acks would cost about 50 MB in flight. Acks by the ids the session
 	// delivered claim only the batches the broker sent and weigh nothing here.
 	maxAckSetBits = 1 << 18
 	// keptAckList is the largest list capacity kept once the acks are sent.

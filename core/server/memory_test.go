@@ -410,9 +410,9 @@ func TestSessionPoolFullRefuses503(t *testing.T) {
 }
 
 // Negative acks of ids a session never delivered are bounded and charged: the client library
-// keeps each until its delay passes (here 23 days), so 50,000 of them grew the process by
-// 14 MB uncharged. The library now holds at most maxForeignNacks (1,000) of them, each
-// charged (session.ForeignNackCharge), and the session drops the rest and goes on.
+// keeps each until its delay passes (here 23 days), so that, unbounded, 50,000 of them would
+// grow the process by 15 MB uncharged. The library holds at most maxForeignNacks (1,000) of
+// them, each charged (session.ForeignNackCharge), and the session drops the rest and goes on.
 func TestForeignNacksBoundedAndCharged(t *testing.T) {
 	srv, base := edgetest.Start(t, "memory: { session_limit: 1GiB }\n")
 	c := newStream(edgetest.Dial(t, base+"/ws/v2/consumer/persistent/public/default/foreign-nacks/s?negativeAckRedeliveryDelay=2000000000"))

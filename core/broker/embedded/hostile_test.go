@@ -441,9 +441,9 @@ func TestReceiptsInOrderWhenReadLate(t *testing.T) {
 
 // TestForgedChunkMetadata: a chunk whose metadata, which its producer writes, claims a negative
 // or a huge message size and a huge number of chunks costs a consumer of the topic what it
-// sends, and the consumer goes on to the next message. The client library allocated from the
-// claims: a negative size panicked, taking the process down, and 2^31 chunks asked for
-// 16 GiB. (Not parallel: it measures what the process allocates.)
+// sends, and the consumer goes on to the next message: allocated from the claims, a negative
+// size would panic, taking the process down, and 2^31 chunks would ask for 16 GiB. (Not
+// parallel: it measures what the process allocates.)
 func TestForgedChunkMetadata(t *testing.T) {
 	b := startBroker(t, embedded.Config{})
 	topic := uniqueTopic("forged-chunks")

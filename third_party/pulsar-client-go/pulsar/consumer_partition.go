@@ -3032,7 +3032,7 @@ type chunkedMsgCtx struct {
 // numChunksFromMsg chunks, its buffer starting at bufferSize bytes. Any producer of the topic
 // writes that metadata, so the ids are appended as chunks arrive and the buffer grows with
 // them, so that a message claiming 2^31 chunks or bytes costs about what it sends (allocated
-// from the claims, it took gigabytes, and a negative size panicked).
+// from the claims, it would take gigabytes, and a negative size would panic).
 func newChunkedMsgCtx(numChunksFromMsg int32, bufferSize int) *chunkedMsgCtx {
 	return &chunkedMsgCtx{
 		totalChunks:      numChunksFromMsg,

@@ -29,8 +29,9 @@ type redeliveries chan []messageID
 func (r redeliveries) Redeliver(ids []messageID) { r <- ids }
 
 // The tracker's ticker runs only while negative acks are pending: once it has redelivered
-// them all it stops, and the next negative ack starts it again. A consumer with a delay of
-// 1 ms that had ever negatively acknowledged a message ticked every 333 µs until it closed.
+// them all it stops, and the next negative ack starts it again, so that a consumer with a
+// delay of 1 ms that has negatively acknowledged a message does not tick every 333 µs until
+// it closes.
 func TestNackTrackerIdlesWhenEmpty(t *testing.T) {
 	r := make(redeliveries, 4)
 	tr := newNegativeAcksTracker(r, 3*time.Millisecond, nil, log.DefaultNopLogger(), ptr(int64(0)))

@@ -198,7 +198,8 @@ func (t *negativeAcksTracker) track() {
 
 				// With nothing left to wait for, the ticker and track stop until the next
 				// negative ack, as the Java client schedules its timer only while negative
-				// acks are pending: a delay of 1 ms ticked every 333 µs for the consumer's life.
+				// acks are pending: kept, a delay of 1 ms would tick every 333 µs for the
+				// consumer's life.
 				idle := t.negativeAcks.Empty()
 				if idle {
 					t.tick.Stop()

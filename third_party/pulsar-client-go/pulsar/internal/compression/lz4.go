@@ -27,7 +27,7 @@ const (
 
 // lz4Provider holds nothing: lz4.CompressBlock takes its compressor, hash table included,
 // from a pool of its own and ignores a table passed to it, so a table per provider (512 KiB,
-// one per partition producer and per partition consumer that met an LZ4 message) was
+// one per partition producer and per partition consumer that meets an LZ4 message) would be
 // allocated and never used.
 type lz4Provider struct{}
 

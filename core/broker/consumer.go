@@ -293,6 +293,12 @@ type ConsumerOptions struct {
 	MaxDeliveries uint32
 	// DeadLetterTopic overrides the dead-letter topic's name, "<topic>-<subscription>-DLQ".
 	DeadLetterTopic string
+	// HoldDeadLetter, when set, is called before a message is sent to the dead-letter topic
+	// and returns once the caller may hold it: the client library keeps the message and its
+	// producer's copy until the broker answers, when release is called. Meanwhile no further
+	// dead letter is sent, and a broker-side consumer with one waits. It returns an error when
+	// ctx ends first (the consumer is closing): the message is then redelivered later.
+	HoldDeadLetter func(ctx context.Context, m *Message) (release func(), err error)
 	// CryptoFailure is what to do with messages that cannot be decrypted. Zero is Fail.
 	CryptoFailure CryptoFailureAction
 }
@@ -384,6 +390,11 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 			// The library's dead-letter producer, created at the first dead letter, with a
 			// small queue (its default is 1000) and no batch buffer: the session is charged it.
 			ProducerOptions: pulsar.ProducerOptions{MaxPendingMessages: DeadLetterQueue, DisableBatching: true}}
+		if hold := o.HoldDeadLetter; hold != nil {
+			popts.DLQ.Hold = func(ctx context.Context, m pulsar.Message) (func(), error) {
+				return hold(ctx, &Message{Payload: m.Payload(), Key: m.Key(), Properties: m.Properties()})
+			}
+		}
 	}
 	if o.CryptoFailure != CryptoFail {
 		action := 0 // crypto.ConsumerCryptoFailureActionFail

@@ -157,6 +157,9 @@ func (g *Gateway) serveConsumer(ctx context.Context, w http.ResponseWriter, r *h
 		return
 	}
 	opts := consumerOptions(ep, params, grant.Prefetch, grant.PrefetchBytes)
+	if opts.MaxDeliveries > 0 {
+		opts.HoldDeadLetter = grant.HoldDeadLetter
+	}
 	if ep.TopicsPattern != "" && len(topics) > 0 {
 		// The topics the pattern matched, counted and charged: exactly these are subscribed
 		// to, whatever the namespace holds by the time the library would look again.

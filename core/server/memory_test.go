@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -432,4 +434,94 @@ func TestForeignNacksBoundedAndCharged(t *testing.T) {
 	if charged < 1000*session.ForeignNackCharge || charged < grew {
 		t.Errorf("the library holds 1,000 of them, charged %d bytes (the process grew %d)", charged, grew)
 	}
+}
+
+// Messages on their way to a dead-letter topic are charged to the consumer pool until the
+// broker answers: the client library's dead-letter producer keeps each (the message, its LZ4
+// copy and its frame) while its send is pending, up to its queue of 32, so that with the
+// broker's receipts held, 32 dead letters of 256 KiB on each of two sessions grew the process by
+// 44 MiB charged nowhere. A dead letter waits for room in its session's share of the pool
+// instead (1 MiB here), and once the receipts come every one reaches the dead-letter topic.
+func TestDeadLettersCharged(t *testing.T) {
+	srv, base := edgetest.Start(t, "memory: { consumer_limit: 8MiB }\n")
+	const sessions, each, size = 2, 40, 256 << 10
+	payload := make([]byte, size)
+	_, _ = rand.Read(payload) // incompressible: LZ4's copy is as large as the payload
+	conns := make([]*stream, sessions)
+	for i := range conns {
+		topic := "dead-letters-held-" + strconv.Itoa(i)
+		conns[i] = newStream(edgetest.Dial(t, base+"/ws/v2/consumer/persistent/public/default/"+topic+
+			"/s?subscriptionType=Shared&maxRedeliverCount=1&negativeAckRedeliveryDelay=0"))
+		conns[i].answers(t, "the handshake")
+		p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/"+topic)
+		acks := readAcks(p, each)
+		for j := range each {
+			binary.BigEndian.PutUint32(payload, uint32(j))
+			if err := p.WriteJSON(map[string]string{"payload": base64.StdEncoding.EncodeToString(payload)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range each {
+			if a := <-acks; a.Result != "ok" {
+				t.Fatalf("publish: %+v", a)
+			}
+		}
+		_ = p.Close()
+	}
+	before := liveHeap()
+	faults := srv.Embedded().Faults()
+	faults.HoldReceipts()
+	defer faults.ReleaseReceipts()
+	// Each message is delivered twice (maxRedeliverCount=1) and negatively acknowledged each
+	// time; the library sends it to the dead-letter topic in place of a third delivery.
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() {
+			for k := range 2 * each {
+				select {
+				case d, ok := <-c.frames:
+					if !ok {
+						t.Error("the consumer closed")
+						return
+					}
+					if err := c.conn.WriteJSON(map[string]string{"type": "negativeAcknowledge", "messageId": d.MessageID}); err != nil {
+						t.Error(err)
+						return
+					}
+				case <-time.After(time.Minute):
+					t.Errorf("deliveries stopped after %d of %d", k, 2*each)
+					return
+				}
+			}
+		})
+	}
+	// Until the receipts come, the dead letters sent stay pending: wait until no more are sent.
+	stats := srv.Embedded().Stats
+	for queued, since := stats().ReceiptsQueued, time.Now(); queued == 0 || time.Since(since) < 2*time.Second; time.Sleep(100 * time.Millisecond) {
+		if n := stats().ReceiptsQueued; n != queued {
+			queued, since = n, time.Now()
+		}
+	}
+	grown, used := liveHeap()-before, srv.ConsumerPool().Snapshot().Edge.Used
+	t.Logf("%d dead letters pending on %d sessions (256 KiB each), receipts held: heap grew %.1f MiB, consumer pool %.1f MiB",
+		stats().ReceiptsQueued, sessions, float64(grown)/mib, float64(used)/mib)
+	if grown > used+4*mib {
+		t.Errorf("heap grew %d bytes with dead letters pending, more than the %d charged plus 4 MiB", grown, used)
+	}
+	faults.ReleaseReceipts()
+	wg.Wait()
+	for i := range conns {
+		dlq := newStream(edgetest.Dial(t, base+"/ws/v2/reader/persistent/public/default/dead-letters-held-"+strconv.Itoa(i)+"-s-DLQ?messageId=earliest"))
+		for j := range each {
+			select {
+			case _, ok := <-dlq.frames:
+				if !ok {
+					t.Fatalf("dead-letter topic %d: closed after %d", i, j)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("dead-letter topic %d: %d of %d dead letters", i, j, each)
+			}
+		}
+	}
+	edgetest.WaitFor(t, 20*time.Second, "consumer pool back to zero", func() bool { return srv.ConsumerPool().Snapshot().Edge.Used == 0 })
 }

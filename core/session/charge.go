@@ -82,6 +82,15 @@ func DeadLetterCost(partitions int) int64 {
 	return ProducerSessionCost(broker.DeadLetterQueue) + int64(max(partitions, 1)-1)*ProducerPartitionCost(broker.DeadLetterQueue)
 }
 
+// DeadLetterCharge is what a message on its way to a consumer's dead-letter topic is charged
+// until the broker answers: the client library's dead-letter producer holds the message it
+// received and its own copies of it, compressed (LZ4 by default) and framed for resends, so a
+// producer message's charge (64 dead letters of 256 KiB, incompressible, held 2.75 times their
+// payload, TestDeadLettersCharged in core/server), and its key and properties twice.
+func DeadLetterCharge(m *broker.Message) int64 {
+	return ProducerCharge(len(m.Payload)) + 2*int64(len(m.Key)) + propertiesCharge(m.Properties)
+}
+
 // ConsumerTopicCost is what each broker-side consumer of a consumer or reader session beyond
 // its first costs, with a prefetch of prefetch messages: a v3 session holds one per topic,
 // and a session on a partitioned topic one per partition, each with its goroutines, queues

@@ -1,9 +1,11 @@
 package session
 
 import (
+	"context"
 	"time"
 
 	"github.com/sluicehq/sluice/core/admission"
+	"github.com/sluicehq/sluice/core/broker"
 	"github.com/sluicehq/sluice/core/wsapi"
 	"github.com/sluicehq/sluice/core/wsconn"
 	"github.com/sluicehq/sluice/sdk/strategy"
@@ -138,6 +140,18 @@ type ConsumerGrant struct {
 	Location *time.Location
 	Conn     ConnConfig
 	Release  func()
+}
+
+// HoldDeadLetter charges a message on its way to the session's dead-letter topic to the
+// session's gate (DeadLetterCharge) until release: it waits for room as a delivery does, so
+// that dead letters pending at a slow broker take the session's share of the consumer pool
+// and no more.
+func (g *ConsumerGrant) HoldDeadLetter(ctx context.Context, m *broker.Message) (release func(), err error) {
+	c, err := g.Gate.Acquire(ctx, DeadLetterCharge(m))
+	if err != nil {
+		return nil, err
+	}
+	return c.Release, nil
 }
 
 // ConnConfig is a session's socket: its limits and keepalive.

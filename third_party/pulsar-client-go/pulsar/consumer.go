@@ -94,6 +94,15 @@ type DLQPolicy struct {
 	// If this field is set but the broker's `allowAutoSubscriptionCreation` is disabled, the DLQ producer
 	// will fail to be created.
 	InitialSubscriptionName string
+
+	// Hold, when set, is called before each message is sent to the dead letter topic, and the
+	// send waits until it returns: an application whose memory is bounded charges there what
+	// the send holds (the message, and the producer's copy of it until the broker answers),
+	// and release is called once the send has completed, acknowledged or failed. Until Hold
+	// returns the router takes no further message, and a partition consumer with one for it
+	// waits. When ctx ends first (the consumer is closing), Hold returns an error and the
+	// message is not sent: it stays unacknowledged, for the subscription to redeliver.
+	Hold func(ctx context.Context, msg Message) (release func(), err error)
 }
 
 // AckGroupingOptions controls how to group ACK requests

@@ -121,6 +121,13 @@ func (r *dlqRouter) run() {
 			}
 			msg := cm.Message.(*message)
 			msgID := msg.ID()
+			release := func() {}
+			if r.policy.Hold != nil {
+				var err error
+				if release, err = r.policy.Hold(r.ctx, msg); err != nil {
+					continue // closing: the message stays unacknowledged, as above
+				}
+			}
 			producer.SendAsync(context.Background(), &ProducerMessage{
 				Payload:             msg.Payload(),
 				Key:                 msg.Key(),
@@ -129,6 +136,7 @@ func (r *dlqRouter) run() {
 				EventTime:           msg.EventTime(),
 				ReplicationClusters: msg.replicationClusters,
 			}, func(_ MessageID, _ *ProducerMessage, err error) {
+				release()
 				if err == nil {
 					r.log.WithField("msgID", msgID).Debug("Succeed to send message to DLQ")
 					// The Producer ack might be coming from the connection go-routine that

@@ -3,7 +3,6 @@ module github.com/sluicehq/sluice
 go 1.26
 
 require (
-	github.com/DataDog/zstd v1.5.0
 	github.com/HdrHistogram/hdrhistogram-go v1.1.2
 	github.com/KimMachineGun/automemlimit v1.0.2
 	github.com/MicahParks/jwkset v0.11.4

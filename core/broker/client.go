@@ -61,6 +61,11 @@ type Config struct {
 	ConnectionTimeout time.Duration
 	// Connections is how many connections the client opens to each broker; zero means 1.
 	Connections int
+	// MaxUncompressedSize bounds the size a compressed message received may claim
+	// uncompressed, which any producer of its topic writes and decompression allocates: one
+	// claiming more is discarded, acknowledged as corrupted as Pulsar's client acknowledges a
+	// message it cannot read. Zero means no bound.
+	MaxUncompressedSize int64
 }
 
 // Client is the shared connection to one broker. It is safe for concurrent use.
@@ -154,7 +159,8 @@ func Dial(cfg Config, opts ...Option) (*Client, error) {
 		Logger: newLibLogger(slog.New(lograte.Handler(logger.Handler(), lograte.New(20, 10)))),
 		// No Prometheus metrics from the library: the edge keeps and exports its own, and the
 		// library's were counted for each message into a registry nothing exports.
-		DisableMetrics: true,
+		DisableMetrics:             true,
+		MaxUncompressedMessageSize: cfg.MaxUncompressedSize,
 	}
 	if cfg.AuthToken != "" {
 		popts.Authentication = pulsar.NewAuthenticationToken(cfg.AuthToken)

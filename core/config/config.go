@@ -440,7 +440,10 @@ type Memory struct {
 type WebSocket struct {
 	// MaxMessageSize is the largest payload a producer may publish, decoded: a message of
 	// exactly this size is accepted, a larger one answered with an error ack naming the
-	// limit. Set it to the broker's maxMessageSize. Zero means 5MiB (Pulsar's default).
+	// limit. Set it to the broker's maxMessageSize. It also bounds what a compressed message a
+	// consumer or reader receives may claim uncompressed: one claiming more is not
+	// decompressed but discarded, as Pulsar's client discards a corrupted message. Zero means
+	// 5MiB (Pulsar's default).
 	MaxMessageSize Size `koanf:"max_message_size" json:"max_message_size"`
 	// MaxTextMessageSize is the largest text message a client may send, at least 1KiB; a
 	// larger one closes the connection with 1009 and the limit. Zero means room for a

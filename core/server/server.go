@@ -317,6 +317,10 @@ func (s *Server) startBroker(ctx context.Context) error {
 		TLSAllowInsecure:  bc.TLSAllowInsecure,
 		OperationTimeout:  bc.OperationTimeout,
 		Connections:       bc.ConnectionsPerBroker,
+		// The largest message the edge's memory budget holds past each pool
+		// (config.SoftOvershoot): a compressed message claiming more uncompressed is not
+		// decompressed.
+		MaxUncompressedSize: s.cfg.WebSocket.MaxMessageSize.Bytes(),
 	}, opts...)
 	if err != nil {
 		return err

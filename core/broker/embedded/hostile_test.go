@@ -475,3 +475,81 @@ func TestForgedChunkMetadata(t *testing.T) {
 		t.Errorf("two forged chunks allocated %d MiB", grown>>20)
 	}
 }
+
+// A message's metadata and a batch's entries are written by whoever produces to the topic,
+// and a consumer reads them on its connection's reader: forged sizes and counts must neither
+// panic the process (a panic there takes every session with it, and the message comes back on
+// every restart) nor make it allocate what they claim. Each forged message is discarded and
+// the consumer goes on to the next. The client is bounded as the edge bounds its own, at
+// websocket.max_message_size (broker.Config.MaxUncompressedSize).
+func TestForgedEntries(t *testing.T) {
+	const bound = 5 << 20
+	zstdFrame := binary.LittleEndian.AppendUint64([]byte{0x28, 0xb5, 0x2f, 0xfd, 0xc0, 0x00}, 60<<30) // content size 60 GiB
+	zstdFrame = append(zstdFrame, 0x01, 0x00, 0x00)
+	snappyClaim := binary.AppendUvarint(nil, 1<<30) // a decoded length of 1 GiB, then nothing
+	entry := func(payloadSize int32, payload string) []byte {
+		smd, err := proto.Marshal(&pulsarpb.SingleMessageMetadata{PayloadSize: proto.Int32(payloadSize)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(append(binary.BigEndian.AppendUint32(nil, uint32(len(smd))), smd...), payload...)
+	}
+	cases := []struct {
+		name    string
+		md      func(*pulsarpb.MessageMetadata)
+		payload []byte
+	}{
+		{"batch entry shorter than its size", batchOf(1), []byte{0, 0}},
+		{"batch entry size past the end", batchOf(1), []byte{0xff, 0xff, 0xff, 0xfc, 0}},
+		{"negative payload size", batchOf(1), entry(-1, "x")},
+		{"payload size past the end", batchOf(1), entry(1<<20, "x")},
+		{"batch count past the entry", batchOf(math.MaxInt32), entry(1, "x")},
+		{"batch count over 65,536", batchOf(1<<16 + 1), bytes.Repeat(entry(0, ""), 1<<16+1)},
+		{"zstd content size", compressed(pulsarpb.CompressionType_ZSTD, 1), zstdFrame},
+		{"zstd size claimed past the bound", compressed(pulsarpb.CompressionType_ZSTD, bound+1), zstdFrame},
+		{"lz4 size claimed", compressed(pulsarpb.CompressionType_LZ4, 256<<20), []byte{0x10, 'x'}},
+		{"lz4 shorter than claimed", compressed(pulsarpb.CompressionType_LZ4, 1<<20), []byte{0x10, 'x'}},
+		{"zlib size claimed", compressed(pulsarpb.CompressionType_ZLIB, 256<<20), []byte{0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01}},
+		{"snappy size claimed", compressed(pulsarpb.CompressionType_SNAPPY, 1), snappyClaim},
+	}
+	b := startBroker(t, embedded.Config{})
+	client := newClient(t, b, func(o *pulsar.ClientOptions) { o.MaxUncompressedMessageSize = bound })
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			topic := uniqueTopic("forged-entries")
+			cons := mustConsumer(t, client, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+			md := testMetadata()
+			c.md(md)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			nc := dialRaw(t, b)
+			for _, f := range [][]byte{
+				frame(t, connectCmd()), frame(t, producerCmd(topic)),
+				payloadFrame(t, sendCmd(), md, c.payload, false),
+				payloadFrame(t, sendCmd(), testMetadata(), []byte("after"), false),
+			} {
+				if _, err := nc.Write(f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := receiveN(t, cons, 1, 10*time.Second, true)
+			runtime.ReadMemStats(&after)
+			if p := got[0].Payload(); string(p) != "after" {
+				t.Errorf("received %d bytes (%.16q), want the message after the forged one", len(p), p)
+			}
+			if grown := after.TotalAlloc - before.TotalAlloc; grown > 32<<20 {
+				t.Errorf("the forged message allocated %d MiB", grown>>20)
+			}
+		})
+	}
+}
+
+func batchOf(n int32) func(*pulsarpb.MessageMetadata) {
+	return func(md *pulsarpb.MessageMetadata) { md.NumMessagesInBatch = proto.Int32(n) }
+}
+
+func compressed(codec pulsarpb.CompressionType, claimed uint32) func(*pulsarpb.MessageMetadata) {
+	return func(md *pulsarpb.MessageMetadata) {
+		md.Compression, md.UncompressedSize = codec.Enum(), proto.Uint32(claimed)
+	}
+}

@@ -161,6 +161,13 @@ type ClientOptions struct {
 	// MetricsRegisterer are then unused.
 	DisableMetrics bool
 
+	// MaxUncompressedMessageSize, when positive, bounds the size a compressed message received
+	// by a consumer or reader may claim uncompressed, a batch's included. Decompression
+	// allocates the size a message's metadata claims, which any producer of the topic writes;
+	// a message claiming more is discarded as Java's client discards a corrupted one
+	// (acknowledged with UncompressedSizeCorruption). Zero means no bound.
+	MaxUncompressedMessageSize int64
+
 	// Release the connection if it is not used for more than ConnectionMaxIdleTime.
 	// Default is 180 seconds, minimum is 60 seconds. Negative such as -1 to disable.
 	ConnectionMaxIdleTime time.Duration

@@ -53,6 +53,7 @@ type client struct {
 	closeOnce        sync.Once
 	operationTimeout time.Duration
 	tlsEnabled       bool
+	maxUncompressed  int64
 
 	log log.Logger
 }
@@ -175,6 +176,7 @@ func newClient(options ClientOptions) (Client, error) {
 		memLimit:         internal.NewMemoryLimitController(memLimitBytes, defaultMemoryLimitTriggerThreshold),
 		operationTimeout: operationTimeout,
 		tlsEnabled:       tlsConfig != nil,
+		maxUncompressed:  options.MaxUncompressedMessageSize,
 	}
 
 	c.rpcClient, err = internal.NewRPCClient(options.URL, c.cnxPool, operationTimeout, logger, metrics,
@@ -289,4 +291,13 @@ func (c *client) selectServiceURL(brokerServiceURL, brokerServiceURLTLS string) 
 		return brokerServiceURLTLS
 	}
 	return brokerServiceURL
+}
+
+// maxUncompressedSize is ClientOptions.MaxUncompressedMessageSize, 0 for a consumer made
+// without a client (tests).
+func (c *client) maxUncompressedSize() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.maxUncompressed
 }

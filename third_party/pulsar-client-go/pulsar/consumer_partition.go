@@ -996,8 +996,9 @@ func (pc *partitionConsumer) AckIDList(msgIDs []MessageID) error {
 	return nil
 }
 
-// maxDecodedBatchSize bounds the batch size an id decoded from its bytes may claim: its ack
-// set has a bit for each message of the batch it says it has.
+// maxDecodedBatchSize bounds the messages of a batch: those an id decoded from its bytes may
+// claim (its ack set has a bit for each message of the batch it says it has), and those a
+// received batch may claim.
 const maxDecodedBatchSize = 1 << 16
 
 // decodedAckSet is what acking id, decoded from its bytes, leaves unacknowledged of its batch:
@@ -1518,6 +1519,14 @@ func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, header
 	var uncompressedHeadersAndPayload internal.Buffer
 	// decryption is success, decompress the payload, but only if payload is not empty
 	if n := msgMeta.UncompressedSize; n != nil && *n > 0 {
+		// A codec allocates the size the metadata claims, which any producer of the topic
+		// writes: the client's bound refuses what it would not hold.
+		if limit := pc.client.maxUncompressedSize(); limit > 0 && int64(*n) > limit &&
+			msgMeta.GetCompression() != pb.CompressionType_NONE {
+			pc.log.Warnf("discarding a message claiming %d bytes uncompressed, over %d", *n, limit)
+			pc.discardCorruptedMessage(pbMsgID, pb.CommandAck_UncompressedSizeCorruption)
+			return fmt.Errorf("uncompressed size %d over %d", *n, limit)
+		}
 		uncompressedHeadersAndPayload, err = pc.Decompress(msgMeta, processedPayloadBuffer)
 		if err != nil {
 			pc.discardCorruptedMessage(pbMsgID, pb.CommandAck_DecompressionError)
@@ -1531,6 +1540,14 @@ func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, header
 	numMsgs := 1
 	if msgMeta.NumMessagesInBatch != nil {
 		numMsgs = int(msgMeta.GetNumMessagesInBatch())
+		// The count sizes the batch's ack tracker and the loop below, on the connection's
+		// reader: each message of a batch takes at least its 4-byte size, and a batch may have
+		// no more messages than an id of it may claim (2^31 took 256 MiB and seconds).
+		if numMsgs > int(reader.Remaining()/4) || numMsgs > maxDecodedBatchSize {
+			pc.log.Warnf("discarding a batch claiming %d messages in %d bytes", numMsgs, reader.Remaining())
+			pc.discardCorruptedMessage(pbMsgID, pb.CommandAck_BatchDeSerializeError)
+			return fmt.Errorf("batch of %d messages in %d bytes", numMsgs, reader.Remaining())
+		}
 	}
 
 	messages := make([]*message, 0)

@@ -22,8 +22,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-
-	log "github.com/sirupsen/logrus"
 )
 
 type BuffersPool interface {
@@ -216,9 +214,10 @@ func (b *buffer) IsWritable() bool {
 }
 
 func (b *buffer) Read(size uint32) []byte {
-	// Check []byte slice size, avoid slice bounds out of range
-	if b.readerIdx+size > uint32(len(b.data)) {
-		log.Errorf("The input size [%d] > byte slice of data size [%d]", b.readerIdx+size, len(b.data))
+	// Bounded by what is readable, compared so that a size near 2^32 cannot wrap around: the
+	// sizes read here come from messages, which any producer of a topic writes. The caller
+	// reports a short read (a corrupted message), through its own logger.
+	if size > b.ReadableBytes() {
 		return nil
 	}
 	res := b.data[b.readerIdx : b.readerIdx+size]
@@ -283,12 +282,20 @@ func (b *buffer) ResizeIfNeeded(spaceNeeded uint32) {
 	}
 }
 
+// ReadUint32 reads 4 bytes, or nothing when fewer are readable, and then returns 0.
 func (b *buffer) ReadUint32() uint32 {
-	return binary.BigEndian.Uint32(b.Read(4))
+	if d := b.Read(4); d != nil {
+		return binary.BigEndian.Uint32(d)
+	}
+	return 0
 }
 
+// ReadUint16 reads 2 bytes, or nothing when fewer are readable, and then returns 0.
 func (b *buffer) ReadUint16() uint16 {
-	return binary.BigEndian.Uint16(b.Read(2))
+	if d := b.Read(2); d != nil {
+		return binary.BigEndian.Uint16(d)
+	}
+	return 0
 }
 
 func (b *buffer) WriteUint32(n uint32) {

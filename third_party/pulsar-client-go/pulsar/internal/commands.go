@@ -110,8 +110,10 @@ func (r *MessageReader) ReadMessageMetadata() (*pb.MessageMetadata, error) {
 		return nil, fmt.Errorf("checksum mismatch received: 0x%x computed: 0x%x", checksum, computedChecksum)
 	}
 
-	size := r.buffer.ReadUint32()
-	data := r.buffer.Read(size)
+	data, err := r.readSized()
+	if err != nil {
+		return nil, err
+	}
 	var meta pb.MessageMetadata
 	if err := proto.Unmarshal(data, &meta); err != nil {
 		return nil, ErrCorruptedMessage
@@ -129,18 +131,40 @@ func (r *MessageReader) ReadMessageMetadata() (*pb.MessageMetadata, error) {
 }
 
 func (r *MessageReader) ReadBrokerMetadata() (*pb.BrokerEntryMetadata, error) {
+	if r.buffer.ReadableBytes() < 2 {
+		return nil, nil // no room for the magic number: readChecksum says what is missing
+	}
 	magicNumber := binary.BigEndian.Uint16(r.buffer.Get(r.buffer.ReaderIndex(), 2))
 	if magicNumber != magicBrokerEntryMetadata {
 		return nil, nil
 	}
 	r.buffer.Skip(2)
-	size := r.buffer.ReadUint32()
+	data, err := r.readSized()
+	if err != nil {
+		return nil, err
+	}
 	var brokerEntryMetadata pb.BrokerEntryMetadata
-	if err := proto.Unmarshal(r.buffer.Read(size), &brokerEntryMetadata); err != nil {
+	if err := proto.Unmarshal(data, &brokerEntryMetadata); err != nil {
 		return nil, err
 	}
 	return &brokerEntryMetadata, nil
 }
+
+// readSized reads a 4-byte size and that many bytes. A size the rest of the entry cannot hold
+// is a corrupted message: any producer of the topic writes these sizes.
+func (r *MessageReader) readSized() ([]byte, error) {
+	if r.buffer.ReadableBytes() < 4 {
+		return nil, ErrCorruptedMessage
+	}
+	data := r.buffer.Read(r.buffer.ReadUint32())
+	if data == nil {
+		return nil, ErrCorruptedMessage
+	}
+	return data, nil
+}
+
+// Remaining is how many bytes are left to read.
+func (r *MessageReader) Remaining() uint32 { return r.buffer.ReadableBytes() }
 
 func (r *MessageReader) ReadMessage() (*pb.SingleMessageMetadata, []byte, error) {
 	if !r.batched {
@@ -170,13 +194,20 @@ func (r *MessageReader) readSingleMessage() (*pb.SingleMessageMetadata, []byte, 
 	// Wire format
 	// [METADATA_SIZE][METADATA][PAYLOAD]
 
-	size := r.buffer.ReadUint32()
-	var meta pb.SingleMessageMetadata
-	if err := proto.Unmarshal(r.buffer.Read(size), &meta); err != nil {
+	data, err := r.readSized()
+	if err != nil {
 		return nil, nil, err
 	}
-
-	return &meta, r.buffer.Read(uint32(meta.GetPayloadSize())), nil
+	var meta pb.SingleMessageMetadata
+	if err := proto.Unmarshal(data, &meta); err != nil {
+		return nil, nil, err
+	}
+	// A negative size converts to one larger than any entry, and is refused as such.
+	payload := r.buffer.Read(uint32(meta.GetPayloadSize()))
+	if payload == nil {
+		return nil, nil, ErrCorruptedMessage
+	}
+	return &meta, payload, nil
 }
 
 func (r *MessageReader) ResetBuffer(buffer Buffer) {

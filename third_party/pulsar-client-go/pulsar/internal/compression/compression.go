@@ -17,7 +17,10 @@
 
 package compression
 
-import "io"
+import (
+	"fmt"
+	"io"
+)
 
 type Level int
 
@@ -47,4 +50,10 @@ type Provider interface {
 
 	// Close the compressor
 	io.Closer
+}
+
+// sizeMismatch is the error of a decompression whose result is not the size its message
+// claims: a corrupted message.
+func sizeMismatch(got, claimed int) error {
+	return fmt.Errorf("decompressed %d bytes, the message claims %d", got, claimed)
 }

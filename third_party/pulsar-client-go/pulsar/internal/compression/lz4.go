@@ -90,8 +90,14 @@ func (lz4Provider) Decompress(dst, src []byte, originalSize int) ([]byte, error)
 	} else {
 		dst = make([]byte, originalSize)
 	}
-	_, err := lz4.UncompressBlock(src, dst)
-	return dst, err
+	n, err := lz4.UncompressBlock(src, dst)
+	if err != nil {
+		return nil, err
+	}
+	if n != originalSize {
+		return nil, sizeMismatch(n, originalSize)
+	}
+	return dst, nil
 }
 
 func (lz4Provider) Close() error {

@@ -37,7 +37,16 @@ func (p *snappyProvider) Compress(dst, src []byte) []byte {
 	return snappy.Encode(dst, src)
 }
 
-func (p *snappyProvider) Decompress(dst, src []byte, _ int) ([]byte, error) {
+// Decompress allocates no more than originalSize: Decode would allocate the size src's header
+// claims.
+func (p *snappyProvider) Decompress(dst, src []byte, originalSize int) ([]byte, error) {
+	n, err := snappy.DecodedLen(src)
+	if err != nil {
+		return nil, err
+	}
+	if n != originalSize {
+		return nil, sizeMismatch(n, originalSize)
+	}
 	return snappy.Decode(dst, src)
 }
 

@@ -15,22 +15,12 @@
 // specific language governing permissions and limitations
 // under the License.
 
-//go:build !cgo
-// +build !cgo
-
 package compression
 
-import (
-	"fmt"
-)
-
+// NewZStdProvider returns the pure Go zstd provider, in every build: the cgo one (DataDog/zstd)
+// allocates the content size a frame's header claims, whatever the message's metadata says,
+// and reads a frame that does not fit through a stream it does not bound; and a client whose
+// behaviour depends on whether cgo was on is two clients.
 func NewZStdProvider(level Level) Provider {
-	return newPureGoZStdProvider(level)
-}
-
-func newCGoZStdProvider(level Level) Provider {
-	// This is kept to avoid compile errors in benchmark code when cgo is disabled.
-	// The warning is only shown when running the benchmark with CGO disabled.
-	fmt.Println("WARNING: CGO is disabled, using pure Go implementation of ZStd. Use CGO_ENABLED=1 when running benchmark.")
 	return newPureGoZStdProvider(level)
 }

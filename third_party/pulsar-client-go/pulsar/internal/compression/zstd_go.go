@@ -39,7 +39,9 @@ func newPureGoZStdProvider(level Level) Provider {
 		zstdLevel = zstd.SpeedBetterCompression
 	}
 	p.encoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstdLevel))
-	p.decoder, _ = zstd.NewReader(nil)
+	// Each DecodeAll decodes at most into the room its dst has, rather than allocating the
+	// size a frame's header claims.
+	p.decoder, _ = zstd.NewReader(nil, zstd.WithDecodeAllCapLimit(true))
 	return p
 }
 
@@ -58,8 +60,18 @@ func (p *zstdProvider) Compress(dst, src []byte) []byte {
 	return p.encoder.EncodeAll(src, dst)
 }
 
-func (p *zstdProvider) Decompress(dst, src []byte, _ int) ([]byte, error) {
-	return p.decoder.DecodeAll(src, dst)
+func (p *zstdProvider) Decompress(dst, src []byte, originalSize int) ([]byte, error) {
+	if cap(dst) < originalSize {
+		dst = make([]byte, 0, originalSize)
+	}
+	out, err := p.decoder.DecodeAll(src, dst[:0])
+	if err != nil {
+		return nil, err
+	}
+	if len(out) != originalSize {
+		return nil, sizeMismatch(len(out), originalSize)
+	}
+	return out, nil
 }
 
 func (p *zstdProvider) Close() error {

@@ -437,3 +437,45 @@ func TestAcksReachTheBrokerBeforeClose(t *testing.T) {
 		t.Fatalf("a second message arrived: %q", body)
 	}
 }
+
+// TestAckTimeoutAfterIdle: an ack timeout's timer stops while nothing delivered can expire
+// and starts again with the next delivery: a message delivered after the session has been
+// idle for longer than the timeout is redelivered once the timeout has passed, and not before.
+func TestAckTimeoutAfterIdle(t *testing.T) {
+	t.Parallel()
+	_, base := edgetest.Start(t, "admin_listen: \"off\"\n")
+	c := newStream(edgetest.Dial(t, base+"/ws/v2/consumer/persistent/public/default/ack-timeout-idle/sub?subscriptionType=Shared&ackTimeoutMillis=1000"))
+	c.answers(t, "the handshake")
+	next := func(what string) delivered {
+		t.Helper()
+		select {
+		case d, ok := <-c.frames:
+			if !ok {
+				t.Fatalf("%s: the session ended", what)
+			}
+			return d
+		case <-time.After(docsWait):
+			t.Fatalf("%s: none within %s", what, docsWait)
+		}
+		return delivered{}
+	}
+	publish(t, base, "ack-timeout-idle", 1, 10, "first")
+	c.command(t, map[string]string{"messageId": next("the first message").MessageID})
+	time.Sleep(2 * time.Second) // idle past the timeout: nothing is left to expire
+	publish(t, base, "ack-timeout-idle", 1, 10, "second")
+	second := next("the second message")
+	start := time.Now()
+	again := next("the second message, not acknowledged, again")
+	if took := time.Since(start); again.MessageID != second.MessageID || again.RedeliveryCount < 1 || took < 900*time.Millisecond {
+		t.Fatalf("after %s: %+v, want %s redelivered once its ack timeout of 1 s had passed", took, again, second.MessageID)
+	}
+	c.command(t, map[string]string{"messageId": again.MessageID})
+	c.answers(t, "the ack")
+	select {
+	case d, ok := <-c.frames:
+		if ok {
+			t.Fatalf("after the ack: %+v", d)
+		}
+	case <-time.After(2 * time.Second):
+	}
+}

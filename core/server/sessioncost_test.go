@@ -46,9 +46,15 @@ routes:
 // what each is charged to the session pool (session.ConsumerSessionCost) and within its
 // budget, and each holds two goroutines: its reader and its puller (waiting in the client
 // library's receive). Its writer and the library's event loop and dispatcher run only while
-// they have work. Not parallel: it counts the process's memory and goroutines.
+// they have work, with an ack timeout too: its timer runs only while a delivered message may
+// expire (it woke an idle session's writer four times a timeout, so that it never stopped).
+// Not parallel: it counts the process's memory and goroutines.
 func TestConsumerSessionCostCharged(t *testing.T) {
-	sessionCostCharged(t, "memory: { session_limit: 1GiB }\n", idleSessions{kind: "consumer", goroutines: 2, budget: 36 << 10})
+	for name, query := range map[string]string{"consumers": "", "consumers with an ack timeout": "?ackTimeoutMillis=1000"} {
+		t.Run(name, func(t *testing.T) {
+			sessionCostCharged(t, "memory: { session_limit: 1GiB }\n", idleSessions{kind: "consumer", query: query, goroutines: 2, budget: 36 << 10})
+		})
+	}
 }
 
 // idleSessions are the sessions a cost test opens, each on a topic of its own: their kind,

@@ -144,11 +144,13 @@ type deliverySession struct {
 	// w writes what out and ctrl hold, pongs and pings, and enforces the idle and ack
 	// timeouts (writer): whoever queues a frame wakes it. closing, set when the session ends,
 	// has it write no more messages. ackDue is set by ackTimer, the ack timeout's (nil
-	// without one), when unacknowledged messages may have expired.
+	// without one), when unacknowledged messages may have expired. The timer runs only while
+	// a delivered message may expire (ackArmed, under mu): an idle session's writer stops.
 	w        writer
 	closing  atomic.Bool
 	ackDue   atomic.Bool
 	ackTimer *time.Timer
+	ackArmed bool
 	batch    []*delivery // the writer's: the messages of one write
 	frames   [][]byte
 
@@ -367,6 +369,10 @@ func (s *deliverySession) remember(id, topic string, mid broker.MessageID) {
 		s.idOrder = append(s.idOrder, orderedID{id: id, seq: d.seq})
 	}
 	s.ids[id] = delivered{id: mid, at: time.Now(), seq: d.seq}
+	if s.ackTimer != nil && !s.ackArmed {
+		s.ackArmed = true
+		s.ackTimer.Reset(s.ackTimeoutTick())
+	}
 	for len(s.ids) > maxIDCache && len(s.idOrder) > 0 {
 		if o := s.idOrder[0]; s.placed(o) {
 			delete(s.ids, o.id)
@@ -524,6 +530,7 @@ func (s *deliverySession) startWriter() {
 			s.ackDue.Store(true)
 			s.w.wake()
 		})
+		s.ackTimer.Stop() // until a message is delivered (remember)
 	}
 }
 
@@ -553,7 +560,6 @@ func (s *deliverySession) work() {
 		}
 		if s.ackDue.Swap(false) && !closing {
 			s.expireUnacked(time.Now())
-			s.ackTimer.Reset(s.ackTimeoutTick())
 		}
 		pong := take(s.conn.Wake())
 		if !pong && len(s.ctrl) == 0 && len(s.out) == 0 {
@@ -704,6 +710,7 @@ func (s *deliverySession) libraryNackHold() time.Duration {
 func (s *deliverySession) expireUnacked(now time.Time) {
 	var expired []broker.MessageID
 	s.mu.Lock()
+	waiting := false
 	for k, d := range s.ids {
 		if d.nacked {
 			continue
@@ -712,10 +719,18 @@ func (s *deliverySession) expireUnacked(now time.Time) {
 		if !d.nackAt.IsZero() {
 			due = d.nackAt
 		}
-		if !now.Before(due) {
+		if now.Before(due) {
+			waiting = true
+		} else {
 			expired = append(expired, d.id)
 			delete(s.ids, k)
 		}
+	}
+	// The timer looks again while a message may still expire, and stops otherwise: with a
+	// tick of a quarter of the timeout it would wake an idle session's writer for good.
+	s.ackArmed = waiting
+	if waiting {
+		s.ackTimer.Reset(s.ackTimeoutTick())
 	}
 	s.mu.Unlock()
 	for _, id := range expired {

@@ -132,7 +132,22 @@ func ConsumerCharge(payload int) int64 {
 
 // DeliveryCharge is what a message taken from the broker is charged until its frame is written.
 func DeliveryCharge(m *broker.Message) int64 {
-	return ConsumerCharge(len(m.Payload)) + 2*int64(len(m.Key)) + propertiesCharge(m.Properties)
+	return ConsumerCharge(len(m.Payload)) + 2*int64(len(m.Key)) + propertiesCharge(m.Properties) + encryptionCharge(m.Encryption)
+}
+
+// encryptionCharge is what the encryption context of a message delivered undecrypted holds,
+// which its producer writes (a data key may be megabytes): each key's value and the parameter
+// as the library's bytes and the frame's base64 (7/3, as a payload), each key's name and
+// metadata as a property's.
+func encryptionCharge(e *broker.Encryption) int64 {
+	if e == nil {
+		return 0
+	}
+	n := int64(len(e.Param)) * ConsumerPayloadFactor / 3
+	for name, k := range e.Keys {
+		n += int64(len(k.Value))*ConsumerPayloadFactor/3 + 2*int64(len(name)) + PropertyOverhead + propertiesCharge(k.Metadata)
+	}
+	return n
 }
 
 // AckCharge is what an ack frame of n bytes is charged while it waits to be written.

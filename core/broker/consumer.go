@@ -282,7 +282,8 @@ type ConsumerOptions struct {
 	ReceiverQueueSize int
 	// PrefetchBytes bounds in bytes the client library's prefetch of each broker-side consumer
 	// (one per topic or partition): the messages received from the broker and not yet returned
-	// by Receive, those in the library's channel included, a batch counting its entry's bytes.
+	// by Receive, those in the library's channel included, a batch counting its entry's bytes
+	// and 576 bytes a message (what a received message holds besides its payload).
 	// The library asks the broker for messages in step with the room left, and for one when it
 	// holds none, so the bound is soft by one message. Zero means no bound in bytes.
 	PrefetchBytes int64

@@ -553,3 +553,53 @@ func compressed(codec pulsarpb.CompressionType, claimed uint32) func(*pulsarpb.M
 		md.Compression, md.UncompressedSize = codec.Enum(), proto.Uint32(claimed)
 	}
 }
+
+// A batch's producer chooses how many messages its entry holds, and each received message
+// holds a few hundred bytes besides its payload: a consumer's prefetch bounded in bytes counts
+// them, so that batches of many empty messages cannot make it hold many times its bound.
+// Ten entries of 16,384 empty messages (98 KB each) held 80 MB behind a bound of 1 MiB when
+// only the entries' bytes counted; the first entry alone is past the bound (soft by one entry).
+func TestPrefetchBoundCountsMessages(t *testing.T) {
+	b := startBroker(t, embedded.Config{})
+	topic := uniqueTopic("many-small")
+	cons := mustConsumer(t, newClient(t, b, nil), pulsar.ConsumerOptions{
+		Topic: topic, SubscriptionName: "s", ReceiverQueueSize: 1000, ReceiverQueueMaxBytes: 1 << 20,
+	})
+	smd, err := proto.Marshal(&pulsarpb.SingleMessageMetadata{PayloadSize: proto.Int32(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const entries, each = 10, 16384
+	single := append(binary.BigEndian.AppendUint32(nil, uint32(len(smd))), smd...)
+	batch := bytes.Repeat(single, each)
+	md := testMetadata()
+	md.NumMessagesInBatch = proto.Int32(each)
+	heap := func() int64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	before := heap()
+	nc := dialRaw(t, b)
+	frames := [][]byte{frame(t, connectCmd()), frame(t, producerCmd(topic))}
+	for range entries {
+		frames = append(frames, payloadFrame(t, sendCmd(), md, batch, false))
+	}
+	for _, f := range frames {
+		if _, err := nc.Write(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2 * time.Second) // the broker dispatches what the consumer's permits allow
+	grown := heap() - before
+	t.Logf("%d entries of %d empty messages published, none received: the heap grew %.1f MiB", entries, each, float64(grown)/(1<<20))
+	if grown > 24<<20 {
+		t.Errorf("a prefetch bounded at 1 MiB grew the heap by %d MiB", grown>>20)
+	}
+	got := receiveN(t, cons, entries*each, 30*time.Second, false)
+	if len(got) != entries*each {
+		t.Fatalf("received %d of %d messages", len(got), entries*each)
+	}
+}

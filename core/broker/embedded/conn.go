@@ -657,6 +657,7 @@ func metaOf(md *pulsarpb.MessageMetadata) metaFields {
 		publishTime: md.GetPublishTime(),
 		deliverAt:   md.GetDeliverAtTime(),
 		batch:       md.NumMessagesInBatch != nil,
+		batchSize:   md.GetNumMessagesInBatch(),
 		key:         []byte(md.GetPartitionKey()),
 	}
 	if md.OrderingKey != nil {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"hash/crc32"
 	"io"
 	"log/slog"
 	"math"
@@ -21,66 +20,31 @@ import (
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
+	"github.com/sluicehq/sluice/core/internal/rawpulsar"
 	"github.com/sluicehq/sluice/core/testkit"
 )
 
 func frame(t testing.TB, cmd *pulsarpb.BaseCommand) []byte {
 	t.Helper()
-	return commandFrame(cmd)
+	return rawpulsar.Command(cmd)
 }
 
 func payloadFrame(t testing.TB, cmd *pulsarpb.BaseCommand, md *pulsarpb.MessageMetadata, payload []byte, corrupt bool) []byte {
 	t.Helper()
-	body, err := proto.Marshal(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mdb, err := proto.Marshal(md)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sect := binary.BigEndian.AppendUint32(nil, uint32(len(mdb)))
-	sect = append(append(sect, mdb...), payload...)
-	crc := crc32.Checksum(sect, crc32.MakeTable(crc32.Castagnoli))
+	f := rawpulsar.Payload(cmd, md, payload)
 	if corrupt {
-		crc++
+		rawpulsar.Corrupt(f)
 	}
-	out := binary.BigEndian.AppendUint32(nil, uint32(4+len(body)+6+len(sect)))
-	out = binary.BigEndian.AppendUint32(out, uint32(len(body)))
-	out = append(out, body...)
-	out = binary.BigEndian.AppendUint16(out, 0x0e01)
-	out = binary.BigEndian.AppendUint32(out, crc)
-	return append(out, sect...)
+	return f
 }
 
-func connectCmd() *pulsarpb.BaseCommand {
-	return &pulsarpb.BaseCommand{
-		Type:    pulsarpb.BaseCommand_CONNECT.Enum(),
-		Connect: &pulsarpb.CommandConnect{ClientVersion: proto.String("raw-test"), ProtocolVersion: proto.Int32(20)},
-	}
-}
+func connectCmd() *pulsarpb.BaseCommand { return rawpulsar.Connect("") }
 
-func producerCmd(topic string) *pulsarpb.BaseCommand {
-	return &pulsarpb.BaseCommand{
-		Type: pulsarpb.BaseCommand_PRODUCER.Enum(),
-		Producer: &pulsarpb.CommandProducer{
-			Topic: proto.String(topic), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1),
-		},
-	}
-}
+func producerCmd(topic string) *pulsarpb.BaseCommand { return rawpulsar.Producer(topic) }
 
-func sendCmd() *pulsarpb.BaseCommand {
-	return &pulsarpb.BaseCommand{
-		Type: pulsarpb.BaseCommand_SEND.Enum(),
-		Send: &pulsarpb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(0)},
-	}
-}
+func sendCmd() *pulsarpb.BaseCommand { return rawpulsar.Send(0) }
 
-func testMetadata() *pulsarpb.MessageMetadata {
-	return &pulsarpb.MessageMetadata{
-		ProducerName: proto.String("raw"), SequenceId: proto.Uint64(0), PublishTime: proto.Uint64(1),
-	}
-}
+func testMetadata() *pulsarpb.MessageMetadata { return rawpulsar.Metadata(0) }
 
 // dialRaw opens a plain TCP connection to b's service port, closed at the
 // end of the test.
@@ -479,8 +443,9 @@ func TestForgedChunkMetadata(t *testing.T) {
 // A message's metadata and a batch's entries are written by whoever produces to the topic,
 // and a consumer reads them on its connection's reader: forged sizes and counts must neither
 // panic the process (a panic there takes every session with it, and the message comes back on
-// every restart) nor make it allocate what they claim. Each forged message is discarded and
-// the consumer goes on to the next. The client is bounded as the edge bounds its own, at
+// every restart) nor make it allocate what they claim, nor stop the broker's dispatch (which
+// takes a permit for each message a batch's metadata claims). Each forged message is discarded
+// and the consumer goes on to the next. The client is bounded as the edge bounds its own, at
 // websocket.max_message_size (broker.Config.MaxUncompressedSize).
 func TestForgedEntries(t *testing.T) {
 	const bound = 5 << 20

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
+	"github.com/sluicehq/sluice/core/internal/rawpulsar"
 )
 
 // TestCloseBeforeSubscribeAnswer: when the broker closes a consumer before its answer to the
@@ -214,14 +214,5 @@ func readRelayFrame(in *bufio.Reader) ([]byte, *pulsarpb.BaseCommand, error) {
 	return raw, f.Cmd, nil
 }
 
-// commandFrame is cmd framed without a payload. It panics if cmd does not marshal, which a
-// command built in a test always does.
-func commandFrame(cmd *pulsarpb.BaseCommand) []byte {
-	body, err := proto.Marshal(cmd)
-	if err != nil {
-		panic(err)
-	}
-	out := binary.BigEndian.AppendUint32(nil, uint32(4+len(body)))
-	out = binary.BigEndian.AppendUint32(out, uint32(len(body)))
-	return append(out, body...)
-}
+// commandFrame is cmd framed without a payload.
+func commandFrame(cmd *pulsarpb.BaseCommand) []byte { return rawpulsar.Command(cmd) }

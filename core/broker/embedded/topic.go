@@ -112,6 +112,11 @@ type storedMessage struct {
 // false when the store has no room for it.
 func (t *topic) store(m storedMessage) (uint64, bool) {
 	n := max(m.numMessages, 1)
+	if m.meta.batch {
+		// A batch counts the messages its metadata says it has, as Pulsar's dispatcher takes a
+		// consumer's permits by them (the producer's SEND says the same, unless it lies).
+		n = max(m.meta.batchSize, 1)
+	}
 	e := entry{
 		crc:         m.crc,
 		numMessages: n,

@@ -31,6 +31,7 @@ type metaFields struct {
 	publishTime uint64
 	deliverAt   int64
 	batch       bool   // num_messages_in_batch is set
+	batchSize   int32  // num_messages_in_batch, when batch
 	key         []byte // ordering_key if set, else partition_key; aliases the input
 }
 
@@ -156,7 +157,7 @@ func parseMetadata(b []byte) (metaFields, bool) {
 		case 3:
 			m.publishTime, required = v, required|4
 		case fieldMetaNumInBatch:
-			m.batch = true
+			m.batch, m.batchSize = true, int32(v) //nolint:gosec // G115: protobuf's int32 over a varint
 		case fieldMetaDeliverAt:
 			m.deliverAt = int64(v) //nolint:gosec // G115: protobuf's int64 over a varint
 		}

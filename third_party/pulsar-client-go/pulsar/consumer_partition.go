@@ -1470,7 +1470,7 @@ func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, header
 			pc.NackID(newTrackingMessageID(int64(pbMsgID.GetLedgerId()), int64(pbMsgID.GetEntryId()), 0, 0, 0, nil))
 			return err
 		case crypto.ConsumerCryptoFailureActionDiscard:
-			pc.discardCorruptedMessage(pbMsgID, pb.CommandAck_DecryptionError)
+			pc.discardCorruptedEntry(pbMsgID, msgMeta, pb.CommandAck_DecryptionError)
 			return fmt.Errorf("discarding message on decryption error: %w", err)
 		case crypto.ConsumerCryptoFailureActionConsume:
 			pc.log.Warnf("consuming encrypted message due to error in decryption: %v", err)
@@ -1530,12 +1530,12 @@ func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, header
 		if limit := pc.client.maxUncompressedSize(); limit > 0 && int64(*n) > limit &&
 			msgMeta.GetCompression() != pb.CompressionType_NONE {
 			pc.log.Warnf("discarding a message claiming %d bytes uncompressed, over %d", *n, limit)
-			pc.discardCorruptedMessage(pbMsgID, pb.CommandAck_UncompressedSizeCorruption)
+			pc.discardCorruptedEntry(pbMsgID, msgMeta, pb.CommandAck_UncompressedSizeCorruption)
 			return fmt.Errorf("uncompressed size %d over %d", *n, limit)
 		}
 		uncompressedHeadersAndPayload, err = pc.Decompress(msgMeta, processedPayloadBuffer)
 		if err != nil {
-			pc.discardCorruptedMessage(pbMsgID, pb.CommandAck_DecompressionError)
+			pc.discardCorruptedEntry(pbMsgID, msgMeta, pb.CommandAck_DecompressionError)
 			return err
 		}
 
@@ -1551,7 +1551,7 @@ func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, header
 		// no more messages than an id of it may claim (2^31 took 256 MiB and seconds).
 		if numMsgs > int(reader.Remaining()/4) || numMsgs > maxDecodedBatchSize {
 			pc.log.Warnf("discarding a batch claiming %d messages in %d bytes", numMsgs, reader.Remaining())
-			pc.discardCorruptedMessage(pbMsgID, pb.CommandAck_BatchDeSerializeError)
+			pc.discardCorruptedEntry(pbMsgID, msgMeta, pb.CommandAck_BatchDeSerializeError)
 			return fmt.Errorf("batch of %d messages in %d bytes", numMsgs, reader.Remaining())
 		}
 	}
@@ -1583,7 +1583,7 @@ func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, header
 	for i := 0; i < numMsgs; i++ {
 		smm, payload, err := reader.ReadMessage()
 		if err != nil || payload == nil {
-			pc.discardCorruptedMessage(pbMsgID, pb.CommandAck_BatchDeSerializeError)
+			pc.discardCorruptedEntry(pbMsgID, msgMeta, pb.CommandAck_BatchDeSerializeError)
 			return err
 		}
 		if ackSet != nil && !ackSet.Test(uint(i)) {
@@ -2920,6 +2920,24 @@ func (pc *partitionConsumer) initializeCompressionProvider(
 	}
 
 	return nil, fmt.Errorf("unsupported compression type: %v", compressionType)
+}
+
+// discardCorruptedEntry discards an entry whose metadata was read, and gives the broker back
+// the permits it took for the entry's messages beyond the one discardCorruptedMessage counts:
+// the broker takes a permit for each message the metadata says a batch has, which any
+// producer of the topic writes, and a batch claiming 2^31 messages would otherwise stop its
+// dispatch to this consumer for good.
+func (pc *partitionConsumer) discardCorruptedEntry(msgID *pb.MessageIdData, msgMeta *pb.MessageMetadata,
+	validationError pb.CommandAck_ValidationError) {
+	pc.discardCorruptedMessage(msgID, validationError)
+	if n := msgMeta.GetNumMessagesInBatch(); msgMeta.NumMessagesInBatch != nil && n > 1 {
+		if pc.options.receiverQueueMaxBytes > 0 {
+			pc.brokerPermits.Add(n - 1)
+		}
+		if err := pc.internalFlow(uint32(n - 1)); err != nil {
+			pc.log.WithError(err).Warn("unable to give back the permits of a discarded entry")
+		}
+	}
 }
 
 func (pc *partitionConsumer) discardCorruptedMessage(msgID *pb.MessageIdData,

@@ -469,6 +469,7 @@ func TestForgedEntries(t *testing.T) {
 		{"negative payload size", batchOf(1), entry(-1, "x")},
 		{"payload size past the end", batchOf(1), entry(1<<20, "x")},
 		{"batch count past the entry", batchOf(math.MaxInt32), entry(1, "x")},
+		{"negative batch count", batchOf(-1000000), entry(1, "x")},
 		{"batch count over 65,536", batchOf(1<<16 + 1), bytes.Repeat(entry(0, ""), 1<<16+1)},
 		{"zstd content size", compressed(pulsarpb.CompressionType_ZSTD, 1), zstdFrame},
 		{"zstd size claimed past the bound", compressed(pulsarpb.CompressionType_ZSTD, bound+1), zstdFrame},

@@ -63,8 +63,8 @@ type Config struct {
 	Connections int
 	// MaxUncompressedSize bounds the size a compressed message received may claim
 	// uncompressed, which any producer of its topic writes and decompression allocates: one
-	// claiming more is discarded, acknowledged as corrupted as Pulsar's client acknowledges a
-	// message it cannot read. Zero means no bound.
+	// claiming more is not decompressed but acknowledged with UncompressedSizeCorruption, and
+	// so lost to its subscription. Zero means no bound.
 	MaxUncompressedSize int64
 }
 

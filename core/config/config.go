@@ -412,7 +412,11 @@ type Memory struct {
 	ProducerLimit Size `koanf:"producer_limit" json:"producer_limit"`
 	// ConsumerLimit bounds the bytes fetched for all consumers together and
 	// not yet written to their sockets. An absent key means its part of memory.limit (64MiB
-	// with the default budget); an explicit 0 means unbounded, as for ProducerLimit.
+	// with the default budget); an explicit 0 means unbounded, as for ProducerLimit. A
+	// compressed message whose metadata claims more than this uncompressed (or more than
+	// websocket.max_message_size, when that is larger), as it is at start, is not
+	// decompressed: it is acknowledged with UncompressedSizeCorruption and so lost to its
+	// subscription, where Pulsar's client would allocate what it claims.
 	ConsumerLimit Size `koanf:"consumer_limit" json:"consumer_limit"`
 	// SessionLimit bounds what open sessions cost themselves, whatever messages they hold:
 	// their buffers, queues and broker-side producers and consumers, charged per session from
@@ -440,10 +444,7 @@ type Memory struct {
 type WebSocket struct {
 	// MaxMessageSize is the largest payload a producer may publish, decoded: a message of
 	// exactly this size is accepted, a larger one answered with an error ack naming the
-	// limit. Set it to the broker's maxMessageSize. It also bounds what a compressed message a
-	// consumer or reader receives may claim uncompressed: one claiming more is not
-	// decompressed but discarded, as Pulsar's client discards a corrupted message. Zero means
-	// 5MiB (Pulsar's default).
+	// limit. Set it to the broker's maxMessageSize. Zero means 5MiB (Pulsar's default).
 	MaxMessageSize Size `koanf:"max_message_size" json:"max_message_size"`
 	// MaxTextMessageSize is the largest text message a client may send, at least 1KiB; a
 	// larger one closes the connection with 1009 and the limit. Zero means room for a

@@ -317,10 +317,11 @@ func (s *Server) startBroker(ctx context.Context) error {
 		TLSAllowInsecure:  bc.TLSAllowInsecure,
 		OperationTimeout:  bc.OperationTimeout,
 		Connections:       bc.ConnectionsPerBroker,
-		// The largest message the edge's memory budget holds past each pool
-		// (config.SoftOvershoot): a compressed message claiming more uncompressed is not
-		// decompressed.
-		MaxUncompressedSize: s.cfg.WebSocket.MaxMessageSize.Bytes(),
+		// A compressed message claiming more uncompressed than the whole consumer pool, or
+		// than the largest message a producer may publish when that is more, is not
+		// decompressed: no consumer could hold it within the pool, and the claim is what a
+		// forged message would make the edge allocate.
+		MaxUncompressedSize: max(s.cfg.WebSocket.MaxMessageSize, s.cfg.Memory.ConsumerLimit).Bytes(),
 	}, opts...)
 	if err != nil {
 		return err

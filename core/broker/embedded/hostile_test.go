@@ -445,8 +445,8 @@ func TestForgedChunkMetadata(t *testing.T) {
 // panic the process (a panic there takes every session with it, and the message comes back on
 // every restart) nor make it allocate what they claim, nor stop the broker's dispatch (which
 // takes a permit for each message a batch's metadata claims). Each forged message is discarded
-// and the consumer goes on to the next. The client is bounded as the edge bounds its own, at
-// websocket.max_message_size (broker.Config.MaxUncompressedSize).
+// and the consumer goes on to the next. The client's bound on uncompressed claims is 5 MiB
+// here; the edge bounds its own by its consumer pool (broker.Config.MaxUncompressedSize).
 func TestForgedEntries(t *testing.T) {
 	const bound = 5 << 20
 	zstdFrame := binary.LittleEndian.AppendUint64([]byte{0x28, 0xb5, 0x2f, 0xfd, 0xc0, 0x00}, 60<<30) // content size 60 GiB

@@ -1548,7 +1548,7 @@ func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, header
 		numMsgs = int(msgMeta.GetNumMessagesInBatch())
 		// The count sizes the batch's ack tracker and the loop below, on the connection's
 		// reader: each message of a batch takes at least its 4-byte size, and a batch may have
-		// no more messages than an id of it may claim (2^31 took 256 MiB and seconds). A count
+		// no more messages than an id of it may claim (2^31 would take 256 MiB and seconds). A count
 		// below one is no batch (and a negative one would panic the metrics' counters).
 		if numMsgs < 1 || numMsgs > int(reader.Remaining()/4) || numMsgs > maxDecodedBatchSize {
 			pc.log.Warnf("discarding a batch claiming %d messages in %d bytes", numMsgs, reader.Remaining())

@@ -28,11 +28,7 @@ func TestPulsarForgedEntries(t *testing.T) {
 	topic := rpTopic(t)
 	c := edgetest.Dial(t, base+"/ws/v2/consumer/persistent/public/default/"+topic+"/s")
 
-	smd, err := proto.Marshal(&pulsarpb.SingleMessageMetadata{PayloadSize: proto.Int32(1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	entry := append(append(binary.BigEndian.AppendUint32(nil, uint32(len(smd))), smd...), 'x')
+	entry := rawpulsar.Entry(1, []byte("x"))
 	zstdFrame := binary.LittleEndian.AppendUint64([]byte{0x28, 0xb5, 0x2f, 0xfd, 0xc0, 0x00}, 60<<30)
 	forged := []struct {
 		name    string

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
+	"github.com/sluicehq/sluice/core/internal/rawpulsar"
 )
 
 // BenchmarkGCWithStoredMessages measures what the messages a broker stores
@@ -69,17 +70,17 @@ func fillRaw(tb testing.TB, br *embedded.Broker, topic string, n, size int) {
 	got := make(chan error, 1)
 	go func() { got <- countReceipts(nc, n) }()
 	w := bufio.NewWriterSize(nc, 256<<10)
-	_, _ = w.Write(frame(tb, connectCmd()))
-	_, _ = w.Write(frame(tb, producerCmd(topic)))
+	_, _ = w.Write(rawpulsar.Command(rawpulsar.Connect("")))
+	_, _ = w.Write(rawpulsar.Command(rawpulsar.Producer(topic)))
 	payload := make([]byte, size)
 	for i := range n {
 		send := &pulsarpb.BaseCommand{
 			Type: pulsarpb.BaseCommand_SEND.Enum(),
 			Send: &pulsarpb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(uint64(i))},
 		}
-		md := testMetadata()
+		md := rawpulsar.Metadata(0)
 		md.SequenceId = proto.Uint64(uint64(i))
-		if _, err := w.Write(payloadFrame(tb, send, md, payload, false)); err != nil {
+		if _, err := w.Write(rawpulsar.Payload(send, md, payload)); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -24,28 +24,6 @@ import (
 	"github.com/sluicehq/sluice/core/testkit"
 )
 
-func frame(t testing.TB, cmd *pulsarpb.BaseCommand) []byte {
-	t.Helper()
-	return rawpulsar.Command(cmd)
-}
-
-func payloadFrame(t testing.TB, cmd *pulsarpb.BaseCommand, md *pulsarpb.MessageMetadata, payload []byte, corrupt bool) []byte {
-	t.Helper()
-	f := rawpulsar.Payload(cmd, md, payload)
-	if corrupt {
-		rawpulsar.Corrupt(f)
-	}
-	return f
-}
-
-func connectCmd() *pulsarpb.BaseCommand { return rawpulsar.Connect("") }
-
-func producerCmd(topic string) *pulsarpb.BaseCommand { return rawpulsar.Producer(topic) }
-
-func sendCmd() *pulsarpb.BaseCommand { return rawpulsar.Send(0) }
-
-func testMetadata() *pulsarpb.MessageMetadata { return rawpulsar.Metadata(0) }
-
 // dialRaw opens a plain TCP connection to b's service port, closed at the
 // end of the test.
 func dialRaw(t testing.TB, b *embedded.Broker) net.Conn {
@@ -75,7 +53,7 @@ func TestHostileInput(t *testing.T) {
 	cons := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
 	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 
-	good := payloadFrame(t, sendCmd(), testMetadata(), []byte("hello"), false)
+	good := rawpulsar.Payload(rawpulsar.Send(0), rawpulsar.Metadata(0), []byte("hello"))
 	cases := map[string][][]byte{
 		"garbage":          {[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")},
 		"oversize length":  {{0xff, 0xff, 0xff, 0xff}},
@@ -83,16 +61,16 @@ func TestHostileInput(t *testing.T) {
 		"zero command":     {{0, 0, 0, 4, 0, 0, 0, 0}},
 		"command overruns": {{0, 0, 0, 6, 0, 0, 0, 9, 1, 2}},
 		"bad protobuf":     {{0, 0, 0, 8, 0, 0, 0, 4, 0xff, 0xff, 0xff, 0xff}},
-		"before connect":   {frame(t, producerCmd(topic))},
-		"unknown command": {frame(t, connectCmd()), frame(t, &pulsarpb.BaseCommand{
+		"before connect":   {rawpulsar.Command(rawpulsar.Producer(topic))},
+		"unknown command": {rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(&pulsarpb.BaseCommand{
 			Type: pulsarpb.BaseCommand_NEW_TXN.Enum(), NewTxn: &pulsarpb.CommandNewTxn{RequestId: proto.Uint64(1)},
 		})},
-		"missing body": {frame(t, connectCmd()), frame(t, &pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_SUBSCRIBE.Enum()})},
-		"bad checksum": {frame(t, connectCmd()), frame(t, producerCmd(topic)),
-			payloadFrame(t, sendCmd(), testMetadata(), []byte("hello"), true)},
-		"no magic": {frame(t, connectCmd()), frame(t, producerCmd(topic)),
-			append(frame(t, sendCmd())[:0:0], bytes.Replace(good, []byte{0x0e, 0x01}, []byte{0x0e, 0x03}, 1)...)},
-		"send without payload": {frame(t, connectCmd()), frame(t, producerCmd(topic)), frame(t, sendCmd())},
+		"missing body": {rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_SUBSCRIBE.Enum()})},
+		"bad checksum": {rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(rawpulsar.Producer(topic)),
+			rawpulsar.Corrupt(rawpulsar.Payload(rawpulsar.Send(0), rawpulsar.Metadata(0), []byte("hello")))},
+		"no magic": {rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(rawpulsar.Producer(topic)),
+			append(rawpulsar.Command(rawpulsar.Send(0))[:0:0], bytes.Replace(good, []byte{0x0e, 0x01}, []byte{0x0e, 0x03}, 1)...)},
+		"send without payload": {rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(rawpulsar.Producer(topic)), rawpulsar.Command(rawpulsar.Send(0))},
 	}
 	before := b.Stats().ProtocolErrors
 	for name, frames := range cases {
@@ -172,8 +150,8 @@ func TestRawProtocolAndKeepAlive(t *testing.T) {
 	b := startBroker(t, embedded.Config{KeepAliveInterval: 100 * time.Millisecond})
 	nc := dialRaw(t, b)
 	topic := uniqueTopic("raw")
-	for _, f := range [][]byte{frame(t, connectCmd()), frame(t, producerCmd(topic)),
-		payloadFrame(t, sendCmd(), testMetadata(), []byte("hello"), false)} {
+	for _, f := range [][]byte{rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(rawpulsar.Producer(topic)),
+		rawpulsar.Payload(rawpulsar.Send(0), rawpulsar.Metadata(0), []byte("hello"))} {
 		if _, err := nc.Write(f); err != nil {
 			t.Fatal(err)
 		}
@@ -323,8 +301,8 @@ func TestRawReachedEndOfTopic(t *testing.T) {
 		Type: pulsarpb.BaseCommand_FLOW.Enum(),
 		Flow: &pulsarpb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(10)},
 	}
-	for _, f := range [][]byte{frame(t, connectCmd()), frame(t, producerCmd(topic)),
-		payloadFrame(t, sendCmd(), testMetadata(), []byte("hello"), false), frame(t, sub), frame(t, flow)} {
+	for _, f := range [][]byte{rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(rawpulsar.Producer(topic)),
+		rawpulsar.Payload(rawpulsar.Send(0), rawpulsar.Metadata(0), []byte("hello")), rawpulsar.Command(sub), rawpulsar.Command(flow)} {
 		if _, err := nc.Write(f); err != nil {
 			t.Fatal(err)
 		}
@@ -348,7 +326,7 @@ func TestReceiptsInOrderWhenReadLate(t *testing.T) {
 	b := startBroker(t, embedded.Config{})
 	nc := dialRaw(t, b)
 	_ = nc.(*net.TCPConn).SetReadBuffer(64 << 10)
-	for _, f := range [][]byte{frame(t, connectCmd()), frame(t, producerCmd(uniqueTopic("late")))} {
+	for _, f := range [][]byte{rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(rawpulsar.Producer(uniqueTopic("late")))} {
 		if _, err := nc.Write(f); err != nil {
 			t.Fatal(err)
 		}
@@ -358,11 +336,11 @@ func TestReceiptsInOrderWhenReadLate(t *testing.T) {
 	const n = 20_000
 	var sends []byte
 	for i := range n {
-		cmd := sendCmd()
+		cmd := rawpulsar.Send(0)
 		cmd.Send.SequenceId = proto.Uint64(uint64(i))
-		md := testMetadata()
+		md := rawpulsar.Metadata(0)
 		md.SequenceId = proto.Uint64(uint64(i))
-		sends = append(sends, payloadFrame(t, cmd, md, []byte("late reader"), false)...)
+		sends = append(sends, rawpulsar.Payload(cmd, md, []byte("late reader"))...)
 	}
 	wrote := make(chan error, 1)
 	go func() {
@@ -414,17 +392,17 @@ func TestForgedChunkMetadata(t *testing.T) {
 	cons := mustConsumer(t, newClient(t, b, nil), pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
 	nc := dialRaw(t, b)
 	forged := func(uuid string, chunks, size int32) []byte {
-		md := testMetadata()
+		md := rawpulsar.Metadata(0)
 		md.Uuid, md.NumChunksFromMsg, md.TotalChunkMsgSize, md.ChunkId = proto.String(uuid), proto.Int32(chunks), proto.Int32(size), proto.Int32(0)
-		return payloadFrame(t, sendCmd(), md, []byte("first chunk"), false)
+		return rawpulsar.Payload(rawpulsar.Send(0), md, []byte("first chunk"))
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for _, f := range [][]byte{
-		frame(t, connectCmd()), frame(t, producerCmd(topic)),
+		rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(rawpulsar.Producer(topic)),
 		forged("negative", 2, -1),
 		forged("huge", math.MaxInt32, math.MaxInt32),
-		payloadFrame(t, sendCmd(), testMetadata(), []byte("after"), false),
+		rawpulsar.Payload(rawpulsar.Send(0), rawpulsar.Metadata(0), []byte("after")),
 	} {
 		if _, err := nc.Write(f); err != nil {
 			t.Fatal(err)
@@ -452,13 +430,6 @@ func TestForgedEntries(t *testing.T) {
 	zstdFrame := binary.LittleEndian.AppendUint64([]byte{0x28, 0xb5, 0x2f, 0xfd, 0xc0, 0x00}, 60<<30) // content size 60 GiB
 	zstdFrame = append(zstdFrame, 0x01, 0x00, 0x00)
 	snappyClaim := binary.AppendUvarint(nil, 1<<30) // a decoded length of 1 GiB, then nothing
-	entry := func(payloadSize int32, payload string) []byte {
-		smd, err := proto.Marshal(&pulsarpb.SingleMessageMetadata{PayloadSize: proto.Int32(payloadSize)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return append(append(binary.BigEndian.AppendUint32(nil, uint32(len(smd))), smd...), payload...)
-	}
 	cases := []struct {
 		name    string
 		md      func(*pulsarpb.MessageMetadata)
@@ -466,11 +437,11 @@ func TestForgedEntries(t *testing.T) {
 	}{
 		{"batch entry shorter than its size", batchOf(1), []byte{0, 0}},
 		{"batch entry size past the end", batchOf(1), []byte{0xff, 0xff, 0xff, 0xfc, 0}},
-		{"negative payload size", batchOf(1), entry(-1, "x")},
-		{"payload size past the end", batchOf(1), entry(1<<20, "x")},
-		{"batch count past the entry", batchOf(math.MaxInt32), entry(1, "x")},
-		{"negative batch count", batchOf(-1000000), entry(1, "x")},
-		{"batch count over 65,536", batchOf(1<<16 + 1), bytes.Repeat(entry(0, ""), 1<<16+1)},
+		{"negative payload size", batchOf(1), rawpulsar.Entry(-1, []byte("x"))},
+		{"payload size past the end", batchOf(1), rawpulsar.Entry(1<<20, []byte("x"))},
+		{"batch count past the entry", batchOf(math.MaxInt32), rawpulsar.Entry(1, []byte("x"))},
+		{"negative batch count", batchOf(-1000000), rawpulsar.Entry(1, []byte("x"))},
+		{"batch count over 65,536", batchOf(1<<16 + 1), bytes.Repeat(rawpulsar.Entry(0, nil), 1<<16+1)},
 		{"zstd content size", compressed(pulsarpb.CompressionType_ZSTD, 1), zstdFrame},
 		{"zstd size claimed past the bound", compressed(pulsarpb.CompressionType_ZSTD, bound+1), zstdFrame},
 		{"lz4 size claimed", compressed(pulsarpb.CompressionType_LZ4, 256<<20), []byte{0x10, 'x'}},
@@ -484,15 +455,15 @@ func TestForgedEntries(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			topic := uniqueTopic("forged-entries")
 			cons := mustConsumer(t, client, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
-			md := testMetadata()
+			md := rawpulsar.Metadata(0)
 			c.md(md)
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			nc := dialRaw(t, b)
 			for _, f := range [][]byte{
-				frame(t, connectCmd()), frame(t, producerCmd(topic)),
-				payloadFrame(t, sendCmd(), md, c.payload, false),
-				payloadFrame(t, sendCmd(), testMetadata(), []byte("after"), false),
+				rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(rawpulsar.Producer(topic)),
+				rawpulsar.Payload(rawpulsar.Send(0), md, c.payload),
+				rawpulsar.Payload(rawpulsar.Send(0), rawpulsar.Metadata(0), []byte("after")),
 			} {
 				if _, err := nc.Write(f); err != nil {
 					t.Fatal(err)
@@ -531,14 +502,9 @@ func TestPrefetchBoundCountsMessages(t *testing.T) {
 	cons := mustConsumer(t, newClient(t, b, nil), pulsar.ConsumerOptions{
 		Topic: topic, SubscriptionName: "s", ReceiverQueueSize: 1000, ReceiverQueueMaxBytes: 1 << 20,
 	})
-	smd, err := proto.Marshal(&pulsarpb.SingleMessageMetadata{PayloadSize: proto.Int32(0)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const entries, each = 10, 16384
-	single := append(binary.BigEndian.AppendUint32(nil, uint32(len(smd))), smd...)
-	batch := bytes.Repeat(single, each)
-	md := testMetadata()
+	batch := bytes.Repeat(rawpulsar.Entry(0, nil), each)
+	md := rawpulsar.Metadata(0)
 	md.NumMessagesInBatch = proto.Int32(each)
 	heap := func() int64 {
 		runtime.GC()
@@ -549,9 +515,9 @@ func TestPrefetchBoundCountsMessages(t *testing.T) {
 	}
 	before := heap()
 	nc := dialRaw(t, b)
-	frames := [][]byte{frame(t, connectCmd()), frame(t, producerCmd(topic))}
+	frames := [][]byte{rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(rawpulsar.Producer(topic))}
 	for range entries {
-		frames = append(frames, payloadFrame(t, sendCmd(), md, batch, false))
+		frames = append(frames, rawpulsar.Payload(rawpulsar.Send(0), md, batch))
 	}
 	for _, f := range frames {
 		if _, err := nc.Write(f); err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
+	"github.com/sluicehq/sluice/core/internal/rawpulsar"
 )
 
 // tenantTopic is a unique topic name in tenant/ns.
@@ -532,11 +533,11 @@ func TestAutoCreatedTopicsWithinStore(t *testing.T) {
 	b := startBroker(t, embedded.Config{StoreLimit: limit, MaxTopics: -1})
 	nc := dialRaw(t, b)
 	w := bufio.NewWriter(nc)
-	_, _ = w.Write(frame(t, connectCmd()))
+	_, _ = w.Write(rawpulsar.Command(rawpulsar.Connect("")))
 	for i := range n {
-		cmd := producerCmd(fmt.Sprintf("persistent://invented-%d/ns/topic-%d", i%10, i))
+		cmd := rawpulsar.Producer(fmt.Sprintf("persistent://invented-%d/ns/topic-%d", i%10, i))
 		cmd.Producer.ProducerId, cmd.Producer.RequestId = proto.Uint64(uint64(i)), proto.Uint64(uint64(i))
-		_, _ = w.Write(frame(t, cmd))
+		_, _ = w.Write(rawpulsar.Command(cmd))
 	}
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)

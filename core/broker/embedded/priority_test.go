@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
+	"github.com/sluicehq/sluice/core/internal/rawpulsar"
 )
 
 // TestSharedPriorityLevelOrder is the example of Pulsar's dispatcher
@@ -35,26 +36,26 @@ func TestSharedPriorityLevelOrder(t *testing.T) {
 		}
 	}
 	flow := func(consumer uint64, permits uint32) []byte {
-		return frame(t, &pulsarpb.BaseCommand{
+		return rawpulsar.Command(&pulsarpb.BaseCommand{
 			Type: pulsarpb.BaseCommand_FLOW.Enum(),
 			Flow: &pulsarpb.CommandFlow{ConsumerId: proto.Uint64(consumer), MessagePermits: proto.Uint32(permits)},
 		})
 	}
 	seq := uint64(0)
 	send := func() []byte {
-		cmd, md := sendCmd(), testMetadata()
+		cmd, md := rawpulsar.Send(0), rawpulsar.Metadata(0)
 		cmd.Send.SequenceId, md.SequenceId = proto.Uint64(seq), proto.Uint64(seq)
 		seq++
-		return payloadFrame(t, cmd, md, fmt.Appendf(nil, "m-%d", seq-1), false)
+		return rawpulsar.Payload(cmd, md, fmt.Appendf(nil, "m-%d", seq-1))
 	}
-	write(frame(t, connectCmd()), frame(t, producerCmd(topic)))
+	write(rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(rawpulsar.Producer(topic)))
 	readUntil(t, nc, pulsarpb.BaseCommand_PRODUCER_SUCCESS)
 	for i, c := range []struct {
 		priority int32
 		permits  uint32
 	}{{0, 2}, {0, 1}, {0, 1}, {1, 2}, {1, 1}} {
 		id := uint64(i + 1)
-		write(frame(t, &pulsarpb.BaseCommand{
+		write(rawpulsar.Command(&pulsarpb.BaseCommand{
 			Type: pulsarpb.BaseCommand_SUBSCRIBE.Enum(),
 			Subscribe: &pulsarpb.CommandSubscribe{
 				Topic: proto.String(topic), Subscription: proto.String("s"),

@@ -173,13 +173,13 @@ func (r *closingRelay) downstream(raw []byte, cmd *pulsarpb.BaseCommand) bool {
 
 // closeConsumer has the broker close the consumer, then tells the client as the broker would.
 func (r *closingRelay) closeConsumer(consumer, req uint64) bool {
-	if !r.writeUp(commandFrame(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_CLOSE_CONSUMER.Enum(),
+	if !r.writeUp(rawpulsar.Command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_CLOSE_CONSUMER.Enum(),
 		CloseConsumer: &pulsarpb.CommandCloseConsumer{ConsumerId: &consumer, RequestId: &req}})) {
 		return false
 	}
 	r.closed.Add(1)
 	notice := uint64(math.MaxUint64)
-	_, err := r.down.Write(commandFrame(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_CLOSE_CONSUMER.Enum(),
+	_, err := r.down.Write(rawpulsar.Command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_CLOSE_CONSUMER.Enum(),
 		CloseConsumer: &pulsarpb.CommandCloseConsumer{ConsumerId: &consumer, RequestId: &notice}}))
 	return err == nil
 }
@@ -213,6 +213,3 @@ func readRelayFrame(in *bufio.Reader) ([]byte, *pulsarpb.BaseCommand, error) {
 	}
 	return raw, f.Cmd, nil
 }
-
-// commandFrame is cmd framed without a payload.
-func commandFrame(cmd *pulsarpb.BaseCommand) []byte { return rawpulsar.Command(cmd) }

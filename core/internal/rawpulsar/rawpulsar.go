@@ -38,10 +38,19 @@ func Payload(cmd *pulsarpb.BaseCommand, md *pulsarpb.MessageMetadata, payload []
 	return append(out, sect...)
 }
 
-// Corrupt changes the checksum of a frame Payload made, in place.
-func Corrupt(frame []byte) {
+// Corrupt changes the checksum of a frame Payload made, in place, and returns the frame.
+func Corrupt(frame []byte) []byte {
 	at := 8 + binary.BigEndian.Uint32(frame[4:8]) + 2
 	frame[at+3]++
+	return frame
+}
+
+// Entry is one message of a batch's payload: its metadata, which says its payload has
+// payloadSize bytes, and payload, which may say otherwise.
+func Entry(payloadSize int32, payload []byte) []byte {
+	md := marshal(&pulsarpb.SingleMessageMetadata{PayloadSize: proto.Int32(payloadSize)})
+	out := binary.BigEndian.AppendUint32(nil, uint32(len(md))) //nolint:gosec // G115: a test's metadata
+	return append(append(out, md...), payload...)
 }
 
 // Connect is a CONNECT, with a token when it is not empty.

@@ -481,6 +481,86 @@ func TestForgedEntries(t *testing.T) {
 	}
 }
 
+// A batch's ack set from a client is taken as far as it reaches, as Pulsar's cursor takes it:
+// a partial ack of a batch whose metadata claims 2^31 messages costs the broker the words the
+// ack set carries. Sized by the claim, the set's length overflowed and panicked the broker's
+// reader, which ended the process; a claim of 2^30 would have cost 128 MiB.
+func TestForgedBatchCountPartialAck(t *testing.T) {
+	b := startBroker(t, embedded.Config{})
+	topic := uniqueTopic("forged-count-ack")
+	md := rawpulsar.Metadata(0)
+	md.NumMessagesInBatch = proto.Int32(math.MaxInt32)
+	nc := dialRaw(t, b)
+	write := func(frames ...[]byte) {
+		t.Helper()
+		for _, f := range frames {
+			if _, err := nc.Write(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	next := func(want pulsarpb.BaseCommand_Type) *pulsarpb.BaseCommand {
+		t.Helper()
+		_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for {
+			cmd, err := rawpulsar.ReadCommand(nc)
+			if err != nil {
+				t.Fatalf("waiting for %s: %v", want, err)
+			}
+			if cmd.GetType() == want {
+				return cmd
+			}
+		}
+	}
+	write(rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(rawpulsar.Producer(topic)),
+		rawpulsar.Payload(rawpulsar.Send(0), md, rawpulsar.Entry(1, []byte("x"))),
+		rawpulsar.Command(&pulsarpb.BaseCommand{
+			Type: pulsarpb.BaseCommand_SUBSCRIBE.Enum(),
+			Subscribe: &pulsarpb.CommandSubscribe{
+				Topic: proto.String(topic), Subscription: proto.String("s"),
+				SubType: pulsarpb.CommandSubscribe_Exclusive.Enum(), ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(2),
+				InitialPosition: pulsarpb.CommandSubscribe_Earliest.Enum(),
+			},
+		}),
+		rawpulsar.Command(&pulsarpb.BaseCommand{
+			Type: pulsarpb.BaseCommand_FLOW.Enum(),
+			Flow: &pulsarpb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(10)},
+		}))
+	id := next(pulsarpb.BaseCommand_MESSAGE).GetMessage().GetMessageId()
+	ack := func(set int64) []byte {
+		return rawpulsar.Command(&pulsarpb.BaseCommand{
+			Type: pulsarpb.BaseCommand_ACK.Enum(),
+			Ack: &pulsarpb.CommandAck{ConsumerId: proto.Uint64(1), AckType: pulsarpb.CommandAck_Individual.Enum(),
+				MessageId: []*pulsarpb.MessageIdData{{LedgerId: id.LedgerId, EntryId: id.EntryId, AckSet: []int64{set}}}},
+		})
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	// The first message acknowledged, then the rest of the set's 64; a SEND after them comes
+	// back once the broker has applied both.
+	write(ack(^1), ack(0), rawpulsar.Payload(rawpulsar.Send(1), rawpulsar.Metadata(1), []byte("after")))
+	next(pulsarpb.BaseCommand_SEND_RECEIPT)
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 16<<20 || took > 2*time.Second {
+		t.Fatalf("two acks of a batch claiming 2^31 messages: %d MiB allocated, %s", grown>>20, took)
+	}
+	// The ack set reached past every message the broker counts: the entry is acknowledged, so
+	// that asking for what is unacknowledged again brings the message after it, not the batch.
+	// (The batch took 2^31 of the consumer's permits, as Pulsar's dispatcher takes them.)
+	write(rawpulsar.Command(&pulsarpb.BaseCommand{
+		Type:                            pulsarpb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES.Enum(),
+		RedeliverUnacknowledgedMessages: &pulsarpb.CommandRedeliverUnacknowledgedMessages{ConsumerId: proto.Uint64(1)},
+	}), rawpulsar.Command(&pulsarpb.BaseCommand{
+		Type: pulsarpb.BaseCommand_FLOW.Enum(),
+		Flow: &pulsarpb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(math.MaxUint32)},
+	}))
+	if got := next(pulsarpb.BaseCommand_MESSAGE).GetMessage().GetMessageId().GetEntryId(); got != id.GetEntryId()+1 {
+		t.Fatalf("next delivery: entry %d, want %d", got, id.GetEntryId()+1)
+	}
+}
+
 func batchOf(n int32) func(*pulsarpb.MessageMetadata) {
 	return func(md *pulsarpb.MessageMetadata) { md.NumMessagesInBatch = proto.Int32(n) }
 }

@@ -517,15 +517,8 @@ func (s *subscription) ackPartial(id uint64, ackSet []int64) {
 	}
 	cur, ok := s.partial[id]
 	if !ok {
-		n := int32(1)
-		if e, ok := s.t.lookup(id); ok {
-			n = e.numMessages
-		}
-		cur = make([]uint64, (n+63)/64)
+		cur = remainingOf(s.t, id, len(ackSet))
 		s.partialWords += len(cur)
-		for i := range n {
-			cur[i/64] |= 1 << (uint(i) % 64)
-		}
 	}
 	remaining := false
 	for i := range cur {
@@ -542,6 +535,27 @@ func (s *subscription) ackPartial(id uint64, ackSet []int64) {
 	if !remaining {
 		s.ackEntry(id)
 	}
+}
+
+// remainingOf is the set of entry id's messages not yet acknowledged, before a first ack set
+// of words words: a bit for each message of the batch, as far as the ack set reaches. Bits past
+// the ack set are zero, acknowledged, as Pulsar's cursor takes a batch's first ack set as it
+// comes: so a batch whose metadata claims 2^31 messages costs the words its ack sets carry,
+// not a bit for each message it claims.
+func remainingOf(t *topic, id uint64, words int) []uint64 {
+	n := 1
+	if e, ok := t.lookup(id); ok {
+		n = int(e.numMessages)
+	}
+	n = min(n, 64*words)
+	cur := make([]uint64, (n+63)/64)
+	for i := range cur {
+		cur[i] = math.MaxUint64
+	}
+	if n%64 != 0 {
+		cur[len(cur)-1] = 1<<(n%64) - 1
+	}
+	return cur
 }
 
 func (s *subscription) ack(cmd *pulsarpb.CommandAck) {

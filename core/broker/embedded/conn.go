@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -301,6 +302,24 @@ func (c *conn) recycle(buf []byte) {
 // place; larger ones are read into a buffer of their own.
 const readBufSize = 64 << 10
 
+// readGrowing reads an n-byte frame into buf's array, grown as the frame's bytes come rather
+// than to the size its header claims: a client that sends 4 bytes claiming 5 MiB, on any
+// number of connections, costs what it sends, not 5 MiB each until the connection times out.
+func readGrowing(r io.Reader, buf []byte, n int) ([]byte, error) {
+	buf = buf[:0]
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(n-len(buf), max(len(buf), readBufSize)))
+		}
+		k, err := r.Read(buf[len(buf):min(n, cap(buf))])
+		buf = buf[:len(buf)+k]
+		if err != nil && len(buf) < n {
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
 // holdAnswers bounds how long the reader holds answers back while every
 // read finds more frames: a busy connection's answers leave at least this
 // often.
@@ -357,14 +376,11 @@ func (c *conn) readLoop() {
 				return
 			}
 		} else {
-			if cap(big) < n {
-				big = make([]byte, n)
-			}
-			buf = big[:n]
-			if _, err := io.ReadFull(br, buf); err != nil {
+			if buf, err = readGrowing(br, big, n); err != nil {
 				c.logger().Debug("read failed", "err", err)
 				return
 			}
+			big = buf
 		}
 		if !bursting {
 			burstAt = time.Now().UnixNano()
@@ -757,6 +773,21 @@ func (c *conn) handleTopicsOfNamespace(r *pulsarpb.CommandGetTopicsOfNamespace) 
 
 var schemaVersion0 = make([]byte, 8)
 
+// setSchema gives a topic that has none the schema s, when there is one, and charges its
+// bytes to the store as the topic's metadata: a client may send schemas of megabytes, on each
+// topic, and nothing else would count them. Called with t.mu held.
+func (t *topic) setSchema(s *pulsarpb.Schema) error {
+	if s == nil || t.schema != nil {
+		return nil
+	}
+	n := int64(proto.Size(s))
+	if !t.b.store.reserveMeta(n) {
+		return fmt.Errorf("%w: no room for the topic's schema of %d bytes", errStoreFull, n)
+	}
+	t.schema, t.schemaCharge = s, n
+	return nil
+}
+
 func (c *conn) handleGetSchema(r *pulsarpb.CommandGetSchema) {
 	resp := &pulsarpb.CommandGetSchemaResponse{RequestId: proto.Uint64(r.GetRequestId())}
 	var schema *pulsarpb.Schema
@@ -785,13 +816,14 @@ func (c *conn) handleGetOrCreateSchema(r *pulsarpb.CommandGetOrCreateSchema) {
 		t, _, err = c.b.topicForUseLocked(tn)
 		if t != nil {
 			t.mu.Lock()
-			if t.schema == nil {
-				t.schema = r.GetSchema()
-			}
+			err = t.setSchema(r.GetSchema())
 			t.mu.Unlock()
 		}
 	}
-	if err != nil {
+	if errors.Is(err, errStoreFull) {
+		resp.ErrorCode = pulsarpb.ServerError_ServiceNotReady.Enum()
+		resp.ErrorMessage = proto.String(err.Error())
+	} else if err != nil {
 		resp.ErrorCode = pulsarpb.ServerError_TopicNotFound.Enum()
 		resp.ErrorMessage = proto.String(err.Error())
 	} else {
@@ -830,6 +862,10 @@ func (c *conn) handleProducer(r *pulsarpb.CommandProducer) {
 			"the store is full: its limit is reached and every message in it is in some subscription's backlog")
 		return
 	}
+	if err := t.setSchema(r.Schema); err != nil {
+		c.sendError(reqID, pulsarpb.ServerError_ServiceNotReady, err.Error())
+		return
+	}
 	if old := c.producer(r.GetProducerId()); old != nil {
 		if old.t == t {
 			c.sendProducerSuccess(reqID, old.name, t)
@@ -851,9 +887,6 @@ func (c *conn) handleProducer(r *pulsarpb.CommandProducer) {
 		// A reconnecting producer (higher epoch) replaces its stale self.
 		old.c.removeProducer(old)
 		old.detach()
-	}
-	if r.Schema != nil && t.schema == nil {
-		t.schema = r.Schema
 	}
 	p := &producer{c: c, id: r.GetProducerId(), name: name, t: t, epoch: r.GetEpoch()}
 	t.producers[name] = p
@@ -947,6 +980,13 @@ func (c *conn) handleSubscribe(r *pulsarpb.CommandSubscribe) {
 		c.sendError(reqID, pulsarpb.ServerError_NotAllowedError, "empty subscription name")
 		return
 	}
+	var ranges []hashRange
+	if m := r.KeySharedMeta; r.GetSubType() == pulsarpb.CommandSubscribe_Key_Shared && m.GetKeySharedMode() == pulsarpb.KeySharedMode_STICKY {
+		if ranges, err = stickyRanges(m); err != nil {
+			c.sendError(reqID, pulsarpb.ServerError_ConsumerAssignError, err.Error())
+			return
+		}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	durable := r.GetDurable() && t.persistent
@@ -965,20 +1005,19 @@ func (c *conn) handleSubscribe(r *pulsarpb.CommandSubscribe) {
 		c.sendError(reqID, pulsarpb.ServerError_ServiceNotReady, "the store is full: no room for a new subscription's metadata")
 		return
 	}
+	if o := s.conflict(ranges); o != nil {
+		c.sendError(reqID, pulsarpb.ServerError_ConsumerAssignError, "Range conflict with consumer "+o.name)
+		return
+	}
 	cons := &consumer{
 		c: c, id: r.GetConsumerId(), name: r.GetConsumerName(), sub: s,
-		priority: r.GetPriorityLevel(), pending: map[uint64]struct{}{},
-	}
-	if m := r.KeySharedMeta; m != nil && m.GetKeySharedMode() == pulsarpb.KeySharedMode_STICKY {
-		for _, hr := range m.HashRanges {
-			cons.ranges = append(cons.ranges, [2]int32{hr.GetStart(), hr.GetEnd()})
-		}
+		priority: r.GetPriorityLevel(), pending: map[uint64]struct{}{}, sticky: ranges != nil,
 	}
 	c.mu.Lock()
 	c.consumers[cons.id] = cons
 	c.mu.Unlock()
 	c.sendSuccess(reqID)
-	s.addConsumer(cons)
+	s.addConsumer(cons, ranges)
 }
 
 // newSub creates a subscription at its initial position. A durable one

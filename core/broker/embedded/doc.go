@@ -46,7 +46,10 @@
 //     partition key, split evenly over consumers, or the consumer's sticky
 //     ranges; FNV-1a rather than Pulsar's Murmur3, so sticky ranges chosen
 //     for a real cluster map differently; the key decides, not the
-//     priority, as in Pulsar). A batch entry is routed by its metadata key.
+//     priority, as in Pulsar). Sticky ranges are checked as Pulsar checks
+//     them: a consumer whose ranges are missing, reversed, or overlap each
+//     other or another consumer's is refused with ConsumerAssignError. A
+//     batch entry is routed by its metadata key.
 //     Key_Shared does not hold back keys for a newly joined consumer as
 //     Pulsar does, so per-key order can break while consumers change.
 //   - Delayed delivery (deliver_at_time, the client's DeliverAfter and

@@ -175,10 +175,11 @@ func (b *Broker) deleteTopicLocked(t *topic) {
 	if t.log != nil {
 		b.store.drop(t.log)
 	}
+	charge := topicCharge(t.name) + t.schemaCharge
 	t.mu.Unlock()
 	delete(b.topics, t.name.full)
 	b.attend(t)
-	b.store.releaseMeta(topicCharge(t.name))
+	b.store.releaseMeta(charge)
 	if ns := b.namespaces[t.name.namespace]; ns != nil {
 		ns.topics--
 		if ns.topics == 0 {

@@ -1,0 +1,194 @@
+package embedded_test
+
+import (
+	"hash/fnv"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/core/broker/embedded"
+	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
+	"github.com/sluicehq/sluice/core/internal/rawpulsar"
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
+)
+
+// TestStickyKeySharedRanges: a sticky Key_Shared consumer gets the keys whose hashes its
+// ranges hold, and its ranges are checked as Pulsar checks them: a consumer whose ranges are
+// missing, reversed, overlapping each other or overlapping another consumer's is refused with
+// ConsumerAssignError, and the consumers already there keep their keys.
+func TestStickyKeySharedRanges(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{})
+	c := newClient(t, b, nil)
+	topic := uniqueTopic("sticky")
+	sticky := func(name string, ranges ...int) (pulsar.Consumer, error) {
+		policy, err := pulsar.NewKeySharedPolicySticky(ranges)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Subscribe(pulsar.ConsumerOptions{
+			Topic: topic, SubscriptionName: "s", Type: pulsar.KeyShared, Name: name, KeySharedPolicy: policy,
+		})
+	}
+	low, err := sticky("low", 0, 32767)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer low.Close()
+	high, err := sticky("high", 32768, 65535)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer high.Close()
+	if extra, err := sticky("overlapping", 30000, 40000); err == nil {
+		extra.Close()
+		t.Fatal("a consumer whose range overlaps two others' subscribed")
+	} else if !strings.Contains(err.Error(), "ConsumerAssignError") {
+		t.Fatalf("overlapping range refused with %v, want ConsumerAssignError", err)
+	}
+	const n = 200
+	sendN(t, mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), n,
+		func(i int) string { return "key-" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) })
+	got := 0
+	for _, cons := range []struct {
+		c      pulsar.Consumer
+		lo, hi uint32
+	}{{low, 0, 32767}, {high, 32768, 65535}} {
+		for got < n {
+			ctx := ctxT(t, 500*time.Millisecond)
+			m, err := cons.c.Receive(ctx)
+			if err != nil {
+				break // this consumer has had its keys
+			}
+			h := fnv.New32a()
+			_, _ = h.Write([]byte(m.Key()))
+			if hash := h.Sum32() % 65536; hash < cons.lo || hash > cons.hi {
+				t.Fatalf("key %q (hash %d) went to the consumer of [%d, %d]", m.Key(), hash, cons.lo, cons.hi)
+			}
+			_ = cons.c.Ack(m)
+			got++
+		}
+	}
+	if got != n {
+		t.Fatalf("received %d of %d messages", got, n)
+	}
+
+	// What the client library would refuse to send, sent as any client may.
+	nc := dialRaw(t, b)
+	if _, err := nc.Write(rawpulsar.Command(rawpulsar.Connect(""))); err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		name   string
+		ranges [][2]int32
+		want   string
+	}{
+		{"none", nil, "must not be empty"},
+		{"start past end", [][2]int32{{10, 5}}, "start > end"},
+		{"its own overlap", [][2]int32{{0, 10}, {5, 20}}, "own ranges conflict"},
+		{"another consumer's", [][2]int32{{70000, 80000}, {100, 100}}, "Range conflict with consumer low"},
+	} {
+		if _, err := nc.Write(stickySubscribe(topic, "s", uint64(100+i), tc.ranges)); err != nil {
+			t.Fatal(err)
+		}
+		answer := nextAnswer(t, nc)
+		if answer.GetType() != pulsarpb.BaseCommand_ERROR || answer.GetError().GetError() != pulsarpb.ServerError_ConsumerAssignError ||
+			!strings.Contains(answer.GetError().GetMessage(), tc.want) {
+			t.Errorf("%s: %v, want ConsumerAssignError %q", tc.name, answer, tc.want)
+		}
+	}
+	// Ranges past the 65,536 hashes are Pulsar's to accept: they own nothing.
+	if _, err := nc.Write(stickySubscribe(uniqueTopic("sticky-past"), "s", 200, [][2]int32{{65536, 1 << 30}})); err != nil {
+		t.Fatal(err)
+	}
+	if answer := nextAnswer(t, nc); answer.GetType() != pulsarpb.BaseCommand_SUCCESS {
+		t.Errorf("ranges past the hashes: %v, want SUCCESS", answer)
+	}
+}
+
+// TestStickyRangesCostLittle: a sticky consumer may own 32,768 ranges of one hash each; the
+// broker finds an entry's owner among them by a binary search, so a FLOW that makes it look
+// at a backlog of 20,000 entries none of them owns costs milliseconds. Walking every range
+// for every entry, one such FLOW cost seconds of CPU.
+func TestStickyRangesCostLittle(t *testing.T) {
+	b := startBroker(t, embedded.Config{})
+	topic := uniqueTopic("sticky-many")
+	const entries = 40000
+	// Keyless messages hash as the empty key: FNV-1a's offset basis, odd modulo 65,536.
+	sendN(t, mustProducer(t, newClient(t, b, nil), pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), entries, nil)
+	even := make([][2]int32, 32768)
+	for i := range even {
+		even[i] = [2]int32{int32(2 * i), int32(2 * i)}
+	}
+	nc := dialRaw(t, b)
+	if _, err := nc.Write(append(rawpulsar.Command(rawpulsar.Connect("")), stickySubscribe(topic, "s", 1, even)...)); err != nil {
+		t.Fatal(err)
+	}
+	if answer := nextAnswer(t, nc); answer.GetType() != pulsarpb.BaseCommand_SUCCESS {
+		t.Fatalf("32,768 ranges: %v, want SUCCESS", answer)
+	}
+	ping := rawpulsar.Command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_PING.Enum(), Ping: &pulsarpb.CommandPing{}})
+	flow := rawpulsar.Command(&pulsarpb.BaseCommand{
+		Type: pulsarpb.BaseCommand_FLOW.Enum(),
+		Flow: &pulsarpb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(1)},
+	})
+	for i := range 3 {
+		before := cpuTime()
+		for _, f := range [][]byte{flow, ping} {
+			if _, err := nc.Write(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if answer := nextAnswer(t, nc); answer.GetType() != pulsarpb.BaseCommand_PONG {
+			t.Fatalf("after a FLOW: %v, want PONG", answer)
+		}
+		took := cpuTime() - before
+		t.Logf("FLOW %d: %s of CPU", i, took)
+		if took > 250*time.Millisecond {
+			t.Fatalf("FLOW %d over %d entries no range owns cost %s of CPU", i, entries, took)
+		}
+	}
+}
+
+// stickySubscribe is a SUBSCRIBE of consumer id to a Key_Shared subscription with sticky ranges.
+func stickySubscribe(topic, sub string, id uint64, ranges [][2]int32) []byte {
+	meta := &pulsarpb.KeySharedMeta{KeySharedMode: pulsarpb.KeySharedMode_STICKY.Enum()}
+	for _, r := range ranges {
+		meta.HashRanges = append(meta.HashRanges, &pulsarpb.IntRange{Start: proto.Int32(r[0]), End: proto.Int32(r[1])})
+	}
+	return rawpulsar.Command(&pulsarpb.BaseCommand{
+		Type: pulsarpb.BaseCommand_SUBSCRIBE.Enum(),
+		Subscribe: &pulsarpb.CommandSubscribe{
+			Topic: proto.String(topic), Subscription: proto.String(sub), ConsumerId: proto.Uint64(id), RequestId: proto.Uint64(id),
+			SubType: pulsarpb.CommandSubscribe_Key_Shared.Enum(), KeySharedMeta: meta,
+			InitialPosition: pulsarpb.CommandSubscribe_Earliest.Enum(),
+		},
+	})
+}
+
+// nextAnswer reads frames until an answer to a request comes: SUCCESS, ERROR or PONG.
+func nextAnswer(t *testing.T, nc net.Conn) *pulsarpb.BaseCommand {
+	t.Helper()
+	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		cmd, err := rawpulsar.ReadCommand(nc)
+		if err != nil {
+			t.Fatalf("waiting for an answer: %v", err)
+		}
+		switch cmd.GetType() {
+		case pulsarpb.BaseCommand_SUCCESS, pulsarpb.BaseCommand_ERROR, pulsarpb.BaseCommand_PONG:
+			return cmd
+		}
+	}
+}
+
+// cpuTime is the CPU time the test process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

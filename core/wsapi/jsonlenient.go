@@ -137,6 +137,37 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// JSONStringLen is the length appendJSONString writes for s, less its quotes: a control
+// character becomes six bytes, and a malformed UTF-8 sequence the three of U+FFFD, so that a
+// frame may hold six times the bytes of a key or property the broker delivered.
+func JSONStringLen(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\b' || c == '\t' || c == '\n' || c == '\f' || c == '\r':
+				n += 2
+			case c < 0x20:
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			n += utf8.RuneLen(utf8.RuneError)
+			size = javaMalformed(s[i:])
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
 // javaMalformed is how many bytes at the start of s, which is not valid UTF-8 there, Java's
 // String decoder (new String(bytes, UTF_8), which is how Pulsar's client reads a message's
 // key and properties) turns into one U+FFFD. It takes a well-formed sequence that encodes a

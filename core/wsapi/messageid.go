@@ -128,6 +128,13 @@ func DecodeMessageID(s string) (MessageID, error) {
 // maxChunkDepth bounds the nesting of first_chunk_message_id.
 const maxChunkDepth = 32
 
+// maxAckSetWords bounds an id's ack_set: a word for each 64 messages of a batch of at most
+// 65,536, the most a decoded id may claim (broker.maxDecodedBatch). Ids Pulsar's WebSocket
+// proxy writes carry none; unbounded, each byte of an ack frame became an 8-byte word, twice.
+const maxAckSetWords = 1024
+
+var errAckSetTooLong = fmt.Errorf("%w: ack_set of more than %d words", ErrInvalidMessageID, maxAckSetWords)
+
 // ParseMessageIDBytes parses MessageIdData bytes as Pulsar's LightProto
 // parser and MessageIdImpl.fromByteArray do. ledgerId and entryId are
 // required; unknown fields, field number 0 among them, and known fields with
@@ -166,6 +173,9 @@ func parseMessageID(b []byte, depth int) (MessageID, error) {
 			case tagBatchIndex:
 				id.BatchIndex, hasBatchIndex = int32(v), true //nolint:gosec // protobuf int32 truncation.
 			case tagAckSet:
+				if len(id.AckSet) == maxAckSetWords {
+					return MessageID{}, errAckSetTooLong
+				}
 				id.AckSet = append(id.AckSet, int64(v)) //nolint:gosec // protobuf int64.
 			case tagBatchSize:
 				id.BatchSize = max(int32(v), -1) //nolint:gosec // protobuf int32 truncation.
@@ -194,6 +204,9 @@ func parseMessageID(b []byte, depth int) (MessageID, error) {
 					return MessageID{}, fmt.Errorf("%w: bad packed ack_set", ErrInvalidMessageID)
 				}
 				p = p[n:]
+				if len(id.AckSet) == maxAckSetWords {
+					return MessageID{}, errAckSetTooLong
+				}
 				id.AckSet = append(id.AckSet, int64(v)) //nolint:gosec // protobuf int64.
 			}
 		default:

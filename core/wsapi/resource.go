@@ -1,7 +1,9 @@
 package wsapi
 
 import (
+	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 
 	"github.com/sluicehq/sluice/core/internal/topicname"
@@ -133,11 +135,50 @@ func patternResource(pattern string) (Resource, error) {
 	if !ok {
 		return Resource{}, invalidParams("topicsPattern %q: not a topic name pattern", pattern)
 	}
-	if _, err := regexp.Compile(patternExpr(pattern)); err != nil {
+	if err := checkPatternExpr(patternExpr(pattern)); err != nil {
 		return Resource{}, invalidParams("topicsPattern %q: %v", pattern, err)
 	}
 	r.Topic, r.AnyTopic = "", true
 	return r, nil
+}
+
+// maxPatternSize bounds the program a topicsPattern's expression compiles to, in Go's regexp
+// instructions. Go's regexp writes out every repetition, so that a{1000} is a thousand
+// instructions, and a pattern of 16 KB (as a request line holds) a million and a half: each
+// compile of it took seconds of CPU and gigabytes of allocation, before any credentials were
+// checked, and a session kept its 65 MiB. A pattern of topic names, alternatives included,
+// is a few hundred.
+const maxPatternSize = 4096
+
+// checkPatternExpr checks that expr compiles, to a program of at most maxPatternSize
+// instructions, as estimated from its parse (which writes out no repetition) before it is
+// compiled.
+func checkPatternExpr(expr string) error {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return err
+	}
+	if n := programSize(re); n > maxPatternSize {
+		return fmt.Errorf("the expression is too large: over %d instructions once its repetitions are written out", maxPatternSize)
+	}
+	_, err = regexp.Compile(expr)
+	return err
+}
+
+// programSize estimates the instructions re compiles to, saturating past maxPatternSize.
+func programSize(re *syntax.Regexp) int {
+	n := 1 + len(re.Rune)
+	for _, sub := range re.Sub {
+		n += programSize(sub)
+	}
+	if re.Op == syntax.OpRepeat {
+		times := re.Max
+		if times < 0 { // x{n,}: n copies and a loop
+			times = re.Min + 1
+		}
+		n *= max(times, 1)
+	}
+	return min(n, maxPatternSize+1)
 }
 
 // patternExpr is the expression of a topicsPattern that Pulsar's client matches topic names

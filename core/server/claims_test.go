@@ -1,0 +1,183 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/sluicehq/sluice/core/internal/edgetest"
+)
+
+// processCPU is the CPU time the test process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// A v3 topicsPattern's expression is refused before it is compiled when its program would be
+// large: Go's regexp writes out each repetition, and a pattern of 1,500 a{1000} (16 KB, as a
+// request line holds) took each request without credentials 0.6 s of CPU and 360 MiB of
+// allocation, each handshake several times that, and each session 65 MiB for its life.
+func TestTopicsPatternSizeBounded(t *testing.T) {
+	auth := edgetest.NewTokenAuth(t)
+	_, base := edgetest.Start(t, auth.YAML())
+	pattern := "persistent://public/default/" + strings.Repeat("a{1000}", 1500)
+	target := "http" + strings.TrimPrefix(base, "ws") + "/ws/v3/consumer/s?topicsPattern=" + url.QueryEscape(pattern)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	cpu := processCPU()
+	for _, upgrade := range []bool{false, true} {
+		req, err := http.NewRequest(http.MethodGet, target, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if upgrade {
+			req.Header.Set("Connection", "Upgrade")
+			req.Header.Set("Upgrade", "websocket")
+			req.Header.Set("Sec-WebSocket-Version", "13")
+			req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		switch {
+		case !upgrade && resp.StatusCode == http.StatusMethodNotAllowed: // not an upgrade: refused first
+		case resp.StatusCode != http.StatusBadRequest || !bytes.Contains(body, []byte("too large")):
+			t.Errorf("upgrade %v: %d %.200s, want 400 saying the expression is too large", upgrade, resp.StatusCode, body)
+		}
+	}
+	took := processCPU() - cpu
+	runtime.ReadMemStats(&after)
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 32<<20 || took > 300*time.Millisecond {
+		t.Fatalf("two requests with a 16 KB pattern: %d MiB allocated, %s of CPU", grown>>20, took)
+	}
+}
+
+// A consumer's ack names a message id whose ack_set has at most 1,024 words: ids the edge
+// writes have none, and each byte of a longer one became an 8-byte word, twice over (an ack
+// frame of 6.4 MB allocated 257 MiB). The session ends as for any invalid id (4003, the id
+// and "ack_set of more than 1024 words", cut to a close frame's 123 bytes).
+func TestAckIDAckSetBounded(t *testing.T) {
+	_, base := edgetest.Start(t, "admin_listen: \"off\"\n")
+	const words = 4_800_000
+	raw := []byte{0x08, 0x01, 0x10, 0x01, 0x2a} // ledger 1, entry 1, a packed ack_set
+	for l := words; ; l >>= 7 {
+		if l < 0x80 {
+			raw = append(raw, byte(l))
+			break
+		}
+		raw = append(raw, byte(l)|0x80)
+	}
+	raw = append(raw, bytes.Repeat([]byte{1}, words)...)
+	frame := []byte(`{"messageId":"` + base64.StdEncoding.EncodeToString(raw) + `"}`)
+	c := edgetest.Dial(t, base+"/ws/v2/consumer/persistent/public/default/ack-set-bounded/s")
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := c.WriteMessage(websocket.TextMessage, frame); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	_, _, err := c.ReadMessage()
+	runtime.ReadMemStats(&after)
+	ce, ok := errors.AsType[*websocket.CloseError](err)
+	if !ok || ce.Code != 4003 || !strings.HasPrefix(ce.Text, "messageId ") {
+		t.Errorf("an ack id with an ack_set of %d words: %v, want close 4003 for the id", words, err)
+	}
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 64<<20 {
+		t.Errorf("an ack frame of %d MB allocated %d MiB", len(frame)>>20, grown>>20)
+	}
+}
+
+// Each name of a producer message's replicationClusters is charged its string headers as well
+// as its bytes: frames listing 1.5 million empty names, held at a broker that does not answer,
+// grew the heap by 509 MiB while the producer pool counted 0.03 MiB of them. (Such a frame is
+// now charged 48 MiB, most of the default pool.)
+func TestReplicationClustersCharged(t *testing.T) {
+	srv, base := edgetest.Start(t, "admin_listen: \"off\"\n")
+	faults := srv.Embedded().Faults()
+	const sessions, names = 4, 400_000
+	var frame bytes.Buffer
+	frame.WriteString(`{"payload":"eA==","replicationClusters":[""`)
+	frame.WriteString(strings.Repeat(`,""`, names-1))
+	frame.WriteString(`]}`)
+	conns := make([]*websocket.Conn, sessions)
+	for i := range conns {
+		conns[i] = edgetest.Dial(t, topicURL(base, "clusters-charged-"+strconv.Itoa(i), "?sendTimeoutMillis=0"))
+	}
+	before := liveHeap()
+	faults.HoldReceipts()
+	defer faults.ReleaseReceipts()
+	for _, c := range conns {
+		if err := c.WriteMessage(websocket.TextMessage, frame.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edgetest.WaitFor(t, 60*time.Second, "every message at the broker, its receipt held", func() bool {
+		return srv.Embedded().Stats().ReceiptsQueued >= sessions
+	})
+	grown, charged := liveHeap()-before, producerUsage(srv)
+	t.Logf("%d messages of %d empty cluster names held: the heap grew %d MiB, the producer pool holds %d MiB",
+		sessions, names, grown>>20, charged>>20)
+	if charged < grown*3/4 {
+		t.Errorf("the heap grew %d MiB, the producer pool holds %d MiB", grown>>20, charged>>20)
+	}
+	faults.ReleaseReceipts()
+	for _, c := range conns {
+		select {
+		case a := <-readAcks(c, 1):
+			if a.Result != "ok" {
+				t.Errorf("ack %+v", a)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("no ack")
+		}
+	}
+}
+
+// A delivered message's key is charged as the frame writes it: a key of control characters
+// takes six bytes a character there, and consumers that do not read held 78 MiB behind a
+// consumer pool counting 16.
+func TestEscapedKeyCharged(t *testing.T) {
+	srv, base := edgetest.Start(t, "admin_listen: \"off\"\n")
+	const stored, keyLen, consumers = 2, 1 << 20, 4
+	topic := "escaped-key-charged"
+	p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/"+topic)
+	frame := []byte(`{"payload":"eA==","key":"` + strings.Repeat(`\u0001`, keyLen) + `"}`)
+	acks := readAcks(p, stored)
+	for range stored {
+		if err := p.WriteMessage(websocket.TextMessage, frame); err != nil {
+			t.Fatal(err)
+		}
+		if a := <-acks; a.Result != "ok" {
+			t.Fatalf("ack %+v", a)
+		}
+	}
+	before := liveHeap()
+	for i := range consumers {
+		// Clients that never read: delivered frames wait for the socket, charged.
+		edgetest.DialSmallBuffer(t, base+"/ws/v2/consumer/persistent/public/default/"+topic+"/s"+strconv.Itoa(i)+
+			"?subscriptionInitialPosition=Earliest")
+	}
+	time.Sleep(3 * time.Second)
+	grown, charged := liveHeap()-before, srv.ConsumerPool().Snapshot().Edge.Used
+	t.Logf("%d consumers not reading keys of %d control characters: the heap grew %d MiB, the consumer pool holds %d MiB",
+		consumers, keyLen, grown>>20, charged>>20)
+	if charged < grown*2/3 {
+		t.Errorf("the heap grew %d MiB, the consumer pool holds %d MiB", grown>>20, charged>>20)
+	}
+}

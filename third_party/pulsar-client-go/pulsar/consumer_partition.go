@@ -395,7 +395,7 @@ func (pc *partitionConsumer) queue(messages []*message, entryBytes int64) {
 		for _, m := range messages {
 			payloads += int64(len(m.payLoad))
 		}
-		total := max(entryBytes, payloads) + int64(len(messages))*queuedMessageOverhead
+		total := max(entryBytes, payloads) + int64(len(messages))*queuedMessageOverhead + decodedMetadataBytes(messages)
 		each := total / int64(len(messages))
 		for _, m := range messages {
 			m.queuedBytes = each
@@ -418,6 +418,22 @@ func (pc *partitionConsumer) queue(messages []*message, entryBytes int64) {
 // entry holds, and 65,536 empty ones in an entry of 400 KB hold 34 MB: counted, the bound in
 // bytes holds what it says whatever the batches.
 const queuedMessageOverhead = 576
+
+// decodedMetadataBytes is what the messages of an entry hold decoded from its metadata beyond
+// what queuedMessageOverhead counts, which the entry's bytes may hold at a twelfth: each
+// property as a map entry, decodedPropertyOverhead besides its key and value (171 bytes
+// measured for a property of a six-byte key and an empty value, 14 bytes in the entry).
+func decodedMetadataBytes(messages []*message) int64 {
+	var n int64
+	for _, m := range messages {
+		for k, v := range m.properties {
+			n += decodedPropertyOverhead + int64(len(k)+len(v))
+		}
+	}
+	return n
+}
+
+const decodedPropertyOverhead = 160
 
 // taken frees what a message the application took from the consumer's channel held: its bytes
 // and, with a receiver queue, its permit. A closed consumer asks the broker for nothing more.
@@ -1490,13 +1506,12 @@ func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, header
 						pc.partitionIdx,
 						pbMsgID.GetBatchSize(),
 					),
-					payLoad:             headersAndPayload.ReadableSlice(),
-					schema:              pc.options.schema,
-					replicationClusters: msgMeta.GetReplicateTo(),
-					replicatedFrom:      msgMeta.GetReplicatedFrom(),
-					redeliveryCount:     response.GetRedeliveryCount(),
-					encryptionContext:   createEncryptionContext(msgMeta),
-					orderingKey:         string(msgMeta.OrderingKey),
+					payLoad:           headersAndPayload.ReadableSlice(),
+					schema:            pc.options.schema,
+					replicatedFrom:    msgMeta.GetReplicatedFrom(),
+					redeliveryCount:   response.GetRedeliveryCount(),
+					encryptionContext: createEncryptionContext(msgMeta),
+					orderingKey:       string(msgMeta.OrderingKey),
 				},
 			}
 			if pc.options.autoReceiverQueueSize {
@@ -1653,47 +1668,45 @@ func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, header
 		var msg *message
 		if smm != nil {
 			msg = &message{
-				publishTime:         timeFromUnixTimestampMillis(msgMeta.GetPublishTime()),
-				eventTime:           timeFromUnixTimestampMillis(smm.GetEventTime()),
-				key:                 smm.GetPartitionKey(),
-				hasKey:              smm.PartitionKey != nil,
-				producerName:        msgMeta.GetProducerName(),
-				properties:          internal.ConvertToStringMap(smm.GetProperties()),
-				topic:               pc.topic,
-				msgID:               msgID,
-				payLoad:             payload,
-				schema:              pc.options.schema,
-				replicationClusters: msgMeta.GetReplicateTo(),
-				replicatedFrom:      msgMeta.GetReplicatedFrom(),
-				redeliveryCount:     response.GetRedeliveryCount(),
-				schemaVersion:       msgMeta.GetSchemaVersion(),
-				schemaInfoCache:     pc.schemaInfoCache,
-				orderingKey:         string(smm.OrderingKey),
-				index:               messageIndex,
-				brokerPublishTime:   brokerPublishTime,
-				conn:                pc._getConn(),
+				publishTime:       timeFromUnixTimestampMillis(msgMeta.GetPublishTime()),
+				eventTime:         timeFromUnixTimestampMillis(smm.GetEventTime()),
+				key:               smm.GetPartitionKey(),
+				hasKey:            smm.PartitionKey != nil,
+				producerName:      msgMeta.GetProducerName(),
+				properties:        internal.ConvertToStringMap(smm.GetProperties()),
+				topic:             pc.topic,
+				msgID:             msgID,
+				payLoad:           payload,
+				schema:            pc.options.schema,
+				replicatedFrom:    msgMeta.GetReplicatedFrom(),
+				redeliveryCount:   response.GetRedeliveryCount(),
+				schemaVersion:     msgMeta.GetSchemaVersion(),
+				schemaInfoCache:   pc.schemaInfoCache,
+				orderingKey:       string(smm.OrderingKey),
+				index:             messageIndex,
+				brokerPublishTime: brokerPublishTime,
+				conn:              pc._getConn(),
 			}
 		} else {
 			msg = &message{
-				publishTime:         timeFromUnixTimestampMillis(msgMeta.GetPublishTime()),
-				eventTime:           timeFromUnixTimestampMillis(msgMeta.GetEventTime()),
-				key:                 msgMeta.GetPartitionKey(),
-				hasKey:              msgMeta.PartitionKey != nil,
-				producerName:        msgMeta.GetProducerName(),
-				properties:          internal.ConvertToStringMap(msgMeta.GetProperties()),
-				topic:               pc.topic,
-				msgID:               msgID,
-				payLoad:             payload,
-				schema:              pc.options.schema,
-				replicationClusters: msgMeta.GetReplicateTo(),
-				replicatedFrom:      msgMeta.GetReplicatedFrom(),
-				redeliveryCount:     response.GetRedeliveryCount(),
-				schemaVersion:       msgMeta.GetSchemaVersion(),
-				schemaInfoCache:     pc.schemaInfoCache,
-				orderingKey:         string(msgMeta.GetOrderingKey()),
-				index:               messageIndex,
-				brokerPublishTime:   brokerPublishTime,
-				conn:                pc._getConn(),
+				publishTime:       timeFromUnixTimestampMillis(msgMeta.GetPublishTime()),
+				eventTime:         timeFromUnixTimestampMillis(msgMeta.GetEventTime()),
+				key:               msgMeta.GetPartitionKey(),
+				hasKey:            msgMeta.PartitionKey != nil,
+				producerName:      msgMeta.GetProducerName(),
+				properties:        internal.ConvertToStringMap(msgMeta.GetProperties()),
+				topic:             pc.topic,
+				msgID:             msgID,
+				payLoad:           payload,
+				schema:            pc.options.schema,
+				replicatedFrom:    msgMeta.GetReplicatedFrom(),
+				redeliveryCount:   response.GetRedeliveryCount(),
+				schemaVersion:     msgMeta.GetSchemaVersion(),
+				schemaInfoCache:   pc.schemaInfoCache,
+				orderingKey:       string(msgMeta.GetOrderingKey()),
+				index:             messageIndex,
+				brokerPublishTime: brokerPublishTime,
+				conn:              pc._getConn(),
 			}
 		}
 

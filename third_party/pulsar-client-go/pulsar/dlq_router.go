@@ -129,12 +129,11 @@ func (r *dlqRouter) run() {
 				}
 			}
 			producer.SendAsync(context.Background(), &ProducerMessage{
-				Payload:             msg.Payload(),
-				Key:                 msg.Key(),
-				OrderingKey:         msg.OrderingKey(),
-				Properties:          msg.Properties(),
-				EventTime:           msg.EventTime(),
-				ReplicationClusters: msg.replicationClusters,
+				Payload:     msg.Payload(),
+				Key:         msg.Key(),
+				OrderingKey: msg.OrderingKey(),
+				Properties:  msg.Properties(),
+				EventTime:   msg.EventTime(),
 			}, func(_ MessageID, _ *ProducerMessage, err error) {
 				release()
 				if err == nil {

@@ -296,26 +296,25 @@ type EncryptionKey struct {
 }
 
 type message struct {
-	publishTime         time.Time
-	eventTime           time.Time
-	key                 string
-	hasKey              bool // the metadata has a key, perhaps ""
-	orderingKey         string
-	producerName        string
-	payLoad             []byte
-	msgID               MessageID
-	properties          map[string]string
-	topic               string
-	replicationClusters []string
-	replicatedFrom      string
-	redeliveryCount     uint32
-	schema              Schema
-	schemaVersion       []byte
-	schemaInfoCache     *schemaInfoCache
-	encryptionContext   *EncryptionContext
-	index               *uint64
-	brokerPublishTime   *time.Time
-	conn                internal.Connection
+	publishTime       time.Time
+	eventTime         time.Time
+	key               string
+	hasKey            bool // the metadata has a key, perhaps ""
+	orderingKey       string
+	producerName      string
+	payLoad           []byte
+	msgID             MessageID
+	properties        map[string]string
+	topic             string
+	replicatedFrom    string
+	redeliveryCount   uint32
+	schema            Schema
+	schemaVersion     []byte
+	schemaInfoCache   *schemaInfoCache
+	encryptionContext *EncryptionContext
+	index             *uint64
+	brokerPublishTime *time.Time
+	conn              internal.Connection
 	// queuedBytes is the part of its entry's bytes the message holds in the bound of its
 	// partition consumer, queuedIn (receiverQueueMaxBytes), until released.
 	queuedBytes int64

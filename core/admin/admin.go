@@ -261,7 +261,23 @@ func (a *Admin) serveHistory(w http.ResponseWriter, r *http.Request) {
 
 // serveReady answers 200 when every readiness check passes, else 503, with the checks.
 func (a *Admin) serveReady(w http.ResponseWriter, _ *http.Request) {
-	rd := a.src.Readiness()
+	writeReadiness(w, a.src.Readiness())
+}
+
+// ReadyProbe serves /readyz for a listener clients reach: the same status and checks, without
+// the reasons, which name what a client has no business reading (a broker's address, a key
+// provider's URL, a plugin's error).
+func (a *Admin) ReadyProbe() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		rd := a.src.Readiness()
+		for i := range rd.Checks {
+			rd.Checks[i].Reason = ""
+		}
+		writeReadiness(w, rd)
+	})
+}
+
+func writeReadiness(w http.ResponseWriter, rd Readiness) {
 	status := http.StatusOK
 	if !rd.Ready {
 		status = http.StatusServiceUnavailable

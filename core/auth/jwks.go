@@ -174,6 +174,9 @@ func (k *jwks) get(ctx context.Context) ([]jwkset.JWK, error) {
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := k.client.Do(req)
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return nil, ue.Err // without the URL, which fetchLocked's error names redacted
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -191,12 +194,18 @@ func (k *jwks) get(ctx context.Context) ([]jwkset.JWK, error) {
 	return decodeJWKS(body)
 }
 
-// redacted is u without a password, for errors and logs.
+// redacted is u without a password or a query (where a provider may take an API key), for
+// errors and logs.
 func redacted(u string) string {
-	if p, err := url.Parse(u); err == nil {
-		return p.Redacted()
+	p, err := url.Parse(u)
+	if err != nil {
+		return "the key set's URL"
 	}
-	return u
+	if p.RawQuery != "" || p.ForceQuery {
+		p.RawQuery, p.ForceQuery = "…", false
+	}
+	p.Fragment, p.RawFragment = "", ""
+	return p.Redacted()
 }
 
 // decodeJWKS decodes a key set's public signing keys. Symmetric (oct) keys and keys of

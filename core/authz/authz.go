@@ -232,8 +232,11 @@ func (p resource) covers(r wsapi.Resource) bool {
 		// Every topic of the namespace: the glob must end in ** after the namespace.
 		return len(p.segs) == len(ns)+1 && p.segs[len(ns)] == "**" && globMatch(p.segs[:len(ns)], ns)
 	}
-	name := append(ns, strings.Split(topicname.Base(r.Topic), "/")...)
-	return globMatch(p.segs, name)
+	// The namespace's segments first, then the topic's: a ** never reaches from one into the
+	// other, so that a/b/** covers the topics of namespace a/b and not the v1 namespace
+	// a/b/x, which Pulsar takes for another.
+	k := len(ns)
+	return len(p.segs) >= k && globMatch(p.segs[:k], ns) && globMatch(p.segs[k:], strings.Split(topicname.Base(r.Topic), "/"))
 }
 
 // globMatch matches segments, "**" standing for any number of them.

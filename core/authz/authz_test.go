@@ -41,6 +41,7 @@ func TestAuthorize(t *testing.T) {
 		"tenant covers v1 namespaces":       {"app", res(t, wsapi.Consumer, "persistent://acme/c1/x/y"), true},
 		"namespace is not a v1 prefix":      {"app", res(t, wsapi.Producer, "persistent://public/default/x/y"), false},
 		"v1 namespace by its glob":          {"app", res(t, wsapi.Producer, "persistent://public/v1c/ns/t"), true},
+		"a namespace's ** is not a v1 one":  {"app", res(t, wsapi.Consumer, "persistent://public/pat/x/t"), false},
 		"consume allows a reader":           {"app", res(t, wsapi.Reader, "acme/x/y"), true},
 		"read does not allow a consumer":    {"app", res(t, wsapi.Consumer, "non-persistent://public/live/t-1"), false},
 		"read allows a reader":              {"app", res(t, wsapi.Reader, "non-persistent://public/live/t-1"), true},

@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/frontdoor/certs"
+	"github.com/sluicehq/sluice/core/frontdoor/connlimit"
 	"github.com/sluicehq/sluice/core/gateway"
 	"github.com/sluicehq/sluice/core/internal/lograte"
 	"github.com/sluicehq/sluice/core/policy"
@@ -170,10 +171,11 @@ func (s *Server) Start(ctx context.Context, listen bool) (err error) {
 		if err != nil {
 			return fmt.Errorf("admin listener on %s: %w", s.cfg.AdminListen, err)
 		}
+		aln = limitAdmin(aln)
 		if s.adminTLS != nil {
 			aln = tls.NewListener(aln, s.adminTLS.Config())
 		}
-		asrv := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: s.httpErrorLog()}
+		asrv := newAdminServer(s.AdminHandler(), int(s.cfg.WebSocket.MaxHeaderBytes.Bytes()), adminIdleTimeout, s.httpErrorLog())
 		s.mu.Lock()
 		s.adminSrv, s.adminLn, s.adminErr = asrv, aln, make(chan error, 1)
 		s.mu.Unlock()
@@ -554,6 +556,38 @@ func Validate(ctx context.Context, cfg *config.Config, reg *strategy.Registry) e
 	return m.Apply(ctx, cfg.Routes) // its errors name the route
 }
 
+// The admin listener's bounds. Operators, scrapers and dashboards need a few connections each;
+// without bounds, anyone who reaches the listener (its /healthz and /readyz are open to all)
+// could hold connections until the process ran out of descriptors, which the WebSocket
+// listener then could not accept.
+const (
+	adminMaxConnections           = 256
+	adminMaxConnectionsPerAddress = 32
+	// adminIdleTimeout closes a kept-alive connection that sends no request for this long.
+	adminIdleTimeout = 60 * time.Second
+	// adminReadTimeout bounds the reading of a request, its body included.
+	adminReadTimeout = 30 * time.Second
+)
+
+// limitAdmin bounds the connections an admin listener accepts, in total and per address (a
+// peer is counted by its TCP address: the admin listener trusts no proxy); one over a bound is
+// closed at its accept.
+func limitAdmin(ln net.Listener) net.Listener {
+	l := connlimit.New(connlimit.Options{MaxConnections: adminMaxConnections, MaxConnectionsPerAddress: adminMaxConnectionsPerAddress})
+	return l.Listener(ln, connlimit.ListenerConfig{})
+}
+
+func newAdminServer(h http.Handler, maxHeaderBytes int, idle time.Duration, errLog *log.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       adminReadTimeout,
+		IdleTimeout:       idle,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          errLog,
+	}
+}
+
 // Handler is the edge's HTTP handler, built once by Start: the WebSocket API under /ws/,
 // /healthz and /readyz.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -565,9 +599,8 @@ func (s *Server) newHandler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	// /readyz here too: a load balancer probes the port it sends traffic to, and the admin
-	// listener is on loopback by default.
-	ready := s.AdminHandler()
-	mux.Handle("GET /readyz", ready)
+	// listener is on loopback by default. Its reasons stay on the admin listener.
+	mux.Handle("GET /readyz", s.admin.ReadyProbe())
 	// The WebSocket API's paths reach the gateway as they came. ServeMux would answer a path
 	// with an empty or a dot segment with a redirect to its cleaned form, which WebSocket
 	// clients do not follow, where Pulsar reads the topic from the path's parts as given.

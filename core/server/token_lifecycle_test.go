@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -179,7 +181,9 @@ func TestTokenExpiryCanBeTurnedOff(t *testing.T) {
 
 // A provider that is down when the edge starts does not keep it from starting: tokens are
 // refused with 401 and /readyz fails its token_keys check until the keys arrive, then both
-// recover without a restart.
+// recover without a restart. The check's reason, on the admin listener, names the provider's
+// URL without its query (which may carry an API key); the WebSocket listener's /readyz, which
+// clients reach, gives no reasons.
 func TestTokenKeysUnavailableAtStart(t *testing.T) {
 	t.Parallel()
 	p := newOIDCProvider(t)
@@ -194,6 +198,7 @@ func TestTokenKeysUnavailableAtStart(t *testing.T) {
 	}))
 	t.Cleanup(gate.Close)
 	yaml := strings.Replace(p.yaml(), p.srv.URL, gate.URL, 1)
+	yaml = strings.Replace(yaml, "jwks.json", "jwks.json?api_key=SECRET-KEY", 1)
 	yaml = strings.Replace(yaml, "jwks_refresh_min_interval: 1ms", "jwks_refresh_min_interval: 50ms", 1)
 	srv, base := edgetest.Start(t, yaml)
 	url := base + "/ws/v2/producer/persistent/public/default/keys-later?token=" + p.token(t, "alice", time.Time{})
@@ -206,6 +211,17 @@ func TestTokenKeysUnavailableAtStart(t *testing.T) {
 	}
 	if rd := srv.Readiness(); rd.Ready || !hasFailing(rd.Checks, "token_keys") {
 		t.Fatalf("readiness with no keys: %+v", rd)
+	} else if reason := fmt.Sprint(rd.Checks); strings.Contains(reason, "SECRET-KEY") || !strings.Contains(reason, strings.TrimPrefix(gate.URL, "http://")) {
+		t.Errorf("token_keys reason %s: want the provider's address without its query", reason)
+	}
+	resp, err := http.Get("http" + strings.TrimPrefix(base, "ws") + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || bytes.Contains(body, []byte("reason")) || !bytes.Contains(body, []byte("token_keys")) {
+		t.Errorf("the WebSocket listener's /readyz: %d %s, want 503 naming the failing check and no reason", resp.StatusCode, body)
 	}
 
 	down.Store(false)

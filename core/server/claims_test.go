@@ -159,15 +159,7 @@ func TestEscapedKeyCharged(t *testing.T) {
 	topic := "escaped-key-charged"
 	p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/"+topic)
 	frame := []byte(`{"payload":"eA==","key":"` + strings.Repeat(`\u0001`, keyLen) + `"}`)
-	acks := readAcks(p, stored)
-	for range stored {
-		if err := p.WriteMessage(websocket.TextMessage, frame); err != nil {
-			t.Fatal(err)
-		}
-		if a := <-acks; a.Result != "ok" {
-			t.Fatalf("ack %+v", a)
-		}
-	}
+	store(t, p, frame, stored)
 	before := liveHeap()
 	for i := range consumers {
 		// Clients that never read: delivered frames wait for the socket, charged.
@@ -210,15 +202,7 @@ func TestPrefetchHoldsDecodedMetadataCounted(t *testing.T) {
 		topic := "prefetch-clusters"
 		p := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/"+topic)
 		frame := []byte(`{"payload":"eA==","replicationClusters":[""` + strings.Repeat(`,""`, names-1) + `]}`)
-		acks := readAcks(p, stored)
-		for range stored {
-			if err := p.WriteMessage(websocket.TextMessage, frame); err != nil {
-				t.Fatal(err)
-			}
-			if a := <-acks; a.Result != "ok" {
-				t.Fatalf("ack %+v", a)
-			}
-		}
+		store(t, p, frame, stored)
 		grown := prefetched(topic)
 		t.Logf("%d pull consumers of messages of %d cluster names (1.2 MB each): the heap grew %d MiB", consumers, names, grown>>20)
 		if grown > 32<<20 {
@@ -245,4 +229,18 @@ func TestPrefetchHoldsDecodedMetadataCounted(t *testing.T) {
 			t.Errorf("%d consumers that asked for nothing grew the heap by %d MiB", consumers, grown>>20)
 		}
 	})
+}
+
+// store publishes frame n times through the producer session p, each acked ok before the next.
+func store(t *testing.T, p *websocket.Conn, frame []byte, n int) {
+	t.Helper()
+	acks := readAcks(p, n)
+	for range n {
+		if err := p.WriteMessage(websocket.TextMessage, frame); err != nil {
+			t.Fatal(err)
+		}
+		if a := <-acks; a.Result != "ok" {
+			t.Fatalf("ack %+v", a)
+		}
+	}
 }

@@ -110,15 +110,8 @@ func TestRedeliveryOfManyPendingCostsLittle(t *testing.T) {
 // await reads frames until n of type typ have come.
 func await(t *testing.T, nc net.Conn, typ pulsarpb.BaseCommand_Type, n int) {
 	t.Helper()
-	_ = nc.SetReadDeadline(time.Now().Add(120 * time.Second))
-	for got := 0; got < n; {
-		cmd, err := rawpulsar.ReadCommand(nc)
-		if err != nil {
-			t.Fatalf("after %d of %d %s: %v", got, n, typ, err)
-		}
-		if cmd.GetType() == typ {
-			got++
-		}
+	for range n {
+		nextCommand(t, nc, typ)
 	}
 }
 

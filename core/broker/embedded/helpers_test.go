@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +15,8 @@ import (
 	plog "github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar/log"
 
 	"github.com/sluicehq/sluice/core/broker/embedded"
+	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
+	"github.com/sluicehq/sluice/core/internal/rawpulsar"
 )
 
 // testLogger is quiet unless SLUICE_TEST_LOG is set.
@@ -183,4 +187,20 @@ func (cb *callbacks) checkOnce(t testing.TB, d time.Duration, what string) {
 func (cb *callbacks) err(i int) error {
 	err, _ := cb.errs[i].Load().(error)
 	return err
+}
+
+// nextCommand reads frames from a raw connection until a command of one of types comes, and
+// returns it.
+func nextCommand(t testing.TB, nc net.Conn, types ...pulsarpb.BaseCommand_Type) *pulsarpb.BaseCommand {
+	t.Helper()
+	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		cmd, err := rawpulsar.ReadCommand(nc)
+		if err != nil {
+			t.Fatalf("waiting for %v: %v", types, err)
+		}
+		if slices.Contains(types, cmd.GetType()) {
+			return cmd
+		}
+	}
 }

@@ -499,19 +499,6 @@ func TestForgedBatchCountPartialAck(t *testing.T) {
 			}
 		}
 	}
-	next := func(want pulsarpb.BaseCommand_Type) *pulsarpb.BaseCommand {
-		t.Helper()
-		_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-		for {
-			cmd, err := rawpulsar.ReadCommand(nc)
-			if err != nil {
-				t.Fatalf("waiting for %s: %v", want, err)
-			}
-			if cmd.GetType() == want {
-				return cmd
-			}
-		}
-	}
 	write(rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(rawpulsar.Producer(topic)),
 		rawpulsar.Payload(rawpulsar.Send(0), md, rawpulsar.Entry(1, []byte("x"))),
 		rawpulsar.Command(&pulsarpb.BaseCommand{
@@ -526,7 +513,7 @@ func TestForgedBatchCountPartialAck(t *testing.T) {
 			Type: pulsarpb.BaseCommand_FLOW.Enum(),
 			Flow: &pulsarpb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(10)},
 		}))
-	id := next(pulsarpb.BaseCommand_MESSAGE).GetMessage().GetMessageId()
+	id := nextCommand(t, nc, pulsarpb.BaseCommand_MESSAGE).GetMessage().GetMessageId()
 	ack := func(set int64) []byte {
 		return rawpulsar.Command(&pulsarpb.BaseCommand{
 			Type: pulsarpb.BaseCommand_ACK.Enum(),
@@ -540,7 +527,7 @@ func TestForgedBatchCountPartialAck(t *testing.T) {
 	// The first message acknowledged, then the rest of the set's 64; a SEND after them comes
 	// back once the broker has applied both.
 	write(ack(^1), ack(0), rawpulsar.Payload(rawpulsar.Send(1), rawpulsar.Metadata(1), []byte("after")))
-	next(pulsarpb.BaseCommand_SEND_RECEIPT)
+	nextCommand(t, nc, pulsarpb.BaseCommand_SEND_RECEIPT)
 	took := time.Since(start)
 	runtime.ReadMemStats(&after)
 	if grown := after.TotalAlloc - before.TotalAlloc; grown > 16<<20 || took > 2*time.Second {
@@ -556,7 +543,7 @@ func TestForgedBatchCountPartialAck(t *testing.T) {
 		Type: pulsarpb.BaseCommand_FLOW.Enum(),
 		Flow: &pulsarpb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(math.MaxUint32)},
 	}))
-	if got := next(pulsarpb.BaseCommand_MESSAGE).GetMessage().GetMessageId().GetEntryId(); got != id.GetEntryId()+1 {
+	if got := nextCommand(t, nc, pulsarpb.BaseCommand_MESSAGE).GetMessage().GetMessageId().GetEntryId(); got != id.GetEntryId()+1 {
 		t.Fatalf("next delivery: entry %d, want %d", got, id.GetEntryId()+1)
 	}
 }

@@ -173,17 +173,7 @@ func stickySubscribe(topic, sub string, id uint64, ranges [][2]int32) []byte {
 // nextAnswer reads frames until an answer to a request comes: SUCCESS, ERROR or PONG.
 func nextAnswer(t *testing.T, nc net.Conn) *pulsarpb.BaseCommand {
 	t.Helper()
-	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
-	for {
-		cmd, err := rawpulsar.ReadCommand(nc)
-		if err != nil {
-			t.Fatalf("waiting for an answer: %v", err)
-		}
-		switch cmd.GetType() {
-		case pulsarpb.BaseCommand_SUCCESS, pulsarpb.BaseCommand_ERROR, pulsarpb.BaseCommand_PONG:
-			return cmd
-		}
-	}
+	return nextCommand(t, nc, pulsarpb.BaseCommand_SUCCESS, pulsarpb.BaseCommand_ERROR, pulsarpb.BaseCommand_PONG)
 }
 
 // cpuTime is the CPU time the test process has used. It skips the test where the system does

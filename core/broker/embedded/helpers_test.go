@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
 	"github.com/sluicehq/sluice/core/internal/rawpulsar"
+	"github.com/sluicehq/sluice/core/testkit"
 )
 
 // testLogger is quiet unless SLUICE_TEST_LOG is set.
@@ -203,4 +205,25 @@ func nextCommand(t testing.TB, nc net.Conn, types ...pulsarpb.BaseCommand_Type) 
 			return cmd
 		}
 	}
+}
+
+// waitPermits waits until the broker holds permits for each consumer of topic named, or with
+// no names for every consumer of topic, one at least. The library sends a consumer's first
+// FLOW after Subscribe returns; until it reaches the broker, a message goes to another
+// consumer, waits in the backlog, or on a non-persistent topic is dropped.
+func waitPermits(t testing.TB, b *embedded.Broker, topic string, names ...string) {
+	t.Helper()
+	testkit.WaitFor(t, 5*time.Second, "consumers' permits at the broker", func() bool {
+		permits := b.Permits(topic)
+		want := names
+		if len(want) == 0 {
+			want = slices.Collect(maps.Keys(permits))
+		}
+		for _, name := range want {
+			if permits[name] <= 0 {
+				return false
+			}
+		}
+		return len(want) > 0
+	})
 }

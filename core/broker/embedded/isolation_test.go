@@ -215,6 +215,7 @@ func TestBacklogQuotaEviction(t *testing.T) {
 	topic := uniqueTopic("evict")
 	mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "slow"}).Close()
 	fast := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "fast"})
+	waitPermits(t, b, topic)
 	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	const n = 500
 	all := make([]int, n)

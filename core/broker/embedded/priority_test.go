@@ -125,6 +125,9 @@ func TestSharedPriorityLevel(t *testing.T) {
 		low := mustConsumer(t, c, opts)
 		opts.Name, opts.PriorityLevel = "high", 0
 		high := mustConsumer(t, c, opts)
+		// The library sends a consumer's first FLOW after Subscribe returns: until it reaches
+		// the broker, messages go to the consumer that has permits.
+		waitPermits(t, b, topic, "high")
 		p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 		sendN(t, p, 20, nil)
 		for i, m := range receiveN(t, high, 20, 5*time.Second, true) {

@@ -79,6 +79,7 @@ func TestNonPersistentReaderAfterReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
+	waitPermits(t, b, topic)
 	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	send := func(s string) {
 		t.Helper()

@@ -276,6 +276,7 @@ func TestNonPersistentHoldsNothing(t *testing.T) {
 	c := newClient(t, b, nil)
 	topic := "non-persistent://public/default/" + strings.TrimPrefix(uniqueTopic("np"), "persistent://public/default/")
 	cons := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	waitPermits(t, b, topic)
 	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	if acked, errs := publishAll(t, p, 0, 200); len(errs) > 0 || len(acked) != 200 {
 		t.Fatalf("%d acked, errors %v", len(acked), errs)

@@ -51,6 +51,7 @@ func TestSubscriptionTypes(t *testing.T) {
 		opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared, ReceiverQueueSize: 5}
 		c1 := mustConsumer(t, c, opts)
 		c2 := mustConsumer(t, c, opts)
+		waitPermits(t, b, topic)
 		p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 		sendN(t, p, 10, nil)
 		// Each consumer gets its share: with 5 permits each, exactly 5.

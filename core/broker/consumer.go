@@ -519,6 +519,10 @@ func (c *Consumer) place(id MessageID) (pulsar.MessageID, error) {
 	return id.id, nil
 }
 
+// AcksOnlyDelivered reports whether the consumer acknowledges only ids it delivered: a
+// consumer of several topics cannot place an id decoded from its bytes, which names no topic.
+func (c *Consumer) AcksOnlyDelivered() bool { return c.partitions == 0 }
+
 // Unsubscribe removes the subscription.
 func (c *Consumer) Unsubscribe() error {
 	if err := c.c.Unsubscribe(); err != nil {

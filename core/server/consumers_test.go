@@ -423,16 +423,7 @@ func TestAcksReachTheBrokerBeforeClose(t *testing.T) {
 		}
 	}
 	// At once, with acks on their way: a close frame, then the edge's close frame back.
-	if err := c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	for {
-		if _, _, err := c.ReadMessage(); err != nil {
-			break
-		}
-	}
-	_ = c.Close()
+	closeHandshake(t, c)
 	again := edgetest.Dial(t, url)
 	publish(t, base, "acked-then-gone", 1, 100, "after")
 	_ = again.SetReadDeadline(time.Now().Add(20 * time.Second))

@@ -35,7 +35,9 @@ func (s readerSource) Close()                                               { s.
 
 // maxIDCache bounds the map from delivered message-id strings to broker ids that acks are
 // resolved with. Entries leave on ack; past the bound the oldest are dropped, and an ack for a
-// dropped id is resolved by decoding its bytes instead.
+// dropped id is resolved by decoding its bytes instead. A consumer of several topics cannot
+// place a decoded id, so its session delivers no more while it remembers maxIDCache ids (a
+// pull-mode client may ask for any number; push mode delivers at most MaxPending).
 const maxIDCache = 10000
 
 // maxForeignNacks bounds the negative acks of ids a session did not deliver (or no longer
@@ -55,6 +57,7 @@ func RunConsumer(ctx context.Context, conn *wsconn.Conn, c *broker.Consumer, g C
 	g.Observer = withTally(g.Observer, tally)
 	s := newDeliverySession(conn, g, eot, log)
 	s.consumer = c
+	s.keepsIDs = c.AcksOnlyDelivered()
 	g.Observer.SessionOpened(wsapi.Consumer)
 	code, reason := s.run(ctx, c)
 	tally.sentClose(reason)
@@ -156,11 +159,14 @@ type deliverySession struct {
 
 	mu      sync.Mutex
 	credit  int64         // push: MaxPending - delivered-unacked; pull: permits left
-	wake    chan struct{} // cap 1: credit grew
+	wake    chan struct{} // cap 1: credit grew, or an id was forgotten
 	ids     map[string]delivered
 	idOrder []orderedID // insertion order of ids, for eviction
 	idSeq   uint32      // the last place's seq
 	idsHeld heldIDs     // the ids' charge
+	// keepsIDs: an ack is placed only by an id in ids (AcksOnlyDelivered), so none is
+	// dropped from it; delivery waits while it holds maxIDCache.
+	keepsIDs bool
 	// foreignNacks are when the library lets go of the negative acks of ids not delivered
 	// here that it holds, oldest first (maxForeignNacks), each charged ForeignNackCharge
 	// until admitNack finds it gone.
@@ -317,11 +323,11 @@ func (s *deliverySession) pullLoop(ctx context.Context, src source) {
 
 func (s *deliverySession) location() *time.Location { return s.g.Location }
 
-// takeCredit waits for one unit of credit.
+// takeCredit waits for one unit of credit, and for room in ids when it keeps them.
 func (s *deliverySession) takeCredit(ctx context.Context) bool {
 	for {
 		s.mu.Lock()
-		if s.credit > 0 {
+		if s.credit > 0 && !(s.keepsIDs && len(s.ids) >= maxIDCache) {
 			s.credit--
 			s.mu.Unlock()
 			return true
@@ -345,6 +351,11 @@ func (s *deliverySession) addCredit(n int64) {
 		s.credit = min(s.credit, int64(s.g.MaxPending))
 	}
 	s.mu.Unlock()
+	s.wakePull()
+}
+
+// wakePull wakes the pull loop when it waits in takeCredit.
+func (s *deliverySession) wakePull() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -409,6 +420,9 @@ func (s *deliverySession) resolve(id string, forget bool) (broker.MessageID, err
 	}
 	s.mu.Unlock()
 	if ok {
+		if forget && s.keepsIDs {
+			s.wakePull()
+		}
 		return d.id, nil
 	}
 	raw, err := wsapi.DecodeJavaBase64(id)
@@ -657,6 +671,12 @@ func (s *deliverySession) nack(id string) error {
 	if err := s.consumer.Nack(mid); err != nil {
 		s.log.Debug("negative ack", "err", err)
 	}
+	if s.keepsIDs {
+		// The message may go to another consumer: its id would hold its place for good.
+		// Delivered here again, it is remembered again.
+		_, _ = s.resolve(id, true)
+		return nil
+	}
 	if s.g.AckTimeout > 0 {
 		s.mu.Lock()
 		if d, ok := s.ids[id]; ok {
@@ -725,6 +745,9 @@ func (s *deliverySession) expireUnacked(now time.Time) {
 			expired = append(expired, d.id)
 			delete(s.ids, k)
 		}
+	}
+	if len(expired) > 0 && s.keepsIDs {
+		s.wakePull()
 	}
 	// The timer looks again while a message may still expire, and stops otherwise: with a
 	// tick of a quarter of the timeout it would wake an idle session's writer for good.

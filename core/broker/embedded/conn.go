@@ -1218,7 +1218,7 @@ func (c *conn) handleConsumerStats(r *pulsarpb.CommandConsumerStats) {
 		resp.ConsumerName = proto.String(cons.name)
 		resp.AvailablePermits = proto.Uint64(uint64(max(cons.permits, 0)))
 		resp.UnackedMessages = proto.Uint64(uint64(len(cons.pending)))
-		resp.MsgBacklog = proto.Uint64(uint64(cons.sub.backlog())) //nolint:gosec // G115: max(…, 0) is not negative
+		resp.MsgBacklog = proto.Uint64(uint64(cons.sub.entryBacklog())) //nolint:gosec // G115: not negative
 		resp.Type = proto.String(cons.sub.subType.String())
 	})
 	if !found {

@@ -34,8 +34,9 @@
 //     and LOOKUP fail with TopicNotFound. Topics are capped (MaxTopics,
 //     MaxTopicsPerNamespace) and inactive ones deleted: see "Tenants".
 //   - Message ids: one ledger per topic; every SEND is one entry (a batch
-//     is stored opaquely and counts as its num_messages for flow permits,
-//     backlogs and stats).
+//     is stored opaquely and counts as its num_messages for flow permits and
+//     backlogs; CONSUMER_STATS answers a backlog in entries, as Pulsar's
+//     broker does).
 //   - Subscriptions: Exclusive (a second consumer gets ConsumerBusy),
 //     Shared (by priority_level, as Pulsar's dispatcher: the consumers of
 //     the highest priority, 0 first, that have permits, round robin among
@@ -51,7 +52,10 @@
 //     other or another consumer's is refused with ConsumerAssignError. A
 //     batch entry is routed by its metadata key.
 //     Key_Shared does not hold back keys for a newly joined consumer as
-//     Pulsar does, so per-key order can break while consumers change.
+//     Pulsar does, so per-key order can break while consumers change. The
+//     entries of keys whose consumer has no permits are put aside while the
+//     others go on, up to 20,000 (Pulsar's look-ahead); past that no new
+//     entries are read until some of them are delivered.
 //   - Delayed delivery (deliver_at_time, the client's DeliverAfter and
 //     DeliverAt) is honoured on Shared and Key_Shared subscriptions, as in
 //     Pulsar; other subscription types deliver at once.

@@ -44,3 +44,20 @@ func (b *Broker) Permits(topic string) map[string]int64 {
 	}
 	return out
 }
+
+// Replayed is the number of entries subscription sub of topic (its full name) holds back to
+// dispatch again or to a busy key's consumer.
+func (b *Broker) Replayed(topic, sub string) int {
+	b.mu.Lock()
+	t := b.topics[topic]
+	b.mu.Unlock()
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.subs[sub]; s != nil {
+		return len(s.replay)
+	}
+	return 0
+}

@@ -132,13 +132,9 @@ func TestStickyRangesCostLittle(t *testing.T) {
 		t.Fatalf("32,768 ranges: %v, want SUCCESS", answer)
 	}
 	ping := rawpulsar.Command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_PING.Enum(), Ping: &pulsarpb.CommandPing{}})
-	flow := rawpulsar.Command(&pulsarpb.BaseCommand{
-		Type: pulsarpb.BaseCommand_FLOW.Enum(),
-		Flow: &pulsarpb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(1)},
-	})
 	for i := range 3 {
 		before := cpuTime(t)
-		for _, f := range [][]byte{flow, ping} {
+		for _, f := range [][]byte{flow(1, 1), ping} {
 			if _, err := nc.Write(f); err != nil {
 				t.Fatal(err)
 			}
@@ -152,6 +148,63 @@ func TestStickyRangesCostLittle(t *testing.T) {
 			t.Fatalf("FLOW %d over %d entries no range owns cost %s of CPU", i, entries, took)
 		}
 	}
+}
+
+// TestKeySharedLookAhead: a Key_Shared consumer that asks for nothing has at most 20,000
+// entries of its keys put aside, as in Pulsar; then the subscription reads no new entries, so
+// each FLOW of another consumer looks at no more than those. Once it asks, it gets every
+// entry, in order.
+func TestKeySharedLookAhead(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{})
+	topic := uniqueTopic("look-ahead")
+	const entries, lookAhead = 30_000, 20_000
+	sendN(t, mustProducer(t, newClient(t, b, nil), pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), entries, nil)
+	// Keyless messages hash as the empty key: FNV-1a's offset basis modulo 65,536, 40,389.
+	nc := dialRaw(t, b)
+	if _, err := nc.Write(rawpulsar.Command(rawpulsar.Connect(""))); err != nil {
+		t.Fatal(err)
+	}
+	for id, owns := range map[uint64]int32{1: 40389, 2: 40390} {
+		if _, err := nc.Write(stickySubscribe(topic, "s", id, [][2]int32{{owns, owns}})); err != nil {
+			t.Fatal(err)
+		}
+		if answer := nextAnswer(t, nc); answer.GetType() != pulsarpb.BaseCommand_SUCCESS {
+			t.Fatalf("consumer %d: %v, want SUCCESS", id, answer)
+		}
+	}
+	ping := rawpulsar.Command(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_PING.Enum(), Ping: &pulsarpb.CommandPing{}})
+	for range 3 {
+		if _, err := nc.Write(append(flow(2, 1), ping...)); err != nil {
+			t.Fatal(err)
+		}
+		if answer := nextAnswer(t, nc); answer.GetType() != pulsarpb.BaseCommand_PONG {
+			t.Fatalf("after a FLOW: %v, want PONG", answer)
+		}
+	}
+	if n := b.Replayed(topic, "s"); n != lookAhead {
+		t.Fatalf("%d entries put aside for a consumer that asked for none, want %d", n, lookAhead)
+	}
+	if _, err := nc.Write(flow(1, entries)); err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for i := range entries {
+		m := nextCommand(t, nc, pulsarpb.BaseCommand_MESSAGE).GetMessage()
+		id := m.GetMessageId().GetEntryId()
+		if m.GetConsumerId() != 1 || (i > 0 && id != last+1) {
+			t.Fatalf("message %d: entry %d to consumer %d, after entry %d", i, id, m.GetConsumerId(), last)
+		}
+		last = id
+	}
+}
+
+// flow is a FLOW giving consumer id permits.
+func flow(id uint64, permits uint32) []byte {
+	return rawpulsar.Command(&pulsarpb.BaseCommand{
+		Type: pulsarpb.BaseCommand_FLOW.Enum(),
+		Flow: &pulsarpb.CommandFlow{ConsumerId: proto.Uint64(id), MessagePermits: proto.Uint32(permits)},
+	})
 }
 
 // stickySubscribe is a SUBSCRIBE of consumer id to a Key_Shared subscription with sticky ranges.

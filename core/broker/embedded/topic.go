@@ -479,6 +479,22 @@ func (s *subscription) backlog() int64 {
 	return n
 }
 
+// entryBacklog is the subscription's backlog in entries, a batch counting once, as Pulsar's
+// CONSUMER_STATS answers (getNumberOfEntriesInBacklog): the entries retained from the
+// mark-delete position on, less those acknowledged since. It counts the acknowledged
+// entries by rank in the bitmap, so a client asking for it often costs no walk of the backlog.
+func (s *subscription) entryBacklog() int64 {
+	lo, hi := max(s.markDelete, s.t.firstEntry()), s.t.nextEntry
+	if lo >= hi {
+		return 0
+	}
+	acked := s.acked.Rank(hi - 1)
+	if lo > 0 {
+		acked -= s.acked.Rank(lo - 1)
+	}
+	return int64(hi - lo - acked) //nolint:gosec // G115: at most the entries of one topic
+}
+
 // skipEvicted moves cursors past evicted entries (non-durable subscriptions).
 func (s *subscription) skipEvicted() {
 	first := s.t.firstEntry()
@@ -960,6 +976,13 @@ func (s *subscription) anyReady() bool {
 	return false
 }
 
+// lookAhead bounds the entries a dispatch holds back for consumers without permits, as
+// Pulsar's keySharedLookAheadMsgInReplayThresholdPerSubscription (20,000) does: a Key_Shared
+// subscription puts aside no more entries of busy keys than that and then reads no new ones
+// until some are delivered, and no dispatch looks at more of them. A consumer that asks for
+// nothing costs each of the others' FLOWs a bounded walk, not one over the whole backlog.
+const lookAhead = 20_000
+
 // dispatch sends entries to consumers while they have permits: redeliveries
 // first, then new entries.
 func (s *subscription) dispatch() {
@@ -989,8 +1012,11 @@ func (s *subscription) dispatch() {
 			s.t.b.scheduleDispatch(s, time.UnixMilli(s.delayed[0].at))
 		}
 	}()
-	// Redeliveries and delayed entries now due, in id order.
+	// Redeliveries and delayed entries now due, in id order. Past lookAhead entries that no
+	// consumer can take, the rest wait, and so do new entries: one may not pass an earlier
+	// entry of its key.
 	kept := s.replay[:0]
+	held := 0
 	for i, id := range s.replay {
 		if s.isAcked(id) || s.pending[id] != nil {
 			continue
@@ -999,19 +1025,23 @@ func (s *subscription) dispatch() {
 		if !ok {
 			continue
 		}
-		if !s.anyReady() {
+		if !s.anyReady() || held == lookAhead {
 			kept = append(kept, s.replay[i:]...)
 			break
 		}
 		c := s.pick(e)
 		if c == nil {
 			kept = append(kept, id)
+			held++
 			continue
 		}
 		s.deliver(c, id)
 	}
 	clear(s.replay[len(kept):])
 	s.replay = shrink(kept)
+	if held == lookAhead {
+		return
+	}
 	// New entries.
 	for s.readPos < s.t.nextEntry && s.anyReady() && s.mayRead() {
 		id := s.readPos
@@ -1031,7 +1061,7 @@ func (s *subscription) dispatch() {
 		}
 		c := s.pick(e)
 		if c == nil {
-			if s.subType != pulsarpb.CommandSubscribe_Key_Shared {
+			if s.subType != pulsarpb.CommandSubscribe_Key_Shared || len(s.replay) >= lookAhead {
 				break
 			}
 			s.addReplay(id) // its key's consumer is busy; others go on

@@ -40,6 +40,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
+	"github.com/sluicehq/sluice/core/internal/pulsartest"
 	"github.com/sluicehq/sluice/core/server"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
@@ -530,6 +531,13 @@ func TestPulsarSubscriptionTypes(t *testing.T) {
 // priorityLevel on a Shared subscription, the flow TestPriorityLevel runs on the embedded
 // broker: Pulsar's dispatcher serves the priority-0 consumer while it has permits, and the
 // priority-1 consumer while it has none.
+// TestPulsarKeySharedHash: Pulsar selects a sticky Key_Shared consumer by the hashes the
+// embedded broker uses (TestKeySharedHashAsPulsar runs the same check there).
+func TestPulsarKeySharedHash(t *testing.T) {
+	e := rpEnvOf(t)
+	pulsartest.StickyRangesSelectKeys(t, rpClient(t, e), "persistent://public/default/"+rpTopic(t))
+}
+
 func TestPulsarPriorityLevel(t *testing.T) {
 	e := rpEnvOf(t)
 	priorityLevelFlow(t, rpEdge(t, e, nil))

@@ -674,11 +674,13 @@ func metaOf(md *pulsarpb.MessageMetadata) metaFields {
 		deliverAt:   md.GetDeliverAtTime(),
 		batch:       md.NumMessagesInBatch != nil,
 		batchSize:   md.GetNumMessagesInBatch(),
-		key:         []byte(md.GetPartitionKey()),
 	}
-	if md.OrderingKey != nil {
-		m.key = md.OrderingKey
+	key := stickyKey{
+		ordering: md.OrderingKey, hasOrdering: md.OrderingKey != nil,
+		partition: []byte(md.GetPartitionKey()), hasPartition: md.PartitionKey != nil, partitionBase64: md.GetPartitionKeyB64Encoded(),
+		producer: []byte(md.GetProducerName()), sequence: md.GetSequenceId(),
 	}
+	m.keyHash = key.hash()
 	return m
 }
 

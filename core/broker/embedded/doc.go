@@ -43,13 +43,14 @@
 //     them; a lower level only when no consumer of a higher one has
 //     permits), Failover (one active consumer: sorted by priority then
 //     name, index partition % count; the others get ACTIVE_CONSUMER_CHANGE
-//     and take over when it leaves), Key_Shared (hash of ordering key, else
-//     partition key, split evenly over consumers, or the consumer's sticky
-//     ranges; FNV-1a rather than Pulsar's Murmur3, so sticky ranges chosen
-//     for a real cluster map differently; the key decides, not the
-//     priority, as in Pulsar). Sticky ranges are checked as Pulsar checks
-//     them: a consumer whose ranges are missing, reversed, or overlap each
-//     other or another consumer's is refused with ConsumerAssignError. A
+//     and take over when it leaves), Key_Shared (the key's hash as Pulsar
+//     computes it: Murmur3 modulo 65,536 of the ordering key, else the
+//     partition key, else "<producer name>-<sequence id>", so sticky ranges
+//     select the same messages as on a Pulsar cluster; split evenly over
+//     consumers, or by the consumers' sticky ranges; the key decides, not
+//     the priority, as in Pulsar). Sticky ranges are checked as Pulsar
+//     checks them: a consumer whose ranges are missing, reversed, or overlap
+//     each other or another consumer's is refused with ConsumerAssignError. A
 //     batch entry is routed by its metadata key.
 //     Key_Shared does not hold back keys for a newly joined consumer as
 //     Pulsar does, so per-key order can break while consumers change. The

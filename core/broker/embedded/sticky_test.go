@@ -1,7 +1,6 @@
 package embedded_test
 
 import (
-	"hash/fnv"
 	"net"
 	"strings"
 	"testing"
@@ -9,8 +8,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/twmb/murmur3"
+
 	"github.com/sluicehq/sluice/core/broker/embedded"
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
+	"github.com/sluicehq/sluice/core/internal/pulsartest"
 	"github.com/sluicehq/sluice/core/internal/rawpulsar"
 	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
@@ -64,9 +66,7 @@ func TestStickyKeySharedRanges(t *testing.T) {
 			if err != nil {
 				break // this consumer has had its keys
 			}
-			h := fnv.New32a()
-			_, _ = h.Write([]byte(m.Key()))
-			if hash := h.Sum32() % 65536; hash < cons.lo || hash > cons.hi {
+			if hash := murmur3.Sum32([]byte(m.Key())) & 0x7fffffff % 65536; hash < cons.lo || hash > cons.hi {
 				t.Fatalf("key %q (hash %d) went to the consumer of [%d, %d]", m.Key(), hash, cons.lo, cons.hi)
 			}
 			_ = cons.c.Ack(m)
@@ -110,6 +110,16 @@ func TestStickyKeySharedRanges(t *testing.T) {
 	}
 }
 
+// TestKeySharedHashAsPulsar: a key selects the sticky range its Pulsar hash falls in, and a
+// message without a key hashes by its producer's name and sequence id, so ranges chosen for a
+// Pulsar cluster select the same messages here (TestPulsarKeySharedHash checks the hashes
+// against Pulsar).
+func TestKeySharedHashAsPulsar(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{})
+	pulsartest.StickyRangesSelectKeys(t, newClient(t, b, nil), uniqueTopic("sticky-hash"))
+}
+
 // TestStickyRangesCostLittle: a sticky consumer may own 32,768 ranges of one hash each; the
 // broker finds an entry's owner among them by a binary search, so a FLOW that makes it look
 // at a backlog of 20,000 entries none of them owns costs milliseconds. Walking every range
@@ -118,8 +128,9 @@ func TestStickyRangesCostLittle(t *testing.T) {
 	b := startBroker(t, embedded.Config{})
 	topic := uniqueTopic("sticky-many")
 	const entries = 40000
-	// Keyless messages hash as the empty key: FNV-1a's offset basis, odd modulo 65,536.
-	sendN(t, mustProducer(t, newClient(t, b, nil), pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), entries, nil)
+	// Every message of key "hello", which hashes to 64,071, odd (pulsartest.KeyHashes).
+	sendN(t, mustProducer(t, newClient(t, b, nil), pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), entries,
+		func(int) string { return "hello" })
 	even := make([][2]int32, 32768)
 	for i := range even {
 		even[i] = [2]int32{int32(2 * i), int32(2 * i)}
@@ -159,13 +170,14 @@ func TestKeySharedLookAhead(t *testing.T) {
 	b := startBroker(t, embedded.Config{})
 	topic := uniqueTopic("look-ahead")
 	const entries, lookAhead = 30_000, 20_000
-	sendN(t, mustProducer(t, newClient(t, b, nil), pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), entries, nil)
-	// Keyless messages hash as the empty key: FNV-1a's offset basis modulo 65,536, 40,389.
+	// Every message of key "a", which hashes to 27,058 (pulsartest.KeyHashes).
+	sendN(t, mustProducer(t, newClient(t, b, nil), pulsar.ProducerOptions{Topic: topic, DisableBatching: true}), entries,
+		func(int) string { return "a" })
 	nc := dialRaw(t, b)
 	if _, err := nc.Write(rawpulsar.Command(rawpulsar.Connect(""))); err != nil {
 		t.Fatal(err)
 	}
-	for id, owns := range map[uint64]int32{1: 40389, 2: 40390} {
+	for id, owns := range map[uint64]int32{1: 27058, 2: 27059} {
 		if _, err := nc.Write(stickySubscribe(topic, "s", id, [][2]int32{{owns, owns}})); err != nil {
 			t.Fatal(err)
 		}

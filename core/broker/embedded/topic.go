@@ -1,18 +1,22 @@
 package embedded
 
 import (
+	"bytes"
 	"cmp"
 	"container/heap"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
+	"github.com/twmb/murmur3"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
@@ -128,7 +132,7 @@ func (t *topic) store(m storedMessage) (uint64, bool) {
 		batch:       m.meta.batch,
 		publishTime: m.meta.publishTime,
 		deliverAt:   m.meta.deliverAt,
-		keyHash:     keyHash(m.meta.key),
+		keyHash:     m.meta.keyHash,
 	}
 	id := t.nextEntry
 	if !t.persistent {
@@ -833,14 +837,40 @@ func (s *subscription) resetTo(pos uint64) {
 // others (they would come straight back, counted as redelivered twice).
 func (c *consumer) ready() bool { return c.permits > 0 && !c.c.gone.Load() && c.c.canDispatch() }
 
-// keyHash is the Key_Shared hash of a key: FNV-1a, modulo 65536.
-func keyHash(key []byte) int32 {
-	h := uint32(2166136261)
-	for _, c := range key {
-		h ^= uint32(c)
-		h *= 16777619
+// stickyKey is what a message's Key_Shared key is made of, from its metadata (the slices
+// alias it).
+type stickyKey struct {
+	ordering, partition                        []byte
+	hasOrdering, hasPartition, partitionBase64 bool
+	producer                                   []byte
+	sequence                                   uint64
+}
+
+// noKey is the key of a message whose partition key Pulsar cannot decode.
+var noKey = []byte("NONE_KEY")
+
+// hash is the Key_Shared hash of the key, as Pulsar's broker computes it, so that sticky
+// ranges chosen for a Pulsar cluster select the same messages: the ordering key, else the
+// partition key (decoded when it is base64), else "<producer name>-<sequence id>", hashed by
+// 32-bit Murmur3 with seed 0, made non-negative, modulo 65,536, and 0 taken as 1 (Pulsar's
+// dispatchers keep 0 for "no hash").
+func (k stickyKey) hash() int32 {
+	var buf [64]byte
+	key := noKey
+	switch {
+	case k.hasOrdering:
+		key = k.ordering
+	case k.hasPartition && k.partitionBase64:
+		// Java's decoder takes the padding or its absence.
+		if b, err := base64.RawStdEncoding.AppendDecode(buf[:0], bytes.TrimRight(k.partition, "=")); err == nil {
+			key = b
+		}
+	case k.hasPartition:
+		key = k.partition
+	default:
+		key = strconv.AppendInt(append(append(buf[:0], k.producer...), '-'), int64(k.sequence), 10) //nolint:gosec // G115: Java prints the sequence id as a long
 	}
-	return int32(h % hashRanges)
+	return max(int32(murmur3.Sum32(key)&0x7fffffff%hashRanges), 1)
 }
 
 // hashRange is a range of Key_Shared key hashes, both ends included, that a sticky consumer

@@ -30,9 +30,9 @@ type sendFields struct {
 type metaFields struct {
 	publishTime uint64
 	deliverAt   int64
-	batch       bool   // num_messages_in_batch is set
-	batchSize   int32  // num_messages_in_batch, when batch
-	key         []byte // ordering_key if set, else partition_key; aliases the input
+	batch       bool  // num_messages_in_batch is set
+	batchSize   int32 // num_messages_in_batch, when batch
+	keyHash     int32 // the Key_Shared hash of its sticky key (stickyKey)
 }
 
 // Field numbers used below (see pulsarpb/sluice_pulsar_api.proto).
@@ -42,9 +42,12 @@ const (
 	fieldBaseSendReceipt   = 7
 	fieldBaseMessage       = 9
 	fieldMetaProperties    = 4
+	fieldMetaProducerName  = 1
+	fieldMetaSequenceID    = 2
 	fieldMetaPartitionKey  = 6
 	fieldMetaNumInBatch    = 11
 	fieldMetaEncryptionKey = 13
+	fieldMetaKeyBase64     = 17
 	fieldMetaOrderingKey   = 18
 	fieldMetaDeliverAt     = 19
 )
@@ -113,8 +116,7 @@ func parseSendCommand(b []byte) (sendFields, bool) {
 // malformed or incomplete (the caller then uses proto.Unmarshal).
 func parseMetadata(b []byte) (metaFields, bool) {
 	var m metaFields
-	var partitionKey, orderingKey []byte
-	var haveOrdering bool
+	var key stickyKey
 	var required uint8
 	for len(b) > 0 {
 		num, wt, n := protowire.ConsumeTag(b)
@@ -133,16 +135,16 @@ func parseMetadata(b []byte) (metaFields, bool) {
 			}
 			b = b[n:]
 			switch num {
-			case 1:
-				required |= 1
+			case fieldMetaProducerName:
+				key.producer, required = v, required|1
 			case fieldMetaProperties:
 				if !validKeyValue(v) {
 					return metaFields{}, false
 				}
 			case fieldMetaPartitionKey:
-				partitionKey = v
+				key.partition, key.hasPartition = v, true
 			case fieldMetaOrderingKey:
-				orderingKey, haveOrdering = v, true
+				key.ordering, key.hasOrdering = v, true
 			}
 			continue
 		}
@@ -152,8 +154,10 @@ func parseMetadata(b []byte) (metaFields, bool) {
 		}
 		b = b[n:]
 		switch num {
-		case 2:
-			required |= 2
+		case fieldMetaSequenceID:
+			key.sequence, required = v, required|2
+		case fieldMetaKeyBase64:
+			key.partitionBase64 = v != 0
 		case 3:
 			m.publishTime, required = v, required|4
 		case fieldMetaNumInBatch:
@@ -165,10 +169,7 @@ func parseMetadata(b []byte) (metaFields, bool) {
 	if required != 7 {
 		return metaFields{}, false
 	}
-	m.key = partitionKey
-	if haveOrdering {
-		m.key = orderingKey
-	}
+	m.keyHash = key.hash()
 	return m, true
 }
 

@@ -1,0 +1,68 @@
+// Package pulsartest holds checks of Pulsar's behaviour that run the same against a Pulsar
+// cluster and against the embedded broker, through pulsar-client-go.
+package pulsartest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
+)
+
+// KeyHashes are Key_Shared hashes of message keys as Pulsar's broker computes them (32-bit
+// Murmur3, seed 0, made non-negative, modulo 65,536), worked out apart from any broker's code.
+// The empty key stands for a message without one, which Pulsar hashes by its producer's name
+// and sequence id: "sticky-keys-3", the fourth message of StickyRangesSelectKeys's producer.
+var KeyHashes = map[string]int{"a": 27058, "key-1": 5536, "hello": 64071, "": 9189}
+
+// StickyRangesSelectKeys checks that a sticky Key_Shared consumer of topic owning the hashes
+// of KeyHashes gets exactly the messages of those keys, and none of two others ("key-2",
+// 21,772, and "order-42", 41,358).
+func StickyRangesSelectKeys(t testing.TB, c pulsar.Client, topic string) {
+	t.Helper()
+	var ranges []int
+	for _, h := range KeyHashes {
+		ranges = append(ranges, h, h+1) // the Go client refuses a range of one hash
+	}
+	policy, err := pulsar.NewKeySharedPolicySticky(ranges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.KeyShared, KeySharedPolicy: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "sticky-keys", DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, key := range []string{"key-2", "a", "key-1", "", "hello", "order-42"} {
+		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(key), Key: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]bool{}
+	for range KeyHashes {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("after %v: %v", got, err)
+		}
+		got[m.Key()] = true
+		_ = cons.Ack(m)
+	}
+	for key, h := range KeyHashes {
+		if !got[key] {
+			t.Errorf("the consumer of hash %d did not get key %q; got %v", h, key, got)
+		}
+	}
+	quiet, cancelQuiet := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancelQuiet()
+	if m, err := cons.Receive(quiet); err == nil {
+		t.Errorf("the consumer got key %q, whose hash it does not own", m.Key())
+	}
+}

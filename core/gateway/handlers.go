@@ -305,7 +305,7 @@ func (g *Gateway) serveReader(ctx context.Context, w http.ResponseWriter, r *htt
 	}
 	t := g.track(wsapi.Reader, h, ep, grant.Route, grant.Gate, subscription{})
 	topic := ep.TopicName()
-	eot := func(ctx context.Context, _ map[string]broker.MessageID) (bool, error) {
+	eot := func(ctx context.Context) (bool, error) {
 		terminated, err := g.terminated(ctx, topic)
 		if g.inspect == nil {
 			// A Pulsar cluster tells the reader itself (REACHED_END_OF_TOPIC).
@@ -326,17 +326,14 @@ func (g *Gateway) terminated(ctx context.Context, topic string) (bool, error) {
 	return g.inspect.TopicTerminated(ctx, topic)
 }
 
-// consumerEndOfTopic answers isEndOfTopic for a consumer of topics. On the embedded broker:
-// every topic is terminated (as Pulsar's consumer of several topics has reached the end only
-// when each of its consumers has), and the session has been delivered the last message of
-// every topic it reads, or its subscription has nothing left unacknowledged. In front of a
-// Pulsar cluster: the broker has said so for every topic, as Pulsar's proxy answers.
+// consumerEndOfTopic answers isEndOfTopic for a consumer of topics as Pulsar's broker tells
+// its consumers (REACHED_END_OF_TOPIC): once every topic is terminated and the subscription
+// has nothing left unacknowledged on any of them. A message delayed, negatively acknowledged
+// or held by another consumer is still to come, whatever this session was delivered. On the
+// embedded broker the edge asks; a Pulsar cluster tells the consumer itself.
 func (g *Gateway) consumerEndOfTopic(topics []string, subscription string, c *broker.Consumer) session.EndOfTopic {
-	return func(ctx context.Context, delivered map[string]broker.MessageID) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
 		if g.inspect == nil {
-			// A Pulsar cluster, which the edge cannot ask, tells the consumer itself once it
-			// has read everything of its terminated topics (REACHED_END_OF_TOPIC): the answer
-			// Pulsar's proxy gives.
 			return c.ReachedEndOfTopic(), nil
 		}
 		for _, topic := range topics {
@@ -344,20 +341,7 @@ func (g *Gateway) consumerEndOfTopic(topics []string, subscription string, c *br
 				return false, err
 			}
 		}
-		last, err := c.LastMessageIDs()
-		if err != nil {
-			return false, err
-		}
-		for t, id := range last {
-			if id.Entry() < 0 {
-				continue // an empty topic
-			}
-			got, ok := delivered[t]
-			if !ok || got.Ledger() < id.Ledger() || (got.Ledger() == id.Ledger() && got.Entry() < id.Entry()) {
-				return g.drained(ctx, topics, subscription), nil
-			}
-		}
-		return true, nil
+		return g.drained(ctx, topics, subscription), nil
 	}
 }
 

@@ -193,9 +193,8 @@ func TestEndOfTopic(t *testing.T) {
 	})
 }
 
-// A redelivery of an earlier message does not undo the end of the topic: once the last message
-// was delivered, a terminated topic's consumer is at its end, as in Pulsar, whose broker tells
-// the consumer when its dispatcher has read everything.
+// A message negatively acknowledged and delivered again, then acknowledged: once every message
+// of the terminated topic is acknowledged, its consumer is at its end.
 func TestEndOfTopicAfterRedelivery(t *testing.T) {
 	t.Parallel()
 	e := startEdge(t, edgeOptions{})
@@ -217,6 +216,117 @@ func TestEndOfTopicAfterRedelivery(t *testing.T) {
 		c.send(map[string]any{"type": "isEndOfTopic"})
 		return c.recv(wait)["_raw"] == `{"endOfTopic":true}`
 	})
+}
+
+// A consumer that has received and acknowledged the last message of a terminated topic is not
+// at its end while an earlier message is still to come to its subscription: delayed, negatively
+// acknowledged, or held by another consumer. Pulsar's broker tells a consumer it has reached
+// the end only once the subscription's backlog is empty.
+func TestEndOfTopicWithAMessageToCome(t *testing.T) {
+	t.Parallel()
+	e := startEdge(t, edgeOptions{})
+	const shared = "/sub?subscriptionType=Shared&negativeAckRedeliveryDelay=60000"
+	// Each case publishes "first0" and leaves it to come later, then "last0", and returns the
+	// consumers that may be given "last0".
+	for name, hold := range map[string]func(t *testing.T, base string, p *wsClient) []*wsClient{
+		"delayed": func(t *testing.T, base string, p *wsClient) []*wsClient {
+			c := e.dial(base + shared)
+			p.sendRaw(`{"payload":"Zmlyc3Qw","deliverAfterMs":60000}`)
+			if a := p.recv(wait); a["result"] != "ok" {
+				t.Fatalf("ack: %s", a["_raw"])
+			}
+			produce(t, p, 1, "last")
+			return []*wsClient{c}
+		},
+		"negatively acknowledged": func(t *testing.T, base string, p *wsClient) []*wsClient {
+			c := e.dial(base + shared)
+			produce(t, p, 1, "first")
+			ids, _ := consume(t, c, 1, false)
+			c.send(map[string]any{"type": "negativeAcknowledge", "messageId": ids[0]})
+			produce(t, p, 1, "last")
+			return []*wsClient{c}
+		},
+		"held by another consumer": func(t *testing.T, base string, p *wsClient) []*wsClient {
+			other := e.dial(base + shared)
+			produce(t, p, 1, "first")
+			consume(t, other, 1, false)
+			c := e.dial(base + shared)
+			produce(t, p, 1, "last")
+			return []*wsClient{other, c}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			topic := uniqueTopic(t)
+			p := e.dial("/ws/v2/producer/persistent/public/default/" + topic)
+			consumers := hold(t, "/ws/v2/consumer/persistent/public/default/"+topic, p)
+			if err := e.broker.TerminateTopic("persistent://public/default/" + topic); err != nil {
+				t.Fatal(err)
+			}
+			c := receiverOf(t, consumers, "last0")
+			edgetest.WaitFor(t, wait, "the last message acknowledged at the broker", func() bool {
+				n, err := e.broker.Backlog("persistent://public/default/"+topic, "sub")
+				return err == nil && n == 1
+			})
+			c.send(map[string]any{"type": "isEndOfTopic"})
+			if m := c.recv(wait); m["_raw"] != `{"endOfTopic":false}` {
+				t.Fatalf("isEndOfTopic with the first message to come: %s", m["_raw"])
+			}
+		})
+	}
+}
+
+// receiverOf reads the consumers in turn until one is given the message of payload, which it
+// acknowledges, and returns that consumer.
+func receiverOf(t *testing.T, consumers []*wsClient, payload string) *wsClient {
+	t.Helper()
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); {
+		for _, c := range consumers {
+			m, err := c.tryRecv(20 * time.Millisecond)
+			if errors.Is(err, errNoFrame) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if unb64(t, m["payload"]) == payload {
+				c.send(map[string]any{"messageId": m["messageId"]})
+				return c
+			}
+		}
+	}
+	t.Fatalf("no consumer was given %q", payload)
+	return nil
+}
+
+// On an Exclusive or Failover subscription a negative ack gives back every unacknowledged
+// message, in order, each with redeliveryCount 0: Pulsar's single-active dispatcher cannot
+// redeliver one message without breaking the order, so it rewinds, and it counts no
+// redeliveries (the Java client behind Pulsar's proxy asks for all of them, too).
+func TestSingleActiveNackRedeliversInOrder(t *testing.T) {
+	t.Parallel()
+	e := startEdge(t, edgeOptions{})
+	for _, typ := range []string{"Exclusive", "Failover"} {
+		t.Run(typ, func(t *testing.T) {
+			t.Parallel()
+			topic := uniqueTopic(t)
+			c := e.dial("/ws/v2/consumer/persistent/public/default/" + topic + "/sub?subscriptionType=" + typ + "&negativeAckRedeliveryDelay=100")
+			produce(t, e.dial("/ws/v2/producer/persistent/public/default/"+topic), 3, "m")
+			ids, _ := consume(t, c, 3, false)
+			c.send(map[string]any{"type": "negativeAcknowledge", "messageId": ids[0]})
+			var again []string
+			for range 3 {
+				m := c.recv(wait)
+				again = append(again, fmt.Sprintf("%s/%v", unb64(t, m["payload"]), m["redeliveryCount"]))
+			}
+			if got, want := fmt.Sprint(again), "[m0/0 m1/0 m2/0]"; got != want {
+				t.Errorf("after a negative ack of m0: %s, want %s", got, want)
+			}
+			if m, err := c.tryRecv(300 * time.Millisecond); err == nil {
+				t.Errorf("then %s", m["_raw"])
+			}
+		})
+	}
 }
 
 // A consumer that joined a topic after its last message has nothing to receive: once the topic

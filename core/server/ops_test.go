@@ -228,9 +228,10 @@ routes:
 		}
 	}
 
-	// A consumer acks 20 messages and nacks one, which is redelivered.
+	// A Shared consumer acks 20 messages and nacks one, which is redelivered (counted: Pulsar
+	// counts no redeliveries on an Exclusive subscription).
 	ctopic := "public/default/c-" + uniq
-	cc := edgetest.Dial(t, base+"/ws/v2/consumer/persistent/"+ctopic+"/sub?negativeAckRedeliveryDelay=50")
+	cc := edgetest.Dial(t, base+"/ws/v2/consumer/persistent/"+ctopic+"/sub?subscriptionType=Shared&negativeAckRedeliveryDelay=50")
 	publish(t, base, ctopic, 20, 100, "m")
 	nacked := false
 	ccBytes := 0 // the message frames' bytes the consumer read

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,10 +16,9 @@ import (
 	"github.com/sluicehq/sluice/core/wsconn"
 )
 
-// EndOfTopic answers a consumer's or reader's isEndOfTopic, given the latest message id
-// delivered from each topic. The gateway builds it, as it needs the broker. An error answers
-// false, whatever the bool.
-type EndOfTopic func(ctx context.Context, delivered map[string]broker.MessageID) (bool, error)
+// EndOfTopic answers a consumer's or reader's isEndOfTopic. The gateway builds it, as it
+// needs the broker. An error answers false, whatever the bool.
+type EndOfTopic func(ctx context.Context) (bool, error)
 
 // source is what a session pulls messages from: a consumer or a reader.
 type source interface {
@@ -172,9 +170,6 @@ type deliverySession struct {
 	// until admitNack finds it gone.
 	foreignNacks     []time.Time
 	foreignNacksHeld heldIDs
-	// delivered is the latest id delivered per topic, for isEndOfTopic: a redelivery of an
-	// earlier message does not move it back.
-	delivered map[string]broker.MessageID
 	// ending is why the writer ended the session: idle, or a slow consumer.
 	ending ending
 	// readErr is why the reader stopped; written by the reader before it returns.
@@ -194,8 +189,6 @@ func newDeliverySession(conn *wsconn.Conn, g ConsumerGrant, eot EndOfTopic, log 
 
 		idsHeld:          heldIDs{gate: g.Memory, each: IDCharge},
 		foreignNacksHeld: heldIDs{gate: g.Memory, each: ForeignNackCharge},
-
-		delivered: make(map[string]broker.MessageID),
 	}
 	if !g.PullMode {
 		s.credit = int64(g.MaxPending)
@@ -291,7 +284,7 @@ func (s *deliverySession) pullLoop(ctx context.Context, src source) {
 			return // ctx ended; the message is redelivered after close
 		}
 		id := wsapi.EncodeMessageID(toWireID(m.ID))
-		s.remember(id, m.Topic, m.ID)
+		s.remember(id, m.ID)
 		cm := wsapi.ConsumerMessage{
 			MessageID:       id,
 			Payload:         m.Payload,
@@ -362,17 +355,13 @@ func (s *deliverySession) wakePull() {
 	}
 }
 
-// remember records a delivered message: its id string for acks (consumers only) and the latest
-// id per topic.
-func (s *deliverySession) remember(id, topic string, mid broker.MessageID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if last, ok := s.delivered[topic]; !ok || later(mid, last) {
-		s.delivered[topic] = mid
-	}
+// remember records a delivered message's id string for its ack (consumers only).
+func (s *deliverySession) remember(id string, mid broker.MessageID) {
 	if s.consumer == nil {
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	d, ok := s.ids[id]
 	if !ok {
 		s.idSeq++
@@ -402,12 +391,6 @@ func (s *deliverySession) remember(id, topic string, mid broker.MessageID) {
 func (s *deliverySession) placed(o orderedID) bool {
 	d, ok := s.ids[o.id]
 	return ok && d.seq == o.seq
-}
-
-// later reports whether a comes after b in their topic, by ledger and entry (the end-of-topic
-// check compares no finer).
-func later(a, b broker.MessageID) bool {
-	return a.Ledger() > b.Ledger() || (a.Ledger() == b.Ledger() && a.Entry() > b.Entry())
 }
 
 // resolve finds the broker id for a client's message-id string: the exact string delivered,
@@ -517,11 +500,8 @@ func (s *deliverySession) readerCommand(ctx context.Context, data []byte) (int, 
 func (s *deliverySession) endOfTopic(ctx context.Context) bool {
 	end := false
 	if s.eot != nil {
-		s.mu.Lock()
-		delivered := maps.Clone(s.delivered)
-		s.mu.Unlock()
 		var err error
-		end, err = s.eot(ctx, delivered)
+		end, err = s.eot(ctx)
 		if err != nil {
 			end = false // the end is not known
 			s.log.Warn("checking end of topic", "err", err)

@@ -14,9 +14,8 @@ import (
 func TestRedeliveredIDTakesOnePlace(t *testing.T) {
 	t.Parallel()
 	s := &deliverySession{
-		consumer:  &broker.Consumer{},
-		ids:       map[string]delivered{},
-		delivered: map[string]broker.MessageID{},
+		consumer: &broker.Consumer{},
+		ids:      map[string]delivered{},
 	}
 	mid := broker.NewMessageID(1, 1, -1, 0)
 	forget := func(id string) {
@@ -24,17 +23,17 @@ func TestRedeliveredIDTakesOnePlace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.remember("a", "t", mid)
-	s.remember("b", "t", mid)
+	s.remember("a", mid)
+	s.remember("b", mid)
 	for range 1000 {
 		forget("a")
-		s.remember("a", "t", mid)
+		s.remember("a", mid)
 		if n := len(s.idOrder); n > 2*len(s.ids)+idChunk {
 			t.Fatalf("the order holds %d places for %d ids", n, len(s.ids))
 		}
 	}
 	for i := range maxIDCache - 1 {
-		s.remember(fmt.Sprint("c", i), "t", mid)
+		s.remember(fmt.Sprint("c", i), mid)
 	}
 	if _, ok := s.ids["b"]; ok {
 		t.Error("b, the oldest id, is still remembered past the bound")

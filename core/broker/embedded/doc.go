@@ -60,9 +60,13 @@
 //   - Delayed delivery (deliver_at_time, the client's DeliverAfter and
 //     DeliverAt) is honoured on Shared and Key_Shared subscriptions, as in
 //     Pulsar; other subscription types deliver at once.
-//   - Unacknowledged messages of a consumer that leaves, and messages named
-//     in REDELIVER_UNACKNOWLEDGED_MESSAGES, are redelivered (before new ones)
-//     with redelivery_count incremented.
+//   - Unacknowledged messages of a consumer that leaves, and those
+//     REDELIVER_UNACKNOWLEDGED_MESSAGES gives back (the ones it names, or all
+//     the consumer's), are redelivered before new ones, the latter with
+//     redelivery_count incremented. On Exclusive and
+//     Failover subscriptions REDELIVER_UNACKNOWLEDGED_MESSAGES gives back
+//     every unacknowledged message of the consumer, counting none, as
+//     Pulsar's single-active dispatcher rewinds to keep the order.
 //   - Readers (non-durable subscriptions) start at start_message_id, the
 //     entry itself included: pulsar-client-go drops what precedes its start
 //     (inclusive or not). Non-durable subscriptions disappear with their

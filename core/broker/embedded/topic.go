@@ -702,6 +702,14 @@ func pendingOf(c *consumer) []uint64 {
 }
 
 func (s *subscription) redeliver(c *consumer, ids []*pulsarpb.MessageIdData) {
+	if s.subType == pulsarpb.CommandSubscribe_Exclusive || s.subType == pulsarpb.CommandSubscribe_Failover {
+		// As Pulsar's single-active dispatcher: it cannot redeliver single messages without
+		// breaking the order, so it rewinds (every unacknowledged message again, in order),
+		// and it tracks no redelivery counts.
+		s.unassign(pendingOf(c), false)
+		s.dispatch()
+		return
+	}
 	if len(ids) == 0 {
 		s.unassign(pendingOf(c), true)
 	} else {

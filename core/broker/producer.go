@@ -312,6 +312,17 @@ func libSendTimeout(shared bool) time.Duration {
 	return -1
 }
 
+// FailPending fails the sends the client library holds that it was handed before the given
+// time, and drops them: queued, in an open batch, or waiting for the broker, none is sent (or
+// sent again after a reconnection), as the Java client drops its pending messages on a send
+// timeout; one the broker was sent already may still be stored. A shared library producer
+// also holds other sessions' sends, so a sharer's fail nothing.
+func (p *Producer) FailPending(before time.Time) {
+	if p.share == nil {
+		p.p.FailPending(before, pulsar.ErrSendTimeout)
+	}
+}
+
 // Name is the producer's name, as assigned by the broker when none was asked for.
 func (p *Producer) Name() string { return p.name }
 

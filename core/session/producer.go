@@ -452,6 +452,9 @@ func (s *producerSession) send(r *record) {
 	s.sendFreed()
 }
 
+// errTimedOut is the outcome of a message the send timeout answered before it was sent.
+var errTimedOut = errors.New("timed out before it was sent")
+
 // sendBacklog sends what the queue has room for. Must hold sendMu.
 func (s *producerSession) sendBacklog() {
 	for {
@@ -465,6 +468,12 @@ func (s *producerSession) sendBacklog() {
 			s.backlog, s.head = s.backlog[:0], 0 // reuse the array from its start
 		}
 		s.room--
+		if r.state.Load() == r.use<<stateBits|timedOut {
+			// Answered by the send timeout while it waited here: not sent, as Pulsar's
+			// producer drops what timed out. Its outcome only releases it, as a late answer.
+			r.sent(broker.MessageID{}, errTimedOut)
+			continue
+		}
 		s.p.Send(s.sendCtx, &r.out) // a synchronous failure's callback only adds to freed
 	}
 }
@@ -593,8 +602,9 @@ func (s *producerSession) trimPending() {
 
 // expire answers the messages in flight with an error ack once the oldest has been in flight
 // longer than the send timeout: every one of them, as Pulsar's producer fails every pending
-// message when its oldest times out. Otherwise it sets expiry for the oldest.
-func (s *producerSession) expire(now time.Time) {
+// message when its oldest times out. Otherwise it sets expiry for the oldest. It reports
+// whether any timed out.
+func (s *producerSession) expire(now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i, wait, expired := 0, time.Duration(0), false
@@ -620,6 +630,7 @@ func (s *producerSession) expire(now time.Time) {
 	if wait > 0 {
 		s.armExpiry(wait)
 	}
+	return expired
 }
 
 // armExpiry sets expiry to fire in wait. Must hold s.mu.
@@ -702,8 +713,11 @@ func (s *producerSession) work() {
 	if s.w.keep.take() {
 		s.w.keepTick(&s.ending)
 	}
-	if s.expired.Swap(false) {
-		s.expire(time.Now())
+	if now := time.Now(); s.expired.Swap(false) && s.expire(now) {
+		// What timed out is not published any more, as Pulsar's producer drops its pending
+		// messages on a send timeout: the library fails the sends it still holds that it was
+		// handed before now, and does not send them again after a reconnection.
+		s.p.FailPending(now)
 	}
 }
 

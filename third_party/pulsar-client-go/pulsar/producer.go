@@ -276,6 +276,13 @@ type Producer interface {
 	// Deprecated: Use `FlushWithCtx()` instead.
 	Flush() error
 
+	// FailPending fails with err, and drops, the sends made before the given time that the
+	// producer still holds: queued, in an open batch, or waiting for the broker's receipt, as
+	// the Java client's send timeout fails its pending messages. None of them is sent, or sent
+	// again after a reconnection; one the broker was sent already may still be stored. A batch
+	// that also holds a later send is left to go. It returns once the request is queued.
+	FailPending(before time.Time, err error)
+
 	// Flush all the messages buffered in the client and wait until all messageshave been successfully
 	// persisted.
 	FlushWithCtx(ctx context.Context) error

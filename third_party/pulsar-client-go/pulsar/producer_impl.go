@@ -394,6 +394,12 @@ func (p *producer) FlushWithCtx(ctx context.Context) error {
 	return nil
 }
 
+func (p *producer) FailPending(before time.Time, err error) {
+	for _, pp := range p.getProducers() {
+		pp.FailPending(before, err)
+	}
+}
+
 func (p *producer) Close() {
 	p.closeOnce.Do(func() {
 		p.stopDiscovery()

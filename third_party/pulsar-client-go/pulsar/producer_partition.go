@@ -882,6 +882,8 @@ func (p *partitionProducer) handleCmd(cmd interface{}, ok bool) bool {
 	switch v := cmd.(type) {
 	case *flushRequest:
 		p.internalFlush(v)
+	case *failPendingRequest:
+		p.internalFailPending(v)
 	case *closeProducer:
 		p.internalClose(v)
 		return false
@@ -1381,6 +1383,56 @@ func (p *partitionProducer) failTimedOut() time.Duration {
 		}
 	}
 	return p.options.SendTimeout
+}
+
+// internalFailPending fails and drops the sends made before r.before: those queued, the open
+// batch when all of its sends are, and the pending items from the oldest on while all of an
+// item's sends are.
+func (p *partitionProducer) internalFailPending(r *failPendingRequest) {
+	old := func(sr *sendRequest) bool { return sr.publishTime.Before(r.before) }
+	p.takeQueued(func(sr *sendRequest) {
+		if old(sr) {
+			sr.done(nil, r.err)
+			return
+		}
+		p.handleSend(sr)
+	})
+	if b := p.batchBuilder; b != nil && len(b.Callbacks()) > 0 && allOld(b.Callbacks(), old) {
+		for _, cb := range b.Discard() {
+			cb.(*sendRequest).done(nil, r.err)
+		}
+	}
+	for {
+		item := p.pendingQueue.CompareAndPoll(func(m interface{}) bool {
+			pi, ok := m.(*pendingItem)
+			if !ok {
+				return false
+			}
+			pi.Lock()
+			defer pi.Unlock()
+			return !pi.isDone && allOld(pi.sendRequests, old)
+		})
+		if item == nil {
+			return
+		}
+		pi := item.(*pendingItem)
+		pi.Lock()
+		for _, sr := range pi.sendRequests {
+			sr.(*sendRequest).done(nil, r.err)
+		}
+		pi.done(r.err)
+		pi.Unlock()
+	}
+}
+
+// allOld reports whether every send request of srs is old.
+func allOld(srs []interface{}, old func(*sendRequest) bool) bool {
+	for _, cb := range srs {
+		if sr, ok := cb.(*sendRequest); !ok || !old(sr) {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *partitionProducer) internalFlushCurrentBatches() {
@@ -1984,6 +2036,11 @@ func (p *partitionProducer) FlushWithCtx(ctx context.Context) error {
 	}
 }
 
+// FailPending queues a failPendingRequest for the events loop.
+func (p *partitionProducer) FailPending(before time.Time, err error) {
+	_ = p.sendCmd(context.Background(), &failPendingRequest{before: before, err: err}) // closed: nothing held
+}
+
 func (p *partitionProducer) getProducerState() producerState {
 	return producerState(p.state.Load())
 }
@@ -2193,6 +2250,12 @@ func (p *partitionProducer) reserveResources(sr *sendRequest) error {
 type closeProducer struct {
 	doneCh chan struct{}
 	reason error // nil means ErrProducerClosed
+}
+
+// failPendingRequest asks the events loop to fail the sends made before a time (FailPending).
+type failPendingRequest struct {
+	before time.Time
+	err    error
 }
 
 type flushRequest struct {

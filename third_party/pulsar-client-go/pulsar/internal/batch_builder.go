@@ -62,6 +62,13 @@ type BatchBuilder interface {
 	// Return the batch container batch message in multiple batches.
 	IsMultiBatches() bool
 
+	// Callbacks are the callbacks of the messages in the open batch (or batches).
+	Callbacks() []interface{}
+
+	// Discard empties the open batch (or batches) without sending it, and returns the
+	// callbacks of its messages.
+	Discard() []interface{}
+
 	reset()
 	Close() error
 }
@@ -282,6 +289,14 @@ func (bc *batchContainer) Add(
 	bc.numMessages++
 	bc.callbacks = append(bc.callbacks, callback)
 	return true
+}
+
+func (bc *batchContainer) Callbacks() []interface{} { return bc.callbacks }
+
+func (bc *batchContainer) Discard() []interface{} {
+	cbs := bc.callbacks
+	bc.reset()
+	return cbs
 }
 
 func (bc *batchContainer) reset() {

@@ -174,6 +174,13 @@ func (bc *keyBasedBatchContainer) Add(
 	return true
 }
 
+// Discard empties every batch: the embedded container's Discard would reset it alone.
+func (bc *keyBasedBatchContainer) Discard() []interface{} {
+	cbs := bc.callbacks
+	bc.reset()
+	return cbs
+}
+
 func (bc *keyBasedBatchContainer) reset() {
 	bc.batches.l.RLock()
 	defer bc.batches.l.RUnlock()

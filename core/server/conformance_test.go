@@ -586,9 +586,12 @@ func TestNackStopsTheAckTimeout(t *testing.T) {
 // delayed message carries no field for it.
 func TestDocsDelayedDelivery(t *testing.T) {
 	t.Parallel()
-	_, base := startDocsEdge(t)
+	srv, base := startDocsEdge(t)
 	c := dialDocs(t, base+"/ws/v2/consumer/persistent/public/default/my-topic/my-sub?subscriptionType=Shared")
 	p := dialDocs(t, base+"/ws/v2/producer/persistent/public/default/my-topic")
+	// Were the consumer's first permits to reach the broker after the delay, the delayed
+	// messages would be due by then, and go first, by their place in the topic.
+	waitPermits(t, srv, "persistent://public/default/my-topic")
 
 	const delay = time.Second
 	sent := time.Now()

@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
+	"github.com/sluicehq/sluice/core/server"
 )
 
 // TestPriorityLevel: priorityLevel on a Shared subscription, through the edge on the embedded
@@ -20,8 +22,33 @@ func TestPriorityLevel(t *testing.T) {
 	t.Parallel()
 	cfg := config.Defaults()
 	cfg.AdminListen = config.AdminListenOff
-	_, base := edgetest.StartWith(t, cfg)
-	priorityLevelFlow(t, base)
+	srv, base := edgetest.StartWith(t, cfg)
+	priorityLevelFlow(t, base, func(t *testing.T, topic string, names ...string) {
+		t.Helper()
+		waitPermits(t, srv, "persistent://public/default/"+topic, names...)
+	})
+}
+
+// waitPermits waits until the edge's embedded broker holds permits for each consumer of topic
+// named, or with no names for every consumer of topic, one at least. The broker client sends
+// a consumer's first FLOW after its subscription succeeds, so after the edge has answered the
+// handshake: until it reaches the broker, a message goes to another consumer, waits in the
+// backlog (where a delayed one becomes due), or on a non-persistent topic is dropped.
+func waitPermits(t *testing.T, srv *server.Server, topic string, names ...string) {
+	t.Helper()
+	edgetest.WaitFor(t, docsWait, "the consumers' permits at the broker", func() bool {
+		permits := srv.Embedded().Permits(topic)
+		want := names
+		if len(want) == 0 {
+			want = slices.Collect(maps.Keys(permits))
+		}
+		for _, name := range want {
+			if permits[name] <= 0 {
+				return false
+			}
+		}
+		return len(want) > 0
+	})
 }
 
 // priorityLevelFlow checks what Pulsar's broker does with the priorityLevel of the consumers of
@@ -30,14 +57,18 @@ func TestPriorityLevel(t *testing.T) {
 // it has none (pull mode, no permit asked), the priority-1 consumer gets them. A consumer asks
 // the broker for one message until its first has arrived (docs/compatibility.md, "A consumer's
 // first permits"), so the first message is published alone: with one permit each, it goes to the
-// priority-0 consumer, which then has permits for the rest.
-func priorityLevelFlow(t *testing.T, base string) {
+// priority-0 consumer, which then has permits for the rest. The broker client sends a
+// consumer's first permits after its subscription succeeds, so after the edge has answered
+// the handshake: permitted waits until the broker holds permits for the consumers named, on
+// topic (the local name), before anything is published.
+func priorityLevelFlow(t *testing.T, base string, permitted func(t *testing.T, topic string, names ...string)) {
 	t.Run("permits", func(t *testing.T) {
 		t.Parallel()
 		topic := fmt.Sprintf("priority-permits-%d", time.Now().UnixNano())
 		u := base + "/ws/v2/consumer/persistent/public/default/" + topic + "/s?subscriptionType=Shared"
 		low := dialPrio(t, u+"&consumerName=low&priorityLevel=1")
 		high := dialPrio(t, u+"&consumerName=high&priorityLevel=0")
+		permitted(t, topic, "low", "high")
 		for _, batch := range [][2]int{{0, 1}, {1, 19}} { // the first alone, then the rest
 			want := prioProduce(t, base, topic, batch[0], batch[1])
 			if got := high.take(t, len(want)); !slices.Equal(got, want) {
@@ -54,6 +85,7 @@ func priorityLevelFlow(t *testing.T, base string) {
 		u := base + "/ws/v2/consumer/persistent/public/default/" + topic + "/s?subscriptionType=Shared"
 		low := dialPrio(t, u+"&consumerName=low&priorityLevel=1")
 		high := dialPrio(t, u+"&consumerName=high&priorityLevel=0&pullMode=true&receiverQueueSize=1")
+		permitted(t, topic, "low", "high")
 		const n = 60
 		want := prioProduce(t, base, topic, 0, n)
 		lows := low.drain(t, time.Second)

@@ -540,7 +540,34 @@ func TestPulsarKeySharedHash(t *testing.T) {
 
 func TestPulsarPriorityLevel(t *testing.T) {
 	e := rpEnvOf(t)
-	priorityLevelFlow(t, rpEdge(t, e, nil))
+	priorityLevelFlow(t, rpEdge(t, e, nil), func(t *testing.T, topic string, names ...string) {
+		t.Helper()
+		edgetest.WaitFor(t, docsWait, "the consumers' permits at Pulsar", func() bool {
+			var stats struct {
+				Subscriptions map[string]struct {
+					Consumers []struct {
+						ConsumerName     string `json:"consumerName"`
+						AvailablePermits int64  `json:"availablePermits"`
+					} `json:"consumers"`
+				} `json:"subscriptions"`
+			}
+			if err := json.Unmarshal([]byte(rpAdminOK(t, e, http.MethodGet, "/admin/v2/persistent/public/default/"+topic+"/stats", "")), &stats); err != nil {
+				t.Fatal(err)
+			}
+			permits := map[string]int64{}
+			for _, s := range stats.Subscriptions {
+				for _, c := range s.Consumers {
+					permits[c.ConsumerName] += c.AvailablePermits
+				}
+			}
+			for _, name := range names {
+				if permits[name] <= 0 {
+					return false
+				}
+			}
+			return true
+		})
+	})
 }
 
 func TestPulsarNackAndDeadLetter(t *testing.T) {

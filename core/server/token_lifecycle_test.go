@@ -106,7 +106,9 @@ func TestTokenExpiryClosesLiveSessions(t *testing.T) {
 	path := "/ws/v2/producer/persistent/public/default/token-expiry"
 	cpath := "/ws/v2/consumer/persistent/public/default/token-expiry/sub"
 
-	exp := time.Now().Add(3 * time.Second) // room for three handshakes on a loaded machine
+	// Room for three handshakes and a message on a loaded machine: a token's exp is in whole
+	// seconds, so the expiry is the whole second it falls in.
+	exp := time.Now().Add(8 * time.Second).Truncate(time.Second)
 	expiring := p.token(t, "alice", exp)
 	prod := edgetest.Dial(t, base+path+"?token="+expiring)
 	cons := edgetest.Dial(t, base+cpath+"?token="+expiring)
@@ -170,7 +172,8 @@ func TestTokenExpiryCanBeTurnedOff(t *testing.T) {
 	t.Parallel()
 	p := newOIDCProvider(t)
 	srv, base := edgetest.Start(t, p.yaml()+"    close_on_expiry: false\n")
-	exp := time.Now().Add(2 * time.Second)
+	// Room for a handshake on a loaded machine: a token's exp is in whole seconds.
+	exp := time.Now().Add(5 * time.Second).Truncate(time.Second)
 	prod := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/no-expiry?token="+p.token(t, "alice", exp))
 	edgetest.WaitFor(t, 10*time.Second, "the token to expire", func() bool { return time.Now().Unix() > exp.Unix() })
 	publishOne(t, prod, "after expiry")

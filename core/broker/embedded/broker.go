@@ -451,6 +451,31 @@ func (b *Broker) Subscriptions(topic string) []string {
 	return out
 }
 
+// Permits maps the name of each consumer of a topic (on any subscription, over the partitions
+// of a partitioned topic) to the permits the broker holds for it, as Pulsar's topic stats
+// report each consumer's availablePermits; empty if the topic is unknown. A client sends a
+// consumer's first FLOW after its subscription succeeds: until it arrives, the broker
+// dispatches to the consumer's rivals or keeps the messages.
+func (b *Broker) Permits(topic string) map[string]int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]int64{}
+	ts, err := b.resolveLocked(topic)
+	if err != nil {
+		return out
+	}
+	for _, t := range ts {
+		t.mu.Lock()
+		for _, s := range t.subs {
+			for _, c := range s.consumers {
+				out[c.name] += c.permits
+			}
+		}
+		t.mu.Unlock()
+	}
+	return out
+}
+
 // Backlog returns the number of messages of a subscription not yet
 // acknowledged (batch entries weighted by their message count, partial batch
 // acknowledgements counted), summed over partitions.

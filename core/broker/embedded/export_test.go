@@ -25,26 +25,6 @@ func (b *Broker) PendingEntries(topic string) int {
 	return n
 }
 
-// Permits maps the name of each consumer of topic (its full name), on any subscription, to
-// the permits the broker holds for it.
-func (b *Broker) Permits(topic string) map[string]int64 {
-	b.mu.Lock()
-	t := b.topics[topic]
-	b.mu.Unlock()
-	out := map[string]int64{}
-	if t == nil {
-		return out
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, s := range t.subs {
-		for _, c := range s.consumers {
-			out[c.name] += c.permits
-		}
-	}
-	return out
-}
-
 // Replayed is the number of entries subscription sub of topic (its full name) holds back to
 // dispatch again or to a busy key's consumer.
 func (b *Broker) Replayed(topic, sub string) int {

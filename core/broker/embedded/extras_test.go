@@ -67,6 +67,9 @@ func TestDelayedDelivery(t *testing.T) {
 	c := newClient(t, b, nil)
 	topic := uniqueTopic("delayed")
 	cons := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+	// Were the consumer's first permits to arrive after the delay, both messages would be due
+	// by then and go in the topic's order.
+	waitPermits(t, b, topic)
 	p := mustProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	ctx := ctxT(t, 5*time.Second)
 	start := time.Now()

@@ -3,7 +3,6 @@ package server_test
 import (
 	"encoding/base64"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/core/config"
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/server"
+	"github.com/sluicehq/sluice/core/testkit"
 )
 
 // TestPriorityLevel: priorityLevel on a Shared subscription, through the edge on the embedded
@@ -30,25 +30,11 @@ func TestPriorityLevel(t *testing.T) {
 }
 
 // waitPermits waits until the edge's embedded broker holds permits for each consumer of topic
-// named, or with no names for every consumer of topic, one at least. The broker client sends
-// a consumer's first FLOW after its subscription succeeds, so after the edge has answered the
-// handshake: until it reaches the broker, a message goes to another consumer, waits in the
-// backlog (where a delayed one becomes due), or on a non-persistent topic is dropped.
+// named, or with no names for every consumer of topic (testkit.WaitPermits): the broker client
+// sends a consumer's first FLOW after the edge has answered the handshake.
 func waitPermits(t *testing.T, srv *server.Server, topic string, names ...string) {
 	t.Helper()
-	edgetest.WaitFor(t, docsWait, "the consumers' permits at the broker", func() bool {
-		permits := srv.Embedded().Permits(topic)
-		want := names
-		if len(want) == 0 {
-			want = slices.Collect(maps.Keys(permits))
-		}
-		for _, name := range want {
-			if permits[name] <= 0 {
-				return false
-			}
-		}
-		return len(want) > 0
-	})
+	testkit.WaitPermits(t, docsWait, func() map[string]int64 { return srv.Embedded().Permits(topic) }, names...)
 }
 
 // priorityLevelFlow checks what Pulsar's broker does with the priorityLevel of the consumers of

@@ -7,7 +7,10 @@ package testkit
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +28,27 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// WaitPermits waits until permits reports permits for each consumer named, or with no names
+// for every consumer it lists, one at least. A client sends a consumer's first FLOW after its
+// subscription succeeds: until the broker has it, a message goes to another consumer, waits
+// in the backlog (where a delayed one becomes due), or on a non-persistent topic is dropped.
+func WaitPermits(t testing.TB, timeout time.Duration, permits func() map[string]int64, names ...string) {
+	t.Helper()
+	WaitFor(t, timeout, fmt.Sprintf("permits at the broker for consumers %q", names), func() bool {
+		held := permits()
+		want := names
+		if len(want) == 0 {
+			want = slices.Collect(maps.Keys(held))
+		}
+		for _, name := range want {
+			if held[name] <= 0 {
+				return false
+			}
+		}
+		return len(want) > 0
+	})
 }
 
 // SyncBuffer is a bytes.Buffer that a running component (a logger, a command's output) and

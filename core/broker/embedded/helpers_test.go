@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"os"
 	"slices"
@@ -208,22 +207,8 @@ func nextCommand(t testing.TB, nc net.Conn, types ...pulsarpb.BaseCommand_Type) 
 }
 
 // waitPermits waits until the broker holds permits for each consumer of topic named, or with
-// no names for every consumer of topic, one at least. The library sends a consumer's first
-// FLOW after Subscribe returns; until it reaches the broker, a message goes to another
-// consumer, waits in the backlog, or on a non-persistent topic is dropped.
+// no names for every consumer of topic (testkit.WaitPermits).
 func waitPermits(t testing.TB, b *embedded.Broker, topic string, names ...string) {
 	t.Helper()
-	testkit.WaitFor(t, 5*time.Second, "consumers' permits at the broker", func() bool {
-		permits := b.Permits(topic)
-		want := names
-		if len(want) == 0 {
-			want = slices.Collect(maps.Keys(permits))
-		}
-		for _, name := range want {
-			if permits[name] <= 0 {
-				return false
-			}
-		}
-		return len(want) > 0
-	})
+	testkit.WaitPermits(t, 5*time.Second, func() map[string]int64 { return b.Permits(topic) }, names...)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -286,4 +287,71 @@ func before(a, b wsapi.MessageID) bool {
 		return a.EntryID < b.EntryID
 	}
 	return a.BatchIndex < b.BatchIndex
+}
+
+// TestLargeMetadataFailsAlone: on a route that batches (auto, or shared between sessions), a
+// message whose properties make it too large for the broker is refused alone, as without
+// batching: the valid messages sent beside it, by the same client or another, are all
+// acknowledged ok. A batch counted its messages' payloads alone, so such a message made a
+// batch the broker refused, with every message in it.
+func TestLargeMetadataFailsAlone(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"auto", "shared"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			_, base := edgetest.Start(t, `
+broker: { embedded: { max_message_size: 100KiB } }
+websocket: { max_message_size: 200KiB }
+routes:
+  - name: batched
+    match: /ws/**
+    strategy: { name: count, params: { max_pending_messages: 1000 } }
+    batching: `+mode+"\n")
+			url := base + "/ws/v2/producer/persistent/public/default/large-metadata-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+			good := edgetest.Dial(t, url)
+			bad := good
+			if mode == "shared" {
+				bad = edgetest.Dial(t, url)
+			}
+			const n, large = 200, 10
+			var mu sync.Mutex // one writer at a time on a shared connection
+			write := func(c *websocket.Conn, m map[string]any) {
+				mu.Lock()
+				defer mu.Unlock()
+				if err := c.WriteJSON(m); err != nil {
+					t.Error(err)
+				}
+			}
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for i := range n {
+					write(good, map[string]any{"payload": base64.StdEncoding.EncodeToString(make([]byte, 20<<10)), "context": "good-" + strconv.Itoa(i)})
+				}
+			})
+			wg.Go(func() {
+				for i := range large {
+					write(bad, map[string]any{"payload": "", "properties": map[string]string{"p": strings.Repeat("v", 120<<10)}, "context": "large-" + strconv.Itoa(i)})
+				}
+			})
+			wg.Wait()
+			results := map[string]int{}
+			acks := map[*websocket.Conn]int{}
+			acks[good] += n
+			acks[bad] += large // the same connection under auto
+			for c, want := range acks {
+				for range want {
+					var a ack
+					_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+					if err := c.ReadJSON(&a); err != nil {
+						t.Fatalf("after %v: %v", results, err)
+					}
+					kind, _, _ := strings.Cut(a.Context, "-")
+					results[kind+" "+a.Result]++
+				}
+			}
+			if results["good ok"] != n || results["large ok"] != 0 {
+				t.Errorf("acks %v: want every valid message ok and every large one refused", results)
+			}
+		})
+	}
 }

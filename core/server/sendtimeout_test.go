@@ -55,6 +55,7 @@ func TestTimedOutNotPublished(t *testing.T) {
 				if err := srv.Embedded().Faults().Unreachable(false); err != nil {
 					t.Fatal(err)
 				}
+				edgetest.WaitFor(t, 20*time.Second, "the broker back", srv.BrokerUp)
 			}
 			// Published after all, they would reach the consumer within the batch delay or
 			// the reconnection; a message sent now by a producer without a delay shows the

@@ -102,6 +102,10 @@ type batchContainer struct {
 	// batch's buffer is taken at, so that it seldom grows while messages are added.
 	largestBatchBytes uint32
 
+	// firstMetadata is the size of the batch's first message's metadata, whose key and
+	// properties the batch's own metadata holds again.
+	firstMetadata uint32
+
 	producerName string
 	producerID   uint64
 
@@ -214,16 +218,20 @@ func (bc *batchContainer) IsFull() bool {
 	return bc.numMessages >= bc.maxMessages || bc.batchedBytes() >= uint32(bc.maxBatchSize)
 }
 
-// hasSpace should return true if and only if the batch container can accommodate another message of length payload.
-func (bc *batchContainer) hasSpace(payload []byte) bool {
+// hasSpace reports whether the batch can take another message of this metadata and payload:
+// the message with its metadata and size prefix, and the batch's own metadata (which holds
+// the first message's key and properties again) within the largest message. Counting the
+// payload alone, a message of large metadata made a batch the broker refuses, and the other
+// messages in it failed with it.
+func (bc *batchContainer) hasSpace(metadata *pb.SingleMessageMetadata, payload []byte) bool {
 	if bc.numMessages == 0 {
 		// allow to add at least one message when batching is disabled
 		return true
 	}
-	msgSize := uint32(len(payload))
+	msgSize := uint32(4 + proto.Size(metadata) + len(payload))
 	expectedSize := bc.batchedBytes() + msgSize
 	return bc.numMessages+1 <= bc.maxMessages &&
-		expectedSize <= uint32(bc.maxBatchSize) && expectedSize <= bc.maxMessageSize
+		expectedSize <= uint32(bc.maxBatchSize) && expectedSize+bc.firstMetadata <= bc.maxMessageSize
 }
 
 func (bc *batchContainer) hasSameSchema(schemaVersion []byte) bool {
@@ -250,7 +258,7 @@ func (bc *batchContainer) Add(
 		// There's already a message with cluster replication list. need to flush before next
 		// message can be sent
 		return false
-	} else if !bc.hasSpace(payload) {
+	} else if !bc.hasSpace(metadata, payload) {
 		// The current batch is full. Producer has to call Flush() to
 		return false
 	} else if multiSchemaEnabled && !bc.hasSameSchema(schemaVersion) {
@@ -259,6 +267,7 @@ func (bc *batchContainer) Add(
 	}
 
 	if bc.numMessages == 0 {
+		bc.firstMetadata = uint32(proto.Size(metadata))
 		var sequenceID uint64
 		if metadata.SequenceId != nil {
 			sequenceID = *metadata.SequenceId

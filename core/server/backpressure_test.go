@@ -394,7 +394,10 @@ routes:
 				t.Fatalf("first ack %+v", a)
 			}
 			edgetest.WaitFor(t, 10*time.Second, "one session", func() bool { return len(srv.Sessions()) == 1 })
-			time.Sleep(200 * time.Millisecond) // the second message is read and waits for the rate
+			edgetest.WaitFor(t, 10*time.Second, "the second message waiting for the rate", func() bool {
+				all := srv.Sessions()
+				return len(all) == 1 && all[0].PausedOn == "message_rate" && time.Since(all[0].PausedSince) >= 100*time.Millisecond
+			})
 			assertPaused(t, srv, "message_rate", 100*time.Millisecond)
 			left := time.Now()
 			if shut == "closed its connection" {

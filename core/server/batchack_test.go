@@ -21,6 +21,7 @@ type delivered struct {
 	Payload         string `json:"payload"`
 	RedeliveryCount int    `json:"redeliveryCount"`
 	raw             string
+	at              time.Time // when the stream read it
 }
 
 // publishBatch publishes m0, m1 and m2 to topic as one batch of three, checked by the ids of
@@ -65,7 +66,7 @@ func newStream(c *websocket.Conn) *stream {
 		defer close(s.frames)
 		for {
 			_, b, err := c.ReadMessage()
-			d := delivered{raw: string(b)}
+			d := delivered{raw: string(b), at: time.Now()}
 			if err != nil || json.Unmarshal(b, &d) != nil {
 				return
 			}

@@ -538,20 +538,6 @@ func (c *Consumer) Unsubscribe() error {
 // every topic it reads, each terminated, as the Java client's hasReachedEndOfTopic.
 func (c *Consumer) ReachedEndOfTopic() bool { return reachedEnd(c.c) }
 
-// LastMessageIDs returns the id of the last message of each topic (or partition) the consumer
-// reads, keyed by topic name. An empty topic's id has a negative entry.
-func (c *Consumer) LastMessageIDs() (map[string]MessageID, error) {
-	ids, err := c.c.GetLastMessageIDs()
-	if err != nil {
-		return nil, classify(err)
-	}
-	out := make(map[string]MessageID, len(ids))
-	for _, id := range ids {
-		out[id.Topic()] = receivedID(id, id.Topic())
-	}
-	return out, nil
-}
-
 // Close sends the acks still queued (waiting at most closeAckWait for the broker to answer
 // them) and closes the consumer; unacknowledged messages are redelivered by the broker.
 func (c *Consumer) Close() {

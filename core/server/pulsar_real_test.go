@@ -42,6 +42,7 @@ import (
 	"github.com/sluicehq/sluice/core/internal/edgetest"
 	"github.com/sluicehq/sluice/core/internal/pulsartest"
 	"github.com/sluicehq/sluice/core/server"
+	"github.com/sluicehq/sluice/core/testkit"
 	"github.com/sluicehq/sluice/core/wsapi"
 )
 
@@ -542,7 +543,7 @@ func TestPulsarPriorityLevel(t *testing.T) {
 	e := rpEnvOf(t)
 	priorityLevelFlow(t, rpEdge(t, e, nil), func(t *testing.T, topic string, names ...string) {
 		t.Helper()
-		edgetest.WaitFor(t, docsWait, "the consumers' permits at Pulsar", func() bool {
+		testkit.WaitPermits(t, docsWait, func() map[string]int64 {
 			var stats struct {
 				Subscriptions map[string]struct {
 					Consumers []struct {
@@ -560,13 +561,8 @@ func TestPulsarPriorityLevel(t *testing.T) {
 					permits[c.ConsumerName] += c.AvailablePermits
 				}
 			}
-			for _, name := range names {
-				if permits[name] <= 0 {
-					return false
-				}
-			}
-			return true
-		})
+			return permits
+		}, names...)
 	})
 }
 

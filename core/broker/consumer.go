@@ -443,22 +443,32 @@ func topicsOf(o ConsumerOptions) string {
 // Receive waits for the next message. It returns ctx's error when ctx ends first, and
 // ErrClosed once the consumer is closed or unsubscribed. The message counts in the library's
 // prefetch bound (PrefetchBytes) until its Release.
+//
+// A message an Exclusive or Failover consumer received before it asked for its
+// unacknowledged messages again is dropped: that redelivery rewinds the subscription, which
+// sends it again in order (pulsar-client-go-80-consumer-epoch.patch).
 func (c *Consumer) Receive(ctx context.Context) (*Message, error) {
 	select {
 	case <-c.unsubscribed: // before the messages the library had taken already
 		return nil, ErrClosed
 	default:
 	}
-	select {
-	case <-c.unsubscribed:
-		return nil, ErrClosed
-	case cm, ok := <-c.c.Chan():
-		if !ok {
+	for {
+		select {
+		case <-c.unsubscribed:
 			return nil, ErrClosed
+		case cm, ok := <-c.c.Chan():
+			if !ok {
+				return nil, ErrClosed
+			}
+			if pulsar.Superseded(cm.Message) {
+				release(cm.Message)
+				continue
+			}
+			return fromPulsar(cm.Message), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		return fromPulsar(cm.Message), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
 	}
 }
 

@@ -329,6 +329,37 @@ func TestSingleActiveNackRedeliversInOrder(t *testing.T) {
 	}
 }
 
+// What the client library had prefetched when a negative ack rewound an Exclusive or Failover
+// subscription comes once, in order, after the rewind: the library drops what it received
+// before the rewind, as Pulsar's Java client clears its queue, and the broker sends it again.
+func TestSingleActiveNackDropsThePrefetch(t *testing.T) {
+	t.Parallel()
+	e := startEdge(t, edgeOptions{})
+	for _, typ := range []string{"Exclusive", "Failover"} {
+		t.Run(typ, func(t *testing.T) {
+			t.Parallel()
+			topic := uniqueTopic(t)
+			c := e.dial("/ws/v2/consumer/persistent/public/default/" + topic + "/sub?subscriptionType=" + typ + "&pullMode=true&negativeAckRedeliveryDelay=100")
+			produce(t, e.dial("/ws/v2/producer/persistent/public/default/"+topic), 10, "m")
+			c.send(map[string]any{"type": "permit", "permitMessages": 3})
+			ids, _ := consume(t, c, 3, false)
+			c.send(map[string]any{"type": "negativeAcknowledge", "messageId": ids[0]})
+			time.Sleep(300 * time.Millisecond) // the rewind, 100 ms after the negative ack
+			c.send(map[string]any{"type": "permit", "permitMessages": 20})
+			var got []string
+			for range 10 {
+				got = append(got, unb64(t, c.recv(wait)["payload"]))
+			}
+			if want := "[m0 m1 m2 m3 m4 m5 m6 m7 m8 m9]"; fmt.Sprint(got) != want {
+				t.Errorf("after the rewind: %v, want %s", got, want)
+			}
+			if m, err := c.tryRecv(300 * time.Millisecond); err == nil {
+				t.Errorf("then %s", m["_raw"])
+			}
+		})
+	}
+}
+
 // A consumer that joined a topic after its last message has nothing to receive: once the topic
 // is terminated it is at its end, as Pulsar answers, although it was never delivered that
 // message. One that has not received a message yet is not.

@@ -528,7 +528,7 @@ func (c *conn) handle(f Frame) error {
 			return errMissing
 		}
 		r := cmd.RedeliverUnacknowledgedMessages
-		c.withConsumer(r.GetConsumerId(), func(cons *consumer) { cons.sub.redeliver(cons, r.MessageIds) })
+		c.withConsumer(r.GetConsumerId(), func(cons *consumer) { cons.sub.redeliver(cons, r.MessageIds, r.ConsumerEpoch) })
 	case pulsarpb.BaseCommand_GET_LAST_MESSAGE_ID:
 		if cmd.GetLastMessageId == nil {
 			return errMissing
@@ -1014,6 +1014,7 @@ func (c *conn) handleSubscribe(r *pulsarpb.CommandSubscribe) {
 	cons := &consumer{
 		c: c, id: r.GetConsumerId(), name: r.GetConsumerName(), sub: s,
 		priority: r.GetPriorityLevel(), pending: map[uint64]struct{}{}, sticky: ranges != nil,
+		epoch: r.GetConsumerEpoch(), hasEpoch: r.ConsumerEpoch != nil,
 	}
 	c.mu.Lock()
 	c.consumers[cons.id] = cons

@@ -66,7 +66,10 @@
 //     redelivery_count incremented. On Exclusive and
 //     Failover subscriptions REDELIVER_UNACKNOWLEDGED_MESSAGES gives back
 //     every unacknowledged message of the consumer, counting none, as
-//     Pulsar's single-active dispatcher rewinds to keep the order.
+//     Pulsar's single-active dispatcher rewinds to keep the order. Each
+//     MESSAGE carries the consumer epoch its consumer subscribed with, or the
+//     one its last REDELIVER_UNACKNOWLEDGED_MESSAGES gave, as Pulsar's do, so
+//     that a client drops what it received before the rewind.
 //   - Readers (non-durable subscriptions) start at start_message_id, the
 //     entry itself included: pulsar-client-go drops what precedes its start
 //     (inclusive or not). Non-durable subscriptions disappear with their

@@ -450,6 +450,11 @@ type consumer struct {
 	peak     int // the most entries pending has held since it was made
 	endSent  bool
 	closed   bool // removed from its subscription
+	// epoch is the consumer epoch its client gave (hasEpoch), stamped on each message sent:
+	// an Exclusive or Failover client starts a new one with each redelivery it asks for,
+	// and drops what it receives of an earlier one, which the rewind sends again.
+	epoch    uint64
+	hasEpoch bool
 }
 
 func (s *subscription) isAcked(id uint64) bool {
@@ -701,7 +706,10 @@ func pendingOf(c *consumer) []uint64 {
 	return ids
 }
 
-func (s *subscription) redeliver(c *consumer, ids []*pulsarpb.MessageIdData) {
+func (s *subscription) redeliver(c *consumer, ids []*pulsarpb.MessageIdData, epoch *uint64) {
+	if epoch != nil && (!c.hasEpoch || *epoch > c.epoch) {
+		c.epoch, c.hasEpoch = *epoch, true
+	}
 	if s.subType == pulsarpb.CommandSubscribe_Exclusive || s.subType == pulsarpb.CommandSubscribe_Failover {
 		// As Pulsar's single-active dispatcher: it cannot redeliver single messages without
 		// breaking the order, so it rewinds (every unacknowledged message again, in order),
@@ -1135,7 +1143,7 @@ func (s *subscription) notifyEndOfTopic() {
 func (s *subscription) deliver(c *consumer, id uint64) {
 	h := messageHeader{
 		consumerID: c.id, ledger: s.t.ledger, entry: id, partition: s.t.partition(),
-		redelivery: s.redelivery[id],
+		redelivery: s.redelivery[id], epoch: c.epoch, hasEpoch: c.hasEpoch,
 	}
 	if rem, ok := s.partial[id]; ok {
 		h.ackSet = rem

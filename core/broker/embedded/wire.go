@@ -259,6 +259,8 @@ type messageHeader struct {
 	partition  int32 // -1: none
 	redelivery uint32
 	ackSet     []uint64 // batch indexes still unacknowledged; nil: none
+	epoch      uint64   // the consumer's epoch, when it has one (hasEpoch)
+	hasEpoch   bool
 }
 
 // appendMessage appends a MESSAGE frame carrying data (the stored
@@ -271,6 +273,9 @@ func appendMessage(b []byte, h messageHeader, crc uint32, data []byte) []byte {
 		1 + protowire.SizeVarint(uint64(h.redelivery))
 	for _, w := range h.ackSet {
 		body += 1 + protowire.SizeVarint(w)
+	}
+	if h.hasEpoch {
+		body += 1 + protowire.SizeVarint(h.epoch)
 	}
 	cmd := 1 + protowire.SizeVarint(uint64(pulsarpb.BaseCommand_MESSAGE)) + 1 + protowire.SizeBytes(body)
 	b = binary.BigEndian.AppendUint32(b, uint32(4+cmd+6+len(data)))
@@ -289,6 +294,10 @@ func appendMessage(b []byte, h messageHeader, crc uint32, data []byte) []byte {
 	for _, w := range h.ackSet {
 		b = protowire.AppendTag(b, 4, protowire.VarintType)
 		b = protowire.AppendVarint(b, w)
+	}
+	if h.hasEpoch {
+		b = protowire.AppendTag(b, 5, protowire.VarintType)
+		b = protowire.AppendVarint(b, h.epoch)
 	}
 	b = binary.BigEndian.AppendUint16(b, magicCRC32C)
 	b = binary.BigEndian.AppendUint32(b, crc)

@@ -46,6 +46,8 @@ func TestAppendMessage(t *testing.T) {
 		"plain":      {consumerID: 3, ledger: 1, entry: 0, partition: -1},
 		"redelivery": {consumerID: 3, ledger: 1, entry: 9, partition: 2, redelivery: 4},
 		"ack set":    {consumerID: 1 << 33, ledger: 5, entry: 1 << 20, partition: -1, ackSet: []uint64{0xff00, 1 << 63}},
+		"epoch":      {consumerID: 3, ledger: 1, entry: 2, partition: -1, ackSet: []uint64{6}, epoch: 1 << 40, hasEpoch: true},
+		"epoch 0":    {consumerID: 3, ledger: 1, entry: 2, partition: -1, hasEpoch: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -59,6 +61,9 @@ func TestAppendMessage(t *testing.T) {
 			}
 			for _, w := range h.ackSet {
 				msg.AckSet = append(msg.AckSet, int64(w))
+			}
+			if h.hasEpoch {
+				msg.ConsumerEpoch = proto.Uint64(h.epoch)
 			}
 			hdr, err := encodeWithPayload(&pulsarpb.BaseCommand{Type: pulsarpb.BaseCommand_MESSAGE.Enum(), Message: msg}, 0xdeadbeef, len(data))
 			if err != nil {

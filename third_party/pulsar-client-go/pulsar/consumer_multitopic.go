@@ -175,6 +175,9 @@ func (c *multiTopicConsumer) Receive(ctx context.Context) (message Message, err 
 				return nil, newError(ConsumerClosed, "consumer closed")
 			}
 			release(cm.Message)
+			if Superseded(cm.Message) {
+				continue
+			}
 			return cm.Message, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()

@@ -187,6 +187,12 @@ type partitionConsumer struct {
 	bytesPerMessage uAtomic.Int64
 	inChannel       uAtomic.Int32
 
+	// epoch is the consumer epoch of an Exclusive or Failover consumer: each redelivery of
+	// its unacknowledged messages, which rewinds the subscription, starts a new one. A
+	// message received in an earlier epoch comes again after the rewind, so the consumer
+	// drops it (message.superseded) where Pulsar's Java client clears its queue.
+	epoch uAtomic.Uint64
+
 	eventsCh        chan interface{}
 	connectedCh     chan struct{}
 	connectClosedCh chan *connectionClosed
@@ -389,7 +395,10 @@ func (pc *partitionConsumer) brokerUsed(msgMeta *pb.MessageMetadata) {
 // receiverQueueMaxBytes, they hold the entry's bytes (or their payloads', when decompression
 // made those more) and queuedMessageOverhead each until the application takes them
 // (message.Release), each its part, and the entry updates the expected size of a message.
-func (pc *partitionConsumer) queue(messages []*message, entryBytes int64) {
+func (pc *partitionConsumer) queue(messages []*message, entryBytes int64, epoch uint64) {
+	for _, m := range messages {
+		m.epoch, m.receivedBy = epoch, pc
+	}
 	if pc.options.receiverQueueMaxBytes > 0 {
 		var payloads int64
 		for _, m := range messages {
@@ -447,6 +456,22 @@ func (pc *partitionConsumer) taken(bytes int64) {
 		pc.availablePermits.inc()
 	} else {
 		pc.availablePermits.flowIfNeed()
+	}
+}
+
+// discardSuperseded frees what a message of an earlier epoch held, as its taking would. A
+// zero-queue consumer's Receive asked for it: the permit asks for the next in its place.
+func (pc *partitionConsumer) discardSuperseded(m *message) {
+	pc.queuedBytes.Sub(m.queuedBytes)
+	if pc.options.receiverQueueSize > 0 || pc.options.enableZeroQueueConsumer {
+		pc.availablePermits.inc()
+	} else {
+		pc.availablePermits.flowIfNeed()
+	}
+	if pc.options.autoReceiverQueueSize {
+		pc.incomingMessages.Dec()
+		pc.client.memLimit.ReleaseMemory(int64(m.size()))
+		pc.expectMoreIncomingMessages()
 	}
 }
 
@@ -1088,6 +1113,12 @@ func (pc *partitionConsumer) isAllowAckCumulative() bool {
 	return pc.options.subscriptionType != Shared && pc.options.subscriptionType != KeyShared
 }
 
+// redeliversOne is whether the broker can redeliver one message of the subscription without
+// the others: on Shared and Key_Shared, not on the single-active types.
+func (pc *partitionConsumer) redeliversOne() bool {
+	return !pc.isAllowAckCumulative()
+}
+
 func (pc *partitionConsumer) internalAckIDCumulative(msgID MessageID, withResponse bool) error {
 	if state := pc.getConsumerState(); state == consumerClosed || state == consumerClosing {
 		pc.log.WithField("state", state).Error("Failed to ack by closing or closed consumer")
@@ -1194,6 +1225,20 @@ func (pc *partitionConsumer) internalRedeliver(req *redeliveryRequest) {
 	}
 	msgIDs := req.msgIDs
 	pc.log.Debug("Request redelivery after negative ack for messages", msgIDs)
+
+	if !pc.redeliversOne() {
+		// The broker rewinds to the first unacknowledged message whatever ids it is given.
+		epoch := pc.epoch.Inc()
+		err := pc.client.rpcClient.RequestOnCnxNoWait(pc._getConn(),
+			pb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES, &pb.CommandRedeliverUnacknowledgedMessages{
+				ConsumerId:    proto.Uint64(pc.consumerID),
+				ConsumerEpoch: proto.Uint64(epoch),
+			})
+		if err != nil {
+			pc.log.Error("Connection was closed when request redeliver cmd")
+		}
+		return
+	}
 
 	msgIDDataList := make([]*pb.MessageIdData, len(msgIDs))
 	for i := 0; i < len(msgIDs); i++ {
@@ -1454,6 +1499,12 @@ func (pc *partitionConsumer) internalAckList(request *ackListRequest) {
 }
 
 func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, headersAndPayload internal.Buffer) error {
+	// The broker says in which epoch it sent the message; one that does not, Pulsar before
+	// 2.10, sent it in the epoch it arrives in.
+	epoch := pc.epoch.Load()
+	if response.ConsumerEpoch != nil {
+		epoch = response.GetConsumerEpoch()
+	}
 	pbMsgID := response.GetMessageId()
 	entryBytes := int64(headersAndPayload.ReadableBytes())
 
@@ -1519,7 +1570,7 @@ func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, header
 				pc.markScaleIfNeed()
 			}
 
-			pc.queue(messages, entryBytes)
+			pc.queue(messages, entryBytes, epoch)
 			return nil
 		}
 	}
@@ -1733,7 +1784,7 @@ func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, header
 	}
 
 	// send messages to the dispatcher
-	pc.queue(messages, entryBytes)
+	pc.queue(messages, entryBytes, epoch)
 	return nil
 }
 
@@ -2043,6 +2094,14 @@ func (pc *partitionConsumer) dispatcher() {
 		var nextMessage ConsumerMessage
 		var nextMessageSize int
 		var nextQueuedBytes int64
+
+		if len(messages) > 0 && messages[0].superseded() {
+			pc.discardSuperseded(messages[0])
+			messages[0] = nil
+			messages = messages[1:]
+			busy = true
+			continue
+		}
 
 		// are there more messages to send?
 		if len(messages) > 0 {
@@ -2679,6 +2738,7 @@ func (pc *partitionConsumer) grabConn(assignedBrokerURL string) error {
 		InitialPosition:            initialPosition.Enum(),
 		ReplicateSubscriptionState: proto.Bool(pc.options.replicateSubscriptionState),
 		KeySharedMeta:              keySharedMeta,
+		ConsumerEpoch:              proto.Uint64(pc.epoch.Load()),
 	}
 
 	if seekMsgID := pc.seekMessageID.get(); seekMsgID != nil {

@@ -171,6 +171,9 @@ func (c *regexConsumer) Receive(ctx context.Context) (message Message, err error
 				return nil, newError(ConsumerClosed, "consumer closed")
 			}
 			release(cm.Message)
+			if Superseded(cm.Message) {
+				continue
+			}
 			return cm.Message, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()

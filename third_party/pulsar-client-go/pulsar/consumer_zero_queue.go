@@ -141,6 +141,10 @@ func (z *zeroQueueConsumer) Receive(ctx context.Context) (Message, error) {
 			}
 			release(cm.Message)
 			message, ok := cm.Message.(*message)
+			if ok && message.superseded() {
+				z.pc.availablePermits.inc() // the rewind sends it again: ask for it
+				continue
+			}
 			if ok && message.getConn().ID() == z.pc._getConn().ID() {
 				z.waitingOnReceive.Store(false)
 				return cm.Message, nil

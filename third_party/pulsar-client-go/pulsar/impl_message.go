@@ -320,6 +320,23 @@ type message struct {
 	queuedBytes int64
 	queuedIn    *partitionConsumer
 	released    atomic.Bool
+	// epoch is the consumer epoch of receivedBy the message was sent in.
+	epoch      uint64
+	receivedBy *partitionConsumer
+}
+
+// superseded is whether the message was received before its consumer's unacknowledged
+// messages were redelivered by a rewind, which sends it again.
+func (msg *message) superseded() bool {
+	return msg.receivedBy != nil && msg.epoch < msg.receivedBy.epoch.Load()
+}
+
+// Superseded is whether m, taken from a consumer's channel, was received before an Exclusive
+// or Failover consumer's redelivery rewound the subscription: the broker sends it again, and
+// the application drops it (Release) as the consumer's Receive does.
+func Superseded(m Message) bool {
+	msg, ok := m.(*message)
+	return ok && msg.superseded()
 }
 
 func (msg *message) Topic() string {

@@ -289,6 +289,44 @@ func before(a, b wsapi.MessageID) bool {
 	return a.BatchIndex < b.BatchIndex
 }
 
+// TestLoneMessageSentUnbatched: under batching, a message alone in its batch is sent as a
+// message of its own, as Pulsar's Java client sends it: one whose properties fit the broker
+// once, but not twice (a batch's metadata holds its first message's again), is accepted as
+// behind Pulsar's proxy, and delivered whole.
+func TestLoneMessageSentUnbatched(t *testing.T) {
+	t.Parallel()
+	_, base := edgetest.Start(t, `
+broker: { embedded: { max_message_size: 100KiB } }
+websocket: { max_message_size: 200KiB }
+routes:
+  - name: batched
+    match: /ws/**
+    strategy: { name: count, params: { max_pending_messages: 1000 } }
+    batching: auto
+`)
+	topic := "lone-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	consumer := edgetest.Dial(t, base+"/ws/v2/consumer/persistent/public/default/"+topic+"/s")
+	producer := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/"+topic)
+	value := strings.Repeat("v", 60<<10)
+	if err := producer.WriteJSON(map[string]any{"payload": "bG9uZQ==", "properties": map[string]string{"p": value}}); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-readAcks(producer, 1); a.Result != "ok" {
+		t.Fatalf("ack %+v, want ok", a)
+	}
+	var m struct {
+		Payload    string            `json:"payload"`
+		Properties map[string]string `json:"properties"`
+	}
+	_ = consumer.SetReadDeadline(time.Now().Add(docsWait))
+	if err := consumer.ReadJSON(&m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Payload != "bG9uZQ==" || m.Properties["p"] != value {
+		t.Errorf("delivered payload %q and a property of %d bytes", m.Payload, len(m.Properties["p"]))
+	}
+}
+
 // TestLargeMetadataFailsAlone: on a route that batches (auto, or shared between sessions), a
 // message whose properties make it too large for the broker is refused alone, as without
 // batching: the valid messages sent beside it, by the same client or another, are all

@@ -85,23 +85,51 @@ func Metadata(seq uint64) *pulsarpb.MessageMetadata {
 
 // ReadCommand reads one frame from r and returns its command, its payload left unread.
 func ReadCommand(r io.Reader) (*pulsarpb.BaseCommand, error) {
+	cmd, _, err := readFrame(r)
+	return cmd, err
+}
+
+// ReadPayload reads one frame from r and returns its command and, for a frame with a payload,
+// the payload's metadata and the rest of it (a batch's entries, or a message's payload).
+func ReadPayload(r io.Reader) (*pulsarpb.BaseCommand, *pulsarpb.MessageMetadata, []byte, error) {
+	cmd, rest, err := readFrame(r)
+	if err != nil || len(rest) == 0 {
+		return cmd, nil, nil, err
+	}
+	// [magic][checksum][metadata size][metadata][payload]
+	if len(rest) < 10 || binary.BigEndian.Uint16(rest) != magicCrc32c {
+		return nil, nil, nil, io.ErrUnexpectedEOF
+	}
+	size := int64(binary.BigEndian.Uint32(rest[6:10]))
+	if size > int64(len(rest)-10) {
+		return nil, nil, nil, io.ErrUnexpectedEOF
+	}
+	var md pulsarpb.MessageMetadata
+	if err := proto.Unmarshal(rest[10:10+size], &md); err != nil {
+		return nil, nil, nil, err
+	}
+	return cmd, &md, rest[10+size:], nil
+}
+
+// readFrame reads one frame from r: its command and what follows it.
+func readFrame(r io.Reader) (*pulsarpb.BaseCommand, []byte, error) {
 	var sizes [8]byte
 	if _, err := io.ReadFull(r, sizes[:]); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	total, cmdSize := binary.BigEndian.Uint32(sizes[:4]), binary.BigEndian.Uint32(sizes[4:])
 	if total < 4 || cmdSize > total-4 || total > 64<<20 {
-		return nil, io.ErrUnexpectedEOF
+		return nil, nil, io.ErrUnexpectedEOF
 	}
 	rest := make([]byte, total-4)
 	if _, err := io.ReadFull(r, rest); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var cmd pulsarpb.BaseCommand
 	if err := proto.Unmarshal(rest[:cmdSize], &cmd); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &cmd, nil
+	return &cmd, rest[cmdSize:], nil
 }
 
 func marshal(m proto.Message) []byte {

@@ -103,8 +103,11 @@ type batchContainer struct {
 	largestBatchBytes uint32
 
 	// firstMetadata is the size of the batch's first message's metadata, whose key and
-	// properties the batch's own metadata holds again.
-	firstMetadata uint32
+	// properties the batch's own metadata holds again; firstEventTime and firstOrderingKey
+	// are the rest of its metadata, which a batch of it alone is sent with (flushLone).
+	firstMetadata    uint32
+	firstEventTime   *uint64
+	firstOrderingKey []byte
 
 	producerName string
 	producerID   uint64
@@ -268,6 +271,7 @@ func (bc *batchContainer) Add(
 
 	if bc.numMessages == 0 {
 		bc.firstMetadata = uint32(proto.Size(metadata))
+		bc.firstEventTime, bc.firstOrderingKey = metadata.EventTime, metadata.OrderingKey
 		var sequenceID uint64
 		if metadata.SequenceId != nil {
 			sequenceID = *metadata.SequenceId
@@ -327,29 +331,20 @@ func (bc *batchContainer) Flush() *FlushBatch {
 
 	bc.log.Debug("BatchBuilder flush: messages: ", bc.numMessages)
 
-	bc.msgMetadata.NumMessagesInBatch = proto.Int32(int32(bc.numMessages))
 	bc.cmdSend.Send.NumMessages = proto.Int32(int32(bc.numMessages))
-
-	// As the Java client, a batch compresses only when it is larger than CompressMinBodySize,
-	// and its metadata has a codec and an uncompressed size only then.
 	uncompressedSize := bc.buffer.ReadableBytes()
 	bc.largestBatchBytes = max(bc.largestBatchBytes, uncompressedSize)
-	compress := bc.compression != nil && uncompressedSize > CompressMinBodySize
-	bc.msgMetadata.Compression, bc.msgMetadata.UncompressedSize = nil, nil
-	if compress {
-		bc.msgMetadata.Compression, bc.msgMetadata.UncompressedSize = bc.compression, &uncompressedSize
-	}
 
-	buffer := bc.buffersPool.GetBuffer(int(uncompressedSize) + FrameHeadroom)
-	bc.metrics.SendingBuffersCount.Inc()
-	buffer.SetReleaseCallback(bc.metrics.SendingBufferReleased)
-
-	sequenceID := uint64(0)
+	var buffer Buffer
 	var err error
-	if err = serializeMessage(
-		buffer, bc.cmdSend, bc.msgMetadata, bc.buffer, bc.compressionProvider,
-		bc.encryptor, bc.maxMessageSize, compress,
-	); err == nil { // no error in serializing Batch
+	if bc.numMessages == 1 {
+		buffer, err = bc.flushLone()
+	} else {
+		bc.msgMetadata.NumMessagesInBatch = proto.Int32(int32(bc.numMessages))
+		buffer, err = bc.serialize(bc.msgMetadata, bc.buffer, false)
+	}
+	sequenceID := uint64(0)
+	if err == nil {
 		sequenceID = bc.cmdSend.Send.GetSequenceId()
 	}
 
@@ -361,6 +356,41 @@ func (bc *batchContainer) Flush() *FlushBatch {
 		Callbacks:  callbacks,
 		Error:      err,
 	}
+}
+
+// flushLone serializes a batch of one message as that message sent on its own, with its own
+// metadata and its payload alone, as the Java client does: a consumer gets an entry of one
+// message, not a batch, and the message's key and properties are sent once, so that it fits
+// the broker's largest message whenever it would unbatched.
+func (bc *batchContainer) flushLone() (Buffer, error) {
+	md := bc.msgMetadata
+	md.NumMessagesInBatch = nil
+	md.EventTime, md.OrderingKey = bc.firstEventTime, bc.firstOrderingKey
+	defer func() { md.EventTime, md.OrderingKey = nil, nil }()
+	payload := NewBufferWrapper(bc.buffer.ReadableSlice()[4+bc.firstMetadata:])
+	return bc.serialize(md, payload, true)
+}
+
+// serialize writes the frame of md and payload, compressed as the Java client compresses a
+// batch: only when it is larger than CompressMinBodySize, its metadata having a codec only
+// then. A batch's metadata has an uncompressed size only then too; a lone message's always
+// does, as the library's unbatched messages' do.
+func (bc *batchContainer) serialize(md *pb.MessageMetadata, payload Buffer, lone bool) (Buffer, error) {
+	size := payload.ReadableBytes()
+	compress := bc.compression != nil && size > CompressMinBodySize
+	md.Compression, md.UncompressedSize = nil, nil
+	if compress {
+		md.Compression = bc.compression
+	}
+	if compress || lone {
+		md.UncompressedSize = &size
+	}
+	buffer := bc.buffersPool.GetBuffer(int(size) + FrameHeadroom)
+	bc.metrics.SendingBuffersCount.Inc()
+	buffer.SetReleaseCallback(bc.metrics.SendingBufferReleased)
+	err := serializeMessage(buffer, bc.cmdSend, md, payload, bc.compressionProvider,
+		bc.encryptor, bc.maxMessageSize, compress)
+	return buffer, err
 }
 
 // FlushBatches only for multiple batches container

@@ -353,6 +353,7 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 		// already acknowledged. (The broker's acknowledgmentAtBatchIndexLevelEnabled, on by
 		// default, keeps them.)
 		EnableBatchIndexAcknowledgment: true,
+		MaxPendingChunkedMessage:       pendingChunkedMessages,
 	}
 	if o.ReceiverQueueSize == 0 {
 		popts.ReceiverQueueSize = defaultReceiverQueueSize
@@ -421,6 +422,12 @@ func (c *Client) Subscribe(ctx context.Context, o ConsumerOptions) (*Consumer, e
 	}
 	return cons, nil
 }
+
+// pendingChunkedMessages is how many messages sent in chunks a consumer or reader assembles at
+// once, each holding the chunks received so far (until the last comes, or for a minute): the
+// Java client's default, which Pulsar's WebSocket proxy keeps, where the library's is 100. A
+// further one drops the oldest, which comes again when redelivered.
+const pendingChunkedMessages = 10
 
 // DeadLetterQueue is the queue of the producer the client library creates for a consumer's
 // dead letters.
@@ -686,13 +693,14 @@ func (c *Client) CreateReader(ctx context.Context, o ReaderOptions) (*Reader, er
 		start = LatestMessageID()
 	}
 	popts := pulsar.ReaderOptions{
-		Topic:                   o.Topic,
-		Name:                    o.Name,
-		StartMessageID:          start.id,
-		StartMessageIDInclusive: o.StartInclusive,
-		ReceiverQueueSize:       o.ReceiverQueueSize,
-		ReceiverQueueMaxBytes:   max(o.PrefetchBytes, 0),
-		HoldUntilReleased:       true,
+		Topic:                    o.Topic,
+		Name:                     o.Name,
+		StartMessageID:           start.id,
+		StartMessageIDInclusive:  o.StartInclusive,
+		ReceiverQueueSize:        o.ReceiverQueueSize,
+		ReceiverQueueMaxBytes:    max(o.PrefetchBytes, 0),
+		HoldUntilReleased:        true,
+		MaxPendingChunkedMessage: pendingChunkedMessages,
 	}
 	if popts.ReceiverQueueSize == 0 {
 		popts.ReceiverQueueSize = defaultReceiverQueueSize

@@ -1802,8 +1802,20 @@ func (pc *partitionConsumer) processMessageChunk(compressedPayload internal.Buff
 		partitionIdx: pc.partitionIdx,
 	}
 
-	if msgMeta.GetChunkId() != msgMeta.GetNumChunksFromMsg()-1 {
+	// A chunk that is not its message's last gives its permit back at once: only the message
+	// the last one completes is queued, and takes its permit until it is taken. A last chunk
+	// dropped (its message's context gone: expired, or dropped for a newer one) gives its
+	// permit back too, or a consumer bounded in bytes, which asks for a message at a time
+	// while nothing is queued, would wait for it forever.
+	last := chunkID == numChunks-1
+	if !last {
 		pc.availablePermits.inc()
+	}
+	dropped := func() internal.Buffer {
+		if last {
+			pc.availablePermits.inc()
+		}
+		return nil
 	}
 	if chunkID == 0 {
 		// Handle ack hole case when receive duplicated chunks.
@@ -1905,7 +1917,7 @@ func (pc *partitionConsumer) processMessageChunk(compressedPayload internal.Buff
 			if isCorruptedChunkMessageDetected {
 				pc.AckID(toTrackingMessageID(msgID))
 			}
-			return nil
+			return dropped()
 		}
 		// Chunked messages rely on TCP to ensure that chunk IDs are strictly increasing within a partition.
 		// If the current chunk ID is greater than ctx.lastChunkedMsgID + 1,
@@ -1951,14 +1963,14 @@ func (pc *partitionConsumer) processMessageChunk(compressedPayload internal.Buff
 		if pc.options.autoAckIncompleteChunk {
 			pc.AckID(toTrackingMessageID(msgID))
 		}
-		return nil
+		return dropped()
 	}
 
 	// The chunk ID meets the expected value,
 	// so we add the current chunk to the corresponding chunkedMsgCtx.
 	ctx.append(chunkID, msgID, compressedPayload)
 
-	if msgMeta.GetChunkId() != msgMeta.GetNumChunksFromMsg()-1 {
+	if !last {
 		return nil
 	}
 
@@ -3139,6 +3151,9 @@ type chunkedMsgCtx struct {
 	lastChunkedMsgID int32
 	chunkedMsgIDs    []*messageID
 	receivedTime     int64
+	// expiry drops the context when its message is not complete in time; stopped when the
+	// context goes, so that a chunked message costs no goroutine or timer once it is done.
+	expiry *time.Timer
 
 	mu sync.Mutex
 }
@@ -3226,9 +3241,12 @@ func (c *chunkedMsgCtxMap) addIfAbsent(uuid string, totalChunks int32, bufferSiz
 		return
 	}
 	if _, ok := c.chunkedMsgCtxs[uuid]; !ok {
-		c.chunkedMsgCtxs[uuid] = newChunkedMsgCtx(totalChunks, bufferSize)
+		ctx := newChunkedMsgCtx(totalChunks, bufferSize)
+		ctx.expiry = time.AfterFunc(c.pc.options.expireTimeOfIncompleteChunk, func() {
+			c.discardChunkMessage(uuid, ctx, true)
+		})
+		c.chunkedMsgCtxs[uuid] = ctx
 		c.pendingQueue.PushBack(uuid)
-		go c.discardChunkIfExpire(uuid, true, c.pc.options.expireTimeOfIncompleteChunk)
 	}
 	if c.maxPending > 0 && c.pendingQueue.Len() > c.maxPending {
 		go c.discardOldestChunkMessage(c.pc.options.autoAckIncompleteChunk)
@@ -3250,9 +3268,16 @@ func (c *chunkedMsgCtxMap) remove(uuid string) {
 	if c.closed {
 		return
 	}
-	delete(c.chunkedMsgCtxs, uuid)
-	e := c.pendingQueue.Front()
-	for ; e != nil; e = e.Next() {
+	c.drop(uuid)
+}
+
+// drop removes the context of uuid and stops its expiry. Called with c.mu held.
+func (c *chunkedMsgCtxMap) drop(uuid string) {
+	if ctx, ok := c.chunkedMsgCtxs[uuid]; ok {
+		ctx.expiry.Stop()
+		delete(c.chunkedMsgCtxs, uuid)
+	}
+	for e := c.pendingQueue.Front(); e != nil; e = e.Next() {
 		if e.Value.(string) == uuid {
 			c.pendingQueue.Remove(e)
 			break
@@ -3263,51 +3288,35 @@ func (c *chunkedMsgCtxMap) remove(uuid string) {
 func (c *chunkedMsgCtxMap) discardOldestChunkMessage(autoAck bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || (c.maxPending > 0 && c.pendingQueue.Len() <= c.maxPending) {
-		return
+	// The oldest leaves the queue with its context, so that the next one over the bound is
+	// dropped in its turn.
+	for !c.closed && c.maxPending > 0 && c.pendingQueue.Len() > c.maxPending {
+		oldest := c.pendingQueue.Front().Value.(string)
+		if ctx, ok := c.chunkedMsgCtxs[oldest]; ok {
+			if autoAck {
+				ctx.discard(c.pc)
+			}
+			ctx.chunkedMsgBuffer.Clear()
+		}
+		c.drop(oldest)
+		c.pc.log.Infof("Chunked message [%s] has been removed from chunkedMsgCtxMap", oldest)
 	}
-	oldest := c.pendingQueue.Front().Value.(string)
-	ctx, ok := c.chunkedMsgCtxs[oldest]
-	if !ok {
-		return
-	}
-	if autoAck {
-		ctx.discard(c.pc)
-	}
-	ctx.chunkedMsgBuffer.Clear()
-	delete(c.chunkedMsgCtxs, oldest)
-	c.pc.log.Infof("Chunked message [%s] has been removed from chunkedMsgCtxMap", oldest)
 }
 
-func (c *chunkedMsgCtxMap) discardChunkMessage(uuid string, autoAck bool) {
+// discardChunkMessage drops ctx, the context of uuid, when it is still there: its message did
+// not complete in time.
+func (c *chunkedMsgCtxMap) discardChunkMessage(uuid string, ctx *chunkedMsgCtx, autoAck bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return
-	}
-	ctx, ok := c.chunkedMsgCtxs[uuid]
-	if !ok {
+	if c.closed || c.chunkedMsgCtxs[uuid] != ctx {
 		return
 	}
 	if autoAck {
 		ctx.discard(c.pc)
 	}
 	ctx.chunkedMsgBuffer.Clear()
-	delete(c.chunkedMsgCtxs, uuid)
-	e := c.pendingQueue.Front()
-	for ; e != nil; e = e.Next() {
-		if e.Value.(string) == uuid {
-			c.pendingQueue.Remove(e)
-			break
-		}
-	}
+	c.drop(uuid)
 	c.pc.log.Infof("Chunked message [%s] has been removed from chunkedMsgCtxMap", uuid)
-}
-
-func (c *chunkedMsgCtxMap) discardChunkIfExpire(uuid string, autoAck bool, expire time.Duration) {
-	timer := time.NewTimer(expire)
-	<-timer.C
-	c.discardChunkMessage(uuid, autoAck)
 }
 
 func (c *chunkedMsgCtxMap) Close() {

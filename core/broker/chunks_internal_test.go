@@ -22,16 +22,9 @@ import (
 // bytes as every session's is, goes on to the next message, where it waited for them forever.
 func TestPendingChunkedMessages(t *testing.T) {
 	t.Parallel()
-	b, c := startEmbedded(t)
-	topic := fmt.Sprintf("persistent://public/default/chunks-%d", time.Now().UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cons, err := c.Subscribe(ctx, ConsumerOptions{Topic: topic, Subscription: "s", PrefetchBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	write, chunk := chunkProducer(t, b.ServiceURL(), topic)
+	cons, write, chunk := chunkTopic(ctx, t)
 	const n = pendingChunkedMessages + 3
 	for i := range n {
 		write(chunk(i, 0))
@@ -61,16 +54,9 @@ func TestPendingChunkedMessages(t *testing.T) {
 // delivered. The library waited a minute on a goroutine of its own for each, to drop it had it
 // not completed: 400 of them kept 400 goroutines. (Not parallel: it counts goroutines.)
 func TestChunkedMessagesHoldNoGoroutine(t *testing.T) {
-	b, c := startEmbedded(t)
-	topic := fmt.Sprintf("persistent://public/default/chunks-%d", time.Now().UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cons, err := c.Subscribe(ctx, ConsumerOptions{Topic: topic, Subscription: "s", PrefetchBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	write, chunk := chunkProducer(t, b.ServiceURL(), topic)
+	cons, write, chunk := chunkTopic(ctx, t)
 	before := runtime.NumGoroutine()
 	const n = 400
 	for i := range n {
@@ -88,12 +74,20 @@ func TestChunkedMessagesHoldNoGoroutine(t *testing.T) {
 	}
 }
 
-// chunkProducer connects a producer of topic that writes the frames it is given; chunk(i, id)
-// is chunk id of the two of message i, whose payload is "%02d" of i in each, sent with a
-// sequence id of its own (the broker stores a sequence id once).
-func chunkProducer(t *testing.T, serviceURL, topic string) (write func(...[]byte), chunk func(i, id int) []byte) {
+// chunkTopic makes a topic of an embedded broker and its consumer, bounded in bytes as a
+// session's is, and a producer of it that writes the frames it is given; chunk(i, id) is chunk
+// id of the two of message i, whose payload is "%02d" of i in each, sent with a sequence id of
+// its own (the broker stores a sequence id once).
+func chunkTopic(ctx context.Context, t *testing.T) (cons *Consumer, write func(...[]byte), chunk func(i, id int) []byte) {
 	t.Helper()
-	nc, err := net.Dial("tcp", strings.TrimPrefix(serviceURL, "pulsar://"))
+	b, c := startEmbedded(t)
+	topic := fmt.Sprintf("persistent://public/default/chunks-%d", time.Now().UnixNano())
+	cons, err := c.Subscribe(ctx, ConsumerOptions{Topic: topic, Subscription: "s", PrefetchBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cons.Close)
+	nc, err := net.Dial("tcp", strings.TrimPrefix(b.ServiceURL(), "pulsar://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,5 +108,5 @@ func chunkProducer(t *testing.T, serviceURL, topic string) (write func(...[]byte
 		md.NumChunksFromMsg, md.TotalChunkMsgSize, md.UncompressedSize = proto.Int32(2), proto.Int32(4), proto.Uint32(4)
 		return rawpulsar.Payload(rawpulsar.Send(seq), md, fmt.Appendf(nil, "%02d", i))
 	}
-	return write, chunk
+	return cons, write, chunk
 }

@@ -1224,6 +1224,8 @@ func dfSetup(t *testing.T) *dfEnv {
 			rpAdminOK(t, e, http.MethodPost, "/admin/v2/persistent/"+ns+"/"+f[1]+"/terminate", "")
 		case "partitions":
 			rpAdminOK(t, e, http.MethodPut, "/admin/v2/persistent/"+ns+"/"+f[1]+"/partitions", f[2])
+		case "delete": // delete TOPIC: force-delete a topic that is not partitioned
+			rpAdminOK(t, e, http.MethodDelete, "/admin/v2/persistent/"+ns+"/"+f[1]+"?force=true", "")
 		case "consumers": // consumers TOPIC SUBSCRIPTION N: wait until the subscription has N
 			n, _ := strconv.Atoi(f[3])
 			edgetest.WaitFor(t, dfWait, action, func() bool {

@@ -273,6 +273,8 @@ func ParseQuery(raw string) (url.Values, error) {
 // the query: exactly one of topics (a comma-separated list of topic names)
 // and topicsPattern must be present. Errors are *Error with status 400
 // (deviation: Pulsar answers 500, as the check runs outside its try/catch).
+// The names are trimmed, as Pulsar's consumer builder trims them, but the
+// first must be a topic name as it is, as Pulsar's handler reads it first.
 func ParseEndpoint(rawPath string, q url.Values) (Endpoint, error) {
 	ep, err := ParsePath(rawPath)
 	if err != nil || ep.Version != V3 {
@@ -294,7 +296,15 @@ func ParseEndpoint(rawPath string, q url.Values) (Endpoint, error) {
 		return ep, nil
 	}
 	named := map[string]bool{}
-	for _, t := range strings.Split(topics[0], ",") {
+	for i, t := range strings.Split(topics[0], ",") {
+		if i == 0 && t != "" {
+			// Pulsar's handler reads the first name as a topic name before its consumer
+			// builder trims the names: white space before a tenant or a domain (" public/…")
+			// is refused there (500, "Invalid named entity:  public"), not trimmed away.
+			if _, err := normalizeTopicName(t); err != nil {
+				return Endpoint{}, invalidParams("topics: %v", err)
+			}
+		}
 		// Trimmed, as Pulsar's consumer builder trims each name.
 		n, err := normalizeTopicName(javaTrim(t))
 		if err != nil {

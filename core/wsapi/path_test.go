@@ -194,6 +194,15 @@ func TestParseEndpoint(t *testing.T) {
 			want:      Endpoint{Kind: Consumer, Version: V3, Subscription: "sub", Topics: []string{"persistent://public/default/b", "persistent://public/default/a"}},
 			wantTopic: "persistent://public/default/b",
 		},
+		"v3 later names trimmed before their tenant": {
+			path:      "/ws/v3/consumer/sub",
+			query:     "topics=a,%20public/default/b",
+			want:      Endpoint{Kind: Consumer, Version: V3, Subscription: "sub", Topics: []string{"persistent://public/default/a", "persistent://public/default/b"}},
+			wantTopic: "persistent://public/default/a",
+		},
+		// Pulsar's handler reads the first name untrimmed: 500 "Invalid named entity:  public".
+		"v3 first name with a space before its tenant": {path: "/ws/v3/consumer/sub", query: "topics=%20public/default/a,b", wantErr: true},
+		"v3 first name with a space before its domain": {path: "/ws/v3/consumer/sub", query: "topics=%20persistent://public/default/a", wantErr: true},
 		"v3 blank topic entry": {path: "/ws/v3/consumer/sub", query: "topics=a,%20,b", wantErr: true},
 		"v3 both":              {path: "/ws/v3/consumer/sub", query: "topics=a&topicsPattern=b.*", wantErr: true},
 		"v3 neither":           {path: "/ws/v3/consumer/sub", query: "", wantErr: true},

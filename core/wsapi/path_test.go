@@ -203,13 +203,13 @@ func TestParseEndpoint(t *testing.T) {
 		// Pulsar's handler reads the first name untrimmed: 500 "Invalid named entity:  public".
 		"v3 first name with a space before its tenant": {path: "/ws/v3/consumer/sub", query: "topics=%20public/default/a,b", wantErr: true},
 		"v3 first name with a space before its domain": {path: "/ws/v3/consumer/sub", query: "topics=%20persistent://public/default/a", wantErr: true},
-		"v3 blank topic entry": {path: "/ws/v3/consumer/sub", query: "topics=a,%20,b", wantErr: true},
-		"v3 both":              {path: "/ws/v3/consumer/sub", query: "topics=a&topicsPattern=b.*", wantErr: true},
-		"v3 neither":           {path: "/ws/v3/consumer/sub", query: "", wantErr: true},
-		"v3 empty topic entry": {path: "/ws/v3/consumer/sub", query: "topics=a,,b", wantErr: true},
-		"v3 bad short name":    {path: "/ws/v3/consumer/sub", query: "topics=a/b", wantErr: true},
-		"v3 bad domain":        {path: "/ws/v3/consumer/sub", query: "topics=http://t/ns/x", wantErr: true},
-		"v3 empty pattern":     {path: "/ws/v3/consumer/sub", query: "topicsPattern=", wantErr: true},
+		"v3 blank topic entry":                         {path: "/ws/v3/consumer/sub", query: "topics=a,%20,b", wantErr: true},
+		"v3 both":                                      {path: "/ws/v3/consumer/sub", query: "topics=a&topicsPattern=b.*", wantErr: true},
+		"v3 neither":                                   {path: "/ws/v3/consumer/sub", query: "", wantErr: true},
+		"v3 empty topic entry":                         {path: "/ws/v3/consumer/sub", query: "topics=a,,b", wantErr: true},
+		"v3 bad short name":                            {path: "/ws/v3/consumer/sub", query: "topics=a/b", wantErr: true},
+		"v3 bad domain":                                {path: "/ws/v3/consumer/sub", query: "topics=http://t/ns/x", wantErr: true},
+		"v3 empty pattern":                             {path: "/ws/v3/consumer/sub", query: "topicsPattern=", wantErr: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

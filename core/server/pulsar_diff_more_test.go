@@ -459,3 +459,60 @@ var dfMoreFlows3 = []dfFlow{
 func init() {
 	dfFlows = append(dfFlows, dfMoreFlows3...)
 }
+
+var dfMoreFlows4 = []dfFlow{
+	{
+		name:     "delayed delivery on an Exclusive subscription",
+		doc:      "deliverAfterMs and deliverAt where the subscription is not Shared: delivered at once",
+		embedded: true,
+		steps: dfSteps(
+			dfDialStep("open consumer", "c", dfConsumer+"?subscriptionType=Exclusive"),
+			dfDialStep("open failover consumer", "f", "/ws/v2/consumer/persistent/{ns}/{t}/fo?subscriptionType=Failover"),
+			dfDialStep("open key-shared consumer", "k", "/ws/v2/consumer/persistent/{ns}/{t}/ks?subscriptionType=Key_Shared"),
+			dfDialStep("open producer", "p", dfProducer),
+			dfPublish("after", "p", `{"payload":"YWZ0ZXI=","deliverAfterMs":4000,"context":"after"}`, "a1"),
+			dfPublish("at", "p", `{"payload":"YXQ=","deliverAt":{now+4000},"context":"at"}`, "a2"),
+			dfPublish("now", "p", `{"payload":"bm93","context":"now"}`, "a3"),
+			dfNextStep("exclusive first", "c"),
+			dfNextStep("exclusive second", "c"),
+			dfNextStep("exclusive third", "c"),
+			dfNextStep("failover first", "f"),
+			dfNextStep("failover second", "f"),
+			dfNextStep("failover third", "f"),
+			dfNextStep("key-shared first", "k"),
+			dfQuietS("key-shared nothing yet", "k"),
+		),
+	},
+	{
+		name:     "end of topic variants",
+		doc:      "isEndOfTopic on a partitioned topic's consumer and reader, a v3 consumer, before and after termination",
+		embedded: true,
+		steps: dfSteps(
+			dfAdminStep("partitions", "partitions {t} 2"),
+			dfDialStep("open producer", "p", dfProducer),
+			dfPublish("m1", "p", `{"payload":"bTE=","key":"a"}`, "a1"),
+			dfDialStep("open consumer", "c", dfConsumer+"?subscriptionInitialPosition=Earliest"),
+			dfDialStep("open reader", "r", dfReader+"?messageId=earliest"),
+			dfDialStep("open v3", "v", "/ws/v3/consumer/v?subscriptionInitialPosition=Earliest&topics={ns}/{t2},{ns}/{t}"),
+			dfNextStep("consumer m1", "c"),
+			dfNextStep("reader m1", "r"),
+			dfNextStep("v3 m1", "v"),
+			dfSendStep("consumer ack", "c", `{"messageId":"{a1}"}`),
+			dfSendStep("v3 ack", "v", `{"messageId":"{a1}"}`),
+			dfSendStep("consumer isEndOfTopic", "c", `{"type":"isEndOfTopic"}`),
+			dfNextStep("consumer answer", "c"),
+			dfSendStep("reader isEndOfTopic", "r", `{"type":"isEndOfTopic"}`),
+			dfNextStep("reader answer", "r"),
+			dfSendStep("v3 isEndOfTopic", "v", `{"type":"isEndOfTopic"}`),
+			dfNextStep("v3 answer", "v"),
+			dfSendStep("v3 unsubscribe", "v", `{"type":"unsubscribe"}`),
+			dfQuietS("after the v3 unsubscribe", "v"),
+			dfSendStep("reader unsubscribe", "r", `{"type":"unsubscribe"}`),
+			dfQuietS("after the reader unsubscribe", "r"),
+		),
+	},
+}
+
+func init() {
+	dfFlows = append(dfFlows, dfMoreFlows4...)
+}

@@ -516,3 +516,31 @@ var dfMoreFlows4 = []dfFlow{
 func init() {
 	dfFlows = append(dfFlows, dfMoreFlows4...)
 }
+
+var dfMoreFlows5 = []dfFlow{
+	{
+		name:     "zero-queue consumer",
+		doc:      "a consumer of one topic with receiverQueueSize=0, in push and pull mode: one message per ack or permit",
+		embedded: true,
+		steps: dfSteps(
+			dfDialStep("open push consumer", "c", dfConsumer+"?receiverQueueSize=0"),
+			dfDialStep("open pull consumer", "q", "/ws/v2/consumer/persistent/{ns}/{t}/pull?receiverQueueSize=0&pullMode=true"),
+			dfDialStep("open producer", "p", dfProducer),
+			dfPublish("m0", "p", `{"payload":"bTA="}`, "a0"),
+			dfPublish("m1", "p", `{"payload":"bTE="}`, "a1"),
+			dfNextStep("push m0", "c"),
+			dfQuietS("push nothing before the ack", "c"),
+			dfSendStep("push ack m0", "c", `{"messageId":"{a0}"}`),
+			dfNextStep("push m1", "c"),
+			dfQuietS("pull nothing before a permit", "q"),
+			dfSendStep("permit 2", "q", `{"type":"permit","permitMessages":2}`),
+			dfNextStep("pull m0", "q"),
+			dfNextStep("pull m1", "q"),
+			dfQuietS("pull nothing more", "q"),
+		),
+	},
+}
+
+func init() {
+	dfFlows = append(dfFlows, dfMoreFlows5...)
+}

@@ -460,18 +460,24 @@ func (pc *partitionConsumer) taken(bytes int64) {
 }
 
 // discardSuperseded frees what a message of an earlier epoch held, as its taking would. A
-// zero-queue consumer's Receive asked for it: the permit asks for the next in its place.
+// zero-queue consumer's Receive asked for it: the permit asks for the next in its place. A
+// closing consumer asks the broker for nothing more.
 func (pc *partitionConsumer) discardSuperseded(m *message) {
+	pc.metrics.PrefetchedMessages.Dec()
+	pc.metrics.PrefetchedBytes.Sub(float64(len(m.payLoad)))
 	pc.queuedBytes.Sub(m.queuedBytes)
-	if pc.options.receiverQueueSize > 0 || pc.options.enableZeroQueueConsumer {
-		pc.availablePermits.inc()
-	} else {
-		pc.availablePermits.flowIfNeed()
-	}
 	if pc.options.autoReceiverQueueSize {
 		pc.incomingMessages.Dec()
 		pc.client.memLimit.ReleaseMemory(int64(m.size()))
 		pc.expectMoreIncomingMessages()
+	}
+	if state := pc.getConsumerState(); state == consumerClosing || state == consumerClosed {
+		return
+	}
+	if pc.options.receiverQueueSize > 0 || pc.options.enableZeroQueueConsumer {
+		pc.availablePermits.inc()
+	} else {
+		pc.availablePermits.flowIfNeed()
 	}
 }
 

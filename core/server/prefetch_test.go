@@ -99,6 +99,15 @@ func TestPrefetchBytesBounded(t *testing.T) {
 			// The client that reads gets every message of every topic, in order per topic.
 			_ = deaf.Close()
 			edgetest.WaitFor(t, 10*time.Second, "the session closed", func() bool { return srv.ConsumerPool().Snapshot().Edge.Used == 0 })
+			// Its broker-side consumers too: the subscription takes one consumer at a time.
+			edgetest.WaitFor(t, 10*time.Second, "the session's consumers closed", func() bool {
+				for _, name := range names {
+					if len(srv.Embedded().Permits("persistent://"+name)) > 0 {
+						return false
+					}
+				}
+				return true
+			})
 			r := startReader(edgetest.Dial(t, url), false)
 			total := c.topics * c.backlog
 			edgetest.WaitFor(t, 60*time.Second, "every message received", func() bool { return r.count() >= total })

@@ -289,21 +289,26 @@ func before(a, b wsapi.MessageID) bool {
 	return a.BatchIndex < b.BatchIndex
 }
 
-// TestLoneMessageSentUnbatched: under batching, a message alone in its batch is sent as a
-// message of its own, as Pulsar's Java client sends it: one whose properties fit the broker
-// once, but not twice (a batch's metadata holds its first message's again), is accepted as
-// behind Pulsar's proxy, and delivered whole.
-func TestLoneMessageSentUnbatched(t *testing.T) {
-	t.Parallel()
-	_, base := edgetest.Start(t, `
+// smallBrokerBatching is the configuration of an embedded broker whose largest message is
+// 100 KiB, below the edge's 200 KiB, with one route batching as mode says.
+func smallBrokerBatching(mode string) string {
+	return `
 broker: { embedded: { max_message_size: 100KiB } }
 websocket: { max_message_size: 200KiB }
 routes:
   - name: batched
     match: /ws/**
     strategy: { name: count, params: { max_pending_messages: 1000 } }
-    batching: auto
-`)
+    batching: ` + mode + "\n"
+}
+
+// TestLoneMessageSentUnbatched: under batching, a message alone in its batch is sent as a
+// message of its own, as Pulsar's Java client sends it: one whose properties fit the broker
+// once, but not twice (a batch's metadata holds its first message's again), is accepted as
+// behind Pulsar's proxy, and delivered whole.
+func TestLoneMessageSentUnbatched(t *testing.T) {
+	t.Parallel()
+	_, base := edgetest.Start(t, smallBrokerBatching("auto"))
 	topic := "lone-" + strconv.FormatInt(time.Now().UnixNano(), 10)
 	consumer := edgetest.Dial(t, base+"/ws/v2/consumer/persistent/public/default/"+topic+"/s")
 	producer := edgetest.Dial(t, base+"/ws/v2/producer/persistent/public/default/"+topic)
@@ -337,14 +342,7 @@ func TestLargeMetadataFailsAlone(t *testing.T) {
 	for _, mode := range []string{"auto", "shared"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			_, base := edgetest.Start(t, `
-broker: { embedded: { max_message_size: 100KiB } }
-websocket: { max_message_size: 200KiB }
-routes:
-  - name: batched
-    match: /ws/**
-    strategy: { name: count, params: { max_pending_messages: 1000 } }
-    batching: `+mode+"\n")
+			_, base := edgetest.Start(t, smallBrokerBatching(mode))
 			url := base + "/ws/v2/producer/persistent/public/default/large-metadata-" + strconv.FormatInt(time.Now().UnixNano(), 10)
 			good := edgetest.Dial(t, url)
 			bad := good

@@ -136,6 +136,19 @@ func (m *Message) Release() {
 	}
 }
 
+// Epoch returns the consumer epoch m was received in. It holds none of m: a caller that has
+// released m and still holds what it made of it asks the epoch, before handing that on,
+// whether m has been superseded since.
+func (m *Message) Epoch() Epoch { return Epoch{pulsar.EpochOf(m.lib)} }
+
+// Epoch is the consumer epoch a message was received in.
+type Epoch struct{ e pulsar.Epoch }
+
+// Superseded reports whether an Exclusive or Failover consumer's redelivery has rewound the
+// subscription since the message was received: the broker sends it again, in order, and the
+// copy held is dropped, not delivered.
+func (e Epoch) Superseded() bool { return e.e.Superseded() }
+
 // Encryption describes an encrypted message delivered as-is.
 type Encryption struct {
 	Keys                    map[string]EncryptionKey

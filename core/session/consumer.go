@@ -93,7 +93,8 @@ type delivered struct {
 	// nacked marks a message negatively acknowledged to the broker already: its ack timeout
 	// no longer runs, as Pulsar's consumer stops tracking it, until it is delivered again.
 	nacked bool
-	// seq is the sequence number of the id's place in the eviction order.
+	// seq is the sequence number of the id's place in the eviction order, which each delivery
+	// of the id takes anew.
 	seq uint32
 }
 
@@ -111,6 +112,11 @@ type delivery struct {
 	frame       []byte
 	charge      admission.Charge
 	redelivered bool
+	// epoch is the consumer epoch the message was received in; id and seq are its id and its
+	// place in the eviction order, as remembered (consumers only).
+	epoch broker.Epoch
+	id    string
+	seq   uint32
 }
 
 var deliveries = sync.Pool{New: func() any { return &delivery{} }}
@@ -122,6 +128,7 @@ const maxPooledFrame = 64 << 10
 func (d *delivery) done() {
 	d.charge.Release()
 	d.redelivered = false
+	d.epoch, d.id, d.seq = broker.Epoch{}, "", 0
 	d.frame = d.frame[:0]
 	if cap(d.frame) > maxPooledFrame {
 		d.frame = nil
@@ -278,13 +285,14 @@ func (s *deliverySession) pullLoop(ctx context.Context, src source) {
 		// the library asks for none in its place while the session waits for room.
 		d := deliveries.Get().(*delivery)
 		_, err = s.g.Gate.AcquireInto(ctx, &d.charge, DeliveryCharge(m), 0)
+		d.epoch = m.Epoch()
 		m.Release()
 		if err != nil {
 			deliveries.Put(d)
 			return // ctx ended; the message is redelivered after close
 		}
 		id := wsapi.EncodeMessageID(toWireID(m.ID))
-		s.remember(id, m.ID)
+		d.id, d.seq = id, s.remember(id, m.ID)
 		cm := wsapi.ConsumerMessage{
 			MessageID:       id,
 			Payload:         m.Payload,
@@ -355,20 +363,18 @@ func (s *deliverySession) wakePull() {
 	}
 }
 
-// remember records a delivered message's id string for its ack (consumers only).
-func (s *deliverySession) remember(id string, mid broker.MessageID) {
+// remember records a delivered message's id string for its ack (consumers only), and returns
+// the seq of its place in the eviction order. An id delivered again takes a new place, so
+// that its seq tells this delivery from an earlier one a rewind superseded.
+func (s *deliverySession) remember(id string, mid broker.MessageID) uint32 {
 	if s.consumer == nil {
-		return
+		return 0
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d, ok := s.ids[id]
-	if !ok {
-		s.idSeq++
-		d.seq = s.idSeq
-		s.idOrder = append(s.idOrder, orderedID{id: id, seq: d.seq})
-	}
-	s.ids[id] = delivered{id: mid, at: time.Now(), seq: d.seq}
+	s.idSeq++
+	s.idOrder = append(s.idOrder, orderedID{id: id, seq: s.idSeq})
+	s.ids[id] = delivered{id: mid, at: time.Now(), seq: s.idSeq}
 	if s.ackTimer != nil && !s.ackArmed {
 		s.ackArmed = true
 		s.ackTimer.Reset(s.ackTimeoutTick())
@@ -385,6 +391,7 @@ func (s *deliverySession) remember(id string, mid broker.MessageID) {
 		s.idOrder = slices.DeleteFunc(s.idOrder, func(o orderedID) bool { return !s.placed(o) })
 	}
 	s.idsHeld.resize(len(s.idOrder))
+	return s.idSeq
 }
 
 // placed reports whether o is its id's current place in the eviction order.
@@ -611,7 +618,11 @@ func (s *deliverySession) takeReady(frames [][]byte, batch *[]*delivery) [][]byt
 	for len(*batch) < maxBatch {
 		select {
 		case d := <-s.out:
-			*batch = append(*batch, d)
+			if d.epoch.Superseded() {
+				s.dropSuperseded(d)
+			} else {
+				*batch = append(*batch, d)
+			}
 			continue
 		default:
 		}
@@ -621,6 +632,21 @@ func (s *deliverySession) takeReady(frames [][]byte, batch *[]*delivery) [][]byt
 		frames = append(frames, d.frame)
 	}
 	return frames
+}
+
+// dropSuperseded lets go of a message that an Exclusive or Failover consumer's rewind has
+// superseded while it waited to be written: the broker sends it again, after the messages
+// before it, so the client gets each message once more and in order. Its id is forgotten
+// unless a later delivery has taken it (an ack timeout would otherwise send it back once
+// more), and its credit comes back: the client never had it.
+func (s *deliverySession) dropSuperseded(d *delivery) {
+	s.mu.Lock()
+	if e, ok := s.ids[d.id]; ok && e.seq == d.seq {
+		delete(s.ids, d.id)
+	}
+	s.mu.Unlock()
+	s.addCredit(1)
+	d.done()
 }
 
 // nack negatively acknowledges the message id names. In a session with an ack timeout a

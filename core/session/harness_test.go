@@ -229,6 +229,9 @@ type serveOptions struct {
 	// hold, when set, lets the test hold the session's reads (a reader starved of CPU) and
 	// wait for its writes to fail.
 	hold *readHold
+	// holdWrites, when set, lets the test hold the session's writes: a client that has
+	// stopped reading, its socket full, for as long as the test says.
+	holdWrites *readHold
 }
 
 // smallBuffers are serveOptions for a client that stops reading for good.
@@ -312,14 +315,14 @@ func (l servedListener) Accept() (net.Conn, error) {
 		_ = tc.SetWriteBuffer(l.o.buffer)
 		_ = tc.SetReadBuffer(l.o.buffer)
 	}
-	if l.o.hold != nil {
-		c = heldConn{c, l.o.hold}
+	if l.o.hold != nil || l.o.holdWrites != nil {
+		c = heldConn{c, l.o.hold, l.o.holdWrites}
 	}
 	return c, nil
 }
 
-// readHold holds the reads of the session's connection while the test says, and tells when
-// one waits on it and when a write fails.
+// readHold holds the reads (or the writes) of the session's connection while the test says,
+// and tells when one waits on it and when a write fails.
 type readHold struct {
 	mu          sync.Mutex
 	released    chan struct{} // nil: reads pass; closed by release
@@ -367,20 +370,27 @@ func (h *readHold) wait() {
 	}
 }
 
-// heldConn is a connection whose reads a readHold holds.
+// heldConn is a connection whose reads h holds, and whose writes writes holds; either may be
+// nil.
 type heldConn struct {
 	net.Conn
-	h *readHold
+	h      *readHold
+	writes *readHold
 }
 
 func (c heldConn) Read(b []byte) (int, error) {
-	c.h.wait()
+	if c.h != nil {
+		c.h.wait()
+	}
 	return c.Conn.Read(b)
 }
 
 func (c heldConn) Write(b []byte) (int, error) {
+	if c.writes != nil {
+		c.writes.wait()
+	}
 	n, err := c.Conn.Write(b)
-	if err != nil {
+	if err != nil && c.h != nil {
 		c.h.failOnce.Do(func() { close(c.h.writeFailed) })
 	}
 	return n, err

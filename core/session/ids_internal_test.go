@@ -42,3 +42,29 @@ func TestRedeliveredIDTakesOnePlace(t *testing.T) {
 		t.Error("a, delivered again after b, was forgotten first")
 	}
 }
+
+// A message dropped as superseded forgets its id only when no later delivery of the id has
+// taken it, and gives its credit back.
+func TestDropSupersededForgetsItsOwnDelivery(t *testing.T) {
+	t.Parallel()
+	s := &deliverySession{
+		consumer: &broker.Consumer{},
+		ids:      map[string]delivered{},
+		wake:     make(chan struct{}, 1),
+		g:        ConsumerGrant{PullMode: true},
+	}
+	mid := broker.NewMessageID(1, 1, -1, 0)
+	stale := &delivery{id: "a", seq: s.remember("a", mid)}
+	again := &delivery{id: "a", seq: s.remember("a", mid)}
+	s.dropSuperseded(stale)
+	if _, ok := s.ids["a"]; !ok {
+		t.Fatal("dropping the first delivery of a forgot the second's id")
+	}
+	s.dropSuperseded(again)
+	if _, ok := s.ids["a"]; ok {
+		t.Error("a is still remembered after its only delivery was dropped")
+	}
+	if s.credit != 2 {
+		t.Errorf("credit %d after two dropped deliveries, want 2", s.credit)
+	}
+}

@@ -328,7 +328,7 @@ type message struct {
 // superseded is whether the message was received before its consumer's unacknowledged
 // messages were redelivered by a rewind, which sends it again.
 func (msg *message) superseded() bool {
-	return msg.receivedBy != nil && msg.epoch < msg.receivedBy.epoch.Load()
+	return Epoch{n: msg.epoch, pc: msg.receivedBy}.Superseded()
 }
 
 // Superseded is whether m, taken from a consumer's channel, was received before an Exclusive
@@ -337,6 +337,30 @@ func (msg *message) superseded() bool {
 func Superseded(m Message) bool {
 	msg, ok := m.(*message)
 	return ok && msg.superseded()
+}
+
+// Epoch is the consumer epoch a message was received in, kept apart from the message: an
+// application that has taken a message and still holds what it made of it asks it, when it
+// is about to hand that on, whether a rewind has superseded the message since.
+type Epoch struct {
+	n  uint64
+	pc *partitionConsumer
+}
+
+// EpochOf returns the epoch m was received in; the zero Epoch, never superseded, for a
+// message no consumer stamped.
+func EpochOf(m Message) Epoch {
+	msg, ok := m.(*message)
+	if !ok {
+		return Epoch{}
+	}
+	return Epoch{n: msg.epoch, pc: msg.receivedBy}
+}
+
+// Superseded is whether a redelivery of the consumer that received the message has rewound
+// its subscription since: the broker sends the message again.
+func (e Epoch) Superseded() bool {
+	return e.pc != nil && e.n < e.pc.epoch.Load()
 }
 
 func (msg *message) Topic() string {

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -11,7 +12,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/core/broker/embedded"
+	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
 	"github.com/sluicehq/sluice/core/internal/rawpulsar"
+	"github.com/sluicehq/sluice/core/testkit"
 )
 
 // TestPendingChunkedMessages: a consumer assembles at most pendingChunkedMessages messages sent
@@ -50,6 +54,67 @@ func TestPendingChunkedMessages(t *testing.T) {
 	}
 }
 
+// TestChunkedMessageOverTheBound: a message whose chunks claim, or bring, more than the client
+// holds is discarded whole, every chunk acknowledged, as a compressed message claiming more
+// is: one that is not compressed was assembled and delivered whatever its size, and of a
+// compressed one only the last chunk was acknowledged, the others left in the backlog for
+// good. The next message comes.
+func TestChunkedMessageOverTheBound(t *testing.T) {
+	t.Parallel()
+	const bound = 64 << 10
+	lz4 := func(md *pulsarpb.MessageMetadata) {
+		md.Compression, md.UncompressedSize = pulsarpb.CompressionType_LZ4.Enum(), proto.Uint32(1<<20)
+	}
+	for name, tc := range map[string]struct {
+		claim, part int
+		tweak       func(*pulsarpb.MessageMetadata)
+	}{
+		"uncompressed":                 {claim: 80 << 10, part: 40 << 10},
+		"compressed":                   {claim: 20 << 10, part: 10 << 10, tweak: lz4},
+		"bringing more than it claims": {claim: 4, part: 40 << 10},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			ct := newChunkTopic(ctx, t, bound)
+			part := bytes.Repeat([]byte("x"), tc.part)
+			ct.write(ct.chunk("big", 1, 0, 2, tc.claim, part, tc.tweak), ct.chunk("big", 2, 1, 2, tc.claim, part, tc.tweak))
+			ct.write(rawpulsar.Payload(rawpulsar.Send(3), rawpulsar.Metadata(3), []byte("plain")))
+			if got := ct.received(ctx, t); fmt.Sprint(got) != "[plain]" {
+				t.Errorf("delivered %v, want [plain]", got)
+			}
+			testkit.WaitFor(t, 5*time.Second, "every entry acknowledged", func() bool {
+				n, err := ct.b.Backlog(ct.topic, "s")
+				return err == nil && n == 0
+			})
+		})
+	}
+}
+
+// TestChunkedMessagesBoundedTogether: what a consumer assembles at once is bounded as one
+// message is, however many it assembles: past the bound the oldest is dropped, to come again
+// when redelivered, as past the count of contexts. Three messages of 40 KiB, their first chunks
+// first, under a bound of 64 KiB: the last one comes.
+func TestChunkedMessagesBoundedTogether(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ct := newChunkTopic(ctx, t, 64<<10)
+	part := func(c byte) []byte { return bytes.Repeat([]byte{c}, 20<<10) }
+	for i, u := range []string{"a", "b", "c"} {
+		ct.write(ct.chunk(u, uint64(1+i), 0, 2, 40<<10, part(u[0]), nil))
+	}
+	time.Sleep(300 * time.Millisecond) // the first chunks reach the consumer
+	for i, u := range []string{"a", "b", "c"} {
+		ct.write(ct.chunk(u, uint64(4+i), 1, 2, 40<<10, part(u[0]), nil))
+	}
+	ct.write(rawpulsar.Payload(rawpulsar.Send(7), rawpulsar.Metadata(7), []byte("plain")))
+	if got := ct.received(ctx, t); fmt.Sprint(got) != "[ccccc plain]" {
+		t.Errorf("delivered %v, want [ccccc plain]", got)
+	}
+}
+
 // TestChunkedMessagesHoldNoGoroutine: a message sent in chunks costs nothing once it is
 // delivered. The library waited a minute on a goroutine of its own for each, to drop it had it
 // not completed: 400 of them kept 400 goroutines. (Not parallel: it counts goroutines.)
@@ -80,19 +145,50 @@ func TestChunkedMessagesHoldNoGoroutine(t *testing.T) {
 // its own (the broker stores a sequence id once).
 func chunkTopic(ctx context.Context, t *testing.T) (cons *Consumer, write func(...[]byte), chunk func(i, id int) []byte) {
 	t.Helper()
-	b, c := startEmbedded(t)
-	topic := fmt.Sprintf("persistent://public/default/chunks-%d", time.Now().UnixNano())
-	cons, err := c.Subscribe(ctx, ConsumerOptions{Topic: topic, Subscription: "s", PrefetchBytes: 1 << 20})
+	ct := newChunkTopic(ctx, t, 0)
+	chunk = func(i, id int) []byte {
+		return ct.chunk(fmt.Sprint("m", i), uint64(id<<20+i), id, 2, 4, fmt.Appendf(nil, "%02d", i), nil)
+	}
+	return ct.cons, ct.write, chunk
+}
+
+// chunkedTopic is a topic of an embedded broker, a consumer of subscription "s" of it whose
+// client holds at most the bound its test gave (MaxUncompressedSize), and a producer that
+// writes frames by hand.
+type chunkedTopic struct {
+	b     *embedded.Broker
+	topic string
+	cons  *Consumer
+	write func(...[]byte)
+}
+
+func newChunkTopic(ctx context.Context, t *testing.T, bound int64) *chunkedTopic {
+	t.Helper()
+	b, err := embedded.New(embedded.Config{Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(cons.Close)
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	c, err := Dial(Config{URL: b.ServiceURL(), OperationTimeout: 5 * time.Second, MaxUncompressedSize: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ct := &chunkedTopic{b: b, topic: fmt.Sprintf("persistent://public/default/chunks-%d", time.Now().UnixNano())}
+	ct.cons, err = c.Subscribe(ctx, ConsumerOptions{Topic: ct.topic, Subscription: "s", PrefetchBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ct.cons.Close)
 	nc, err := net.Dial("tcp", strings.TrimPrefix(b.ServiceURL(), "pulsar://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = nc.Close() })
-	write = func(frames ...[]byte) {
+	ct.write = func(frames ...[]byte) {
 		t.Helper()
 		for _, f := range frames {
 			if _, err := nc.Write(f); err != nil {
@@ -100,13 +196,38 @@ func chunkTopic(ctx context.Context, t *testing.T) (cons *Consumer, write func(.
 			}
 		}
 	}
-	write(rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(rawpulsar.Producer(topic)))
-	chunk = func(i, id int) []byte {
-		seq := uint64(id<<20 + i)
-		md := rawpulsar.Metadata(seq)
-		md.Uuid, md.ChunkId = proto.String(fmt.Sprint("m", i)), proto.Int32(int32(id))
-		md.NumChunksFromMsg, md.TotalChunkMsgSize, md.UncompressedSize = proto.Int32(2), proto.Int32(4), proto.Uint32(4)
-		return rawpulsar.Payload(rawpulsar.Send(seq), md, fmt.Appendf(nil, "%02d", i))
+	ct.write(rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(rawpulsar.Producer(ct.topic)))
+	return ct
+}
+
+// chunk is chunk id of the n of message uuid, sent as seq, whose metadata claims total bytes
+// in all; tweak, when set, changes its metadata.
+func (ct *chunkedTopic) chunk(uuid string, seq uint64, id, n, total int, payload []byte, tweak func(*pulsarpb.MessageMetadata)) []byte {
+	md := rawpulsar.Metadata(seq)
+	md.Uuid, md.ChunkId, md.NumChunksFromMsg = proto.String(uuid), proto.Int32(int32(id)), proto.Int32(int32(n))
+	md.TotalChunkMsgSize, md.UncompressedSize = proto.Int32(int32(total)), proto.Uint32(uint32(total))
+	if tweak != nil {
+		tweak(md)
 	}
-	return cons, write, chunk
+	return rawpulsar.Payload(rawpulsar.Send(seq), md, payload)
+}
+
+// received is what the consumer delivers until it has been quiet for a while, each payload's
+// first bytes; each message is acknowledged.
+func (ct *chunkedTopic) received(ctx context.Context, t *testing.T) []string {
+	t.Helper()
+	var got []string
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		m, err := ct.cons.Receive(rctx)
+		cancel()
+		if err != nil {
+			return got
+		}
+		got = append(got, string(m.Payload[:min(len(m.Payload), 5)]))
+		if err := ct.cons.Ack(m.ID); err != nil {
+			t.Fatal(err)
+		}
+		m.Release()
+	}
 }

@@ -1823,6 +1823,16 @@ func (pc *partitionConsumer) processMessageChunk(compressedPayload internal.Buff
 		}
 		return nil
 	}
+	// A message whose chunks claim more than the client holds is discarded whole, as a
+	// compressed message claiming more is: every chunk's metadata carries the claims, so each
+	// chunk is acknowledged as it comes, and nothing is assembled.
+	limit := pc.client.maxUncompressedSize()
+	if limit > 0 && (int64(totalChunksSize) > limit || int64(msgMeta.GetUncompressedSize()) > limit) {
+		pc.log.Warnf("discarding chunk %d of a message claiming %d bytes, %d uncompressed, over %d",
+			chunkID, totalChunksSize, msgMeta.GetUncompressedSize(), limit)
+		pc.discardCorruptedMessage(pbMsgID, pb.CommandAck_UncompressedSizeCorruption)
+		return dropped()
+	}
 	if chunkID == 0 {
 		// Handle ack hole case when receive duplicated chunks.
 		// There are two situation that receives chunks with the same sequence ID and chunk ID.
@@ -1970,6 +1980,19 @@ func (pc *partitionConsumer) processMessageChunk(compressedPayload internal.Buff
 			pc.AckID(toTrackingMessageID(msgID))
 		}
 		return dropped()
+	}
+
+	if limit > 0 {
+		n := int64(compressedPayload.ReadableBytes())
+		if int64(ctx.size())+n > limit {
+			// Its chunks bring more than its metadata claims.
+			pc.log.Warnf("discarding a chunked message %s bringing more than %d bytes", uuid, limit)
+			ctx.discard(pc)
+			pc.discardCorruptedMessage(pbMsgID, pb.CommandAck_UncompressedSizeCorruption)
+			pc.chunkedMsgCtxMap.remove(uuid)
+			return dropped()
+		}
+		pc.chunkedMsgCtxMap.makeRoom(ctx, n, limit)
 	}
 
 	// The chunk ID meets the expected value,
@@ -3188,6 +3211,20 @@ func (c *chunkedMsgCtx) append(chunkID int32, msgID *messageID, partPayload inte
 	c.lastChunkedMsgID = chunkID
 }
 
+// size is the bytes of the message assembled so far.
+func (c *chunkedMsgCtx) size() uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.chunkedMsgBuffer.ReadableBytes()
+}
+
+// held is what the context's buffer holds, assembled or not.
+func (c *chunkedMsgCtx) held() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(c.chunkedMsgBuffer.Capacity())
+}
+
 func (c *chunkedMsgCtx) firstChunkID() *messageID {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -3306,6 +3343,29 @@ func (c *chunkedMsgCtxMap) discardOldestChunkMessage(autoAck bool) {
 		}
 		c.drop(oldest)
 		c.pc.log.Infof("Chunked message [%s] has been removed from chunkedMsgCtxMap", oldest)
+	}
+}
+
+// makeRoom drops the oldest contexts but keep while the contexts would hold more than limit
+// bytes with n more, so that what a consumer assembles is bounded as one message is, however
+// many are assembled at once. They are not acknowledged and come again when redelivered, as
+// those dropped past maxPending do.
+func (c *chunkedMsgCtxMap) makeRoom(keep *chunkedMsgCtx, n, limit int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	total := n
+	for _, ctx := range c.chunkedMsgCtxs {
+		total += ctx.held()
+	}
+	for e := c.pendingQueue.Front(); e != nil && total > limit; {
+		next, uuid := e.Next(), e.Value.(string)
+		if ctx, ok := c.chunkedMsgCtxs[uuid]; ok && ctx != keep {
+			total -= ctx.held()
+			ctx.chunkedMsgBuffer.Clear()
+			c.drop(uuid)
+			c.pc.log.Infof("Chunked message [%s] has been removed from chunkedMsgCtxMap to bound its bytes", uuid)
+		}
+		e = next
 	}
 }
 

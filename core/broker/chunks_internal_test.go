@@ -92,6 +92,82 @@ func TestChunkedMessageOverTheBound(t *testing.T) {
 	}
 }
 
+// TestDiscardedChunksGiveOnePermitBack: a chunk discarded for claiming or bringing more than
+// the bound gives back the one permit the broker took for it, as any chunk not queued does.
+// Each gave two (the chunk's, and discardCorruptedMessage's for a message): the broker held
+// a permit more for every chunk discarded, past the consumer's prefetch of ten, and sent it
+// that many messages more than it holds.
+func TestDiscardedChunksGiveOnePermitBack(t *testing.T) {
+	t.Parallel()
+	const bound, queue = 64 << 10, 10
+	for name, write := range map[string]func(ct *chunkedTopic, i int){
+		"claiming more": func(ct *chunkedTopic, i int) {
+			u := fmt.Sprint("big", i)
+			ct.write(ct.chunk(u, uint64(2*i+1), 0, 2, 80<<10, []byte("x"), nil), ct.chunk(u, uint64(2*i+2), 1, 2, 80<<10, []byte("x"), nil))
+		},
+		"bringing more": func(ct *chunkedTopic, i int) {
+			u, part := fmt.Sprint("big", i), bytes.Repeat([]byte("x"), 40<<10)
+			ct.write(ct.chunk(u, uint64(2*i+1), 0, 2, 4, part, nil), ct.chunk(u, uint64(2*i+2), 1, 2, 4, part, nil))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			ct := newChunkTopicWith(ctx, t, bound, ConsumerOptions{ReceiverQueueSize: queue})
+			testkit.WaitPermits(t, 5*time.Second, func() map[string]int64 { return ct.b.Permits(ct.topic) })
+			for i := range 20 {
+				write(ct, i)
+			}
+			testkit.WaitFor(t, 5*time.Second, "every chunk acknowledged", func() bool {
+				n, err := ct.b.Backlog(ct.topic, "s")
+				return err == nil && n == 0
+			})
+			time.Sleep(200 * time.Millisecond) // the last flows reach the broker
+			for name, n := range ct.b.Permits(ct.topic) {
+				if n > queue {
+					t.Errorf("the broker holds %d permits for %s, past its prefetch of %d", n, name, queue)
+				}
+			}
+		})
+	}
+}
+
+// TestChunkedMessageOverTheBoundInManyChunks: a message of many chunks that brings more than the
+// bound, past its claim, is discarded at once, every chunk acknowledged, those after the one
+// that went over included, and the consumer's connection goes on. The chunks it held were
+// acknowledged one at a time through the events loop, which waits for each acknowledgment's
+// answer while the connection that reads it waited for room in the loop's queue of ten: the
+// connection stood still until the request timed out. The chunks after were left unacknowledged
+// for good.
+func TestChunkedMessageOverTheBoundInManyChunks(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ct := newChunkTopic(ctx, t, 64<<10)
+	part := bytes.Repeat([]byte("x"), 4<<10)
+	const chunks = 24 // the 17th goes over
+	for i := range chunks {
+		ct.write(ct.chunk("big", uint64(1+i), i, chunks, 4, part, nil))
+	}
+	ct.write(rawpulsar.Payload(rawpulsar.Send(chunks+1), rawpulsar.Metadata(chunks+1), []byte("plain")))
+	m, err := ct.cons.Receive(ctx) // a stalled connection waits for its request timeout, 30 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Payload) != "plain" {
+		t.Errorf("received %q, want plain", m.Payload)
+	}
+	if err := ct.cons.Ack(m.ID); err != nil {
+		t.Fatal(err)
+	}
+	m.Release()
+	testkit.WaitFor(t, 2*time.Second, "every entry acknowledged", func() bool {
+		n, err := ct.b.Backlog(ct.topic, "s")
+		return err == nil && n == 0
+	})
+}
+
 // TestChunkedMessagesBoundedTogether: what a consumer assembles at once is bounded as one
 // message is, however many it assembles: past the bound the oldest is dropped, to come again
 // when redelivered, as past the count of contexts. Three messages of 40 KiB, their first chunks
@@ -164,6 +240,13 @@ type chunkedTopic struct {
 
 func newChunkTopic(ctx context.Context, t *testing.T, bound int64) *chunkedTopic {
 	t.Helper()
+	return newChunkTopicWith(ctx, t, bound, ConsumerOptions{PrefetchBytes: 1 << 20})
+}
+
+// newChunkTopicWith is newChunkTopic with the consumer's options o (its topic and
+// subscription set here).
+func newChunkTopicWith(ctx context.Context, t *testing.T, bound int64, o ConsumerOptions) *chunkedTopic {
+	t.Helper()
 	b, err := embedded.New(embedded.Config{Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +261,8 @@ func newChunkTopic(ctx context.Context, t *testing.T, bound int64) *chunkedTopic
 	}
 	t.Cleanup(c.Close)
 	ct := &chunkedTopic{b: b, topic: fmt.Sprintf("persistent://public/default/chunks-%d", time.Now().UnixNano())}
-	ct.cons, err = c.Subscribe(ctx, ConsumerOptions{Topic: ct.topic, Subscription: "s", PrefetchBytes: 1 << 20})
+	o.Topic, o.Subscription = ct.topic, "s"
+	ct.cons, err = c.Subscribe(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}

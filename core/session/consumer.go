@@ -285,12 +285,12 @@ func (s *deliverySession) pullLoop(ctx context.Context, src source) {
 		// the library asks for none in its place while the session waits for room.
 		d := deliveries.Get().(*delivery)
 		_, err = s.g.Gate.AcquireInto(ctx, &d.charge, DeliveryCharge(m), 0)
-		d.epoch = m.Epoch()
 		m.Release()
 		if err != nil {
 			deliveries.Put(d)
 			return // ctx ended; the message is redelivered after close
 		}
+		d.epoch = m.Epoch()
 		id := wsapi.EncodeMessageID(toWireID(m.ID))
 		d.id, d.seq = id, s.remember(id, m.ID)
 		cm := wsapi.ConsumerMessage{

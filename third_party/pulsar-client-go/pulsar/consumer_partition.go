@@ -1830,7 +1830,8 @@ func (pc *partitionConsumer) processMessageChunk(compressedPayload internal.Buff
 	if limit > 0 && (int64(totalChunksSize) > limit || int64(msgMeta.GetUncompressedSize()) > limit) {
 		pc.log.Warnf("discarding chunk %d of a message claiming %d bytes, %d uncompressed, over %d",
 			chunkID, totalChunksSize, msgMeta.GetUncompressedSize(), limit)
-		pc.discardCorruptedMessage(pbMsgID, pb.CommandAck_UncompressedSizeCorruption)
+		// Its permit comes back as any chunk's not queued does (dropped), once.
+		pc.ackCorrupted(pb.CommandAck_UncompressedSizeCorruption, pbMsgID)
 		return dropped()
 	}
 	if chunkID == 0 {
@@ -1883,7 +1884,6 @@ func (pc *partitionConsumer) processMessageChunk(compressedPayload internal.Buff
 				msgMeta.GetUuid(),
 				ctx.lastChunkedMsgID,
 			))
-			ctx.chunkedMsgBuffer.Clear()
 			pc.chunkedMsgCtxMap.remove(uuid)
 		}
 		// The buffer starts at the size the metadata claims, but at no more than a few times
@@ -1896,6 +1896,14 @@ func (pc *partitionConsumer) processMessageChunk(compressedPayload internal.Buff
 
 	// discard message if chunk is out-of-order
 	ctx := pc.chunkedMsgCtxMap.get(uuid)
+	if ctx != nil && ctx.isDiscarded() {
+		// A later chunk of a message discarded for bringing more than the bound.
+		pc.ackCorrupted(pb.CommandAck_UncompressedSizeCorruption, pbMsgID)
+		if last {
+			pc.chunkedMsgCtxMap.remove(uuid)
+		}
+		return dropped()
+	}
 	if ctx == nil || ctx.chunkedMsgBuffer == nil || chunkID != ctx.lastChunkedMsgID+1 {
 		// Filter and ack duplicated chunks instead of discard ctx.
 		// For example:
@@ -1957,7 +1965,6 @@ func (pc *partitionConsumer) processMessageChunk(compressedPayload internal.Buff
 			msgMeta.GetUuid()),
 		)
 		if ctx != nil {
-			ctx.chunkedMsgBuffer.Clear()
 			pc.chunkedMsgCtxMap.remove(uuid)
 		}
 		// Consider a scenario where MaxPendingChunkedMessage is set to 1,
@@ -1985,11 +1992,16 @@ func (pc *partitionConsumer) processMessageChunk(compressedPayload internal.Buff
 	if limit > 0 {
 		n := int64(compressedPayload.ReadableBytes())
 		if int64(ctx.size())+n > limit {
-			// Its chunks bring more than its metadata claims.
+			// Its chunks bring more than its metadata claims. They are acknowledged, those so
+			// far and this one, in one command written from this connection's reader: not
+			// through the events loop, which waits for each acknowledgment's answer, which
+			// this reader reads. Its context stays, holding nothing, so that its later chunks
+			// are acknowledged as they come.
 			pc.log.Warnf("discarding a chunked message %s bringing more than %d bytes", uuid, limit)
-			ctx.discard(pc)
-			pc.discardCorruptedMessage(pbMsgID, pb.CommandAck_UncompressedSizeCorruption)
-			pc.chunkedMsgCtxMap.remove(uuid)
+			pc.ackCorrupted(pb.CommandAck_UncompressedSizeCorruption, append(ctx.markDiscarded(), pbMsgID)...)
+			if last {
+				pc.chunkedMsgCtxMap.remove(uuid)
+			}
 			return dropped()
 		}
 		pc.chunkedMsgCtxMap.makeRoom(ctx, n, limit)
@@ -3057,27 +3069,37 @@ func (pc *partitionConsumer) discardCorruptedEntry(msgID *pb.MessageIdData, msgM
 
 func (pc *partitionConsumer) discardCorruptedMessage(msgID *pb.MessageIdData,
 	validationError pb.CommandAck_ValidationError) {
+	if pc.ackCorrupted(validationError, msgID) {
+		pc.availablePermits.inc()
+	}
+}
+
+// ackCorrupted acknowledges the entries msgIDs as corrupted, in one command written at once
+// (safe on the connection's reader), and gives back no permit; false when the consumer is
+// closing and acknowledges nothing.
+func (pc *partitionConsumer) ackCorrupted(validationError pb.CommandAck_ValidationError,
+	msgIDs ...*pb.MessageIdData) bool {
 	if state := pc.getConsumerState(); state == consumerClosed || state == consumerClosing {
 		pc.log.WithField("state", state).Error("Failed to discardCorruptedMessage " +
 			"by closing or closed consumer")
-		return
+		return false
 	}
 	pc.log.WithFields(log.Fields{
-		"msgID":           msgID,
+		"msgID":           msgIDs,
 		"validationError": validationError,
 	}).Error("Discarding corrupted message")
 
 	err := pc.client.rpcClient.RequestOnCnxNoWait(pc._getConn(),
 		pb.BaseCommand_ACK, &pb.CommandAck{
 			ConsumerId:      proto.Uint64(pc.consumerID),
-			MessageId:       []*pb.MessageIdData{msgID},
+			MessageId:       msgIDs,
 			AckType:         pb.CommandAck_Individual.Enum(),
 			ValidationError: validationError.Enum(),
 		})
 	if err != nil {
 		pc.log.Error("Connection was closed when request ack cmd")
 	}
-	pc.availablePermits.inc()
+	return true
 }
 
 func (pc *partitionConsumer) hasNext() bool {
@@ -3183,6 +3205,9 @@ type chunkedMsgCtx struct {
 	// expiry drops the context when its message is not complete in time; stopped when the
 	// context goes, so that a chunked message costs no goroutine or timer once it is done.
 	expiry *time.Timer
+	// discarded marks the context of a message discarded for bringing more than the bound,
+	// holding nothing: its later chunks are acknowledged as they come.
+	discarded bool
 
 	mu sync.Mutex
 }
@@ -3216,6 +3241,39 @@ func (c *chunkedMsgCtx) size() uint32 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.chunkedMsgBuffer.ReadableBytes()
+}
+
+// markDiscarded lets go of what the context holds, its message discarded, and returns the
+// ids of the chunks it held; its later chunks find it discarded (isDiscarded).
+func (c *chunkedMsgCtx) markDiscarded() []*pb.MessageIdData {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids := make([]*pb.MessageIdData, 0, len(c.chunkedMsgIDs)+1)
+	for _, mid := range c.chunkedMsgIDs {
+		if mid != nil {
+			ids = append(ids, &pb.MessageIdData{
+				LedgerId: proto.Uint64(uint64(mid.ledgerID)),
+				EntryId:  proto.Uint64(uint64(mid.entryID)),
+			})
+		}
+	}
+	c.chunkedMsgIDs, c.discarded = nil, true
+	c.chunkedMsgBuffer = internal.NewBuffer(0)
+	return ids
+}
+
+// isDiscarded reports whether the context's message has been discarded (markDiscarded).
+func (c *chunkedMsgCtx) isDiscarded() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.discarded
+}
+
+// clear lets go of what the context has assembled.
+func (c *chunkedMsgCtx) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.chunkedMsgBuffer.Clear()
 }
 
 // held is what the context's buffer holds, assembled or not.
@@ -3314,10 +3372,12 @@ func (c *chunkedMsgCtxMap) remove(uuid string) {
 	c.drop(uuid)
 }
 
-// drop removes the context of uuid and stops its expiry. Called with c.mu held.
+// drop removes the context of uuid, clears its buffer under its lock (the connection's
+// reader may be appending to it) and stops its expiry. Called with c.mu held.
 func (c *chunkedMsgCtxMap) drop(uuid string) {
 	if ctx, ok := c.chunkedMsgCtxs[uuid]; ok {
 		ctx.expiry.Stop()
+		ctx.clear()
 		delete(c.chunkedMsgCtxs, uuid)
 	}
 	for e := c.pendingQueue.Front(); e != nil; e = e.Next() {
@@ -3328,21 +3388,27 @@ func (c *chunkedMsgCtxMap) drop(uuid string) {
 	}
 }
 
+// discardOldestChunkMessage drops the oldest contexts past maxPending, and acknowledges their
+// chunks when autoAck says so once it has let go of c's lock: an acknowledgment may wait for
+// the connection's reader, which takes that lock for each chunk it receives.
 func (c *chunkedMsgCtxMap) discardOldestChunkMessage(autoAck bool) {
+	var dropped []*chunkedMsgCtx
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	// The oldest leaves the queue with its context, so that the next one over the bound is
 	// dropped in its turn.
 	for !c.closed && c.maxPending > 0 && c.pendingQueue.Len() > c.maxPending {
 		oldest := c.pendingQueue.Front().Value.(string)
 		if ctx, ok := c.chunkedMsgCtxs[oldest]; ok {
-			if autoAck {
-				ctx.discard(c.pc)
-			}
-			ctx.chunkedMsgBuffer.Clear()
+			dropped = append(dropped, ctx)
 		}
 		c.drop(oldest)
 		c.pc.log.Infof("Chunked message [%s] has been removed from chunkedMsgCtxMap", oldest)
+	}
+	c.mu.Unlock()
+	if autoAck {
+		for _, ctx := range dropped {
+			ctx.discard(c.pc)
+		}
 	}
 }
 
@@ -3359,9 +3425,9 @@ func (c *chunkedMsgCtxMap) makeRoom(keep *chunkedMsgCtx, n, limit int64) {
 	}
 	for e := c.pendingQueue.Front(); e != nil && total > limit; {
 		next, uuid := e.Next(), e.Value.(string)
-		if ctx, ok := c.chunkedMsgCtxs[uuid]; ok && ctx != keep {
+		// A discarded message's context holds nothing, and is kept to acknowledge its chunks.
+		if ctx, ok := c.chunkedMsgCtxs[uuid]; ok && ctx != keep && !ctx.isDiscarded() {
 			total -= ctx.held()
-			ctx.chunkedMsgBuffer.Clear()
 			c.drop(uuid)
 			c.pc.log.Infof("Chunked message [%s] has been removed from chunkedMsgCtxMap to bound its bytes", uuid)
 		}
@@ -3370,19 +3436,20 @@ func (c *chunkedMsgCtxMap) makeRoom(keep *chunkedMsgCtx, n, limit int64) {
 }
 
 // discardChunkMessage drops ctx, the context of uuid, when it is still there: its message did
-// not complete in time.
+// not complete in time. Its chunks are acknowledged, when autoAck says so, once c's lock is
+// let go, as discardOldestChunkMessage does.
 func (c *chunkedMsgCtxMap) discardChunkMessage(uuid string, ctx *chunkedMsgCtx, autoAck bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed || c.chunkedMsgCtxs[uuid] != ctx {
+		c.mu.Unlock()
 		return
 	}
+	c.drop(uuid)
+	c.mu.Unlock()
+	c.pc.log.Infof("Chunked message [%s] has been removed from chunkedMsgCtxMap", uuid)
 	if autoAck {
 		ctx.discard(c.pc)
 	}
-	ctx.chunkedMsgBuffer.Clear()
-	c.drop(uuid)
-	c.pc.log.Infof("Chunked message [%s] has been removed from chunkedMsgCtxMap", uuid)
 }
 
 func (c *chunkedMsgCtxMap) Close() {

@@ -680,7 +680,7 @@ func metaOf(md *pulsarpb.MessageMetadata) metaFields {
 		partition: []byte(md.GetPartitionKey()), hasPartition: md.PartitionKey != nil, partitionBase64: md.GetPartitionKeyB64Encoded(),
 		producer: []byte(md.GetProducerName()), sequence: md.GetSequenceId(),
 	}
-	m.keyHash = key.hash()
+	m.keyHash = key.murmur()
 	return m
 }
 

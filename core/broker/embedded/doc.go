@@ -44,11 +44,13 @@
 //     permits), Failover (one active consumer: sorted by priority then
 //     name, index partition % count; the others get ACTIVE_CONSUMER_CHANGE
 //     and take over when it leaves), Key_Shared (the key's hash as Pulsar
-//     computes it: Murmur3 modulo 65,536 of the ordering key, else the
-//     partition key, else "<producer name>-<sequence id>", so sticky ranges
-//     select the same messages as on a Pulsar cluster; split evenly over
-//     consumers, or by the consumers' sticky ranges; the key decides, not
-//     the priority, as in Pulsar). Sticky ranges are checked as Pulsar
+//     computes it: Murmur3 of the ordering key, else the partition key,
+//     else "<producer name>-<sequence id>", modulo 65,536 for the
+//     consumers' sticky ranges, so that they select the same messages as on
+//     a Pulsar cluster; for consumers without ranges, modulo 65,535 plus 1
+//     on Pulsar 4's consistent-hash ring of 100 points a consumer placed by
+//     its name, so that consumers of the same names get the same keys; the
+//     key decides, not the priority, as in Pulsar). Sticky ranges are checked as Pulsar
 //     checks them: a consumer whose ranges are missing, reversed, or overlap
 //     each other or another consumer's is refused with ConsumerAssignError. A
 //     batch entry is routed by its metadata key.

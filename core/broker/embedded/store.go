@@ -37,7 +37,7 @@ type entry struct {
 	size        uint32 // [METADATA_SIZE][MessageMetadata][PAYLOAD]
 	crc         uint32 // CRC32C of those bytes, as the producer sent it
 	numMessages int32  // messages in the entry (batch size, or 1)
-	keyHash     int32  // Key_Shared hash of the ordering or partition key
+	keyHash     int32  // Key_Shared murmur of the ordering or partition key (stickyKey.murmur)
 	deliverAt   int64  // unix ms; 0 = now (delayed delivery)
 	publishTime uint64 // unix ms, from the metadata
 	batch       bool

@@ -34,6 +34,7 @@ const (
 	delayedRecordBytes    = 16
 	replayRecordBytes     = 8
 	ownedRangeBytes       = 16 // subscription.owned: a sticky Key_Shared consumer's hash range
+	ringPointBytes        = 16 // subscription.ring: a point of another Key_Shared consumer (ringPoints each)
 	// ackedOverhead is what the acknowledged set's headers cost beyond what
 	// roaring counts (GetSizeInBytes): a fixed part and an eighth.
 	ackedOverhead = 1 << 10
@@ -55,7 +56,7 @@ const (
 func (s *subscription) stateBytes() int64 {
 	return int64(s.peakPending*pendingRecordBytes+s.consumerPeaks*consumedRecordBytes+
 		s.peakPartial*partialRecordBytes+s.partialWords*8+s.peakRedelivery*redeliveryRecordBytes+
-		cap(s.delayed)*delayedRecordBytes+cap(s.replay)*replayRecordBytes+cap(s.owned)*ownedRangeBytes) + s.ackedBytes
+		cap(s.delayed)*delayedRecordBytes+cap(s.replay)*replayRecordBytes+cap(s.owned)*ownedRangeBytes+cap(s.ring)*ringPointBytes) + s.ackedBytes
 }
 
 // chargeState brings the subscription's state charge to what its records

@@ -406,9 +406,9 @@ type subscription struct {
 	pending map[uint64]*consumer
 	replay  []uint64 // sorted ids to redeliver
 	// The Key_Shared consumers by what they own: the sticky ones' hash ranges, sorted by
-	// start, and the others, which split the hashes among themselves in this order.
+	// start, and the others' points on a consistent-hash ring, sorted by hash.
 	owned []hashRange
-	split []*consumer
+	ring  []ringPoint
 	// delayed holds the entries read whose delivery time has not come (Shared and
 	// Key_Shared), earliest first: dispatch moves them to replay when due, and
 	// does not look at the others.
@@ -455,6 +455,9 @@ type consumer struct {
 	// and drops what it receives of an earlier one, which the rewind sends again.
 	epoch    uint64
 	hasEpoch bool
+	// ringIndex tells apart the points of Key_Shared consumers of the same name on their
+	// subscription's ring (ringHash).
+	ringIndex int
 }
 
 func (s *subscription) isAcked(id uint64) bool {
@@ -755,8 +758,7 @@ func (s *subscription) removeConsumer(c *consumer) {
 	c.closed = true
 	s.consumers = slices.Delete(s.consumers, i, i+1)
 	s.setTop()
-	s.owned = slices.DeleteFunc(s.owned, func(r hashRange) bool { return r.c == c })
-	s.split = slices.DeleteFunc(s.split, func(o *consumer) bool { return o == c })
+	s.removeOwner(c)
 	s.unassign(pendingOf(c), false)
 	s.consumerPeaks -= c.peak
 	c.peak = 0
@@ -865,12 +867,11 @@ type stickyKey struct {
 // noKey is the key of a message whose partition key Pulsar cannot decode.
 var noKey = []byte("NONE_KEY")
 
-// hash is the Key_Shared hash of the key, as Pulsar's broker computes it, so that sticky
-// ranges chosen for a Pulsar cluster select the same messages: the ordering key, else the
-// partition key (decoded when it is base64), else "<producer name>-<sequence id>", hashed by
-// 32-bit Murmur3 with seed 0, made non-negative, modulo 65,536, and 0 taken as 1 (Pulsar's
-// dispatchers keep 0 for "no hash").
-func (k stickyKey) hash() int32 {
+// murmur is the Key_Shared hash of the key before Pulsar's broker fits it to its selector's
+// range of hashes (stickyHash, ringKeyHash): the ordering key, else the partition key (decoded
+// when it is base64), else "<producer name>-<sequence id>", hashed by 32-bit Murmur3 with seed
+// 0 and made non-negative.
+func (k stickyKey) murmur() int32 {
 	var buf [64]byte
 	key := noKey
 	switch {
@@ -886,7 +887,26 @@ func (k stickyKey) hash() int32 {
 	default:
 		key = strconv.AppendInt(append(append(buf[:0], k.producer...), '-'), int64(k.sequence), 10) //nolint:gosec // G115: Java prints the sequence id as a long
 	}
-	return max(int32(murmur3.Sum32(key)&0x7fffffff%hashRanges), 1)
+	return murmur(key)
+}
+
+// murmur is 32-bit Murmur3 (seed 0) of b made non-negative, as Pulsar's Murmur3_32Hash.
+func murmur(b []byte) int32 {
+	return int32(murmur3.Sum32(b) & 0x7fffffff)
+}
+
+// stickyHash is the hash of a key (its murmur) that sticky consumers' ranges select, as
+// Pulsar's broker computes it, so that sticky ranges chosen for a Pulsar cluster select the
+// same messages: modulo 65,536, and 0 taken as 1 (Pulsar's dispatchers keep 0 for "no hash").
+func stickyHash(m int32) int32 {
+	return max(m%hashRanges, 1)
+}
+
+// ringKeyHash is the hash of a key (its murmur) on the consistent-hash ring of a Key_Shared
+// subscription's other consumers, as Pulsar 4's broker computes it for its ring of hashes 1 to
+// 65,535: modulo 65,535, plus 1.
+func ringKeyHash(m int32) int32 {
+	return m%(hashRanges-1) + 1
 }
 
 // hashRange is a range of Key_Shared key hashes, both ends included, that a sticky consumer
@@ -896,7 +916,7 @@ type hashRange struct {
 	c          *consumer
 }
 
-// hashRanges is how many key hashes there are (keyHash).
+// hashRanges is how many key hashes sticky ranges select from (stickyHash).
 const hashRanges = 65536
 
 // stickyRanges checks a sticky Key_Shared consumer's hash ranges as Pulsar does: there are
@@ -959,20 +979,82 @@ func (s *subscription) addOwner(c *consumer, ranges []hashRange) {
 		}
 		slices.SortFunc(s.owned, func(a, b hashRange) int { return cmp.Compare(a.start, b.start) })
 	default:
-		s.split = append(s.split, c)
+		s.addRingPoints(c)
 	}
 }
 
-// keyOwner returns the Key_Shared consumer owning key hash h: the sticky consumer whose range
-// holds it, else one of those that split the hashes, by h.
-func (s *subscription) keyOwner(h int32) *consumer {
+// removeOwner forgets what a Key_Shared consumer owns.
+func (s *subscription) removeOwner(c *consumer) {
+	s.owned = slices.DeleteFunc(s.owned, func(r hashRange) bool { return r.c == c })
+	s.ring = slices.DeleteFunc(s.ring, func(p ringPoint) bool { return p.c == c })
+}
+
+// ringPoints is how many points each Key_Shared consumer without ranges of its own has on its
+// subscription's ring: Pulsar's subscriptionKeySharedConsistentHashingReplicaPoints, 100 by
+// default.
+const ringPoints = 100
+
+// ringPoint is a point of a Key_Shared subscription's consistent-hash ring: its consumer owns
+// the key hashes after the point before it up to its hash, and the first point's consumer also
+// those after the last point.
+type ringPoint struct {
+	hash int32
+	c    *consumer
+}
+
+// ringHash is where Pulsar 4's broker puts the i-th point of a Key_Shared consumer named name
+// on the ring: the ringKeyHash of "<name>\0<index>\0<i>", where index is the lowest that no other consumer of that name on the ring
+// holds. The same names then split the keys as on a Pulsar cluster, whatever order the
+// consumers come in (the ranges Pulsar 4.2.4's topic stats show in keyHashRangeArrays).
+func ringHash(name string, index, i int) int32 {
+	return ringKeyHash(murmur([]byte(name + "\x00" + strconv.Itoa(index) + "\x00" + strconv.Itoa(i))))
+}
+
+// addRingPoints puts c's points on the ring. A point another consumer's hash is already at
+// goes to c, as in Pulsar's ring, which keeps the consumer added last there.
+func (s *subscription) addRingPoints(c *consumer) {
+	var used []int
+	for _, p := range s.ring {
+		if p.c.name == c.name && !slices.Contains(used, p.c.ringIndex) {
+			used = append(used, p.c.ringIndex)
+		}
+	}
+	c.ringIndex = 0
+	for slices.Contains(used, c.ringIndex) {
+		c.ringIndex++
+	}
+	for i := range ringPoints {
+		h := ringHash(c.name, c.ringIndex, i)
+		j, found := slices.BinarySearchFunc(s.ring, h, func(p ringPoint, h int32) int { return cmp.Compare(p.hash, h) })
+		if found {
+			s.ring[j].c = c
+			continue
+		}
+		s.ring = slices.Insert(s.ring, j, ringPoint{hash: h, c: c})
+	}
+}
+
+// keyOwner returns the Key_Shared consumer owning the key whose murmur is m: the sticky
+// consumer whose range holds its stickyHash, else the owner of its ringKeyHash on the ring.
+func (s *subscription) keyOwner(m int32) *consumer {
+	h := stickyHash(m)
 	if o := s.owner(h, h); o != nil {
 		return o
 	}
-	if len(s.split) == 0 {
+	return s.ringOwner(ringKeyHash(m))
+}
+
+// ringOwner returns the consumer of the ring's first point at or after hash h, else of its
+// first point.
+func (s *subscription) ringOwner(h int32) *consumer {
+	if len(s.ring) == 0 {
 		return nil
 	}
-	return s.split[int(h)*len(s.split)/hashRanges]
+	i, _ := slices.BinarySearchFunc(s.ring, h, func(p ringPoint, h int32) int { return cmp.Compare(p.hash, h) })
+	if i == len(s.ring) {
+		i = 0
+	}
+	return s.ring[i].c
 }
 
 // pick chooses the consumer for an entry; nil means none can take it now.

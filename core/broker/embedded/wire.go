@@ -32,7 +32,7 @@ type metaFields struct {
 	deliverAt   int64
 	batch       bool  // num_messages_in_batch is set
 	batchSize   int32 // num_messages_in_batch, when batch
-	keyHash     int32 // the Key_Shared hash of its sticky key (stickyKey)
+	keyHash     int32 // the Key_Shared murmur of its sticky key (stickyKey.murmur)
 }
 
 // Field numbers used below (see pulsarpb/sluice_pulsar_api.proto).
@@ -169,7 +169,7 @@ func parseMetadata(b []byte) (metaFields, bool) {
 	if required != 7 {
 		return metaFields{}, false
 	}
-	m.keyHash = key.hash()
+	m.keyHash = key.murmur()
 	return m, true
 }
 

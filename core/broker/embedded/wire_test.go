@@ -160,7 +160,7 @@ func TestStickyKeyHash(t *testing.T) {
 		"no key":                 {stickyKey{producer: []byte("p"), sequence: 3}, 598},
 		"empty key hashes to 0":  {stickyKey{partition: []byte{}, hasPartition: true}, 1},
 	} {
-		if got := tc.key.hash(); got != tc.want {
+		if got := stickyHash(tc.key.murmur()); got != tc.want {
 			t.Errorf("%s: hash %d, want %d", name, got, tc.want)
 		}
 	}

@@ -19,6 +19,9 @@ import (
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 )
 
+// entryEmbeddedKeyShared is the compatibility.md entry the known difference of these flows names.
+const entryEmbeddedKeyShared = "**The embedded broker's Key_Shared consumers joining**"
+
 // nfProduce produces to topic (a full name) through c.
 type nfProduce func(t *testing.T, c pulsar.Client, topic string)
 
@@ -59,6 +62,46 @@ func nfNextSave(label, conn, id string) dfStep {
 	s := dfQuietS(label, conn)
 	s.save = map[string]string{"messageId": id}
 	return s
+}
+
+// nfSaveEach is n steps that each take the next frame on conn within dfQuiet and save its id as
+// prefix1, prefix2, …: for a consumer whose share of the messages the flow knows.
+func nfSaveEach(label, conn, prefix string, n int) []dfStep {
+	out := make([]dfStep, n)
+	for i := range out {
+		out[i] = nfNextSave(fmt.Sprintf("%s %d", label, i+1), conn, fmt.Sprintf("%s%d", prefix, i+1))
+	}
+	return out
+}
+
+// nfAckEach acks the ids that nfSaveEach saved.
+func nfAckEach(label, conn, prefix string, n int) []dfStep {
+	out := make([]dfStep, n)
+	for i := range out {
+		out[i] = dfSendStep(fmt.Sprintf("%s %d", label, i+1), conn, fmt.Sprintf(`{"messageId":"{%s%d}"}`, prefix, i+1))
+	}
+	return out
+}
+
+// nfWarmUp gives the Key_Shared consumers a (ka) and b (kb) one message each, which they ack:
+// the edge asks the broker for one message until a consumer's first has come (docs/
+// compatibility.md, "A consumer's first permits"), and a consumer short of permits gets the
+// messages of its other keys in another order than Pulsar's proxy, whose consumers have their
+// whole queue from the start.
+func nfWarmUp() []dfStep {
+	return dfSteps(
+		nfNative("warm up", "warm"),
+		nfNextSave("warm-up a", "a", "wa"),
+		nfNextSave("warm-up b", "b", "wb"),
+		dfSendStep("ack warm-up a", "a", `{"messageId":"{wa}"}`),
+		dfSendStep("ack warm-up b", "b", `{"messageId":"{wb}"}`),
+	)
+}
+
+// nfWarm produces the messages of nfWarmUp: k2 goes to ka, k1 to kb.
+func nfWarm(t *testing.T, c pulsar.Client, topic string) {
+	p := nfProducer(t, c, topic, pulsar.ProducerOptions{Name: "native-warm", DisableBatching: true})
+	dvSend(t, p, &pulsar.ProducerMessage{Payload: []byte("warm-a"), Key: "k2"}, &pulsar.ProducerMessage{Payload: []byte("warm-b"), Key: "k1"})
 }
 
 // nfBig is a base64 payload of n bytes 'A'.
@@ -103,6 +146,7 @@ var nfFlows = []nfFlow{
 				dfDialStep("open consumer a", "a", dfConsumer+"?subscriptionType=Key_Shared&consumerName=ka"),
 				dfDialStep("open consumer b", "b", dfConsumer+"?subscriptionType=Key_Shared&consumerName=kb"),
 				dfAdminStep("both consumers", "consumers {t} sub 2"),
+				nfWarmUp(),
 				nfNative("produce", "keys"),
 				nfUpTo("consumer a", "a", 8),
 				nfUpTo("consumer b", "b", 8),
@@ -113,6 +157,7 @@ var nfFlows = []nfFlow{
 		},
 		native: map[string]nfProduce{
 			"keys": nfKeys,
+			"warm": nfWarm,
 		},
 	},
 	{
@@ -209,6 +254,7 @@ var nfFlows = []nfFlow{
 				dfDialStep("open consumer a", "a", dfConsumer+"?subscriptionType=Key_Shared&consumerName=ka&negativeAckRedeliveryDelay=100"),
 				dfDialStep("open consumer b", "b", dfConsumer+"?subscriptionType=Key_Shared&consumerName=kb&negativeAckRedeliveryDelay=100"),
 				dfAdminStep("both consumers", "consumers {t} sub 2"),
+				nfWarmUp(),
 				nfNative("produce", "keys"),
 				nfNextSave("consumer b, the first", "b", "b0"),
 				nfUpTo("consumer b, then", "b", 3),
@@ -218,7 +264,61 @@ var nfFlows = []nfFlow{
 				dfQuietS("a after the nack", "a"),
 			),
 		},
-		native: map[string]nfProduce{"keys": nfKeys},
+		native: map[string]nfProduce{"keys": nfKeys, "warm": nfWarm},
+	},
+	{
+		dfFlow: dfFlow{
+			name: "native Key_Shared consumer joining",
+			doc: "a third named consumer joins a Key_Shared subscription whose two consumers hold unacknowledged " +
+				"messages: what each gets of the messages produced next, before and after the others ack theirs",
+			embedded: true,
+			steps: dfSteps(
+				dfDialStep("open consumer a", "a", dfConsumer+"?subscriptionType=Key_Shared&consumerName=ka"),
+				dfDialStep("open consumer b", "b", dfConsumer+"?subscriptionType=Key_Shared&consumerName=kb"),
+				dfAdminStep("both consumers", "consumers {t} sub 2"),
+				nfWarmUp(),
+				nfNative("produce", "keys"),
+				nfSaveEach("consumer a", "a", "a", 6),
+				nfSaveEach("consumer b", "b", "b", 2),
+				dfQuietS("consumer a nothing more", "a"),
+				dfQuietS("consumer b nothing more", "b"),
+				dfDialStep("open consumer c", "c", dfConsumer+"?subscriptionType=Key_Shared&consumerName=kc"),
+				dfAdminStep("three consumers", "consumers {t} sub 3"),
+				nfNative("produce more", "more"),
+				nfUpTo("consumer a, the new messages", "a", 8),
+				nfUpTo("consumer b, the new messages", "b", 8),
+				nfUpTo("consumer c, the new messages", "c", 8),
+				nfAckEach("a acks", "a", "a", 6),
+				nfAckEach("b acks", "b", "b", 2),
+				nfUpTo("consumer c after the acks", "c", 8),
+				dfQuietS("consumer a after the acks", "a"),
+				dfQuietS("consumer b after the acks", "b"),
+			),
+			known: []dfKnown{
+				// Pulsar holds back k1's next message until b acks its two; the embedded
+				// broker sends it to c at once.
+				{step: "consumer c, the new messages 1", entry: entryEmbeddedKeyShared, only: "embedded"},
+				{step: "consumer c, the new messages 2", entry: entryEmbeddedKeyShared, only: "embedded"},
+				{step: "consumer c after the acks 1", entry: entryEmbeddedKeyShared, only: "embedded"},
+			},
+		},
+		native: map[string]nfProduce{
+			"keys": nfKeys,
+			"warm": nfWarm,
+			"more": func(t *testing.T, c pulsar.Client, topic string) {
+				p := nfProducer(t, c, topic, pulsar.ProducerOptions{Name: "native-more", DisableBatching: true})
+				dvSend(t, p,
+					&pulsar.ProducerMessage{Payload: []byte("n0"), Key: "k1"},
+					&pulsar.ProducerMessage{Payload: []byte("n1"), Key: "k2"},
+					&pulsar.ProducerMessage{Payload: []byte("n2"), Key: "k3", OrderingKey: "o1"},
+					&pulsar.ProducerMessage{Payload: []byte("n3"), Key: "k5"},
+					&pulsar.ProducerMessage{Payload: []byte("n4"), Key: "k6"},
+					&pulsar.ProducerMessage{Payload: []byte("n5"), Key: "k7"},
+					&pulsar.ProducerMessage{Payload: []byte("n6")},
+					&pulsar.ProducerMessage{Payload: []byte("n7")},
+				)
+			},
+		},
 	},
 	{
 		dfFlow: dfFlow{
@@ -230,12 +330,14 @@ var nfFlows = []nfFlow{
 				dfDialStep("open consumer a", "a", dfConsumer+"?subscriptionType=Key_Shared&consumerName=ka"),
 				dfDialStep("open consumer b", "b", dfConsumer+"?subscriptionType=Key_Shared&consumerName=kb"),
 				dfAdminStep("both consumers", "consumers {t} sub 2"),
+				nfWarmUp(),
 				nfNative("produce", "batches"),
 				nfUpTo("consumer a", "a", 10),
 				nfUpTo("consumer b", "b", 10),
 			),
 		},
 		native: map[string]nfProduce{
+			"warm": nfWarm,
 			"batches": func(t *testing.T, c pulsar.Client, topic string) {
 				p := nfProducer(t, c, topic, pulsar.ProducerOptions{Name: "native-batches", BatchingMaxMessages: 3, BatchingMaxPublishDelay: 10 * time.Second})
 				dvSendBatch(t, p,
@@ -323,7 +425,8 @@ var nfFlows = []nfFlow{
 				"WebSocket: the error acks, the session going on, what a consumer gets",
 			steps: dfSteps(
 				dfDialStep("open consumer", "c", dfConsumer),
-				dfDialStep("open producer", "p", dfProducer),
+				// Named, as Pulsar's error texts name it.
+				dfDialStep("open producer", "p", dfProducer+"?producerName=native-max"),
 				dfPublish("exactly maxMessageSize", "p", `{"payload":"`+nfBig(1<<20)+`","context":"exact"}`, "x1"),
 				dfPublish("a KiB past maxMessageSize", "p", `{"payload":"`+nfBig(1<<20+1024)+`","key":"k","context":"over"}`, "x2"),
 				dfPublish("twice maxMessageSize", "p", `{"payload":"`+nfBig(2<<20)+`","context":"twice"}`, "x3"),
@@ -388,7 +491,13 @@ func TestPulsarNativeDifferential(t *testing.T) {
 			fe.pulsarPx = withNative(env.pulsarPx, pulsarClient)
 			fe.sluice = withNative(env.sluice, pulsarClient)
 			fe.embedded = withNative(env.embedded, embClient)
-			lines := dfCheck(t, flow.dfFlow, func() []*dfRun { return dfRunTargets(t, &fe, flow.dfFlow) })
+			lines := dfCheck(t, flow.dfFlow, func() []*dfRun {
+				runs := dfRunTargets(t, &fe, flow.dfFlow)
+				for _, r := range runs {
+					nfMaskTopics(r)
+				}
+				return runs
+			})
 			reportMu.Lock()
 			report = append(report, lines...)
 			reportMu.Unlock()
@@ -400,4 +509,21 @@ func TestPulsarNativeDifferential(t *testing.T) {
 			t.Log(l)
 		}
 	})
+}
+
+// nfMaskTopics replaces the run's topic names in its frames with {t} and {t2}: Pulsar's error
+// texts name the topic, and each target has its own.
+func nfMaskTopics(r *dfRun) {
+	mask := func(s string) string {
+		return strings.ReplaceAll(strings.ReplaceAll(s, r.vars["t2"], "{t2}"), r.vars["t"], "{t}")
+	}
+	for i := range r.obs {
+		o := &r.obs[i]
+		o.text = mask(o.text)
+		if o.frame != nil {
+			for k, v := range o.frame.fields {
+				o.frame.fields[k] = mask(v)
+			}
+		}
+	}
 }

@@ -1023,15 +1023,28 @@ func (s *subscription) addRingPoints(c *consumer) {
 	for slices.Contains(used, c.ringIndex) {
 		c.ringIndex++
 	}
-	for i := range ringPoints {
-		h := ringHash(c.name, c.ringIndex, i)
-		j, found := slices.BinarySearchFunc(s.ring, h, func(p ringPoint, h int32) int { return cmp.Compare(p.hash, h) })
-		if found {
-			s.ring[j].c = c
-			continue
-		}
-		s.ring = slices.Insert(s.ring, j, ringPoint{hash: h, c: c})
+	var points [ringPoints]ringPoint
+	for i := range points {
+		points[i] = ringPoint{hash: ringHash(c.name, c.ringIndex, i), c: c}
 	}
+	slices.SortFunc(points[:], func(a, b ringPoint) int { return cmp.Compare(a.hash, b.hash) })
+	// One merge of the two sorted lists: inserted one at a time, the points would move the
+	// ring's 100 points a consumer a hundred times for each consumer that joins.
+	ring := make([]ringPoint, 0, len(s.ring)+ringPoints)
+	old := s.ring
+	for _, p := range points {
+		for len(old) > 0 && old[0].hash < p.hash {
+			ring, old = append(ring, old[0]), old[1:]
+		}
+		if len(old) > 0 && old[0].hash == p.hash {
+			old = old[1:]
+		}
+		if n := len(ring); n > 0 && ring[n-1].hash == p.hash {
+			ring = ring[:n-1] // c's own points collide: one is kept
+		}
+		ring = append(ring, p)
+	}
+	s.ring = append(ring, old...)
 }
 
 // keyOwner returns the Key_Shared consumer owning the key whose murmur is m: the sticky

@@ -19,9 +19,6 @@ import (
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 )
 
-// entryEmbeddedKeyShared is the compatibility.md entry the known difference of these flows names.
-const entryEmbeddedKeyShared = "**The embedded broker's Key_Shared consumers joining**"
-
 // nfProduce produces to topic (a full name) through c.
 type nfProduce func(t *testing.T, c pulsar.Client, topic string)
 
@@ -294,13 +291,6 @@ var nfFlows = []nfFlow{
 				dfQuietS("consumer a after the acks", "a"),
 				dfQuietS("consumer b after the acks", "b"),
 			),
-			known: []dfKnown{
-				// Pulsar holds back k1's next message until b acks its two; the embedded
-				// broker sends it to c at once.
-				{step: "consumer c, the new messages 1", entry: entryEmbeddedKeyShared, only: "embedded"},
-				{step: "consumer c, the new messages 2", entry: entryEmbeddedKeyShared, only: "embedded"},
-				{step: "consumer c after the acks 1", entry: entryEmbeddedKeyShared, only: "embedded"},
-			},
 		},
 		native: map[string]nfProduce{
 			"keys": nfKeys,

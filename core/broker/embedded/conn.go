@@ -1015,6 +1015,7 @@ func (c *conn) handleSubscribe(r *pulsarpb.CommandSubscribe) {
 		c: c, id: r.GetConsumerId(), name: r.GetConsumerName(), sub: s,
 		priority: r.GetPriorityLevel(), pending: map[uint64]struct{}{}, sticky: ranges != nil,
 		epoch: r.GetConsumerEpoch(), hasEpoch: r.ConsumerEpoch != nil,
+		outOfOrder: r.KeySharedMeta.GetAllowOutOfOrderDelivery(),
 	}
 	c.mu.Lock()
 	c.consumers[cons.id] = cons

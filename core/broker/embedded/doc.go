@@ -54,9 +54,11 @@
 //     checks them: a consumer whose ranges are missing, reversed, or overlap
 //     each other or another consumer's is refused with ConsumerAssignError. A
 //     batch entry is routed by its metadata key.
-//     Key_Shared does not hold back keys for a newly joined consumer as
-//     Pulsar does, so per-key order can break while consumers change. The
-//     entries of keys whose consumer has no permits are put aside while the
+//     A key's entries go to no other consumer while one holds earlier ones
+//     unacknowledged, so that a key keeps its order when its consumer
+//     changes, as Pulsar 4 holds back its draining hashes (unless the
+//     consumer allows out-of-order delivery). Entries held back, and those
+//     of keys whose consumer has no permits, are put aside while the
 //     others go on, up to 20,000 (Pulsar's look-ahead); past that no new
 //     entries are read until some of them are delivered.
 //   - Delayed delivery (deliver_at_time, the client's DeliverAfter and

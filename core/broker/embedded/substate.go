@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"slices"
 	"time"
+
+	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
 )
 
 // Per-entry state. For the entries it has read and its mark-delete has not
@@ -28,6 +30,7 @@ import (
 // control byte, at the lowest load a Go map has just after it grows (7/16).
 const (
 	pendingRecordBytes    = 48 // subscription.pending: id → consumer
+	keyHoldBytes          = 80 // subscription.keyOf (id → key) and holds (key → keyHold), a Key_Shared entry's at most
 	consumedRecordBytes   = 40 // consumer.pending: id
 	partialRecordBytes    = 96 // subscription.partial: id → ack set (plus 8 a word)
 	redeliveryRecordBytes = 48 // subscription.redelivery: id → count
@@ -54,7 +57,11 @@ const (
 
 // stateBytes is what the subscription's per-entry records cost the heap.
 func (s *subscription) stateBytes() int64 {
-	return int64(s.peakPending*pendingRecordBytes+s.consumerPeaks*consumedRecordBytes+
+	pending := pendingRecordBytes
+	if s.subType == pulsarpb.CommandSubscribe_Key_Shared {
+		pending += keyHoldBytes
+	}
+	return int64(s.peakPending*pending+s.consumerPeaks*consumedRecordBytes+
 		s.peakPartial*partialRecordBytes+s.partialWords*8+s.peakRedelivery*redeliveryRecordBytes+
 		cap(s.delayed)*delayedRecordBytes+cap(s.replay)*replayRecordBytes+cap(s.owned)*ownedRangeBytes+cap(s.ring)*ringPointBytes) + s.ackedBytes
 }
@@ -160,6 +167,7 @@ func (s *subscription) unpend(id uint64) {
 	}
 	delete(s.pending, id)
 	delete(c.pending, id)
+	s.releaseKey(id)
 	if len(s.pending) == 0 && s.peakPending > renewRecords {
 		s.pending = map[uint64]*consumer{}
 		s.peakPending = 0
@@ -179,6 +187,41 @@ func (s *subscription) pend(id uint64, c *consumer) {
 	if n := len(c.pending); n > c.peak {
 		s.consumerPeaks += n - c.peak
 		c.peak = n
+	}
+}
+
+// holdKey records that c holds pending entry id of key k (a Key_Shared subscription's).
+func (s *subscription) holdKey(id uint64, k int32, c *consumer) {
+	if s.keyOf == nil {
+		s.keyOf, s.holds = map[uint64]int32{}, map[int32]keyHold{}
+	}
+	s.keyOf[id] = k
+	h := s.holds[k]
+	if h.c != c {
+		// Another consumer's hold is over (pick sends a held key to no one else), or the
+		// consumer takes its first entry of the key.
+		h = keyHold{c: c}
+	}
+	h.n++
+	s.holds[k] = h
+}
+
+// releaseKey ends pending entry id's part in its key's hold.
+func (s *subscription) releaseKey(id uint64) {
+	k, ok := s.keyOf[id]
+	if !ok {
+		return
+	}
+	delete(s.keyOf, id)
+	h := s.holds[k]
+	if h.n--; h.n > 0 {
+		s.holds[k] = h
+		return
+	}
+	delete(s.holds, k)
+	s.keyFreed = true
+	if len(s.keyOf) == 0 && len(s.holds) == 0 {
+		s.keyOf, s.holds = nil, nil // made anew once pending empties, as pending is
 	}
 }
 

@@ -404,7 +404,13 @@ type subscription struct {
 	acked   *roaring64.Bitmap
 	partial map[uint64][]uint64 // remaining unacknowledged batch indexes
 	pending map[uint64]*consumer
-	replay  []uint64 // sorted ids to redeliver
+	// keyOf and holds (Key_Shared only): the key of each pending entry, and who holds each
+	// key's pending entries (keyHold). keyFreed is set when a hold ends, so that an ack
+	// dispatches what waited for it.
+	keyOf    map[uint64]int32
+	holds    map[int32]keyHold
+	keyFreed bool
+	replay   []uint64 // sorted ids to redeliver
 	// The Key_Shared consumers by what they own: the sticky ones' hash ranges, sorted by
 	// start, and the others' points on a consistent-hash ring, sorted by hash.
 	owned []hashRange
@@ -458,6 +464,17 @@ type consumer struct {
 	// ringIndex tells apart the points of Key_Shared consumers of the same name on their
 	// subscription's ring (ringHash).
 	ringIndex int
+	// outOfOrder: a Key_Shared consumer that allows out-of-order delivery is sent a key's
+	// entries whoever holds earlier ones (keyHold).
+	outOfOrder bool
+}
+
+// keyHold is a Key_Shared consumer's unacknowledged entries of one key (by its murmur): while
+// it holds any, no other consumer is sent the key's next entries, so that each key stays in
+// order when its owner changes, as Pulsar 4 holds back its draining hashes (PIP-379).
+type keyHold struct {
+	c *consumer
+	n int
 }
 
 func (s *subscription) isAcked(id uint64) bool {
@@ -605,6 +622,9 @@ func (s *subscription) ack(cmd *pulsarpb.CommandAck) {
 		// a subscription over its charge reads nothing new (mayRead).
 		s.ackedChanged()
 		s.chargeState()
+		if s.keyFreed {
+			s.dispatch() // what waited for the key's earlier entries
+		}
 	}()
 	if cmd.GetAckType() == pulsarpb.CommandAck_Cumulative {
 		if len(cmd.MessageId) == 0 || cmd.MessageId[0].GetLedgerId() != s.t.ledger {
@@ -1079,10 +1099,14 @@ func (s *subscription) pick(e entry) *consumer {
 		}
 		return nil
 	case pulsarpb.CommandSubscribe_Key_Shared:
-		if c := s.keyOwner(e.keyHash); c != nil && c.ready() {
-			return c
+		c := s.keyOwner(e.keyHash)
+		if c == nil || !c.ready() {
+			return nil
 		}
-		return nil
+		if h, ok := s.holds[e.keyHash]; ok && h.c != c && !c.outOfOrder {
+			return nil // an earlier entry of its key is still with another consumer
+		}
+		return c
 	default:
 		// Shared, as Pulsar's dispatcher: the consumers of the highest priority (the lowest
 		// level, 0 first) that have permits, round robin among them; a lower level only when
@@ -1130,6 +1154,7 @@ func (s *subscription) dispatch() {
 	if !s.t.persistent || len(s.consumers) == 0 || s.t.b.faults.stalled() {
 		return
 	}
+	s.keyFreed = false
 	s.skipEvicted()
 	var now int64 // unix ms, read when first needed
 	delayed := func(e entry) bool {
@@ -1254,6 +1279,9 @@ func (s *subscription) deliver(c *consumer, id uint64) {
 		return
 	}
 	s.pend(id, c)
+	if s.subType == pulsarpb.CommandSubscribe_Key_Shared {
+		s.holdKey(id, e.keyHash, c)
+	}
 	c.permits -= int64(e.numMessages)
 }
 

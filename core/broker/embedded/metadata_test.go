@@ -103,6 +103,11 @@ func TestStateCharge(t *testing.T) {
 		add  func(s *subscription, c *consumer, id uint64)
 	}{
 		{"pending", func(s *subscription, c *consumer, id uint64) { s.pend(id, c) }},
+		{"pending Key_Shared, a key each", func(s *subscription, c *consumer, id uint64) {
+			s.subType = pulsarpb.CommandSubscribe_Key_Shared
+			s.pend(id, c)
+			s.holdKey(id, int32(id), c)
+		}},
 		{"partial", func(s *subscription, _ *consumer, id uint64) {
 			s.addPartial(id, make([]uint64, 1+id%3))
 			s.partialWords += 1 + int(id%3)

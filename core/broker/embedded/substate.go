@@ -29,11 +29,11 @@ import (
 // Heap bytes per record, measured by TestStateCharge: a map slot with its
 // control byte, at the lowest load a Go map has just after it grows (7/16).
 const (
-	pendingRecordBytes    = 48 // subscription.pending: id → consumer
-	keyHoldBytes          = 80 // subscription.keyOf (id → key) and holds (key → keyHold), a Key_Shared entry's at most
-	consumedRecordBytes   = 40 // consumer.pending: id
-	partialRecordBytes    = 96 // subscription.partial: id → ack set (plus 8 a word)
-	redeliveryRecordBytes = 48 // subscription.redelivery: id → count
+	pendingRecordBytes    = 48  // subscription.pending: id → consumer
+	keyHoldBytes          = 104 // subscription.keyOf (id → key) and holds (key → keyHold): a Key_Shared entry, a key each at most
+	consumedRecordBytes   = 40  // consumer.pending: id
+	partialRecordBytes    = 96  // subscription.partial: id → ack set (plus 8 a word)
+	redeliveryRecordBytes = 48  // subscription.redelivery: id → count
 	delayedRecordBytes    = 16
 	replayRecordBytes     = 8
 	ownedRangeBytes       = 16 // subscription.owned: a sticky Key_Shared consumer's hash range

@@ -10,9 +10,7 @@ package server_test
 
 import (
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -80,13 +78,17 @@ func nfAckEach(label, conn, prefix string, n int) []dfStep {
 	return out
 }
 
-// nfWarmUp gives the Key_Shared consumers a (ka) and b (kb) one message each, which they ack:
-// the edge asks the broker for one message until a consumer's first has come (docs/
+// nfKeySharedPair opens the Key_Shared consumers a (ka) and b (kb), with the query params
+// (each "&name=value") after their names, and gives them one message each, which they ack: the
+// edge asks the broker for one message until a consumer's first has come (docs/
 // compatibility.md, "A consumer's first permits"), and a consumer short of permits gets the
 // messages of its other keys in another order than Pulsar's proxy, whose consumers have their
 // whole queue from the start.
-func nfWarmUp() []dfStep {
+func nfKeySharedPair(params string) []dfStep {
 	return dfSteps(
+		dfDialStep("open consumer a", "a", dfConsumer+"?subscriptionType=Key_Shared&consumerName=ka"+params),
+		dfDialStep("open consumer b", "b", dfConsumer+"?subscriptionType=Key_Shared&consumerName=kb"+params),
+		dfAdminStep("both consumers", "consumers {t} sub 2"),
 		nfNative("warm up", "warm"),
 		nfNextSave("warm-up a", "a", "wa"),
 		nfNextSave("warm-up b", "b", "wb"),
@@ -95,7 +97,7 @@ func nfWarmUp() []dfStep {
 	)
 }
 
-// nfWarm produces the messages of nfWarmUp: k2 goes to ka, k1 to kb.
+// nfWarm produces the messages of nfKeySharedPair: k2 goes to ka, k1 to kb.
 func nfWarm(t *testing.T, c pulsar.Client, topic string) {
 	p := nfProducer(t, c, topic, pulsar.ProducerOptions{Name: "native-warm", DisableBatching: true})
 	dvSend(t, p, &pulsar.ProducerMessage{Payload: []byte("warm-a"), Key: "k2"}, &pulsar.ProducerMessage{Payload: []byte("warm-b"), Key: "k1"})
@@ -140,10 +142,7 @@ var nfFlows = []nfFlow{
 				"messages split between them in order, then the first consumer's share redelivered to the second when it closes",
 			embedded: true,
 			steps: dfSteps(
-				dfDialStep("open consumer a", "a", dfConsumer+"?subscriptionType=Key_Shared&consumerName=ka"),
-				dfDialStep("open consumer b", "b", dfConsumer+"?subscriptionType=Key_Shared&consumerName=kb"),
-				dfAdminStep("both consumers", "consumers {t} sub 2"),
-				nfWarmUp(),
+				nfKeySharedPair(""),
 				nfNative("produce", "keys"),
 				nfUpTo("consumer a", "a", 8),
 				nfUpTo("consumer b", "b", 8),
@@ -248,10 +247,7 @@ var nfFlows = []nfFlow{
 				"consumer, and nothing to the other",
 			embedded: true,
 			steps: dfSteps(
-				dfDialStep("open consumer a", "a", dfConsumer+"?subscriptionType=Key_Shared&consumerName=ka&negativeAckRedeliveryDelay=100"),
-				dfDialStep("open consumer b", "b", dfConsumer+"?subscriptionType=Key_Shared&consumerName=kb&negativeAckRedeliveryDelay=100"),
-				dfAdminStep("both consumers", "consumers {t} sub 2"),
-				nfWarmUp(),
+				nfKeySharedPair("&negativeAckRedeliveryDelay=100"),
 				nfNative("produce", "keys"),
 				nfNextSave("consumer b, the first", "b", "b0"),
 				nfUpTo("consumer b, then", "b", 3),
@@ -270,10 +266,7 @@ var nfFlows = []nfFlow{
 				"messages: what each gets of the messages produced next, before and after the others ack theirs",
 			embedded: true,
 			steps: dfSteps(
-				dfDialStep("open consumer a", "a", dfConsumer+"?subscriptionType=Key_Shared&consumerName=ka"),
-				dfDialStep("open consumer b", "b", dfConsumer+"?subscriptionType=Key_Shared&consumerName=kb"),
-				dfAdminStep("both consumers", "consumers {t} sub 2"),
-				nfWarmUp(),
+				nfKeySharedPair(""),
 				nfNative("produce", "keys"),
 				nfSaveEach("consumer a", "a", "a", 6),
 				nfSaveEach("consumer b", "b", "b", 2),
@@ -317,10 +310,7 @@ var nfFlows = []nfFlow{
 				"subscription of two named WebSocket consumers",
 			embedded: true,
 			steps: dfSteps(
-				dfDialStep("open consumer a", "a", dfConsumer+"?subscriptionType=Key_Shared&consumerName=ka"),
-				dfDialStep("open consumer b", "b", dfConsumer+"?subscriptionType=Key_Shared&consumerName=kb"),
-				dfAdminStep("both consumers", "consumers {t} sub 2"),
-				nfWarmUp(),
+				nfKeySharedPair(""),
 				nfNative("produce", "batches"),
 				nfUpTo("consumer a", "a", 10),
 				nfUpTo("consumer b", "b", 10),
@@ -440,64 +430,43 @@ var nfFlows = []nfFlow{
 // broker, and compares them.
 func TestPulsarNativeDifferential(t *testing.T) {
 	env := dfSetup(t)
-	for _, f := range nfFlows {
-		for _, k := range f.known {
-			if !strings.Contains(env.compat, k.entry) {
-				t.Errorf("flow %q, step %q: docs/compatibility.md has no entry %q", f.name, k.step, k.entry)
-			}
-			if !slices.ContainsFunc(f.steps, func(s dfStep) bool { return s.label == k.step }) {
-				t.Errorf("flow %q: known difference at step %q, which the flow does not have", f.name, k.step)
-			}
-		}
+	flows := make([]dfFlow, len(nfFlows))
+	for i, f := range nfFlows {
+		flows[i] = f.dfFlow
 	}
+	dfCheckKnown(t, env, flows)
 	pulsarClient := rpClient(t, env.rp)
 	embClient := bdClient(t, env.embSrv.Embedded().ServiceURL(), "")
-	sem := make(chan struct{}, 2)
-	var reportMu sync.Mutex
-	var report []string
-	for _, flow := range nfFlows {
-		t.Run(strings.ReplaceAll(flow.name, " ", "_"), func(t *testing.T) {
-			t.Parallel()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			withNative := func(tg dfTarget, c pulsar.Client) dfTarget {
-				admin := tg.admin
-				tg.admin = func(t *testing.T, ns, action string) {
-					f := strings.Fields(action)
-					if f[0] != "native" {
-						admin(t, ns, action)
-						return
-					}
-					produce, ok := flow.native[f[1]]
-					if !ok {
-						t.Fatalf("flow %q has no native producer %q", flow.name, f[1])
-					}
-					produce(t, c, "persistent://"+ns+"/"+f[2])
+	dfRunFlows(t, flows, func(t *testing.T, i int) []string {
+		flow := nfFlows[i]
+		withNative := func(tg dfTarget, c pulsar.Client) dfTarget {
+			admin := tg.admin
+			tg.admin = func(t *testing.T, ns, action string) {
+				f := strings.Fields(action)
+				if f[0] != "native" {
+					admin(t, ns, action)
+					return
 				}
-				return tg
+				produce, ok := flow.native[f[1]]
+				if !ok {
+					t.Fatalf("flow %q has no native producer %q", flow.name, f[1])
+				}
+				produce(t, c, "persistent://"+ns+"/"+f[2])
 			}
-			fe := *env
-			fe.pulsar = withNative(env.pulsar, pulsarClient)
-			fe.pulsarPx = withNative(env.pulsarPx, pulsarClient)
-			fe.sluice = withNative(env.sluice, pulsarClient)
-			fe.embedded = withNative(env.embedded, embClient)
-			lines := dfCheck(t, flow.dfFlow, func() []*dfRun {
-				runs := dfRunTargets(t, &fe, flow.dfFlow)
-				for _, r := range runs {
-					nfMaskTopics(r)
-				}
-				return runs
-			})
-			reportMu.Lock()
-			report = append(report, lines...)
-			reportMu.Unlock()
-		})
-	}
-	t.Cleanup(func() {
-		slices.Sort(report)
-		for _, l := range report {
-			t.Log(l)
+			return tg
 		}
+		fe := *env
+		fe.pulsar = withNative(env.pulsar, pulsarClient)
+		fe.pulsarPx = withNative(env.pulsarPx, pulsarClient)
+		fe.sluice = withNative(env.sluice, pulsarClient)
+		fe.embedded = withNative(env.embedded, embClient)
+		return dfCheck(t, flow.dfFlow, func() []*dfRun {
+			runs := dfRunTargets(t, &fe, flow.dfFlow)
+			for _, r := range runs {
+				nfMaskTopics(r)
+			}
+			return runs
+		})
 	})
 }
 

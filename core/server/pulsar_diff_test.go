@@ -1326,8 +1326,20 @@ func rpConsumers(t *testing.T, e rpEnv, path, sub string) int {
 // in front of the same Pulsar and Sluice on its embedded broker, and compares them.
 func TestPulsarDifferential(t *testing.T) {
 	env := dfSetup(t)
-	// Every known difference names an entry of docs/compatibility.md.
-	for _, f := range dfFlows {
+	dfCheckKnown(t, env, dfFlows)
+	dfRunFlows(t, dfFlows, func(t *testing.T, i int) []string {
+		flow := dfFlows[i]
+		if flow.auth && env.sluiceAuth.base == "" {
+			t.Skip("no broker token or no secret key in SLUICE_PULSAR_STATE")
+		}
+		return dfCheck(t, flow, func() []*dfRun { return dfRunTargets(t, env, flow) })
+	})
+}
+
+// dfCheckKnown fails t for a known difference of flows that names no entry of
+// docs/compatibility.md, or no step of its flow.
+func dfCheckKnown(t *testing.T, env *dfEnv, flows []dfFlow) {
+	for _, f := range flows {
 		for _, k := range f.known {
 			if !strings.Contains(env.compat, k.entry) {
 				t.Errorf("flow %q, step %q: docs/compatibility.md has no entry %q", f.name, k.step, k.entry)
@@ -1337,19 +1349,21 @@ func TestPulsarDifferential(t *testing.T) {
 			}
 		}
 	}
+}
+
+// dfRunFlows runs check on each of flows (by its index) in a subtest of its own, and logs the
+// report lines they return, sorted, once all have run.
+func dfRunFlows(t *testing.T, flows []dfFlow, check func(t *testing.T, i int) []string) {
 	// At most two flows at a time: the machine is small and Pulsar shares it.
 	sem := make(chan struct{}, max(2, runtime.GOMAXPROCS(0)/2))
 	var reportMu sync.Mutex
 	var report []string
-	for _, flow := range dfFlows {
+	for i, flow := range flows {
 		t.Run(strings.ReplaceAll(flow.name, " ", "_"), func(t *testing.T) {
 			t.Parallel()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			if flow.auth && env.sluiceAuth.base == "" {
-				t.Skip("no broker token or no secret key in SLUICE_PULSAR_STATE")
-			}
-			lines := dfCheck(t, flow, func() []*dfRun { return dfRunTargets(t, env, flow) })
+			lines := check(t, i)
 			reportMu.Lock()
 			report = append(report, lines...)
 			reportMu.Unlock()

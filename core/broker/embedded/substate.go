@@ -196,12 +196,8 @@ func (s *subscription) holdKey(id uint64, k int32, c *consumer) {
 		s.keyOf, s.holds = map[uint64]int32{}, map[int32]keyHold{}
 	}
 	s.keyOf[id] = k
-	h := s.holds[k]
-	if h.c != c {
-		// Another consumer's hold is over (pick sends a held key to no one else), or the
-		// consumer takes its first entry of the key.
-		h = keyHold{c: c}
-	}
+	h := s.holds[k] // c's, or none: pick sends a held key to no one else
+	h.c = c
 	h.n++
 	s.holds[k] = h
 }

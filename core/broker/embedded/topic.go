@@ -465,7 +465,7 @@ type consumer struct {
 	// subscription's ring (ringHash).
 	ringIndex int
 	// outOfOrder: a Key_Shared consumer that allows out-of-order delivery is sent a key's
-	// entries whoever holds earlier ones (keyHold).
+	// entries whoever holds earlier ones, and holds none back itself (keyHold).
 	outOfOrder bool
 }
 
@@ -1279,7 +1279,7 @@ func (s *subscription) deliver(c *consumer, id uint64) {
 		return
 	}
 	s.pend(id, c)
-	if s.subType == pulsarpb.CommandSubscribe_Key_Shared {
+	if s.subType == pulsarpb.CommandSubscribe_Key_Shared && !c.outOfOrder {
 		s.holdKey(id, e.keyHash, c)
 	}
 	c.permits -= int64(e.numMessages)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,6 +192,40 @@ func TestChunkedMessagesBoundedTogether(t *testing.T) {
 	}
 }
 
+// TestChunkedMessagesBoundedAcrossTopics: the bound holds for a consumer of several topics
+// together, as for one: the library's consumer of each topic bounded what it assembled itself,
+// so a consumer of n topics held up to n times the bound. Two messages of 40 KiB, on two
+// topics, under a bound of 64 KiB: the later one comes, the earlier is dropped.
+func TestChunkedMessagesBoundedAcrossTopics(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, c := chunkBroker(ctx, t, 64<<10)
+	base := fmt.Sprintf("persistent://public/default/chunks-%d", time.Now().UnixNano())
+	topics := []string{base + "-a", base + "-b"}
+	cons, err := c.Subscribe(ctx, ConsumerOptions{Topics: topics, Subscription: "s", PrefetchBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cons.Close)
+	ct := &chunkedTopic{b: b, cons: cons}
+	writes := []func(...[]byte){rawProducer(t, b, topics[0]), rawProducer(t, b, topics[1])}
+	part := func(c byte) []byte { return bytes.Repeat([]byte{c}, 20<<10) }
+	for i, u := range []string{"a", "b"} {
+		writes[i](ct.chunk(u, 1, 0, 2, 40<<10, part(u[0]), nil))
+		time.Sleep(200 * time.Millisecond) // the first chunks reach the consumer in turn
+	}
+	for i, u := range []string{"a", "b"} {
+		writes[i](ct.chunk(u, 2, 1, 2, 40<<10, part(u[0]), nil))
+		writes[i](rawpulsar.Payload(rawpulsar.Send(3), rawpulsar.Metadata(3), []byte("plai"+u)))
+	}
+	got := ct.received(ctx, t)
+	slices.Sort(got)
+	if fmt.Sprint(got) != "[bbbbb plaia plaib]" {
+		t.Errorf("delivered %v, want [bbbbb plaia plaib]", got)
+	}
+}
+
 // TestChunkedMessagesHoldNoGoroutine: a message sent in chunks costs nothing once it is
 // delivered. The library waited a minute on a goroutine of its own for each, to drop it had it
 // not completed: 400 of them kept 400 goroutines. (Not parallel: it counts goroutines.)
@@ -247,6 +282,23 @@ func newChunkTopic(ctx context.Context, t *testing.T, bound int64) *chunkedTopic
 // subscription set here).
 func newChunkTopicWith(ctx context.Context, t *testing.T, bound int64, o ConsumerOptions) *chunkedTopic {
 	t.Helper()
+	b, c := chunkBroker(ctx, t, bound)
+	ct := &chunkedTopic{b: b, topic: fmt.Sprintf("persistent://public/default/chunks-%d", time.Now().UnixNano())}
+	o.Topic, o.Subscription = ct.topic, "s"
+	var err error
+	ct.cons, err = c.Subscribe(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ct.cons.Close)
+	ct.write = rawProducer(t, b, ct.topic)
+	return ct
+}
+
+// chunkBroker starts an embedded broker, and a client of it that holds at most bound
+// (MaxUncompressedSize).
+func chunkBroker(ctx context.Context, t *testing.T, bound int64) (*embedded.Broker, *Client) {
+	t.Helper()
 	b, err := embedded.New(embedded.Config{Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
@@ -260,19 +312,19 @@ func newChunkTopicWith(ctx context.Context, t *testing.T, bound int64, o Consume
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	ct := &chunkedTopic{b: b, topic: fmt.Sprintf("persistent://public/default/chunks-%d", time.Now().UnixNano())}
-	o.Topic, o.Subscription = ct.topic, "s"
-	ct.cons, err = c.Subscribe(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ct.cons.Close)
+	return b, c
+}
+
+// rawProducer opens a producer of topic on a connection of its own to b, and returns what
+// writes frames to it.
+func rawProducer(t *testing.T, b *embedded.Broker, topic string) func(...[]byte) {
+	t.Helper()
 	nc, err := net.Dial("tcp", strings.TrimPrefix(b.ServiceURL(), "pulsar://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = nc.Close() })
-	ct.write = func(frames ...[]byte) {
+	write := func(frames ...[]byte) {
 		t.Helper()
 		for _, f := range frames {
 			if _, err := nc.Write(f); err != nil {
@@ -280,8 +332,8 @@ func newChunkTopicWith(ctx context.Context, t *testing.T, bound int64, o Consume
 			}
 		}
 	}
-	ct.write(rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(rawpulsar.Producer(ct.topic)))
-	return ct
+	write(rawpulsar.Command(rawpulsar.Connect("")), rawpulsar.Command(rawpulsar.Producer(topic)))
+	return write
 }
 
 // chunk is chunk id of the n of message uuid, sent as seq, whose metadata claims total bytes

@@ -64,7 +64,9 @@ type Config struct {
 	// MaxUncompressedSize bounds the size a compressed message received may claim
 	// uncompressed, which any producer of its topic writes and decompression allocates: one
 	// claiming more is not decompressed but acknowledged with UncompressedSizeCorruption, and
-	// so lost to its subscription. Zero means no bound.
+	// so lost to its subscription. A message sent in chunks is held to it as well, and so is
+	// what each consumer or reader assembles of such messages at once, over all its topics
+	// and partitions (pulsar-client-go-85-chunk-room.patch). Zero means no bound.
 	MaxUncompressedSize int64
 }
 

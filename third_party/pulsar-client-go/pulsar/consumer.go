@@ -322,6 +322,10 @@ type ConsumerOptions struct {
 
 	// startMessageID specifies the message id to start from. Currently, it's only used for the reader internally.
 	startMessageID *trackingMessageID
+
+	// chunks bounds together what the partition consumers of one consumer assemble of messages
+	// sent in chunks, those of each of its topics included (newConsumer makes it).
+	chunks *chunkRoom
 }
 
 // This error is returned when `AckIDList` failed and `AckWithResponse` is true.

@@ -132,6 +132,8 @@ func newConsumer(client *client, options ConsumerOptions) (Consumer, error) {
 		return nil, newError(InvalidConfiguration, "NackPrecisionBit cannot be negative")
 	}
 
+	options.chunks = newChunkRoom()
+
 	// did the user pass in a message channel?
 	messageCh := options.MessageChannel
 	if options.MessageChannel == nil {
@@ -284,6 +286,9 @@ func newInternalConsumer(client *client, options ConsumerOptions, topic string,
 		return newZeroConsumer(client, options, topic, messageCh, dlq, rlq, disableForceTopicCreation)
 	}
 
+	if options.chunks == nil {
+		options.chunks = newChunkRoom() // a reader's
+	}
 	consumer := &consumer{
 		topic:                     topic,
 		client:                    client,
@@ -500,6 +505,7 @@ func newPartitionConsumerOpts(topic, consumerName string, idx int, options Consu
 		maxPendingChunkedMessage:    options.MaxPendingChunkedMessage,
 		expireTimeOfIncompleteChunk: options.ExpireTimeOfIncompleteChunk,
 		autoAckIncompleteChunk:      options.AutoAckIncompleteChunk,
+		chunks:                      options.chunks,
 		consumerEventListener:       options.EventListener,
 		enableBatchIndexAck:         options.EnableBatchIndexAcknowledgment,
 		ackGroupingOptions:          options.AckGroupingOptions,

@@ -125,6 +125,7 @@ type partitionConsumerOpts struct {
 	maxPendingChunkedMessage    int
 	expireTimeOfIncompleteChunk time.Duration
 	autoAckIncompleteChunk      bool
+	chunks                      *chunkRoom
 	// in failover mode, this callback will be called when consumer change
 	consumerEventListener      ConsumerEventListener
 	enableBatchIndexAck        bool
@@ -2004,18 +2005,17 @@ func (pc *partitionConsumer) processMessageChunk(compressedPayload internal.Buff
 			}
 			return dropped()
 		}
-		pc.chunkedMsgCtxMap.makeRoom(ctx, n, limit)
+		pc.chunkedMsgCtxMap.room.makeRoom(ctx, n, limit)
 	}
 
 	// The chunk ID meets the expected value,
 	// so we add the current chunk to the corresponding chunkedMsgCtx.
-	ctx.append(chunkID, msgID, compressedPayload)
-
-	if !last {
-		return nil
+	assembled, ok := ctx.append(chunkID, msgID, compressedPayload, last)
+	if !ok {
+		// Dropped meanwhile to make room for a chunk of another partition or topic.
+		return dropped()
 	}
-
-	return ctx.chunkedMsgBuffer
+	return assembled
 }
 
 func (pc *partitionConsumer) messageShouldBeDiscarded(msgID *trackingMessageID) bool {
@@ -3208,6 +3208,12 @@ type chunkedMsgCtx struct {
 	// discarded marks the context of a message discarded for bringing more than the bound,
 	// holding nothing: its later chunks are acknowledged as they come.
 	discarded bool
+	// seq is the context's place in its consumer's order of arrival (chunkRoom.seq); complete
+	// is set when its last chunk is appended, and gone when it is let go (clear), after which
+	// nothing is appended to it.
+	seq      uint64
+	complete bool
+	gone     bool
 
 	mu sync.Mutex
 }
@@ -3227,13 +3233,24 @@ func newChunkedMsgCtx(numChunksFromMsg int32, bufferSize int) *chunkedMsgCtx {
 }
 
 // append adds the next chunk, chunkID, which is lastChunkedMsgID+1 (processMessageChunk
-// checks it).
-func (c *chunkedMsgCtx) append(chunkID int32, msgID *messageID, partPayload internal.Buffer) {
+// checks it), and returns the message once last completes it. It adds nothing, and returns
+// false, when the context was let go after its reader found it: another partition's reader
+// may drop it to make room (chunkRoom).
+func (c *chunkedMsgCtx) append(chunkID int32, msgID *messageID, partPayload internal.Buffer,
+	last bool) (internal.Buffer, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.gone {
+		return nil, false
+	}
 	c.chunkedMsgIDs = append(c.chunkedMsgIDs, msgID)
 	c.chunkedMsgBuffer.Write(partPayload.ReadableSlice())
 	c.lastChunkedMsgID = chunkID
+	if !last {
+		return nil, true
+	}
+	c.complete = true
+	return c.chunkedMsgBuffer, true
 }
 
 // size is the bytes of the message assembled so far.
@@ -3273,14 +3290,30 @@ func (c *chunkedMsgCtx) isDiscarded() bool {
 func (c *chunkedMsgCtx) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.gone = true
 	c.chunkedMsgBuffer.Clear()
 }
 
-// held is what the context's buffer holds, assembled or not.
-func (c *chunkedMsgCtx) held() int64 {
+// letGo clears the context unless its message is complete (its reader is delivering it), and
+// reports whether it did.
+func (c *chunkedMsgCtx) letGo() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return int64(c.chunkedMsgBuffer.Capacity())
+	if c.complete {
+		return false
+	}
+	c.gone = true
+	c.chunkedMsgBuffer.Clear()
+	return true
+}
+
+// held is what the context's buffer holds, assembled or not, and whether it may be dropped to
+// make room: not complete, and not discarded (a discarded message's context holds nothing,
+// and is kept to acknowledge its chunks).
+func (c *chunkedMsgCtx) held() (bytes int64, droppable bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(c.chunkedMsgBuffer.Capacity()), !c.complete && !c.discarded && !c.gone
 }
 
 func (c *chunkedMsgCtx) firstChunkID() *messageID {
@@ -3315,24 +3348,85 @@ func (c *chunkedMsgCtx) discard(pc *partitionConsumer) {
 	}
 }
 
+// chunkRoom is shared by the partition consumers of one consumer, those of each of its topics
+// included, so that what they assemble at once of messages sent in chunks is bounded together:
+// a consumer of many topics or partitions holds no more than a consumer of one.
+type chunkRoom struct {
+	mu   sync.Mutex // guards maps, and serializes makeRoom
+	maps map[*chunkedMsgCtxMap]struct{}
+	seq  atomic.Uint64 // the contexts' order of arrival, across the maps
+}
+
+func newChunkRoom() *chunkRoom {
+	return &chunkRoom{maps: make(map[*chunkedMsgCtxMap]struct{})}
+}
+
+func (r *chunkRoom) add(m *chunkedMsgCtxMap) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.maps[m] = struct{}{}
+}
+
+func (r *chunkRoom) remove(m *chunkedMsgCtxMap) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.maps, m)
+}
+
+// makeRoom drops the oldest contexts but keep, of any partition, while the contexts would hold
+// more than limit bytes with n more, so that what a consumer assembles is bounded as one
+// message is, however many it assembles and from however many topics. They are not
+// acknowledged and come again when redelivered, as those dropped past maxPending do.
+func (r *chunkRoom) makeRoom(keep *chunkedMsgCtx, n, limit int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		total := n
+		var from *chunkedMsgCtxMap
+		var uuid string
+		var oldest *chunkedMsgCtx
+		for m := range r.maps {
+			held, u, ctx := m.heldAndOldest(keep)
+			total += held
+			if ctx != nil && (oldest == nil || ctx.seq < oldest.seq) {
+				from, uuid, oldest = m, u, ctx
+			}
+		}
+		if total <= limit || oldest == nil {
+			return
+		}
+		// It may have completed, or gone, since: then it is no longer a candidate.
+		if from.evict(uuid, oldest) {
+			from.pc.log.Infof("Chunked message [%s] has been removed from chunkedMsgCtxMap to bound its bytes", uuid)
+		}
+	}
+}
+
 type chunkedMsgCtxMap struct {
 	chunkedMsgCtxs map[string]*chunkedMsgCtx
 	pendingQueue   *list.List
 	maxPending     int
 	pc             *partitionConsumer
+	room           *chunkRoom
 	mu             sync.Mutex
 	closed         bool
 }
 
 func newChunkedMsgCtxMap(maxPending int, pc *partitionConsumer) *chunkedMsgCtxMap {
-	return &chunkedMsgCtxMap{
+	room := pc.options.chunks
+	if room == nil {
+		room = newChunkRoom()
+	}
+	c := &chunkedMsgCtxMap{
 		// Grown as chunked messages arrive, up to maxPending: most consumers receive none.
 		chunkedMsgCtxs: make(map[string]*chunkedMsgCtx),
 		pendingQueue:   list.New(),
 		maxPending:     maxPending,
 		pc:             pc,
-		mu:             sync.Mutex{},
+		room:           room,
 	}
+	room.add(c)
+	return c
 }
 
 func (c *chunkedMsgCtxMap) addIfAbsent(uuid string, totalChunks int32, bufferSize int) {
@@ -3343,6 +3437,7 @@ func (c *chunkedMsgCtxMap) addIfAbsent(uuid string, totalChunks int32, bufferSiz
 	}
 	if _, ok := c.chunkedMsgCtxs[uuid]; !ok {
 		ctx := newChunkedMsgCtx(totalChunks, bufferSize)
+		ctx.seq = c.room.seq.Add(1)
 		ctx.expiry = time.AfterFunc(c.pc.options.expireTimeOfIncompleteChunk, func() {
 			c.discardChunkMessage(uuid, ctx, true)
 		})
@@ -3412,27 +3507,34 @@ func (c *chunkedMsgCtxMap) discardOldestChunkMessage(autoAck bool) {
 	}
 }
 
-// makeRoom drops the oldest contexts but keep while the contexts would hold more than limit
-// bytes with n more, so that what a consumer assembles is bounded as one message is, however
-// many are assembled at once. They are not acknowledged and come again when redelivered, as
-// those dropped past maxPending do.
-func (c *chunkedMsgCtxMap) makeRoom(keep *chunkedMsgCtx, n, limit int64) {
+// heldAndOldest is what the contexts hold, and the oldest of them but keep that may be dropped
+// to make room (chunkedMsgCtx.held), with its uuid.
+func (c *chunkedMsgCtxMap) heldAndOldest(keep *chunkedMsgCtx) (total int64, uuid string, oldest *chunkedMsgCtx) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	total := n
-	for _, ctx := range c.chunkedMsgCtxs {
-		total += ctx.held()
+	if c.closed {
+		return 0, "", nil
 	}
-	for e := c.pendingQueue.Front(); e != nil && total > limit; {
-		next, uuid := e.Next(), e.Value.(string)
-		// A discarded message's context holds nothing, and is kept to acknowledge its chunks.
-		if ctx, ok := c.chunkedMsgCtxs[uuid]; ok && ctx != keep && !ctx.isDiscarded() {
-			total -= ctx.held()
-			c.drop(uuid)
-			c.pc.log.Infof("Chunked message [%s] has been removed from chunkedMsgCtxMap to bound its bytes", uuid)
+	for u, ctx := range c.chunkedMsgCtxs {
+		held, droppable := ctx.held()
+		total += held
+		if droppable && ctx != keep && (oldest == nil || ctx.seq < oldest.seq) {
+			uuid, oldest = u, ctx
 		}
-		e = next
 	}
+	return total, uuid, oldest
+}
+
+// evict drops ctx, the context of uuid, unless it has gone or its message is complete, and
+// reports whether it did.
+func (c *chunkedMsgCtxMap) evict(uuid string, ctx *chunkedMsgCtx) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.chunkedMsgCtxs[uuid] != ctx || !ctx.letGo() {
+		return false
+	}
+	c.drop(uuid)
+	return true
 }
 
 // discardChunkMessage drops ctx, the context of uuid, when it is still there: its message did
@@ -3454,8 +3556,9 @@ func (c *chunkedMsgCtxMap) discardChunkMessage(uuid string, ctx *chunkedMsgCtx, 
 
 func (c *chunkedMsgCtxMap) Close() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.closed = true
+	c.mu.Unlock()
+	c.room.remove(c)
 }
 
 type unAckChunksTracker struct {

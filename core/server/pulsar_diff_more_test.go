@@ -539,6 +539,22 @@ var dfMoreFlows5 = []dfFlow{
 			dfQuietS("pull nothing more", "q"),
 		),
 	},
+	{
+		name: "single-active reconnection of a prefetch",
+		doc:  "an Exclusive consumer in pull mode whose topic is unloaded: what the client library prefetched comes once, after the reconnection's rewind",
+		steps: dfSteps(
+			dfSingleActivePrefetch(""),
+			dfAdminStep("unload", "unload {t}"),
+			dfAdminStep("reconnected", "consumers {t} sub 1"),
+			dfQuietS("the reconnection", "c"),
+			dfSendStep("permit 5", "c", `{"type":"permit","permitMessages":5}`),
+			dfNextStep("first after the reconnection", "c"),
+			dfNextStep("second", "c"),
+			dfNextStep("third", "c"),
+			dfNextStep("fourth", "c"),
+			dfQuietS("nothing else", "c"),
+		),
+	},
 }
 
 func init() {

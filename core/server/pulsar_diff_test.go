@@ -144,6 +144,23 @@ func dfCloseStep(label, conn string) dfStep {
 	return dfStep{label: label, op: dfCloseConn, conn: conn}
 }
 
+// dfSingleActivePrefetch opens c, an Exclusive consumer in pull mode with query added to its
+// path's, and p, a producer; publishes m0 to m3 (their acks' ids saved as a0 to a3) and takes
+// m0 and m1, so that the client library behind c has prefetched m2 and m3.
+func dfSingleActivePrefetch(query string) []dfStep {
+	return dfSteps(
+		dfDialStep("open consumer", "c", dfConsumer+"?subscriptionType=Exclusive&pullMode=true"+query),
+		dfDialStep("open producer", "p", dfProducer),
+		dfPublish("m0", "p", `{"payload":"bTA="}`, "a0"),
+		dfPublish("m1", "p", `{"payload":"bTE="}`, "a1"),
+		dfPublish("m2", "p", `{"payload":"bTI="}`, "a2"),
+		dfPublish("m3", "p", `{"payload":"bTM="}`, "a3"),
+		dfSendStep("permit 2", "c", `{"type":"permit","permitMessages":2}`),
+		dfNextStep("m0 delivered", "c"),
+		dfNextStep("m1 delivered", "c"),
+	)
+}
+
 // publish is a send and its ack, the ack's messageId saved as id.
 func dfPublish(label, conn, frame, id string) []dfStep {
 	return []dfStep{dfSendStep(label+" send", conn, frame), dfNextStep(label+" ack", conn, "messageId", id)}
@@ -608,15 +625,7 @@ var dfFlows = []dfFlow{
 		doc:      "a negative ack on an Exclusive subscription in pull mode: what the client library prefetched comes once, after the rewind",
 		embedded: true,
 		steps: dfSteps(
-			dfDialStep("open consumer", "c", dfConsumer+"?subscriptionType=Exclusive&pullMode=true&negativeAckRedeliveryDelay=100"),
-			dfDialStep("open producer", "p", dfProducer),
-			dfPublish("m0", "p", `{"payload":"bTA="}`, "a0"),
-			dfPublish("m1", "p", `{"payload":"bTE="}`, "a1"),
-			dfPublish("m2", "p", `{"payload":"bTI="}`, "a2"),
-			dfPublish("m3", "p", `{"payload":"bTM="}`, "a3"),
-			dfSendStep("permit 2", "c", `{"type":"permit","permitMessages":2}`),
-			dfNextStep("m0 delivered", "c"),
-			dfNextStep("m1 delivered", "c"),
+			dfSingleActivePrefetch("&negativeAckRedeliveryDelay=100"),
 			dfSendStep("nack m0", "c", `{"type":"negativeAcknowledge","messageId":"{a0}"}`),
 			dfQuietS("the rewind", "c"),
 			dfSendStep("permit 5", "c", `{"type":"permit","permitMessages":5}`),
@@ -1224,6 +1233,8 @@ func dfSetup(t *testing.T) *dfEnv {
 			rpAdminOK(t, e, http.MethodPost, "/admin/v2/persistent/"+ns+"/"+f[1]+"/terminate", "")
 		case "partitions":
 			rpAdminOK(t, e, http.MethodPut, "/admin/v2/persistent/"+ns+"/"+f[1]+"/partitions", f[2])
+		case "unload": // unload TOPIC: Pulsar closes its producers and consumers, which reconnect
+			rpAdminOK(t, e, http.MethodPut, "/admin/v2/persistent/"+ns+"/"+f[1]+"/unload", "")
 		case "delete": // delete TOPIC: force-delete a topic that is not partitioned
 			rpAdminOK(t, e, http.MethodDelete, "/admin/v2/persistent/"+ns+"/"+f[1]+"?force=true", "")
 		case "consumers": // consumers TOPIC SUBSCRIPTION N: wait until the subscription has N

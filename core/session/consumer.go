@@ -634,8 +634,9 @@ func (s *deliverySession) takeReady(frames [][]byte, batch *[]*delivery) [][]byt
 	return frames
 }
 
-// dropSuperseded lets go of a message that an Exclusive or Failover consumer's rewind has
-// superseded while it waited to be written: the broker sends it again, after the messages
+// dropSuperseded lets go of a message that an Exclusive or Failover consumer's rewind (a
+// redelivery, or a reconnection of a durable subscription) has superseded while it waited to
+// be written: the broker sends it again, after the messages
 // before it, so the client gets each message once more and in order. Its id is forgotten
 // unless a later delivery has taken it (an ack timeout would otherwise send it back once
 // more), and its credit comes back: the client never had it.

@@ -375,55 +375,74 @@ func TestDeliveryEndsReleaseEverything(t *testing.T) {
 // Messages a session holds for a client that is not reading when a negative ack rewinds its
 // Exclusive or Failover subscription are dropped, their permits given back: the broker sends
 // them again after the messages before them, so the client gets each once more and in order.
-// Only the message already being written goes out before the rewind's.
+// Only the message already being written goes out before the rewind's. A reconnection to the
+// broker rewinds the subscription as well, and so drops them too.
 func TestConsumerRewindDropsTheWriteQueue(t *testing.T) {
 	t.Parallel()
-	for name, typ := range map[string]broker.SubscriptionType{"Exclusive": broker.Exclusive, "Failover": broker.Failover} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t, harnessConfig{})
-			topic := h.topic()
-			want := payloads("m", 10)
-			h.publish(topic, want...)
-			g := h.consumerGrant()
-			g.PullMode = true
-			writes := newReadHold()
-			opts := broker.ConsumerOptions{Type: typ, NackRedeliveryDelay: 10 * time.Millisecond}
-			r := h.startConsumer(topic, g, opts, nil, serveOptions{holdWrites: writes})
-			permit := func(n int) { r.send(map[string]any{"type": "permit", "permitMessages": n}) }
-			permit(1)
-			m0 := recvPayload(t, r, "m0")
-
-			// m1's write waits, as for a client whose socket is full; m2 to m6 queue behind it.
-			writes.hold()
-			permit(1)
-			select {
-			case <-writes.waited():
-			case <-time.After(patience):
-				t.Fatal("m1 was never written")
-			}
-			one := h.consumers.Snapshot().Edge.Used
-			permit(5)
-			testkit.WaitFor(t, patience, "m2 to m6 taken for the client", func() bool {
-				return h.consumers.Snapshot().Edge.Used == 6*one
-			})
+	rewinds := map[string]func(h *harness, r *run, m0 message){
+		"negative ack": func(h *harness, r *run, m0 message) {
 			r.send(nackFrame(m0))
 			testkit.WaitFor(t, patience, "the rewind asked of the broker", func() bool {
 				return h.broker.Stats().CommandsReceived["REDELIVER_UNACKNOWLEDGED_MESSAGES"] > 0
 			})
-			writes.release()
-
-			var got []string
-			for range 6 {
-				got = append(got, string(recv[message](r.client).Payload))
-			}
-			if w := "[m1 m0 m1 m2 m3 m4]"; fmt.Sprint(got) != w {
-				t.Errorf("after the rewind: %v, want %s", got, w)
-			}
-			r.expectNone("past the client's seven permits")
-			r.close()
-			r.ended(t)
-			h.waitPoolsEmpty()
-		})
+		},
+		"reconnection": func(h *harness, _ *run, _ message) {
+			h.broker.Faults().DropConnections()
+			testkit.WaitFor(t, patience, "the consumer subscribed again", func() bool {
+				return h.broker.Stats().CommandsReceived["SUBSCRIBE"] > 1
+			})
+		},
 	}
+	types := map[string]broker.SubscriptionType{"Exclusive": broker.Exclusive, "Failover": broker.Failover}
+	for rname, rewind := range rewinds {
+		for tname, typ := range types {
+			t.Run(rname+"/"+tname, func(t *testing.T) {
+				t.Parallel()
+				rewindDropsTheWriteQueue(t, typ, rewind)
+			})
+		}
+	}
+}
+
+func rewindDropsTheWriteQueue(t *testing.T, typ broker.SubscriptionType, rewind func(h *harness, r *run, m0 message)) {
+	h := newHarness(t, harnessConfig{})
+	topic := h.topic()
+	want := payloads("m", 10)
+	h.publish(topic, want...)
+	g := h.consumerGrant()
+	g.PullMode = true
+	writes := newReadHold()
+	opts := broker.ConsumerOptions{Type: typ, NackRedeliveryDelay: 10 * time.Millisecond}
+	r := h.startConsumer(topic, g, opts, nil, serveOptions{holdWrites: writes})
+	permit := func(n int) { r.send(map[string]any{"type": "permit", "permitMessages": n}) }
+	permit(1)
+	m0 := recvPayload(t, r, "m0")
+
+	// m1's write waits, as for a client whose socket is full; m2 to m6 queue behind it.
+	writes.hold()
+	permit(1)
+	select {
+	case <-writes.waited():
+	case <-time.After(patience):
+		t.Fatal("m1 was never written")
+	}
+	one := h.consumers.Snapshot().Edge.Used
+	permit(5)
+	testkit.WaitFor(t, patience, "m2 to m6 taken for the client", func() bool {
+		return h.consumers.Snapshot().Edge.Used == 6*one
+	})
+	rewind(h, r, m0)
+	writes.release()
+
+	var got []string
+	for range 6 {
+		got = append(got, string(recv[message](r.client).Payload))
+	}
+	if w := "[m1 m0 m1 m2 m3 m4]"; fmt.Sprint(got) != w {
+		t.Errorf("after the rewind: %v, want %s", got, w)
+	}
+	r.expectNone("past the client's seven permits")
+	r.close()
+	r.ended(t)
+	h.waitPoolsEmpty()
 }

@@ -189,7 +189,8 @@ type partitionConsumer struct {
 	inChannel       uAtomic.Int32
 
 	// epoch is the consumer epoch of an Exclusive or Failover consumer: each redelivery of
-	// its unacknowledged messages, which rewinds the subscription, starts a new one. A
+	// its unacknowledged messages, which rewinds the subscription, starts a new one, and so
+	// does each reconnection of a durable one (reconnectionRewinds). A
 	// message received in an earlier epoch comes again after the rewind, so the consumer
 	// drops it (message.superseded) where Pulsar's Java client clears its queue.
 	epoch uAtomic.Uint64
@@ -1122,6 +1123,15 @@ func (pc *partitionConsumer) isAllowAckCumulative() bool {
 
 // redeliversOne is whether the broker can redeliver one message of the subscription without
 // the others: on Shared and Key_Shared, not on the single-active types.
+// reconnectionRewinds reports whether subscribing again rewinds the subscription as a redelivery
+// does: the broker sends a durable Exclusive or Failover subscription's unacknowledged messages
+// again, from the first. A non-durable one (a reader's) restarts after the last message taken
+// from the queue, and a non-persistent topic sends nothing again.
+func (pc *partitionConsumer) reconnectionRewinds() bool {
+	return !pc.redeliversOne() && pc.options.subscriptionMode == Durable &&
+		!strings.HasPrefix(pc.topic, "non-persistent://")
+}
+
 func (pc *partitionConsumer) redeliversOne() bool {
 	return !pc.isAllowAckCumulative()
 }
@@ -2661,6 +2671,11 @@ func (pc *partitionConsumer) internalClose(req *closeRequest) {
 func (pc *partitionConsumer) reconnectToBroker(connectionClosed *connectionClosed) {
 	if pc.isSeeking.CompareAndSwap(true, false) {
 		pc.log.Debug("seek operation triggers reconnection, and reset isSeeking")
+	}
+	if pc.reconnectionRewinds() {
+		// The messages received before it come again, so they are superseded, whether
+		// queued, in the channel or handed on, as by a redelivery's rewind.
+		pc.epoch.Inc()
 	}
 	var (
 		maxRetry int

@@ -540,6 +540,23 @@ var dfMoreFlows5 = []dfFlow{
 		),
 	},
 	{
+		name:     "lone surrogates",
+		doc:      "a lone surrogate escape in a producer frame's context, key and properties",
+		embedded: true,
+		steps: dfSteps(
+			dfDialStep("open consumer", "c", dfConsumer),
+			dfDialStep("open producer", "p", dfProducer),
+			dfPublish("high", "p", `{"payload":"YQ==","context":"c\ud800x","key":"k\ud800x","properties":{"p\ud800":"v\udc00x"}}`, "a1"),
+			dfNextStep("message high", "c"),
+			dfPublish("pair reversed", "p", `{"payload":"YQ==","context":"\udc00\ud800","key":"\udc00\ud800"}`, "a2"),
+			dfNextStep("message reversed", "c"),
+		),
+		known: []dfKnown{
+			{step: "message high", entry: entryLoneSurrogate, fields: []string{"key", "properties"}},
+			{step: "message reversed", entry: entryLoneSurrogate, fields: []string{"key"}},
+		},
+	},
+	{
 		name: "single-active reconnection of a prefetch",
 		doc:  "an Exclusive consumer in pull mode whose topic is unloaded: what the client library prefetched comes once, after the reconnection's rewind",
 		steps: dfSteps(

@@ -201,6 +201,7 @@ const (
 	entryRefusalBody     = "**Refusal bodies**"
 	entryDeadLetterProps = "**A dead-lettered message's properties**"
 	entryZeroQueue       = "Refuses `receiverQueueSize=0` where its client reads"
+	entryLoneSurrogate   = "Stores a message key or property holding a lone surrogate escape"
 )
 
 var dfFlows = []dfFlow{

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // This file reads a client frame the way Pulsar's Jackson ObjectMapper does
@@ -48,18 +49,25 @@ func kindOf(c byte) byte {
 func (v *jvalue) container() bool { return v.kind == '{' || v.kind == '[' }
 
 // text is Jackson's String coercion of a non-null scalar: the string, or
-// the literal text of a number or boolean.
-func (v *jvalue) text() string {
+// the literal text of a number or boolean. A lone surrogate escape becomes
+// U+FFFD, as encoding/json decodes it.
+func (v *jvalue) text() string { return v.textAs(utf8.RuneError) }
+
+// textAs is text with each lone surrogate escape decoded as lone.
+func (v *jvalue) textAs(lone rune) string {
 	if v.kind == '"' {
-		return decodeString(v.raw, v.flags)
+		return decodeString(v.raw, v.flags, lone)
 	}
 	return string(v.raw)
 }
 
 // textLen is len(v.text()).
-func (v *jvalue) textLen() int {
+func (v *jvalue) textLen() int { return v.textLenAs(utf8.RuneError) }
+
+// textLenAs is len(v.textAs(lone)).
+func (v *jvalue) textLenAs(lone rune) int {
 	if v.kind == '"' {
-		return decodedLen(v.raw, v.flags)
+		return decodedLen(v.raw, v.flags, lone)
 	}
 	return len(v.raw)
 }
@@ -314,7 +322,7 @@ func (fs *frameScan) scan() frameStatus {
 				f = fs.field(raw)
 			} else {
 				var kb [64]byte
-				f = fs.field(appendUnquoted(kb[:0], raw))
+				f = fs.field(appendUnquoted(kb[:0], raw, utf8.RuneError))
 			}
 		}
 		if p = fs.member(f, vp); p < 0 {

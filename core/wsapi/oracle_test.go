@@ -295,6 +295,36 @@ func oracleLenientStringList(field string, raw json.RawMessage) (l []string, has
 // Deviations (Pulsar kills the session with 1011 and sends no ack): a null
 // property value, a null replicationClusters element and an eventTime past
 // a long of milliseconds are code-7 errors here.
+// oracleJavaLone rewrites each lone surrogate escape in a JSON value's raw text as '?', which is
+// what Pulsar's proxy echoes for it in a context (javaLone).
+func oracleJavaLone(raw json.RawMessage) json.RawMessage {
+	surrogate := func(b []byte, lo, hi rune) bool {
+		if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
+			return false
+		}
+		v, err := strconv.ParseUint(string(b[2:6]), 16, 32)
+		return err == nil && rune(v) >= lo && rune(v) <= hi
+	}
+	var out []byte
+	for i := 0; i < len(raw); {
+		switch {
+		case surrogate(raw[i:], 0xD800, 0xDBFF) && surrogate(raw[i+6:], 0xDC00, 0xDFFF):
+			out = append(out, raw[i:i+12]...)
+			i += 12
+		case surrogate(raw[i:], 0xD800, 0xDFFF):
+			out = append(out, '?')
+			i += 6
+		case raw[i] == '\\':
+			out = append(out, raw[i:i+2]...)
+			i += 2
+		default:
+			out = append(out, raw[i])
+			i++
+		}
+	}
+	return out
+}
+
 func oracleDecodeProducerMessage(frame []byte) (ProducerMessage, *FrameError) {
 	raw, err := oracleFirstValue(frame)
 	if err != nil {
@@ -326,7 +356,7 @@ func oracleDecodeProducerMessage(frame []byte) (ProducerMessage, *FrameError) {
 		case "properties":
 			m.Properties, nullProp, err = oracleStringMap(e.key, e.value)
 		case "context":
-			m.Context, err = lenientString(e.key, e.value)
+			m.Context, err = lenientString(e.key, oracleJavaLone(e.value))
 		case "key":
 			m.Key, err = lenientString(e.key, e.value)
 		case "replicationClusters":

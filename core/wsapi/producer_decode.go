@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // FrameLimits bounds what one producer frame may make the edge hold. Zero
@@ -170,7 +171,7 @@ func (fs *frameScan) countProperty(key []byte, kflags uint8, v *jvalue) {
 		ps.over = boundCount
 		return
 	}
-	ps.bytes += decodedLen(key, kflags)
+	ps.bytes += decodedLen(key, kflags, utf8.RuneError)
 	switch {
 	case v.container():
 		ps.bytes += len(v.raw)
@@ -200,7 +201,8 @@ func (fs *frameScan) countProperty(key []byte, kflags uint8, v *jvalue) {
 //     ParseJavaOffsetDateTime (an offset is required; a time at or before
 //     the epoch is kept); deliverAt and deliverAfterMs apply only when > 0;
 //   - strings are decoded as encoding/json decodes them: invalid UTF-8 and
-//     lone surrogate escapes become U+FFFD.
+//     lone surrogate escapes become U+FFFD, but in the context a lone
+//     surrogate escape becomes '?', as Pulsar's proxy echoes it.
 //
 // Errors give the ack Pulsar sends: code 3 (no context) when the frame is not
 // a ProducerMessage at all (bad JSON, past a read limit, not an object, a
@@ -270,10 +272,10 @@ func ProducerContext(frame []byte, lim FrameLimits) *string {
 		return nil
 	}
 	v := fs.get(pfContext)
-	if isNull(v) || v.container() || lim.MaxContextBytes > 0 && v.textLen() > lim.MaxContextBytes {
+	if isNull(v) || v.container() || lim.MaxContextBytes > 0 && v.textLenAs(javaLone) > lim.MaxContextBytes {
 		return nil
 	}
-	return ptr(v.text())
+	return ptr(v.textAs(javaLone))
 }
 
 // decoders keeps producerDecoders between frames, off the stack. A decoder is about 700
@@ -370,7 +372,7 @@ func (d *producerDecoder) checkProperties(v *jvalue) error {
 		return mappingErr("field %q: cannot read a map from %s", "properties", describe(v.kind))
 	}
 	if ps := &d.fs.props; ps.badKind != 0 {
-		return mappingErr("field %q: cannot read a string from %s", "properties."+decodeString(ps.badKey, ps.badFlags), describe(ps.badKind))
+		return mappingErr("field %q: cannot read a string from %s", "properties."+decodeString(ps.badKey, ps.badFlags, utf8.RuneError), describe(ps.badKind))
 	}
 	return nil
 }
@@ -424,7 +426,7 @@ func (d *producerDecoder) build() *FrameError {
 	var a arena
 	size := 0
 	if ctx != nil {
-		n := ctx.textLen()
+		n := ctx.textLenAs(javaLone)
 		if lim.MaxContextBytes > 0 && n > lim.MaxContextBytes {
 			return &FrameError{Code: ErrorPayloadEncoding, Msg: fmt.Sprintf(
 				"context too large: %d bytes, more than %s (%d bytes)", n, keyMaxContextSize, lim.MaxContextBytes)}
@@ -439,7 +441,7 @@ func (d *producerDecoder) build() *FrameError {
 	}
 	a.b.Grow(size)
 	if ctx != nil {
-		m.Context = ptr(a.add(ctx))
+		m.Context = ptr(a.addAs(ctx, javaLone))
 	}
 	switch fs.props.over {
 	case boundCount:
@@ -454,7 +456,7 @@ func (d *producerDecoder) build() *FrameError {
 	}
 	src := payload.raw
 	if payload.kind == '"' && !plainString(src, payload.flags) {
-		src = appendUnquoted(make([]byte, 0, len(src)), src)
+		src = appendUnquoted(make([]byte, 0, len(src)), src, utf8.RuneError)
 	}
 	if n := base64Len(src); lim.MaxPayloadBytes > 0 && n > lim.MaxPayloadBytes {
 		return d.tooBig(n) // before decoding: an oversized payload is never copied
@@ -575,13 +577,16 @@ func readProperties(obj []byte, n int, a *arena) (props map[string]string, hasNu
 type arena struct{ b strings.Builder }
 
 // add appends the text of the string, number or boolean v and returns it.
-func (a *arena) add(v *jvalue) string {
+func (a *arena) add(v *jvalue) string { return a.addAs(v, utf8.RuneError) }
+
+// addAs is add with each lone surrogate escape decoded as lone (appendUnquoted).
+func (a *arena) addAs(v *jvalue, lone rune) string {
 	start := a.b.Len()
 	if v.kind != '"' || plainString(v.raw, v.flags) {
 		a.b.Write(v.raw)
 	} else {
 		var tmp [128]byte
-		a.b.Write(appendUnquoted(tmp[:0], v.raw))
+		a.b.Write(appendUnquoted(tmp[:0], v.raw, lone))
 	}
 	return a.b.String()[start:]
 }

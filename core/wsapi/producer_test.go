@@ -362,6 +362,30 @@ func TestProducerAckEncode(t *testing.T) {
 	}
 }
 
+// A lone surrogate escape comes back in the context as '?', as Pulsar's proxy echoes it (Java's
+// UTF-8 encoder writes '?' for it), and is U+FFFD in the key and properties, which Pulsar's
+// proxy stores mangled (docs/compatibility.md). A pair decodes to its character everywhere.
+func TestLoneSurrogateEscapes(t *testing.T) {
+	t.Parallel()
+	m, ferr := DecodeProducerMessage([]byte(`{"payload":"","context":"c\ud800x\udc00\ud83d\ude00",` +
+		`"key":"k\ud800x","properties":{"p\udc00":"v\ud800"}}`))
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	if got, want := *m.Context, "c?x?\U0001F600"; got != want {
+		t.Errorf("context %q, want %q", got, want)
+	}
+	if got, want := *m.Key, "k\uFFFDx"; got != want {
+		t.Errorf("key %q, want %q", got, want)
+	}
+	if got, want := m.Properties["p\uFFFD"], "v\uFFFD"; got != want {
+		t.Errorf("properties %q, want {%q: %q}", m.Properties, "p\uFFFD", want)
+	}
+	if got := ProducerContext([]byte(`{"context":"\ud800"}`), FrameLimits{}); got == nil || *got != "?" {
+		t.Errorf("ProducerContext gave %v, want ?", got)
+	}
+}
+
 func TestFrameErrorAck(t *testing.T) {
 	t.Parallel()
 	_, ferr := DecodeProducerMessage([]byte(`{"context":"c","payload":"%%"}`))

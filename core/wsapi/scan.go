@@ -544,15 +544,15 @@ func (s *scanner) key(p int) (raw []byte, flags uint8, next int) {
 
 // appendUnquoted appends the decoding of a scanned string's raw text as
 // encoding/json decodes strings: escapes resolved, a surrogate pair
-// combined, a lone surrogate and each invalid UTF-8 byte replaced with
-// U+FFFD.
-func appendUnquoted(dst, raw []byte) []byte {
+// combined, each invalid UTF-8 byte replaced with U+FFFD, and each lone
+// surrogate escape with lone (U+FFFD as encoding/json does, or javaLone).
+func appendUnquoted(dst, raw []byte, lone rune) []byte {
 	for i := 0; i < len(raw); {
 		c := raw[i]
 		switch {
 		case c == '\\':
 			r, n := unescape(raw[i:])
-			dst = utf8.AppendRune(dst, r)
+			dst = utf8.AppendRune(dst, orLone(r, lone))
 			i += n
 		case c < utf8.RuneSelf:
 			dst = append(dst, c)
@@ -570,15 +570,15 @@ func appendUnquoted(dst, raw []byte) []byte {
 	return dst
 }
 
-// unquotedLen is len(appendUnquoted(nil, raw)).
-func unquotedLen(raw []byte) int {
+// unquotedLen is len(appendUnquoted(nil, raw, lone)).
+func unquotedLen(raw []byte, lone rune) int {
 	n := 0
 	for i := 0; i < len(raw); {
 		c := raw[i]
 		switch {
 		case c == '\\':
 			r, k := unescape(raw[i:])
-			n += utf8.RuneLen(r)
+			n += utf8.RuneLen(orLone(r, lone))
 			i += k
 		case c < utf8.RuneSelf:
 			n++
@@ -596,8 +596,22 @@ func unquotedLen(raw []byte) int {
 	return n
 }
 
+// javaLone is what Pulsar's proxy answers for a lone surrogate escape in the context it echoes:
+// Jackson keeps the surrogate in the Java string, and Java's UTF-8 encoder writes '?' for a
+// character it cannot encode.
+const javaLone = '?'
+
+// orLone is r, or lone when r is a surrogate (unescape's lone surrogate escape).
+func orLone(r, lone rune) rune {
+	if utf16.IsSurrogate(r) {
+		return lone
+	}
+	return r
+}
+
 // unescape decodes the (scanned, so valid) escape at the start of e and
-// returns the rune and the number of bytes it took.
+// returns the rune and the number of bytes it took; a lone surrogate escape
+// decodes to the surrogate, which orLone replaces.
 func unescape(e []byte) (rune, int) {
 	switch e[1] {
 	case 'b':
@@ -622,7 +636,7 @@ func unescape(e []byte) (rune, int) {
 				}
 			}
 		}
-		return utf8.RuneError, 6
+		return r, 6
 	}
 	return rune(e[1]), 2 // '"', '\\', '/'
 }
@@ -678,18 +692,19 @@ func plainString(raw []byte, flags uint8) bool {
 	return flags == 0 || flags == strHigh && utf8.Valid(raw)
 }
 
-// decodeString returns the decoding of a scanned string's raw text.
-func decodeString(raw []byte, flags uint8) string {
+// decodeString returns the decoding of a scanned string's raw text, each lone
+// surrogate escape decoded as lone (appendUnquoted).
+func decodeString(raw []byte, flags uint8, lone rune) string {
 	if plainString(raw, flags) {
 		return string(raw)
 	}
-	return string(appendUnquoted(make([]byte, 0, len(raw)), raw))
+	return string(appendUnquoted(make([]byte, 0, len(raw)), raw, lone))
 }
 
 // decodedLen is the length of a scanned string's decoding.
-func decodedLen(raw []byte, flags uint8) int {
+func decodedLen(raw []byte, flags uint8, lone rune) int {
 	if plainString(raw, flags) {
 		return len(raw)
 	}
-	return unquotedLen(raw)
+	return unquotedLen(raw, lone)
 }

@@ -1121,8 +1121,6 @@ func (pc *partitionConsumer) isAllowAckCumulative() bool {
 	return pc.options.subscriptionType != Shared && pc.options.subscriptionType != KeyShared
 }
 
-// redeliversOne is whether the broker can redeliver one message of the subscription without
-// the others: on Shared and Key_Shared, not on the single-active types.
 // reconnectionRewinds reports whether subscribing again rewinds the subscription as a redelivery
 // does: the broker sends a durable Exclusive or Failover subscription's unacknowledged messages
 // again, from the first. A non-durable one (a reader's) restarts after the last message taken
@@ -1132,6 +1130,8 @@ func (pc *partitionConsumer) reconnectionRewinds() bool {
 		!strings.HasPrefix(pc.topic, "non-persistent://")
 }
 
+// redeliversOne is whether the broker can redeliver one message of the subscription without
+// the others: on Shared and Key_Shared, not on the single-active types.
 func (pc *partitionConsumer) redeliversOne() bool {
 	return !pc.isAllowAckCumulative()
 }

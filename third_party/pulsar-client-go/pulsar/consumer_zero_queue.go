@@ -141,16 +141,18 @@ func (z *zeroQueueConsumer) Receive(ctx context.Context) (Message, error) {
 			}
 			release(cm.Message)
 			message, ok := cm.Message.(*message)
-			if ok && message.superseded() {
+			if !ok || message.getConn().ID() != z.pc._getConn().ID() {
+				// Its permit was the old connection's: the reconnection, or this Receive,
+				// asked the new one for a message in its place.
+				z.log.WithField("messageID", cm.Message.ID()).Warn("message from old connection discarded after reconnection")
+				continue
+			}
+			if message.superseded() {
 				z.pc.availablePermits.inc() // the rewind sends it again: ask for it
 				continue
 			}
-			if ok && message.getConn().ID() == z.pc._getConn().ID() {
-				z.waitingOnReceive.Store(false)
-				return cm.Message, nil
-			} else {
-				z.log.WithField("messageID", cm.Message.ID()).Warn("message from old connection discarded after reconnection")
-			}
+			z.waitingOnReceive.Store(false)
+			return cm.Message, nil
 		case <-ctx.Done():
 			z.waitingOnReceive.Store(false)
 			return nil, ctx.Err()

@@ -1603,6 +1603,9 @@ func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, header
 		if processedPayloadBuffer == nil {
 			return nil
 		}
+		// Its context, complete, is this reader's: nothing else lets it go (letGo), so it
+		// goes here, whether the message is queued or discarded.
+		defer pc.chunkedMsgCtxMap.remove(msgMeta.GetUuid())
 	}
 
 	var uncompressedHeadersAndPayload internal.Buffer
@@ -1707,8 +1710,6 @@ func (pc *partitionConsumer) MessageReceived(response *pb.CommandMessage, header
 			cmid := newChunkMessageID(ctx.firstChunkID(), ctx.lastChunkID())
 			// set the consumer so we know how to ack the message id
 			cmid.consumer = pc
-			// clean chunkedMsgCtxMap
-			pc.chunkedMsgCtxMap.remove(msgMeta.GetUuid())
 			pc.unAckChunksTracker.add(cmid, ctx.chunkedMsgIDs)
 			msgID = cmid
 		} else {
@@ -2022,7 +2023,8 @@ func (pc *partitionConsumer) processMessageChunk(compressedPayload internal.Buff
 	// so we add the current chunk to the corresponding chunkedMsgCtx.
 	assembled, ok := ctx.append(chunkID, msgID, compressedPayload, last)
 	if !ok {
-		// Dropped meanwhile to make room for a chunk of another partition or topic.
+		// Dropped meanwhile: to make room for a chunk of another partition or topic, or
+		// expired.
 		return dropped()
 	}
 	return assembled
@@ -3309,8 +3311,9 @@ func (c *chunkedMsgCtx) clear() {
 	c.chunkedMsgBuffer.Clear()
 }
 
-// letGo clears the context unless its message is complete (its reader is delivering it), and
-// reports whether it did.
+// letGo clears the context unless its message is complete (its reader is delivering it, and
+// removes it once done), and reports whether it did. Whatever drops a context but its reader
+// asks it first: making room, the expiry, and the drop past maxPending.
 func (c *chunkedMsgCtx) letGo() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -3500,19 +3503,28 @@ func (c *chunkedMsgCtxMap) drop(uuid string) {
 
 // discardOldestChunkMessage drops the oldest contexts past maxPending, and acknowledges their
 // chunks when autoAck says so once it has let go of c's lock: an acknowledgment may wait for
-// the connection's reader, which takes that lock for each chunk it receives.
+// the connection's reader, which takes that lock for each chunk it receives. A complete one
+// is its reader's (letGo), and does not count: it leaves as soon as its message does.
 func (c *chunkedMsgCtxMap) discardOldestChunkMessage(autoAck bool) {
 	var dropped []*chunkedMsgCtx
 	c.mu.Lock()
 	// The oldest leaves the queue with its context, so that the next one over the bound is
 	// dropped in its turn.
-	for !c.closed && c.maxPending > 0 && c.pendingQueue.Len() > c.maxPending {
-		oldest := c.pendingQueue.Front().Value.(string)
+	kept := 0
+	for e := c.pendingQueue.Front(); e != nil && !c.closed && c.maxPending > 0 &&
+		c.pendingQueue.Len()-kept > c.maxPending; {
+		next, oldest := e.Next(), e.Value.(string)
 		if ctx, ok := c.chunkedMsgCtxs[oldest]; ok {
+			if !ctx.letGo() {
+				kept++
+				e = next
+				continue
+			}
 			dropped = append(dropped, ctx)
 		}
 		c.drop(oldest)
 		c.pc.log.Infof("Chunked message [%s] has been removed from chunkedMsgCtxMap", oldest)
+		e = next
 	}
 	c.mu.Unlock()
 	if autoAck {
@@ -3552,12 +3564,12 @@ func (c *chunkedMsgCtxMap) evict(uuid string, ctx *chunkedMsgCtx) bool {
 	return true
 }
 
-// discardChunkMessage drops ctx, the context of uuid, when it is still there: its message did
-// not complete in time. Its chunks are acknowledged, when autoAck says so, once c's lock is
-// let go, as discardOldestChunkMessage does.
+// discardChunkMessage drops ctx, the context of uuid, when it is still there and its message
+// did not complete in time (letGo). Its chunks are acknowledged, when autoAck says so, once
+// c's lock is let go, as discardOldestChunkMessage does.
 func (c *chunkedMsgCtxMap) discardChunkMessage(uuid string, ctx *chunkedMsgCtx, autoAck bool) {
 	c.mu.Lock()
-	if c.closed || c.chunkedMsgCtxs[uuid] != ctx {
+	if c.closed || c.chunkedMsgCtxs[uuid] != ctx || !ctx.letGo() {
 		c.mu.Unlock()
 		return
 	}

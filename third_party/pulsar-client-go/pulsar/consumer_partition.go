@@ -23,6 +23,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -3352,11 +3353,14 @@ func (c *chunkedMsgCtx) lastChunkID() *messageID {
 	return c.chunkedMsgIDs[len(c.chunkedMsgIDs)-1]
 }
 
+// discard acknowledges the chunks the context holds, once its lock is let go: readers of the
+// consumer's other partitions take it to make room (chunkRoom), and an acknowledgment may wait.
 func (c *chunkedMsgCtx) discard(pc *partitionConsumer) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	ids := slices.Clone(c.chunkedMsgIDs)
+	c.mu.Unlock()
 
-	for _, mid := range c.chunkedMsgIDs {
+	for _, mid := range ids {
 		if mid == nil {
 			continue
 		}

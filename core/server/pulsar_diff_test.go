@@ -193,15 +193,16 @@ var bodyField = []string{"body"}
 
 // The compatibility.md entries the known differences name.
 const (
-	entryErrorTexts      = "**Error texts**"
-	entryBinary          = "Ignores a binary frame silently (no ack)."
-	entryNullProperty    = "Kills the producer session (1011, no ack) for a `null` property value"
-	entryBadAck          = "Closes a consumer session (1011) for an ack without `messageId`"
-	entryMalformedPath   = "Answers some malformed requests with 500"
-	entryRefusalBody     = "**Refusal bodies**"
-	entryDeadLetterProps = "**A dead-lettered message's properties**"
-	entryZeroQueue       = "Refuses `receiverQueueSize=0` where its client reads"
-	entryLoneSurrogate   = "Stores a message key or property holding a lone surrogate escape"
+	entryErrorTexts        = "**Error texts**"
+	entryBinary            = "Ignores a binary frame silently (no ack)."
+	entryNullProperty      = "Kills the producer session (1011, no ack) for a `null` property value"
+	entryBadAck            = "Closes a consumer session (1011) for an ack without `messageId`"
+	entryMalformedPath     = "Answers some malformed requests with 500"
+	entryRefusalBody       = "**Refusal bodies**"
+	entryDeadLetterProps   = "**A dead-lettered message's properties**"
+	entryZeroQueue         = "Refuses `receiverQueueSize=0` where its client reads"
+	entryLoneSurrogate     = "Stores a message key or property holding a lone surrogate escape"
+	entryNonPersistentNack = "On an Exclusive or Failover subscription of a non-persistent topic, drops"
 )
 
 var dfFlows = []dfFlow{

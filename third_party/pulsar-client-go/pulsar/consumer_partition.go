@@ -190,8 +190,8 @@ type partitionConsumer struct {
 	inChannel       uAtomic.Int32
 
 	// epoch is the consumer epoch of an Exclusive or Failover consumer: each redelivery of
-	// its unacknowledged messages, which rewinds the subscription, starts a new one, and so
-	// does each reconnection of a durable one (reconnectionRewinds). A
+	// its unacknowledged messages, which rewinds the subscription of a persistent topic,
+	// starts a new one, and so does each reconnection of a durable one (reconnectionRewinds). A
 	// message received in an earlier epoch comes again after the rewind, so the consumer
 	// drops it (message.superseded) where Pulsar's Java client clears its queue.
 	epoch uAtomic.Uint64
@@ -1127,8 +1127,13 @@ func (pc *partitionConsumer) isAllowAckCumulative() bool {
 // again, from the first. A non-durable one (a reader's) restarts after the last message taken
 // from the queue, and a non-persistent topic sends nothing again.
 func (pc *partitionConsumer) reconnectionRewinds() bool {
-	return !pc.redeliversOne() && pc.options.subscriptionMode == Durable &&
-		!strings.HasPrefix(pc.topic, "non-persistent://")
+	return !pc.redeliversOne() && pc.options.subscriptionMode == Durable && pc.persistent()
+}
+
+// persistent reports whether the consumer's topic keeps its messages, and so can send them
+// again.
+func (pc *partitionConsumer) persistent() bool {
+	return !strings.HasPrefix(pc.topic, "non-persistent://")
 }
 
 // redeliversOne is whether the broker can redeliver one message of the subscription without
@@ -1245,8 +1250,13 @@ func (pc *partitionConsumer) internalRedeliver(req *redeliveryRequest) {
 	pc.log.Debug("Request redelivery after negative ack for messages", msgIDs)
 
 	if !pc.redeliversOne() {
-		// The broker rewinds to the first unacknowledged message whatever ids it is given.
-		epoch := pc.epoch.Inc()
+		// The broker rewinds to the first unacknowledged message whatever ids it is given. A
+		// non-persistent topic's sends nothing again: what was received since is kept, where
+		// the Java client drops it and so loses it.
+		epoch := pc.epoch.Load()
+		if pc.persistent() {
+			epoch = pc.epoch.Inc()
+		}
 		err := pc.client.rpcClient.RequestOnCnxNoWait(pc._getConn(),
 			pb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES, &pb.CommandRedeliverUnacknowledgedMessages{
 				ConsumerId:    proto.Uint64(pc.consumerID),

@@ -539,6 +539,14 @@ func TestPulsarKeySharedHash(t *testing.T) {
 	pulsartest.StickyRangesSelectKeys(t, rpClient(t, e), "persistent://public/default/"+rpTopic(t))
 }
 
+// TestPulsarKeySharedPolicy: Pulsar takes a Key_Shared subscription's mode and out-of-order
+// delivery from its first consumer and refuses a later one whose policy differs
+// (TestKeySharedPolicyIsTheFirstConsumers runs the same check on the embedded broker).
+func TestPulsarKeySharedPolicy(t *testing.T) {
+	e := rpEnvOf(t)
+	pulsartest.KeySharedPolicyIsTheFirstConsumers(t, rpClient(t, e), "persistent://public/default/"+rpTopic(t))
+}
+
 func TestPulsarPriorityLevel(t *testing.T) {
 	e := rpEnvOf(t)
 	priorityLevelFlow(t, rpEdge(t, e, nil), func(t *testing.T, topic string, names ...string) {

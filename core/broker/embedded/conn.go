@@ -983,11 +983,9 @@ func (c *conn) handleSubscribe(r *pulsarpb.CommandSubscribe) {
 		return
 	}
 	var ranges []hashRange
+	var rangesErr error // reported after the checks Pulsar makes before it looks at ranges
 	if m := r.KeySharedMeta; r.GetSubType() == pulsarpb.CommandSubscribe_Key_Shared && m.GetKeySharedMode() == pulsarpb.KeySharedMode_STICKY {
-		if ranges, err = stickyRanges(m); err != nil {
-			c.sendError(reqID, pulsarpb.ServerError_ConsumerAssignError, err.Error())
-			return
-		}
+		ranges, rangesErr = stickyRanges(m)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -1002,6 +1000,16 @@ func (c *conn) handleSubscribe(r *pulsarpb.CommandSubscribe) {
 			c.sendError(reqID, pulsarpb.ServerError_ConsumerBusy, "exclusive consumer is already connected to "+name)
 			return
 		}
+		if why := s.keySharedMismatch(r.KeySharedMeta); why != "" {
+			c.sendError(reqID, pulsarpb.ServerError_ConsumerBusy, why)
+			return
+		}
+	}
+	if rangesErr != nil {
+		c.sendError(reqID, pulsarpb.ServerError_ConsumerAssignError, rangesErr.Error())
+		return
+	}
+	if exists {
 		s.subType = r.GetSubType()
 	} else if s = t.newSub(name, r, durable); s == nil {
 		c.sendError(reqID, pulsarpb.ServerError_ServiceNotReady, "the store is full: no room for a new subscription's metadata")
@@ -1011,11 +1019,13 @@ func (c *conn) handleSubscribe(r *pulsarpb.CommandSubscribe) {
 		c.sendError(reqID, pulsarpb.ServerError_ConsumerAssignError, "Range conflict with consumer "+o.name)
 		return
 	}
+	if len(s.consumers) == 0 {
+		s.keyMode, s.outOfOrder = r.KeySharedMeta.GetKeySharedMode(), r.KeySharedMeta.GetAllowOutOfOrderDelivery()
+	}
 	cons := &consumer{
 		c: c, id: r.GetConsumerId(), name: r.GetConsumerName(), sub: s,
 		priority: r.GetPriorityLevel(), pending: map[uint64]struct{}{}, sticky: ranges != nil,
 		epoch: r.GetConsumerEpoch(), hasEpoch: r.ConsumerEpoch != nil,
-		outOfOrder: r.KeySharedMeta.GetAllowOutOfOrderDelivery(),
 	}
 	c.mu.Lock()
 	c.consumers[cons.id] = cons

@@ -57,7 +57,10 @@
 //     A key's entries go to no other consumer while one holds earlier ones
 //     unacknowledged, so that a key keeps its order when its consumer
 //     changes, as Pulsar 4 holds back its draining hashes (unless the
-//     consumer allows out-of-order delivery). Entries held back, and those
+//     subscription allows out-of-order delivery). A Key_Shared subscription's
+//     mode (sticky ranges or not) and out-of-order delivery are its first
+//     consumer's: while it has consumers, one whose policy differs is refused
+//     with ConsumerBusy and Pulsar's message. Entries held back, and those
 //     of keys whose consumer has no permits, are put aside while the
 //     others go on, up to 20,000 (Pulsar's look-ahead); past that no new
 //     entries are read until some of them are delivered.

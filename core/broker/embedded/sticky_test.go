@@ -313,3 +313,28 @@ func TestKeySharedJoinKeepsKeyOrder(t *testing.T) {
 		t.Fatalf("after ka's acks: ka had %d and kc %d of the %d new messages, kc some", len(stayed), len(moved), keys)
 	}
 }
+
+// TestKeySharedPolicyIsTheFirstConsumers: a Key_Shared subscription's mode and out-of-order
+// delivery are its first consumer's; while it has consumers, one whose policy differs is
+// refused with ConsumerBusy, as by Pulsar (TestPulsarKeySharedPolicy runs the same check
+// there), and before its ranges are looked at, as Pulsar looks at them only then.
+func TestKeySharedPolicyIsTheFirstConsumers(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{})
+	c := newClient(t, b, nil)
+	topic := uniqueTopic("keyshared-policy")
+	pulsartest.KeySharedPolicyIsTheFirstConsumers(t, c, topic)
+
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "auto-split", Type: pulsar.KeyShared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	nc := dialRaw(t, b)
+	if _, err := nc.Write(append(rawpulsar.Command(rawpulsar.Connect("")), stickySubscribe(topic, "auto-split", 1, nil)...)); err != nil {
+		t.Fatal(err)
+	}
+	if answer := nextAnswer(t, nc); answer.GetError().GetError() != pulsarpb.ServerError_ConsumerBusy {
+		t.Errorf("a sticky consumer without ranges joining an AUTO_SPLIT subscription: %v, want ConsumerBusy", answer)
+	}
+}

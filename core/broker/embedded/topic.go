@@ -410,7 +410,12 @@ type subscription struct {
 	keyOf    map[uint64]int32
 	holds    map[int32]keyHold
 	keyFreed bool
-	replay   []uint64 // sorted ids to redeliver
+	// keyMode and outOfOrder are a Key_Shared subscription's policy: its first consumer's, as
+	// Pulsar makes the subscription's dispatcher with its first consumer's KeySharedMeta and
+	// refuses the later ones whose policy differs (keySharedMismatch).
+	keyMode    pulsarpb.KeySharedMode
+	outOfOrder bool
+	replay     []uint64 // sorted ids to redeliver
 	// The Key_Shared consumers by what they own: the sticky ones' hash ranges, sorted by
 	// start, and the others' points on a consistent-hash ring, sorted by hash.
 	owned []hashRange
@@ -464,9 +469,6 @@ type consumer struct {
 	// ringIndex tells apart the points of Key_Shared consumers of the same name on their
 	// subscription's ring (ringHash).
 	ringIndex int
-	// outOfOrder: a Key_Shared consumer that allows out-of-order delivery is sent a key's
-	// entries whoever holds earlier ones, and holds none back itself (keyHold).
-	outOfOrder bool
 }
 
 // keyHold is a Key_Shared consumer's unacknowledged entries of one key (by its murmur): while
@@ -969,6 +971,27 @@ func stickyRanges(m *pulsarpb.KeySharedMeta) ([]hashRange, error) {
 	return kept, nil
 }
 
+// keySharedMismatch says, in Pulsar's words, why a Key_Shared consumer of policy m may not
+// join the subscription, or returns "": while it has consumers, a consumer whose mode or
+// out-of-order delivery differs from theirs is refused, as Pulsar's subscription refuses it
+// (with ConsumerBusy) rather than mix consumers its dispatcher was not made for.
+func (s *subscription) keySharedMismatch(m *pulsarpb.KeySharedMeta) string {
+	const different = "Subscription is of different type. "
+	switch {
+	case len(s.consumers) == 0 || s.subType != pulsarpb.CommandSubscribe_Key_Shared:
+		return ""
+	case m.GetKeySharedMode() != s.keyMode:
+		return fmt.Sprintf(different+"Active subscription key_shared mode of '%s' is different than the connecting consumer's key_shared mode '%s'.",
+			s.keyMode, m.GetKeySharedMode())
+	case m.GetAllowOutOfOrderDelivery() == s.outOfOrder:
+		return ""
+	case s.outOfOrder:
+		return different + "Active subscription allows out of order delivery while the connecting consumer does not allow it."
+	default:
+		return different + "Active subscription does not allow out of order delivery while the connecting consumer allows it."
+	}
+}
+
 // conflict returns a consumer owning a hash of one of ranges, or nil.
 func (s *subscription) conflict(ranges []hashRange) *consumer {
 	for _, r := range ranges {
@@ -1103,7 +1126,7 @@ func (s *subscription) pick(e entry) *consumer {
 		if c == nil || !c.ready() {
 			return nil
 		}
-		if h, ok := s.holds[e.keyHash]; ok && h.c != c && !c.outOfOrder {
+		if h, ok := s.holds[e.keyHash]; ok && h.c != c {
 			return nil // an earlier entry of its key is still with another consumer
 		}
 		return c
@@ -1279,7 +1302,7 @@ func (s *subscription) deliver(c *consumer, id uint64) {
 		return
 	}
 	s.pend(id, c)
-	if s.subType == pulsarpb.CommandSubscribe_Key_Shared && !c.outOfOrder {
+	if s.subType == pulsarpb.CommandSubscribe_Key_Shared && !s.outOfOrder {
 		s.holdKey(id, e.keyHash, c)
 	}
 	c.permits -= int64(e.numMessages)

@@ -4,6 +4,7 @@ package pulsartest
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,4 +66,57 @@ func StickyRangesSelectKeys(t testing.TB, c pulsar.Client, topic string) {
 	if m, err := cons.Receive(quiet); err == nil {
 		t.Errorf("the consumer got key %q, whose hash it does not own", m.Key())
 	}
+}
+
+// KeySharedPolicyIsTheFirstConsumers checks that a Key_Shared subscription of topic takes its
+// mode and out-of-order delivery from its first consumer: while that one is there, a consumer
+// whose mode or out-of-order delivery differs is refused with ConsumerBusy and Pulsar's
+// message, and once no consumer is left, the next one sets the policy anew.
+func KeySharedPolicyIsTheFirstConsumers(t testing.TB, c pulsar.Client, topic string) {
+	t.Helper()
+	sticky, err := pulsar.NewKeySharedPolicySticky([]int{0, 65535})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outOfOrder := &pulsar.KeySharedPolicy{Mode: pulsar.KeySharedPolicyModeAutoSplit, AllowOutOfOrderDelivery: true}
+	inOrder := &pulsar.KeySharedPolicy{Mode: pulsar.KeySharedPolicyModeAutoSplit}
+	subscribe := func(sub, name string, policy *pulsar.KeySharedPolicy) (pulsar.Consumer, error) {
+		return c.Subscribe(pulsar.ConsumerOptions{
+			Topic: topic, SubscriptionName: sub, Type: pulsar.KeyShared, Name: name, KeySharedPolicy: policy,
+		})
+	}
+	join := func(sub, name string, policy *pulsar.KeySharedPolicy) pulsar.Consumer {
+		t.Helper()
+		cons, err := subscribe(sub, name, policy)
+		if err != nil {
+			t.Fatalf("%s joining %s: %v", name, sub, err)
+		}
+		return cons
+	}
+	refused := func(sub, name string, policy *pulsar.KeySharedPolicy, want string) {
+		t.Helper()
+		cons, err := subscribe(sub, name, policy)
+		if err == nil {
+			cons.Close()
+			t.Fatalf("%s joined %s, want it refused: %s", name, sub, want)
+		}
+		if !strings.Contains(err.Error(), "ConsumerBusy") || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s joining %s: %v, want ConsumerBusy: %s", name, sub, err, want)
+		}
+	}
+	const different = "Subscription is of different type. "
+	first := join("s", "first", outOfOrder)
+	refused("s", "in-order", inOrder, different+"Active subscription allows out of order delivery while the connecting consumer does not allow it.")
+	refused("s", "sticky", sticky, different+"Active subscription key_shared mode of 'AUTO_SPLIT' is different than the connecting consumer's key_shared mode 'STICKY'.")
+	also := join("s", "also-out-of-order", outOfOrder)
+	first.Close()
+	refused("s", "in-order", inOrder, different+"Active subscription allows out of order delivery while the connecting consumer does not allow it.")
+	also.Close()
+	next := join("s", "in-order", inOrder)
+	defer next.Close()
+	refused("s", "out-of-order", outOfOrder, different+"Active subscription does not allow out of order delivery while the connecting consumer allows it.")
+
+	low := join("t", "sticky", sticky)
+	defer low.Close()
+	refused("t", "auto-split", inOrder, different+"Active subscription key_shared mode of 'STICKY' is different than the connecting consumer's key_shared mode 'AUTO_SPLIT'.")
 }

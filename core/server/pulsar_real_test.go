@@ -547,31 +547,48 @@ func TestPulsarKeySharedPolicy(t *testing.T) {
 	pulsartest.KeySharedPolicyIsTheFirstConsumers(t, rpClient(t, e), "persistent://public/default/"+rpTopic(t))
 }
 
+// TestPulsarKeySharedJoinHoldsSlots: Pulsar holds a key back for a joining consumer by its
+// slot, not by the key (TestKeySharedJoinHoldsSlots runs the same check on the embedded broker).
+func TestPulsarKeySharedJoinHoldsSlots(t *testing.T) {
+	e := rpEnvOf(t)
+	topic := rpTopic(t)
+	pulsartest.KeySharedJoinHoldsSlots(t, rpClient(t, e), "persistent://public/default/"+topic, func(names ...string) {
+		rpWaitPermits(t, e, topic, names...)
+	})
+}
+
 func TestPulsarPriorityLevel(t *testing.T) {
 	e := rpEnvOf(t)
 	priorityLevelFlow(t, rpEdge(t, e, nil), func(t *testing.T, topic string, names ...string) {
 		t.Helper()
-		testkit.WaitPermits(t, docsWait, func() map[string]int64 {
-			var stats struct {
-				Subscriptions map[string]struct {
-					Consumers []struct {
-						ConsumerName     string `json:"consumerName"`
-						AvailablePermits int64  `json:"availablePermits"`
-					} `json:"consumers"`
-				} `json:"subscriptions"`
-			}
-			if err := json.Unmarshal([]byte(rpAdminOK(t, e, http.MethodGet, "/admin/v2/persistent/public/default/"+topic+"/stats", "")), &stats); err != nil {
-				t.Fatal(err)
-			}
-			permits := map[string]int64{}
-			for _, s := range stats.Subscriptions {
-				for _, c := range s.Consumers {
-					permits[c.ConsumerName] += c.AvailablePermits
-				}
-			}
-			return permits
-		}, names...)
+		rpWaitPermits(t, e, topic, names...)
 	})
+}
+
+// rpWaitPermits waits until Pulsar's topic stats show permits for each consumer of topic (in
+// public/default) named, or with no names for every consumer of topic.
+func rpWaitPermits(t *testing.T, e rpEnv, topic string, names ...string) {
+	t.Helper()
+	testkit.WaitPermits(t, docsWait, func() map[string]int64 {
+		var stats struct {
+			Subscriptions map[string]struct {
+				Consumers []struct {
+					ConsumerName     string `json:"consumerName"`
+					AvailablePermits int64  `json:"availablePermits"`
+				} `json:"consumers"`
+			} `json:"subscriptions"`
+		}
+		if err := json.Unmarshal([]byte(rpAdminOK(t, e, http.MethodGet, "/admin/v2/persistent/public/default/"+topic+"/stats", "")), &stats); err != nil {
+			t.Fatal(err)
+		}
+		permits := map[string]int64{}
+		for _, s := range stats.Subscriptions {
+			for _, c := range s.Consumers {
+				permits[c.ConsumerName] += c.AvailablePermits
+			}
+		}
+		return permits
+	}, names...)
 }
 
 func TestPulsarNackAndDeadLetter(t *testing.T) {

@@ -54,10 +54,13 @@
 //     checks them: a consumer whose ranges are missing, reversed, or overlap
 //     each other or another consumer's is refused with ConsumerAssignError. A
 //     batch entry is routed by its metadata key.
-//     A key's entries go to no other consumer while one holds earlier ones
-//     unacknowledged, so that a key keeps its order when its consumer
-//     changes, as Pulsar 4 holds back its draining hashes (unless the
-//     subscription allows out-of-order delivery). A Key_Shared subscription's
+//     A key's entries go to no other consumer while one holds earlier entries
+//     of its slot unacknowledged (the hash its consumer is chosen by, modulo
+//     65,535 plus 1: keys of one slot are held back together), so that a key
+//     keeps its order when its consumer changes, as Pulsar 4 holds back its
+//     draining hashes: on subscriptions of consumers without sticky ranges
+//     that do not allow out-of-order delivery, as in Pulsar (a sticky range
+//     changes hands only when its consumer leaves). A Key_Shared subscription's
 //     mode (sticky ranges or not) and out-of-order delivery are its first
 //     consumer's: while it has consumers, one whose policy differs is refused
 //     with ConsumerBusy and Pulsar's message. Entries held back, and those

@@ -103,10 +103,10 @@ func TestStateCharge(t *testing.T) {
 		add  func(s *subscription, c *consumer, id uint64)
 	}{
 		{"pending", func(s *subscription, c *consumer, id uint64) { s.pend(id, c) }},
-		{"pending Key_Shared, a key each", func(s *subscription, c *consumer, id uint64) {
+		{"pending Key_Shared, a slot each", func(s *subscription, c *consumer, id uint64) {
 			s.subType = pulsarpb.CommandSubscribe_Key_Shared
 			s.pend(id, c)
-			s.holdKey(id, int32(id), c)
+			s.holdSlot(id, int32(id), c)
 		}},
 		{"partial", func(s *subscription, _ *consumer, id uint64) {
 			s.addPartial(id, make([]uint64, 1+id%3))

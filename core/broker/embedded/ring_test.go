@@ -85,7 +85,7 @@ func TestKeySharedRingAsPulsar(t *testing.T) {
 		{"no key, sequence 2", stickyKey{producer: []byte("native-keys"), sequence: 2}, ka},
 		{"no key, sequence 6", stickyKey{producer: []byte("native-keys"), sequence: 6}, ka},
 	} {
-		if got := two.keyOwner(tc.key.murmur()); got != tc.want {
+		if got := two.slotOwner(two.slot(tc.key.murmur())); got != tc.want {
 			t.Errorf("%s: consumer %q, want %q", tc.name, got.name, tc.want.name)
 		}
 	}

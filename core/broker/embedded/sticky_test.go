@@ -314,6 +314,18 @@ func TestKeySharedJoinKeepsKeyOrder(t *testing.T) {
 	}
 }
 
+// TestKeySharedJoinHoldsSlots: a key is held back for a joining consumer by its slot, the hash
+// its consumer is chosen by, not by the key: while the consumer that had a slot holds an
+// earlier message of one key of it, the joining consumer is sent nothing of another key of
+// that slot either, as Pulsar 4 holds back its draining hashes (TestPulsarKeySharedJoinHoldsSlots
+// runs the same check there).
+func TestKeySharedJoinHoldsSlots(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, embedded.Config{})
+	topic := uniqueTopic("keyshared-slots")
+	pulsartest.KeySharedJoinHoldsSlots(t, newClient(t, b, nil), topic, func(names ...string) { waitPermits(t, b, topic, names...) })
+}
+
 // TestKeySharedPolicyIsTheFirstConsumers: a Key_Shared subscription's mode and out-of-order
 // delivery are its first consumer's; while it has consumers, one whose policy differs is
 // refused with ConsumerBusy, as by Pulsar (TestPulsarKeySharedPolicy runs the same check

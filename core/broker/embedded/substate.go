@@ -4,8 +4,6 @@ import (
 	"container/heap"
 	"slices"
 	"time"
-
-	"github.com/sluicehq/sluice/core/broker/embedded/pulsarpb"
 )
 
 // Per-entry state. For the entries it has read and its mark-delete has not
@@ -30,7 +28,7 @@ import (
 // control byte, at the lowest load a Go map has just after it grows (7/16).
 const (
 	pendingRecordBytes    = 48  // subscription.pending: id → consumer
-	keyHoldBytes          = 104 // subscription.keyOf (id → key) and holds (key → keyHold): a Key_Shared entry, a key each at most
+	slotHoldBytes         = 104 // subscription.slotOf (id → slot) and holds (slot → slotHold): a Key_Shared entry, a slot each at most
 	consumedRecordBytes   = 40  // consumer.pending: id
 	partialRecordBytes    = 96  // subscription.partial: id → ack set (plus 8 a word)
 	redeliveryRecordBytes = 48  // subscription.redelivery: id → count
@@ -58,8 +56,8 @@ const (
 // stateBytes is what the subscription's per-entry records cost the heap.
 func (s *subscription) stateBytes() int64 {
 	pending := pendingRecordBytes
-	if s.subType == pulsarpb.CommandSubscribe_Key_Shared {
-		pending += keyHoldBytes
+	if s.holdsSlots() {
+		pending += slotHoldBytes
 	}
 	return int64(s.peakPending*pending+s.consumerPeaks*consumedRecordBytes+
 		s.peakPartial*partialRecordBytes+s.partialWords*8+s.peakRedelivery*redeliveryRecordBytes+
@@ -167,7 +165,7 @@ func (s *subscription) unpend(id uint64) {
 	}
 	delete(s.pending, id)
 	delete(c.pending, id)
-	s.releaseKey(id)
+	s.releaseSlot(id)
 	if len(s.pending) == 0 && s.peakPending > renewRecords {
 		s.pending = map[uint64]*consumer{}
 		s.peakPending = 0
@@ -190,34 +188,34 @@ func (s *subscription) pend(id uint64, c *consumer) {
 	}
 }
 
-// holdKey records that c holds pending entry id of key k (a Key_Shared subscription's).
-func (s *subscription) holdKey(id uint64, k int32, c *consumer) {
-	if s.keyOf == nil {
-		s.keyOf, s.holds = map[uint64]int32{}, map[int32]keyHold{}
+// holdSlot records that c holds pending entry id of slot k (a Key_Shared subscription's).
+func (s *subscription) holdSlot(id uint64, k int32, c *consumer) {
+	if s.slotOf == nil {
+		s.slotOf, s.holds = map[uint64]int32{}, map[int32]slotHold{}
 	}
-	s.keyOf[id] = k
-	h := s.holds[k] // c's, or none: pick sends a held key to no one else
+	s.slotOf[id] = k
+	h := s.holds[k] // c's, or none: pick sends a held slot to no one else
 	h.c = c
 	h.n++
 	s.holds[k] = h
 }
 
-// releaseKey ends pending entry id's part in its key's hold.
-func (s *subscription) releaseKey(id uint64) {
-	k, ok := s.keyOf[id]
+// releaseSlot ends pending entry id's part in its slot's hold.
+func (s *subscription) releaseSlot(id uint64) {
+	k, ok := s.slotOf[id]
 	if !ok {
 		return
 	}
-	delete(s.keyOf, id)
+	delete(s.slotOf, id)
 	h := s.holds[k]
 	if h.n--; h.n > 0 {
 		s.holds[k] = h
 		return
 	}
 	delete(s.holds, k)
-	s.keyFreed = true
-	if len(s.keyOf) == 0 && len(s.holds) == 0 {
-		s.keyOf, s.holds = nil, nil // made anew once pending empties, as pending is
+	s.slotFreed = true
+	if len(s.slotOf) == 0 && len(s.holds) == 0 {
+		s.slotOf, s.holds = nil, nil // made anew once pending empties, as pending is
 	}
 }
 

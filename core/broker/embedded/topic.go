@@ -404,12 +404,12 @@ type subscription struct {
 	acked   *roaring64.Bitmap
 	partial map[uint64][]uint64 // remaining unacknowledged batch indexes
 	pending map[uint64]*consumer
-	// keyOf and holds (Key_Shared only): the key of each pending entry, and who holds each
-	// key's pending entries (keyHold). keyFreed is set when a hold ends, so that an ack
-	// dispatches what waited for it.
-	keyOf    map[uint64]int32
-	holds    map[int32]keyHold
-	keyFreed bool
+	// slotOf and holds (Key_Shared only, holdsSlots): the slot of each pending entry, and who
+	// holds each slot's pending entries (slotHold). slotFreed is set when a hold ends, so that
+	// an ack dispatches what waited for it.
+	slotOf    map[uint64]int32
+	holds     map[int32]slotHold
+	slotFreed bool
 	// keyMode and outOfOrder are a Key_Shared subscription's policy: its first consumer's, as
 	// Pulsar makes the subscription's dispatcher with its first consumer's KeySharedMeta and
 	// refuses the later ones whose policy differs (keySharedMismatch).
@@ -471,10 +471,11 @@ type consumer struct {
 	ringIndex int
 }
 
-// keyHold is a Key_Shared consumer's unacknowledged entries of one key (by its murmur): while
-// it holds any, no other consumer is sent the key's next entries, so that each key stays in
-// order when its owner changes, as Pulsar 4 holds back its draining hashes (PIP-379).
-type keyHold struct {
+// slotHold is a Key_Shared consumer's unacknowledged entries of one slot (the hash its keys
+// are placed by): while it holds any, no other consumer is sent the slot's next entries, so
+// that each key stays in order when its owner changes. Pulsar 4 holds back its draining
+// hashes so, by the slot too: keys of one slot are held back together.
+type slotHold struct {
 	c *consumer
 	n int
 }
@@ -624,7 +625,7 @@ func (s *subscription) ack(cmd *pulsarpb.CommandAck) {
 		// a subscription over its charge reads nothing new (mayRead).
 		s.ackedChanged()
 		s.chargeState()
-		if s.keyFreed {
+		if s.slotFreed {
 			s.dispatch() // what waited for the key's earlier entries
 		}
 	}()
@@ -1090,14 +1091,31 @@ func (s *subscription) addRingPoints(c *consumer) {
 	s.ring = append(ring, old...)
 }
 
-// keyOwner returns the Key_Shared consumer owning the key whose murmur is m: the sticky
-// consumer whose range holds its stickyHash, else the owner of its ringKeyHash on the ring.
-func (s *subscription) keyOwner(m int32) *consumer {
-	h := stickyHash(m)
-	if o := s.owner(h, h); o != nil {
-		return o
+// slot is the hash a Key_Shared subscription places a key by (whose murmur is m), Pulsar's
+// sticky key hash: its stickyHash when the consumers own sticky ranges, else its ringKeyHash.
+// Keys of the same slot always have the same consumer.
+func (s *subscription) slot(m int32) int32 {
+	if s.keyMode == pulsarpb.KeySharedMode_STICKY {
+		return stickyHash(m)
 	}
-	return s.ringOwner(ringKeyHash(m))
+	return ringKeyHash(m)
+}
+
+// slotOwner returns the Key_Shared consumer owning slot h: the sticky consumer whose range
+// holds it, else the owner of h on the ring.
+func (s *subscription) slotOwner(h int32) *consumer {
+	if s.keyMode == pulsarpb.KeySharedMode_STICKY {
+		return s.owner(h, h)
+	}
+	return s.ringOwner(h)
+}
+
+// holdsSlots reports whether the subscription holds a slot back from its consumer while another
+// holds earlier entries of it (slotHold). As Pulsar 4's draining hashes, only consumers without
+// sticky ranges that keep order need it: a sticky range changes hands only when its consumer
+// leaves, and what that one held goes back for redelivery.
+func (s *subscription) holdsSlots() bool {
+	return s.subType == pulsarpb.CommandSubscribe_Key_Shared && s.keyMode == pulsarpb.KeySharedMode_AUTO_SPLIT && !s.outOfOrder
 }
 
 // ringOwner returns the consumer of the ring's first point at or after hash h, else of its
@@ -1122,12 +1140,13 @@ func (s *subscription) pick(e entry) *consumer {
 		}
 		return nil
 	case pulsarpb.CommandSubscribe_Key_Shared:
-		c := s.keyOwner(e.keyHash)
+		h := s.slot(e.keyHash)
+		c := s.slotOwner(h)
 		if c == nil || !c.ready() {
 			return nil
 		}
-		if h, ok := s.holds[e.keyHash]; ok && h.c != c {
-			return nil // an earlier entry of its key is still with another consumer
+		if hold, ok := s.holds[h]; ok && hold.c != c {
+			return nil // an earlier entry of its slot is still with another consumer
 		}
 		return c
 	default:
@@ -1177,7 +1196,7 @@ func (s *subscription) dispatch() {
 	if !s.t.persistent || len(s.consumers) == 0 || s.t.b.faults.stalled() {
 		return
 	}
-	s.keyFreed = false
+	s.slotFreed = false
 	s.skipEvicted()
 	var now int64 // unix ms, read when first needed
 	delayed := func(e entry) bool {
@@ -1302,8 +1321,8 @@ func (s *subscription) deliver(c *consumer, id uint64) {
 		return
 	}
 	s.pend(id, c)
-	if s.subType == pulsarpb.CommandSubscribe_Key_Shared && !s.outOfOrder {
-		s.holdKey(id, e.keyHash, c)
+	if s.holdsSlots() {
+		s.holdSlot(id, s.slot(e.keyHash), c)
 	}
 	c.permits -= int64(e.numMessages)
 }

@@ -4,9 +4,12 @@ package pulsartest
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/murmur3"
 
 	"github.com/sluicehq/sluice/third_party/pulsar-client-go/pulsar"
 )
@@ -119,4 +122,91 @@ func KeySharedPolicyIsTheFirstConsumers(t testing.TB, c pulsar.Client, topic str
 	low := join("t", "sticky", sticky)
 	defer low.Close()
 	refused("t", "auto-split", inOrder, different+"Active subscription key_shared mode of 'STICKY' is different than the connecting consumer's key_shared mode 'AUTO_SPLIT'.")
+}
+
+// KeySharedJoinHoldsSlots checks that a consumer joining a Key_Shared subscription of topic
+// is sent none of the messages of a slot that moves to it while the consumer that had the
+// slot holds earlier messages of it unacknowledged: not even those of another key of the same
+// slot, as Pulsar 4 holds back its draining hashes by the slot (RingSlot), not by the key.
+// Once the earlier messages are acknowledged, the joining consumer gets them. waitPermits
+// waits until the broker holds permits for the consumers named.
+func KeySharedJoinHoldsSlots(t testing.TB, c pulsar.Client, topic string, waitPermits func(names ...string)) {
+	t.Helper()
+	const keys = 20
+	// Each key's twin is another key of the same slot.
+	key := func(i int) string { return fmt.Sprint("k", i) }
+	twin := func(i int) string {
+		for n := 0; ; n++ {
+			if k := fmt.Sprint("k", i, "-", n); RingSlot(k) == RingSlot(key(i)) {
+				return k
+			}
+		}
+	}
+	subscribe := func(name string) pulsar.Consumer {
+		t.Helper()
+		cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.KeyShared, Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cons
+	}
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	send := func(key func(int) string) {
+		t.Helper()
+		for i := range keys {
+			if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(key(i)), Key: key(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// receiveAll receives until none comes for a second: the broker may take a while to send
+	// what an acknowledgement freed.
+	receiveAll := func(cons pulsar.Consumer) []pulsar.Message {
+		var got []pulsar.Message
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			m, err := cons.Receive(ctx)
+			cancel()
+			if err != nil {
+				return got
+			}
+			got = append(got, m)
+		}
+	}
+	ka := subscribe("ka")
+	defer ka.Close()
+	waitPermits("ka")
+	send(key)
+	first := receiveAll(ka)
+	if len(first) != keys {
+		t.Fatalf("ka received %d of the %d first messages", len(first), keys)
+	}
+	kc := subscribe("kc")
+	defer kc.Close()
+	waitPermits("ka", "kc")
+	send(twin) // the twins of ka's keys that stay go to ka, the others wait for ka's acks
+	stayed := receiveAll(ka)
+	if got := receiveAll(kc); len(got) > 0 {
+		t.Fatalf("kc was sent key %s, of slot %d, while ka held a message of that slot unacknowledged", got[0].Key(), RingSlot(got[0].Key()))
+	}
+	for _, m := range first {
+		if err := ka.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moved := receiveAll(kc)
+	if len(moved) == 0 || len(stayed)+len(moved) != keys {
+		t.Fatalf("after ka's acks: ka had %d and kc %d of the %d twins, kc some", len(stayed), len(moved), keys)
+	}
+}
+
+// RingSlot is the slot of a Key_Shared key on Pulsar 4's consistent-hash ring, worked out
+// apart from any broker's code: its 32-bit Murmur3 (seed 0, made non-negative) modulo
+// 65,535, plus 1.
+func RingSlot(key string) uint32 {
+	return (murmur3.Sum32([]byte(key))&0x7fffffff)%65535 + 1
 }

@@ -992,16 +992,12 @@ func (c *conn) handleSubscribe(r *pulsarpb.CommandSubscribe) {
 	durable := r.GetDurable() && t.persistent
 	s, exists := t.subs[name]
 	if exists {
-		if len(s.consumers) > 0 && s.subType != r.GetSubType() {
-			c.sendError(reqID, pulsarpb.ServerError_ConsumerBusy, "subscription "+name+" is of another type")
+		if why := s.mismatch(r); why != "" {
+			c.sendError(reqID, pulsarpb.ServerError_ConsumerBusy, why)
 			return
 		}
 		if len(s.consumers) > 0 && s.subType == pulsarpb.CommandSubscribe_Exclusive {
 			c.sendError(reqID, pulsarpb.ServerError_ConsumerBusy, "exclusive consumer is already connected to "+name)
-			return
-		}
-		if why := s.keySharedMismatch(r.KeySharedMeta); why != "" {
-			c.sendError(reqID, pulsarpb.ServerError_ConsumerBusy, why)
 			return
 		}
 	}

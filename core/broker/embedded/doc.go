@@ -37,7 +37,9 @@
 //     is stored opaquely and counts as its num_messages for flow permits and
 //     backlogs; CONSUMER_STATS answers a backlog in entries, as Pulsar's
 //     broker does).
-//   - Subscriptions: Exclusive (a second consumer gets ConsumerBusy),
+//   - Subscriptions (a consumer of another type than those there gets
+//     ConsumerBusy, with Pulsar's message): Exclusive (a second consumer gets
+//     ConsumerBusy),
 //     Shared (by priority_level, as Pulsar's dispatcher: the consumers of
 //     the highest priority, 0 first, that have permits, round robin among
 //     them; a lower level only when no consumer of a higher one has

@@ -412,7 +412,7 @@ type subscription struct {
 	slotFreed bool
 	// keyMode and outOfOrder are a Key_Shared subscription's policy: its first consumer's, as
 	// Pulsar makes the subscription's dispatcher with its first consumer's KeySharedMeta and
-	// refuses the later ones whose policy differs (keySharedMismatch).
+	// refuses the later ones whose policy differs (mismatch).
 	keyMode    pulsarpb.KeySharedMode
 	outOfOrder bool
 	replay     []uint64 // sorted ids to redeliver
@@ -972,14 +972,21 @@ func stickyRanges(m *pulsarpb.KeySharedMeta) ([]hashRange, error) {
 	return kept, nil
 }
 
-// keySharedMismatch says, in Pulsar's words, why a Key_Shared consumer of policy m may not
-// join the subscription, or returns "": while it has consumers, a consumer whose mode or
-// out-of-order delivery differs from theirs is refused, as Pulsar's subscription refuses it
-// (with ConsumerBusy) rather than mix consumers its dispatcher was not made for.
-func (s *subscription) keySharedMismatch(m *pulsarpb.KeySharedMeta) string {
+// mismatch says, in Pulsar's words, why a consumer subscribing with r may not join the
+// subscription, or returns "": while it has consumers, one of another type, or a Key_Shared one
+// whose mode or out-of-order delivery differs from theirs, is refused, as Pulsar's
+// subscription refuses it (with ConsumerBusy) rather than mix consumers its dispatcher was
+// not made for.
+func (s *subscription) mismatch(r *pulsarpb.CommandSubscribe) string {
 	const different = "Subscription is of different type. "
+	m := r.KeySharedMeta
 	switch {
-	case len(s.consumers) == 0 || s.subType != pulsarpb.CommandSubscribe_Key_Shared:
+	case len(s.consumers) == 0:
+		return ""
+	case r.GetSubType() != s.subType:
+		return fmt.Sprintf(different+"Active subscription type of '%s' is different than the connecting consumer's type '%s'.",
+			s.subType, r.GetSubType())
+	case s.subType != pulsarpb.CommandSubscribe_Key_Shared:
 		return ""
 	case m.GetKeySharedMode() != s.keyMode:
 		return fmt.Sprintf(different+"Active subscription key_shared mode of '%s' is different than the connecting consumer's key_shared mode '%s'.",

@@ -74,7 +74,8 @@ func StickyRangesSelectKeys(t testing.TB, c pulsar.Client, topic string) {
 // KeySharedPolicyIsTheFirstConsumers checks that a Key_Shared subscription of topic takes its
 // mode and out-of-order delivery from its first consumer: while that one is there, a consumer
 // whose mode or out-of-order delivery differs is refused with ConsumerBusy and Pulsar's
-// message, and once no consumer is left, the next one sets the policy anew.
+// message, as is one of another type, and once no consumer is left, the next one sets the
+// policy anew.
 func KeySharedPolicyIsTheFirstConsumers(t testing.TB, c pulsar.Client, topic string) {
 	t.Helper()
 	sticky, err := pulsar.NewKeySharedPolicySticky([]int{0, 65535})
@@ -122,6 +123,14 @@ func KeySharedPolicyIsTheFirstConsumers(t testing.TB, c pulsar.Client, topic str
 	low := join("t", "sticky", sticky)
 	defer low.Close()
 	refused("t", "auto-split", inOrder, different+"Active subscription key_shared mode of 'STICKY' is different than the connecting consumer's key_shared mode 'AUTO_SPLIT'.")
+
+	// A consumer of another type is refused with the same words.
+	if cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "t", Type: pulsar.Shared, Name: "shared"}); err == nil {
+		cons.Close()
+		t.Fatal("a Shared consumer joined a Key_Shared subscription")
+	} else if want := different + "Active subscription type of 'Key_Shared' is different than the connecting consumer's type 'Shared'."; !strings.Contains(err.Error(), "ConsumerBusy") || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a Shared consumer joining a Key_Shared subscription: %v, want ConsumerBusy: %s", err, want)
+	}
 }
 
 // KeySharedJoinHoldsSlots checks that a consumer joining a Key_Shared subscription of topic

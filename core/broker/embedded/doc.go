@@ -51,8 +51,9 @@
 //     consumers' sticky ranges, so that they select the same messages as on
 //     a Pulsar cluster; for consumers without ranges, modulo 65,535 plus 1
 //     on Pulsar 4's consistent-hash ring of 100 points a consumer placed by
-//     its name, so that consumers of the same names get the same keys; the
-//     key decides, not the priority, as in Pulsar). Sticky ranges are checked as Pulsar
+//     its name, a point two consumers share being the first one's, so that
+//     consumers of the same names get the same keys; the key decides, not
+//     the priority, as in Pulsar). Sticky ranges are checked as Pulsar
 //     checks them: a consumer whose ranges are missing, reversed, or overlap
 //     each other or another consumer's is refused with ConsumerAssignError. A
 //     batch entry is routed by its metadata key.

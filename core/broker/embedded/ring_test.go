@@ -66,6 +66,27 @@ func TestKeySharedRingAsPulsar(t *testing.T) {
 	s.addOwner(cs[0], nil)
 	check("the first consumer named ka replaced")
 
+	// Consumers whose points are at the same hash: ca's and cb0's at 2,248. Pulsar 4.2.4's topic
+	// stats gave it to ca, which came first, and to cb0 once ca had left.
+	const at = 2248
+	both := newSubscription(nil, "s", pulsarpb.CommandSubscribe_Key_Shared, true, 0)
+	ca, cb0, kx := &consumer{name: "ca", sub: both}, &consumer{name: "cb0", sub: both}, &consumer{name: "kx", sub: both}
+	for _, name := range []string{"ca", "cb0"} {
+		if !hasPoint(name, at) {
+			t.Fatalf("%s has no point at %d", name, at)
+		}
+	}
+	for _, c := range []*consumer{ca, cb0, kx} {
+		both.addOwner(c, nil)
+	}
+	if got := both.ringOwner(at); got != ca {
+		t.Errorf("hash %d, where ca and then cb0 have a point: owner %q, want ca", at, got.name)
+	}
+	both.removeOwner(ca)
+	if got := both.ringOwner(at); got != cb0 {
+		t.Errorf("hash %d, once ca has left: owner %q, want cb0", at, got.name)
+	}
+
 	// The keys of the differential flow "native Key_Shared two consumers", which Pulsar 4.2.4
 	// gave its consumers named ka and kb so: a key by its ordering key if it has one, a
 	// message without a key by its producer's name and sequence id.
@@ -89,4 +110,14 @@ func TestKeySharedRingAsPulsar(t *testing.T) {
 			t.Errorf("%s: consumer %q, want %q", tc.name, got.name, tc.want.name)
 		}
 	}
+}
+
+// hasPoint reports whether the first consumer named name on a ring has a point at hash h.
+func hasPoint(name string, h int32) bool {
+	for i := range ringPoints {
+		if ringHash(name, 0, i) == h {
+			return true
+		}
+	}
+	return false
 }

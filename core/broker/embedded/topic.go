@@ -1047,7 +1047,7 @@ const ringPoints = 100
 
 // ringPoint is a point of a Key_Shared subscription's consistent-hash ring: its consumer owns
 // the key hashes after the point before it up to its hash, and the first point's consumer also
-// those after the last point.
+// those after the last point. Of the points at one hash, the first owns it.
 type ringPoint struct {
 	hash int32
 	c    *consumer
@@ -1061,8 +1061,9 @@ func ringHash(name string, index, i int) int32 {
 	return ringKeyHash(murmur([]byte(name + "\x00" + strconv.Itoa(index) + "\x00" + strconv.Itoa(i))))
 }
 
-// addRingPoints puts c's points on the ring. A point another consumer's hash is already at
-// goes to c, as in Pulsar's ring, which keeps the consumer added last there.
+// addRingPoints puts c's points on the ring. At a hash where a point already is, c's point
+// goes after it: as on Pulsar's ring, the consumer that was there first keeps the hash, and
+// the next one there gets it when that one leaves.
 func (s *subscription) addRingPoints(c *consumer) {
 	var used []int
 	for _, p := range s.ring {
@@ -1084,14 +1085,8 @@ func (s *subscription) addRingPoints(c *consumer) {
 	ring := make([]ringPoint, 0, len(s.ring)+ringPoints)
 	old := s.ring
 	for _, p := range points {
-		for len(old) > 0 && old[0].hash < p.hash {
+		for len(old) > 0 && old[0].hash <= p.hash {
 			ring, old = append(ring, old[0]), old[1:]
-		}
-		if len(old) > 0 && old[0].hash == p.hash {
-			old = old[1:]
-		}
-		if n := len(ring); n > 0 && ring[n-1].hash == p.hash {
-			ring = ring[:n-1] // c's own points collide: one is kept
 		}
 		ring = append(ring, p)
 	}

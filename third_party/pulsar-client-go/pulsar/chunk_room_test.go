@@ -53,3 +53,24 @@ func TestChunkedContextLetGo(t *testing.T) {
 		t.Error("a complete context counts as droppable")
 	}
 }
+
+// TestUnAckChunksTrackerOneEntryPerMessage: each delivery of a chunked message takes the same
+// entry, so that the deliveries a rewind dropped undelivered leave nothing behind once one is
+// acknowledged (keyed by pointers, each delivery stayed for as long as the consumer).
+func TestUnAckChunksTrackerOneEntryPerMessage(t *testing.T) {
+	u := newUnAckChunksTracker(nil)
+	delivery := func() *chunkMessageID {
+		return newChunkMessageID(&messageID{ledgerID: 1, entryID: 2}, &messageID{ledgerID: 1, entryID: 3})
+	}
+	ids := []*messageID{{ledgerID: 1, entryID: 2}, {ledgerID: 1, entryID: 3}}
+	first, again := delivery(), delivery()
+	u.add(first, ids)
+	u.add(again, ids)
+	if n := len(u.chunkIDs); n != 1 {
+		t.Fatalf("two deliveries of one message hold %d entries, want 1", n)
+	}
+	u.remove(again)
+	if n := len(u.chunkIDs); n != 0 {
+		t.Errorf("%d entries left once a delivery was acknowledged", n)
+	}
+}

@@ -3595,23 +3595,43 @@ func (c *chunkedMsgCtxMap) discardChunkMessage(uuid string, ctx *chunkedMsgCtx, 
 	}
 }
 
+// Close lets go of the contexts and stops their expiry, so that a closed consumer holds no
+// chunks for the minute the expiry would wait.
 func (c *chunkedMsgCtxMap) Close() {
 	c.mu.Lock()
 	c.closed = true
+	for _, ctx := range c.chunkedMsgCtxs {
+		ctx.expiry.Stop()
+	}
+	c.chunkedMsgCtxs, c.pendingQueue = map[string]*chunkedMsgCtx{}, list.New()
 	c.mu.Unlock()
 	c.room.remove(c)
 }
 
 type unAckChunksTracker struct {
-	// TODO: use hash code of chunkMessageID as the key
-	chunkIDs map[chunkMessageID][]*messageID
+	chunkIDs map[chunkKey][]*messageID
 	pc       *partitionConsumer
 	mu       sync.Mutex
 }
 
+// chunkKey is a chunked message's place in the tracker: its first and last chunks' ids, so
+// that each delivery of one message (a rewind's or a redelivery's, never acknowledged as an
+// earlier one) takes the same entry, and a message dropped undelivered leaves none behind
+// once its next delivery is acknowledged. Keyed by the ids' pointers and time of receipt, each
+// delivery made an entry of its own, which stayed for as long as the consumer.
+type chunkKey struct{ first, last messageID }
+
+func chunkKeyOf(cmid *chunkMessageID) chunkKey {
+	k := chunkKey{last: *cmid.messageID}
+	if cmid.firstChunkID != nil {
+		k.first = *cmid.firstChunkID
+	}
+	return k
+}
+
 func newUnAckChunksTracker(pc *partitionConsumer) *unAckChunksTracker {
 	return &unAckChunksTracker{
-		chunkIDs: make(map[chunkMessageID][]*messageID),
+		chunkIDs: make(map[chunkKey][]*messageID),
 		pc:       pc,
 	}
 }
@@ -3620,21 +3640,21 @@ func (u *unAckChunksTracker) add(cmid *chunkMessageID, ids []*messageID) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 
-	u.chunkIDs[*cmid] = ids
+	u.chunkIDs[chunkKeyOf(cmid)] = ids
 }
 
 func (u *unAckChunksTracker) get(cmid *chunkMessageID) []*messageID {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 
-	return u.chunkIDs[*cmid]
+	return u.chunkIDs[chunkKeyOf(cmid)]
 }
 
 func (u *unAckChunksTracker) remove(cmid *chunkMessageID) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 
-	delete(u.chunkIDs, *cmid)
+	delete(u.chunkIDs, chunkKeyOf(cmid))
 }
 
 func (u *unAckChunksTracker) ack(cmid *chunkMessageID) error {

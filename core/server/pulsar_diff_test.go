@@ -144,13 +144,14 @@ func dfCloseStep(label, conn string) dfStep {
 	return dfStep{label: label, op: dfCloseConn, conn: conn}
 }
 
-// dfSingleActivePrefetch opens c, an Exclusive consumer in pull mode with query added to its
-// path's, and p, a producer; publishes m0 to m3 (their acks' ids saved as a0 to a3) and takes
-// m0 and m1, so that the client library behind c has prefetched m2 and m3.
-func dfSingleActivePrefetch(query string) []dfStep {
+// dfSingleActivePrefetch opens c, an Exclusive consumer in pull mode of a topic in domain
+// ("persistent" or "non-persistent"), with query added to its path's, and p, a producer of it;
+// publishes m0 to m3 (their acks' ids saved as a0 to a3) and takes m0 and m1, so that the
+// client library behind c has prefetched m2 and m3.
+func dfSingleActivePrefetch(domain, query string) []dfStep {
 	return dfSteps(
-		dfDialStep("open consumer", "c", dfConsumer+"?subscriptionType=Exclusive&pullMode=true"+query),
-		dfDialStep("open producer", "p", dfProducer),
+		dfDialStep("open consumer", "c", "/ws/v2/consumer/"+domain+"/{ns}/{t}/sub?subscriptionType=Exclusive&pullMode=true"+query),
+		dfDialStep("open producer", "p", "/ws/v2/producer/"+domain+"/{ns}/{t}"),
 		dfPublish("m0", "p", `{"payload":"bTA="}`, "a0"),
 		dfPublish("m1", "p", `{"payload":"bTE="}`, "a1"),
 		dfPublish("m2", "p", `{"payload":"bTI="}`, "a2"),
@@ -627,7 +628,7 @@ var dfFlows = []dfFlow{
 		doc:      "a negative ack on an Exclusive subscription in pull mode: what the client library prefetched comes once, after the rewind",
 		embedded: true,
 		steps: dfSteps(
-			dfSingleActivePrefetch("&negativeAckRedeliveryDelay=100"),
+			dfSingleActivePrefetch("persistent", "&negativeAckRedeliveryDelay=100"),
 			dfSendStep("nack m0", "c", `{"type":"negativeAcknowledge","messageId":"{a0}"}`),
 			dfQuietS("the rewind", "c"),
 			dfSendStep("permit 5", "c", `{"type":"permit","permitMessages":5}`),

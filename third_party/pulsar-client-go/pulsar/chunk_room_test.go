@@ -33,7 +33,7 @@ func TestChunkedContextLetGo(t *testing.T) {
 	if _, ok := dropped.append(0, &messageID{}, chunk, false); !ok {
 		t.Fatal("the first chunk was refused")
 	}
-	if !dropped.letGo() {
+	if !dropped.letGo(false) {
 		t.Fatal("an incomplete context was not let go")
 	}
 	if buf, ok := dropped.append(1, &messageID{}, internal.NewBufferWrapper([]byte("cd")), true); ok || buf != nil {
@@ -46,7 +46,7 @@ func TestChunkedContextLetGo(t *testing.T) {
 	if !ok || string(buf.ReadableSlice()) != "abcd" {
 		t.Fatalf("the last chunk returned %v, %v", buf, ok)
 	}
-	if complete.letGo() {
+	if complete.letGo(false) {
 		t.Error("a complete context was let go")
 	}
 	if _, droppable := complete.held(); droppable {
@@ -72,5 +72,33 @@ func TestUnAckChunksTrackerOneEntryPerMessage(t *testing.T) {
 	u.remove(again)
 	if n := len(u.chunkIDs); n != 0 {
 		t.Errorf("%d entries left once a delivery was acknowledged", n)
+	}
+}
+
+// TestChunkedContextDiscardAgainstEviction: a context its reader discarded is not evicted to
+// make room (it acknowledges the message's later chunks as they come), and one evicted before
+// its reader could discard it is not marked discarded (its later chunks will find no context,
+// so none of the message's chunks is acknowledged, and it comes again). Either way round, the
+// message's chunks are acknowledged all or none.
+func TestChunkedContextDiscardAgainstEviction(t *testing.T) {
+	discarded := newChunkedMsgCtx(2, 4)
+	discarded.append(0, &messageID{}, internal.NewBufferWrapper([]byte("ab")), false)
+	if _, ok := discarded.markDiscarded(); !ok {
+		t.Fatal("a context was not discarded")
+	}
+	if discarded.letGo(true) {
+		t.Error("a discarded context was evicted")
+	}
+	if !discarded.letGo(false) {
+		t.Error("a discarded context did not expire")
+	}
+
+	evicted := newChunkedMsgCtx(2, 4)
+	evicted.append(0, &messageID{}, internal.NewBufferWrapper([]byte("ab")), false)
+	if !evicted.letGo(true) {
+		t.Fatal("an incomplete context was not evicted")
+	}
+	if ids, ok := evicted.markDiscarded(); ok || ids != nil {
+		t.Errorf("an evicted context was discarded, its chunks %v to be acknowledged", ids)
 	}
 }

@@ -2020,8 +2020,13 @@ func (pc *partitionConsumer) processMessageChunk(compressedPayload internal.Buff
 			// through the events loop, which waits for each acknowledgment's answer, which
 			// this reader reads. Its context stays, holding nothing, so that its later chunks
 			// are acknowledged as they come.
+			ids, ok := ctx.markDiscarded()
+			if !ok {
+				// Dropped meanwhile to make room: it comes again when redelivered.
+				return dropped()
+			}
 			pc.log.Warnf("discarding a chunked message %s bringing more than %d bytes", uuid, limit)
-			pc.ackCorrupted(pb.CommandAck_UncompressedSizeCorruption, append(ctx.markDiscarded(), pbMsgID)...)
+			pc.ackCorrupted(pb.CommandAck_UncompressedSizeCorruption, append(ids, pbMsgID)...)
 			if last {
 				pc.chunkedMsgCtxMap.remove(uuid)
 			}
@@ -3289,10 +3294,15 @@ func (c *chunkedMsgCtx) size() uint32 {
 }
 
 // markDiscarded lets go of what the context holds, its message discarded, and returns the
-// ids of the chunks it held; its later chunks find it discarded (isDiscarded).
-func (c *chunkedMsgCtx) markDiscarded() []*pb.MessageIdData {
+// ids of the chunks it held; its later chunks find it discarded (isDiscarded). It returns false,
+// and marks nothing, when the context was let go first (letGo): its later chunks will find no
+// context, so those it held must not be acknowledged either, and the message comes again.
+func (c *chunkedMsgCtx) markDiscarded() ([]*pb.MessageIdData, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.gone {
+		return nil, false
+	}
 	ids := make([]*pb.MessageIdData, 0, len(c.chunkedMsgIDs)+1)
 	for _, mid := range c.chunkedMsgIDs {
 		if mid != nil {
@@ -3304,7 +3314,7 @@ func (c *chunkedMsgCtx) markDiscarded() []*pb.MessageIdData {
 	}
 	c.chunkedMsgIDs, c.discarded = nil, true
 	c.chunkedMsgBuffer = internal.NewBuffer(0)
-	return ids
+	return ids, true
 }
 
 // isDiscarded reports whether the context's message has been discarded (markDiscarded).
@@ -3325,10 +3335,14 @@ func (c *chunkedMsgCtx) clear() {
 // letGo clears the context unless its message is complete (its reader is delivering it, and
 // removes it once done), and reports whether it did. Whatever drops a context but its reader
 // asks it first: making room, the expiry, and the drop past maxPending.
-func (c *chunkedMsgCtx) letGo() bool {
+//
+// keepDiscarded keeps a discarded message's context too, which making room picked before its
+// reader discarded it: that context acknowledges the message's later chunks as they come, and
+// without it they would be left unacknowledged for good.
+func (c *chunkedMsgCtx) letGo(keepDiscarded bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.complete {
+	if c.complete || keepDiscarded && c.discarded {
 		return false
 	}
 	c.gone = true
@@ -3529,7 +3543,7 @@ func (c *chunkedMsgCtxMap) discardOldestChunkMessage(autoAck bool) {
 		c.pendingQueue.Len()-kept > c.maxPending; {
 		next, oldest := e.Next(), e.Value.(string)
 		if ctx, ok := c.chunkedMsgCtxs[oldest]; ok {
-			if !ctx.letGo() {
+			if !ctx.letGo(false) {
 				kept++
 				e = next
 				continue
@@ -3566,12 +3580,12 @@ func (c *chunkedMsgCtxMap) heldAndOldest(keep *chunkedMsgCtx) (total int64, uuid
 	return total, uuid, oldest
 }
 
-// evict drops ctx, the context of uuid, unless it has gone or its message is complete, and
-// reports whether it did.
+// evict drops ctx, the context of uuid, unless it has gone, its message is complete or its
+// reader has discarded it since makeRoom picked it, and reports whether it did.
 func (c *chunkedMsgCtxMap) evict(uuid string, ctx *chunkedMsgCtx) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || c.chunkedMsgCtxs[uuid] != ctx || !ctx.letGo() {
+	if c.closed || c.chunkedMsgCtxs[uuid] != ctx || !ctx.letGo(true) {
 		return false
 	}
 	c.drop(uuid)
@@ -3583,7 +3597,7 @@ func (c *chunkedMsgCtxMap) evict(uuid string, ctx *chunkedMsgCtx) bool {
 // c's lock is let go, as discardOldestChunkMessage does.
 func (c *chunkedMsgCtxMap) discardChunkMessage(uuid string, ctx *chunkedMsgCtx, autoAck bool) {
 	c.mu.Lock()
-	if c.closed || c.chunkedMsgCtxs[uuid] != ctx || !ctx.letGo() {
+	if c.closed || c.chunkedMsgCtxs[uuid] != ctx || !ctx.letGo(false) {
 		c.mu.Unlock()
 		return
 	}
